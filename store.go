@@ -1,0 +1,277 @@
+package tenure
+
+import (
+	"context"
+	"fmt"
+	"time"
+	"unicode/utf8"
+)
+
+// Limits every [Store] enforces on its input. A call outside them fails with
+// an error matching [ErrInvalid] and changes nothing.
+const (
+	// MaxNameLen is the longest lease name, in bytes.
+	MaxNameLen = 255
+	// MaxLabelLen is the longest holder label, in bytes.
+	MaxLabelLen = 128
+	// MaxInstanceLen is the longest holder instance id, in bytes.
+	MaxInstanceLen = 64
+	// MaxRenewBatch is the most leases one [Store.Renew] call may carry.
+	// A [Client] holding more splits its renewals into batches of this size.
+	MaxRenewBatch = 10_000
+	// MinTTL is the shortest lease a store accepts; [Config] refuses shorter.
+	MinTTL = 500 * time.Millisecond
+)
+
+// Store is the one place leases live. Every expiry decision is taken by the
+// store, on the store's clock, inside one atomic operation (promise P1), and
+// every compare-and-set is spelled out in the params; a Store keeps no hidden
+// state between calls.
+//
+// A call that returns an error matching [ErrUnavailable] may have been
+// applied: the client treats its outcome as unknown (promise P3).
+type Store interface {
+	// Acquire starts a new tenure for p.Holder when the lease is absent,
+	// released or expired by the store's clock: it hands out a token strictly
+	// greater than every token handed out before for that name (promise P2),
+	// sets seq to 1 and the expiry to the store's now + p.TTL.
+	//
+	// When the lease is held, by anyone (p.Holder included: a clone shares
+	// its parent's identity), Acquire changes nothing and returns a
+	// [*HeldError] carrying the current holder, token, seq and remaining time.
+	Acquire(ctx context.Context, p AcquireParams) (Grant, error)
+
+	// Renew extends, in one round trip, every lease in ps that is still held
+	// by the store's clock with exactly the given holder, token and seq; each
+	// renewed lease has its seq advanced by one and its expiry set to the
+	// store's now + TTL. Results come back in the order of ps.
+	//
+	// A lease that does not match is left untouched and its result reports
+	// the lease as it is (holder, token, seq, remaining), so the caller can
+	// tell a seq mismatch (a clone, or a lost reply) from a takeover.
+	Renew(ctx context.Context, ps []RenewParams) ([]RenewResult, error)
+
+	// Release expires the lease now if it is held by p.Holder with p.Token,
+	// keeping the token counter, so the next tenure gets a greater token. A
+	// lease that is not held that way is left alone and Release returns
+	// [ErrNotHeld].
+	Release(ctx context.Context, p ReleaseParams) error
+
+	// Get returns the lease as the store sees it now, or [ErrNotFound].
+	Get(ctx context.Context, name string) (Record, error)
+
+	// Close ends the store's own background work. Calls after Close fail
+	// with [ErrClosed]. It does not close connections the caller passed in.
+	Close() error
+}
+
+// Notifier is implemented by stores that can announce releases and
+// takeovers. Notifications are an optimisation: they let a follower retry at
+// once instead of at the expiry it was told; correctness never depends on
+// them.
+type Notifier interface {
+	// Listen calls notify with the name of each lease that was released or
+	// taken over, until ctx is done or the store is closed. It reconnects by
+	// itself and returns only then. notify must not block.
+	Listen(ctx context.Context, notify func(name string)) error
+}
+
+// Lister is implemented by stores that can enumerate their leases.
+type Lister interface {
+	// List returns every lease the store knows, ordered by name.
+	List(ctx context.Context) ([]Record, error)
+}
+
+// Holder identifies one holder instance (promise P5): a human label and an
+// instance id made in memory at start and regenerated whenever leadership is
+// lost or revoked. Two holders are the same only when both fields are equal.
+type Holder struct {
+	Label    string
+	Instance string
+}
+
+// String returns "label/instance".
+func (h Holder) String() string {
+	if h == (Holder{}) {
+		return ""
+	}
+	return h.Label + "/" + h.Instance
+}
+
+// Validate reports whether h can be stored.
+func (h Holder) Validate() error {
+	if err := validateText("holder label", h.Label, MaxLabelLen); err != nil {
+		return err
+	}
+	return validateText("holder instance", h.Instance, MaxInstanceLen)
+}
+
+// AcquireParams asks for a new tenure of a lease.
+type AcquireParams struct {
+	Name   string
+	Holder Holder
+	TTL    time.Duration
+}
+
+// Validate reports whether p is well formed.
+func (p AcquireParams) Validate() error {
+	if err := ValidateName(p.Name); err != nil {
+		return err
+	}
+	if err := p.Holder.Validate(); err != nil {
+		return err
+	}
+	return validateTTL(p.TTL)
+}
+
+// RenewParams extends one tenure: a compare-and-set on holder, token and seq.
+type RenewParams struct {
+	Name   string
+	Holder Holder
+	Token  Token
+	Seq    int64
+	TTL    time.Duration
+}
+
+// Validate reports whether p is well formed.
+func (p RenewParams) Validate() error {
+	if err := ValidateName(p.Name); err != nil {
+		return err
+	}
+	if err := p.Holder.Validate(); err != nil {
+		return err
+	}
+	if p.Token <= 0 {
+		return fmt.Errorf("%w: token %d for lease %q must be positive", ErrInvalid, p.Token, p.Name)
+	}
+	if p.Seq <= 0 {
+		return fmt.Errorf("%w: seq %d for lease %q must be positive", ErrInvalid, p.Seq, p.Name)
+	}
+	return validateTTL(p.TTL)
+}
+
+// ValidateRenewBatch checks a whole [Store.Renew] batch: its size, each
+// entry, and that no name appears twice.
+func ValidateRenewBatch(ps []RenewParams) error {
+	if len(ps) > MaxRenewBatch {
+		return fmt.Errorf("%w: renew batch of %d leases exceeds the maximum of %d; split it", ErrInvalid, len(ps), MaxRenewBatch)
+	}
+	seen := make(map[string]struct{}, len(ps))
+	for _, p := range ps {
+		if err := p.Validate(); err != nil {
+			return err
+		}
+		if _, dup := seen[p.Name]; dup {
+			return fmt.Errorf("%w: lease %q appears twice in one renew batch", ErrInvalid, p.Name)
+		}
+		seen[p.Name] = struct{}{}
+	}
+	return nil
+}
+
+// ReleaseParams ends one tenure early.
+type ReleaseParams struct {
+	Name   string
+	Holder Holder
+	Token  Token
+}
+
+// Validate reports whether p is well formed.
+func (p ReleaseParams) Validate() error {
+	if err := ValidateName(p.Name); err != nil {
+		return err
+	}
+	if err := p.Holder.Validate(); err != nil {
+		return err
+	}
+	if p.Token <= 0 {
+		return fmt.Errorf("%w: token %d for lease %q must be positive", ErrInvalid, p.Token, p.Name)
+	}
+	return nil
+}
+
+// Grant is a lease as the store saw it at the moment it decided.
+type Grant struct {
+	Name   string
+	Holder Holder // zero when nobody holds the lease
+	Token  Token  // the current or last tenure's token; 0 if there never was one
+	Seq    int64  // the renewal sequence of the current tenure
+	// Remaining is the time left before expiry by the store's clock; zero
+	// when the lease is not held.
+	Remaining time.Duration
+}
+
+// RenewResult is the outcome of one entry of a [Store.Renew] batch.
+type RenewResult struct {
+	// Renewed reports whether the compare-and-set matched.
+	Renewed bool
+	// Grant is the lease after the call: the renewed tenure when Renewed,
+	// otherwise whatever the store holds now.
+	Grant Grant
+}
+
+// State is a lease's condition by the store's clock.
+type State int
+
+const (
+	// StateHeld: a holder has it and its expiry is in the future.
+	StateHeld State = iota + 1
+	// StateExpired: the last holder stopped renewing and the TTL ran out.
+	StateExpired
+	// StateReleased: the last holder (or an operator) released it.
+	StateReleased
+)
+
+// String returns "held", "expired" or "released".
+func (s State) String() string {
+	switch s {
+	case StateHeld:
+		return "held"
+	case StateExpired:
+		return "expired"
+	case StateReleased:
+		return "released"
+	}
+	return fmt.Sprintf("State(%d)", int(s))
+}
+
+// Record is a lease as [Store.Get] and [Lister.List] report it.
+type Record struct {
+	Grant
+	// Holder and Token in Grant name the last tenure even when the lease is
+	// no longer held; State says whether it is.
+	State State
+	// AcquiredAt is when the current or last tenure began, by the store's
+	// clock. It is for people to read; nothing decides on it.
+	AcquiredAt time.Time
+}
+
+// ValidateName reports whether name can be a lease name: non-empty valid
+// UTF-8 of at most [MaxNameLen] bytes without control characters.
+func ValidateName(name string) error {
+	return validateText("lease name", name, MaxNameLen)
+}
+
+func validateText(what, s string, maxLen int) error {
+	switch {
+	case s == "":
+		return fmt.Errorf("%w: %s is empty", ErrInvalid, what)
+	case len(s) > maxLen:
+		return fmt.Errorf("%w: %s is %d bytes long; the maximum is %d", ErrInvalid, what, len(s), maxLen)
+	case !utf8.ValidString(s):
+		return fmt.Errorf("%w: %s %q is not valid UTF-8", ErrInvalid, what, s)
+	}
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+			return fmt.Errorf("%w: %s %q contains the control character %U", ErrInvalid, what, s, r)
+		}
+	}
+	return nil
+}
+
+func validateTTL(ttl time.Duration) error {
+	if ttl <= 0 {
+		return fmt.Errorf("%w: TTL %s must be positive", ErrInvalid, ttl)
+	}
+	return nil
+}
