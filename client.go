@@ -1,0 +1,191 @@
+package tenure
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tenure-dev/tenure/internal/engine"
+)
+
+// Client holds leases on one [Store] for one holder process. Create it with
+// [New], run its loop with [Client.Run], and take leases with
+// [Client.Acquire], [Client.Campaign] or [Client.Do]. All its leases are
+// renewed together, in one store round trip per renew interval.
+type Client struct {
+	store Store
+	cfg   Config
+	eng   *engine.Engine // owned by the Run goroutine
+	id    atomic.Pointer[Holder]
+
+	mu    sync.Mutex
+	inbox []request
+	wake  chan struct{}
+
+	started atomic.Bool
+	stopped chan struct{}
+}
+
+// request is an engine event from an API call, with the channel that
+// answers a Want or Unwant.
+type request struct {
+	event engine.Event
+	reply chan acquireResult
+}
+
+type acquireResult struct {
+	lease *Lease
+	err   error
+}
+
+// New returns a client for store. It validates cfg (see [Config]) and
+// starts nothing; call [Client.Run].
+func New(store Store, cfg Config) (*Client, error) {
+	if store == nil {
+		return nil, fmt.Errorf("%w: store is nil", ErrInvalid)
+	}
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	c := &Client{
+		store:   store,
+		cfg:     cfg,
+		wake:    make(chan struct{}, 1),
+		stopped: make(chan struct{}),
+	}
+	c.eng = engine.New(engine.Config{
+		Label:            cfg.Label,
+		TTL:              cfg.TTL,
+		RenewInterval:    cfg.RenewInterval,
+		Grace:            cfg.Grace,
+		SuspendTolerance: cfg.SuspendTolerance,
+		ProgressTimeout:  cfg.ProgressTimeout,
+		NewInstance:      NewInstanceID,
+		Jitter:           jitter,
+	})
+	h := fromEngine(c.eng.Holder())
+	c.id.Store(&h)
+	return c, nil
+}
+
+func jitter(max time.Duration) time.Duration {
+	if max <= 0 {
+		return 0
+	}
+	return rand.N(max)
+}
+
+// Holder returns the identity the client acquires with now. It changes
+// after a revoke, a detected suspension or clone.
+func (c *Client) Holder() Holder { return *c.id.Load() }
+
+// Label returns the human part of the identity.
+func (c *Client) Label() string { return c.cfg.Label }
+
+// Instance returns the generated part of the identity.
+func (c *Client) Instance() string { return c.Holder().Instance }
+
+// Config returns the configuration in force, defaults filled in.
+func (c *Client) Config() Config { return c.cfg }
+
+// Acquire tries once to take the lease name. It returns the tenure, a
+// [*HeldError] naming the current holder and its remaining time when the
+// lease is held, or the store's error.
+func (c *Client) Acquire(ctx context.Context, name string) (*Lease, error) {
+	return c.want(ctx, name, false)
+}
+
+// Campaign waits until the lease name is acquired or ctx is done. It does
+// not poll blindly: after a refusal it retries when the holder's time runs
+// out by the store's clock (with jitter), or as soon as the store announces
+// a release or takeover. Store errors are retried with backoff, except
+// [ErrInvalid] and [ErrNotMigrated], which are returned.
+func (c *Client) Campaign(ctx context.Context, name string) (*Lease, error) {
+	return c.want(ctx, name, true)
+}
+
+func (c *Client) want(ctx context.Context, name string, campaign bool) (*Lease, error) {
+	if err := ValidateName(name); err != nil {
+		return nil, err
+	}
+	reply := make(chan acquireResult, 1)
+	c.enqueue(request{event: engine.Want{Name: name, Campaign: campaign}, reply: reply})
+	select {
+	case r := <-reply:
+		return r.lease, r.err
+	case <-c.stopped:
+		return nil, fmt.Errorf("%w: the client's Run has returned", ErrClosed)
+	case <-ctx.Done():
+	}
+	// Withdraw, then take the one answer the loop still owes: a tenure
+	// granted in the meantime is given back.
+	c.enqueue(request{event: engine.Unwant{Name: name}, reply: reply})
+	select {
+	case r := <-reply:
+		if r.lease != nil {
+			_ = r.lease.Release(context.WithoutCancel(ctx))
+		}
+	case <-c.stopped:
+	}
+	return nil, ctx.Err()
+}
+
+// Do campaigns for the lease name, runs fn under it, and releases it when fn
+// returns. fn's ctx is cancelled the moment the tenure is lost, with the
+// [*LostError] as its cause; pass l.Token() with every write to a fenced
+// resource. Do returns fn's error, joined with the LostError if the tenure
+// was lost while fn ran (so errors.Is(err, ErrLost) tells).
+func (c *Client) Do(ctx context.Context, name string, fn func(ctx context.Context, l *Lease) error) error {
+	l, err := c.Campaign(ctx, name)
+	if err != nil {
+		return err
+	}
+	fctx, cancel := context.WithCancelCause(ctx)
+	var watch sync.WaitGroup
+	watch.Go(func() {
+		select {
+		case <-l.done:
+			cancel(l.Err())
+		case <-fctx.Done():
+		}
+	})
+	err = fn(fctx, l)
+	cancel(nil)
+	watch.Wait()
+	lost := l.Err()
+	if rerr := l.Release(context.WithoutCancel(ctx)); rerr != nil && lost == nil {
+		lost = rerr
+	}
+	if lost != nil {
+		return errors.Join(err, lost)
+	}
+	return err
+}
+
+// Revoke is the hook for wake, resume, restore and fork: it drops every
+// tenure at once (their Done channels close with [LossRevoked]), regenerates
+// the identity, and releases the leases at the store. Campaigns in progress
+// go on with the new identity; held work must campaign again, and gets a new
+// token.
+func (c *Client) Revoke() {
+	c.enqueue(request{event: engine.Revoke{}})
+}
+
+func (c *Client) enqueue(r request) {
+	c.mu.Lock()
+	c.inbox = append(c.inbox, r)
+	c.mu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+func fromEngine(h engine.Holder) Holder { return Holder{Label: h.Label, Instance: h.Instance} }
+
+func toEngine(h Holder) engine.Holder { return engine.Holder{Label: h.Label, Instance: h.Instance} }

@@ -1,0 +1,119 @@
+package tenure
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// Defaults for [Config]'s zero values.
+const (
+	// DefaultTTL is how long a lease lives at the store without renewal.
+	DefaultTTL = 30 * time.Second
+	// DefaultRenewDivisor sets the default renew interval to TTL/3.
+	DefaultRenewDivisor = 3
+	// DefaultSuspendDivisor sets the default suspension tolerance to TTL/20.
+	DefaultSuspendDivisor = 20
+	// MarginDivisor sets the minimum safety margin to TTL/10: a holder
+	// stands down at least that long before the store could expire its
+	// lease (longer when round trips are slow: the margin is
+	// max(TTL/10, 2×last round trip)).
+	MarginDivisor = 10
+)
+
+// Config tunes a [Client]. Pass it by value; every zero field means the
+// documented default. [New] validates it and says what to change.
+type Config struct {
+	// Label is the human part of the holder identity, shown in status and
+	// logs. Default: the program's base name. Up to MaxLabelLen bytes, no
+	// control characters. The instance part is generated (promise P5).
+	Label string
+
+	// TTL is the lease's lifetime at the store without renewal. A longer
+	// TTL rides out longer store outages but makes failover after a crash
+	// slower. Default DefaultTTL (30 s); at least MinTTL (500 ms).
+	TTL time.Duration
+
+	// RenewInterval is how often held leases are renewed, all in one round
+	// trip. Default TTL/3; at most TTL/2, so a renewal can fail once and
+	// be retried before the lease is in danger.
+	RenewInterval time.Duration
+
+	// Grace is how long before its local deadline a tenure is declared
+	// lost, so the work has time to stop before the store can hand the
+	// lease to someone else (the CLI kills its child in this window).
+	// Default 0. TTL − TTL/10 − Grace must exceed RenewInterval.
+	Grace time.Duration
+
+	// SuspendTolerance is how far the wall clock and the monotonic clock
+	// may disagree about the time since the last seen renewal, and how late
+	// a timer may fire, before the client assumes it was paused and revokes
+	// at once. Default TTL/20; must be below TTL/10 (the minimum margin),
+	// or a pause could outlast the margin unnoticed.
+	SuspendTolerance time.Duration
+
+	// ProgressTimeout, when positive, requires the work under a lease to
+	// call [Lease.Progress] at least this often; a tenure whose work stalls
+	// stops renewing and stands down so a healthy holder can take over.
+	// Default 0: no progress gate.
+	ProgressTimeout time.Duration
+
+	// Clock reads time. Default: the system clock. Tests and fault
+	// injection set their own; the store's clock still decides expiry.
+	Clock Clock
+
+	// OnTransition, if set, is called with every leadership transition, in
+	// order, none dropped, from one goroutine owned by [Client.Run]. A slow
+	// callback delays later callbacks, never the lease loop.
+	OnTransition func(Transition)
+}
+
+func (cfg Config) withDefaults() Config {
+	if cfg.Label == "" {
+		cfg.Label = filepath.Base(os.Args[0])
+		if len(cfg.Label) > MaxLabelLen {
+			cfg.Label = cfg.Label[:MaxLabelLen]
+		}
+	}
+	if cfg.TTL == 0 {
+		cfg.TTL = DefaultTTL
+	}
+	if cfg.RenewInterval == 0 {
+		cfg.RenewInterval = cfg.TTL / DefaultRenewDivisor
+	}
+	if cfg.SuspendTolerance == 0 {
+		cfg.SuspendTolerance = cfg.TTL / DefaultSuspendDivisor
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = NewSystemClock()
+	}
+	return cfg
+}
+
+func (cfg Config) validate() error {
+	if err := validateText("Label", cfg.Label, MaxLabelLen); err != nil {
+		return err
+	}
+	margin := cfg.TTL / MarginDivisor
+	switch {
+	case cfg.TTL < MinTTL:
+		return fmt.Errorf("%w: TTL (%s) must be at least %s", ErrInvalid, cfg.TTL, MinTTL)
+	case cfg.RenewInterval <= 0:
+		return fmt.Errorf("%w: RenewInterval (%s) must be positive", ErrInvalid, cfg.RenewInterval)
+	case cfg.RenewInterval > cfg.TTL/2:
+		return fmt.Errorf("%w: RenewInterval (%s) must be at most TTL/2 (%s)", ErrInvalid, cfg.RenewInterval, cfg.TTL/2)
+	case cfg.Grace < 0:
+		return fmt.Errorf("%w: Grace (%s) must not be negative", ErrInvalid, cfg.Grace)
+	case cfg.TTL-margin-cfg.Grace <= cfg.RenewInterval:
+		return fmt.Errorf("%w: Grace (%s) leaves no time to renew: TTL (%s) − margin (%s) − Grace must exceed RenewInterval (%s); lower Grace to below %s or raise TTL",
+			ErrInvalid, cfg.Grace, cfg.TTL, margin, cfg.RenewInterval, cfg.TTL-margin-cfg.RenewInterval)
+	case cfg.SuspendTolerance <= 0:
+		return fmt.Errorf("%w: SuspendTolerance (%s) must be positive", ErrInvalid, cfg.SuspendTolerance)
+	case cfg.SuspendTolerance >= margin:
+		return fmt.Errorf("%w: SuspendTolerance (%s) must be below TTL/%d (%s), the minimum safety margin", ErrInvalid, cfg.SuspendTolerance, MarginDivisor, margin)
+	case cfg.ProgressTimeout < 0:
+		return fmt.Errorf("%w: ProgressTimeout (%s) must not be negative (0 turns the progress gate off)", ErrInvalid, cfg.ProgressTimeout)
+	}
+	return nil
+}

@@ -1,0 +1,77 @@
+// Package tenure runs singleton work one at a time on compute that can be
+// paused, restored from a snapshot twice, forked with its disk, and whose
+// clocks lie. It holds leases with fencing tokens over a [Store] you already
+// run (PostgreSQL, Redis, etcd, Consul, or an embedded SQLite file), and
+// ships the resource-side checks that make the tokens mean something.
+//
+// # What is promised, and where
+//
+// No lease can promise that only one process believes it leads: a process
+// paused for a minute wakes up believing whatever it believed before. The
+// promise lives at the resource: once a write with token y was accepted, no
+// write with a token x < y is accepted. tenure keeps it with nine rules:
+//
+//   - P1 The store owns time. Every expiry is decided by the store, on its
+//     clock, inside its atomic operation. A local clock only ever makes a
+//     holder stand down earlier.
+//   - P2 Tokens only go up. Every new tenure of a name gets a token greater
+//     than every token handed out before for it, across releases, restarts
+//     and deleted rows. A renewal keeps the token.
+//   - P3 Unknown is no. A holder reports leadership only between a renewal
+//     it saw succeed and a local deadline derived from it. Errors,
+//     timeouts, mismatches and detected suspensions revoke at once.
+//   - P4 The resource decides. Resources keep the highest token accepted and
+//     refuse lower ones (see the fence packages).
+//   - P5 Identity is per instance: a label plus an id made in memory at
+//     start ([NewInstanceID]), regenerated on revoke, wake and restore.
+//   - P6 Renewals are a chain. Each renewal is a compare-and-set on
+//     (holder, token, seq) that advances seq; a holder whose seq no longer
+//     matches has been cloned, and stands down.
+//   - P7 Nothing local asserts leadership: no marker, PID or token file.
+//   - P8 A cached "alive" may be served; "dead" is always asked again.
+//   - P9 Fail quietly toward the cheap side (losing leadership needlessly
+//     costs seconds), loudly on the expensive one: a fenced write returns
+//     [ErrFenced], never a log line.
+//
+// # Using it
+//
+//	store, err := pgstore.New(pool, pgstore.Config{})
+//	client, err := tenure.New(store, tenure.Config{Label: "billing-worker"})
+//	go client.Run(ctx)
+//	err = client.Do(ctx, "nightly-invoice-run", func(ctx context.Context, l *tenure.Lease) error {
+//		// ctx is cancelled the moment the tenure is lost.
+//		return chargeAll(ctx, l.Token()) // every write carries the token
+//	})
+//
+// [Client.Acquire] tries once, [Client.Campaign] waits, [Client.Do] wraps a
+// function; each tenure is a [Lease] with its own token, [Lease.Done]
+// channel and [Lease.Err]. [Config.OnTransition] receives every acquisition
+// and loss, in order.
+//
+// # The trust window
+//
+// A tenure is trusted from a grant until its local deadline: the send time
+// (on the monotonic clock) of the last renewal seen to succeed, plus the
+// remaining time the store granted, minus a safety margin of
+// max(TTL/10, 2×round trip), minus [Config.Grace]. Renewals go out every
+// [Config.RenewInterval] (TTL/3 by default), all of a client's leases in
+// one store round trip. [Lease.Token] returns 0 the moment the window closes,
+// and also when the wall clock and the monotonic clock disagree about the
+// time since the window opened by more than [Config.SuspendTolerance] (a
+// virtual machine paused and its wall clock re-synced on wake). A timer that
+// fires that much too late (SIGSTOP, a descheduled process) ends every
+// tenure too. After a clone or a suspension the identity is regenerated.
+//
+// The monotonic clock does not count time a virtual machine spends paused.
+// If your platform can tell you about a resume or restore, call
+// [Client.Revoke] from that hook: it ends every tenure and regenerates the
+// identity before anything else runs.
+//
+// # Followers
+//
+// A refused acquisition returns the current holder and its remaining time
+// by the store's clock ([HeldError]); a campaign retries when that time is
+// up (plus jitter), or at once when the store announces a release or
+// takeover (stores that implement [Notifier]). Errors back off with jitter
+// up to the renew interval; nothing spins.
+package tenure

@@ -1,0 +1,81 @@
+package engine
+
+import "time"
+
+// Action is an output of [Engine.Step] for the caller to carry out, in order.
+type Action interface{ action() }
+
+// SendAcquire asks the store for a new tenure. Answer with [AcquireDone]
+// carrying the same Name, Holder and SentAt.
+type SendAcquire struct {
+	Name   string
+	Holder Holder
+	TTL    time.Duration
+	SentAt Instant
+}
+
+// SendRenew renews every item in one round trip. Answer with [RenewDone]
+// carrying the same Items and SentAt. Deadline is the earliest local
+// deadline among the items: an answer after it is of no use.
+type SendRenew struct {
+	Items    []RenewItem
+	TTL      time.Duration
+	SentAt   Instant
+	Deadline time.Duration
+}
+
+// SendRelease releases a tenure at the store, best effort; no answer is
+// expected.
+type SendRelease struct {
+	Name   string
+	Holder Holder
+	Token  int64
+}
+
+// Acquired reports a new tenure.
+type Acquired struct {
+	Name     string
+	Holder   Holder
+	Token    int64
+	Seq      int64
+	Anchor   Instant       // send time of the request that granted it
+	Deadline time.Duration // local deadline on the monotonic clock
+}
+
+// Renewed reports a tenure's new seq, anchor and local deadline.
+type Renewed struct {
+	Name     string
+	Token    int64
+	Seq      int64
+	Anchor   Instant
+	Deadline time.Duration
+}
+
+// Lost reports the end of a tenure.
+type Lost struct {
+	Name   string
+	Token  int64
+	Reason Reason
+	Err    error // the store error behind ReasonRenewError, if any
+}
+
+// AcquireFailed answers a one-shot [Want] that did not acquire, and a Want
+// for a lease the engine already holds or is acquiring (Busy).
+type AcquireFailed struct {
+	Name string
+	Held *Grant // the current holder, when the lease is held
+	Err  error  // the store error, when the store failed
+	Busy bool
+}
+
+// IdentityChanged reports a regenerated identity.
+type IdentityChanged struct{ Holder Holder }
+
+func (SendAcquire) action()     {}
+func (SendRenew) action()       {}
+func (SendRelease) action()     {}
+func (Acquired) action()        {}
+func (Renewed) action()         {}
+func (Lost) action()            {}
+func (AcquireFailed) action()   {}
+func (IdentityChanged) action() {}

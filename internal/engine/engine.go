@@ -1,0 +1,442 @@
+package engine
+
+import (
+	"errors"
+	"time"
+)
+
+// Config fixes the engine's timing and its sources of identity and jitter.
+// The caller validates it; the engine trusts it.
+type Config struct {
+	Label            string
+	TTL              time.Duration
+	RenewInterval    time.Duration
+	Grace            time.Duration
+	SuspendTolerance time.Duration
+	ProgressTimeout  time.Duration // zero: no progress gate
+	// NewInstance returns a fresh, never repeated instance id.
+	NewInstance func() string
+	// Jitter returns a uniformly random duration in [0, max).
+	Jitter func(max time.Duration) time.Duration
+}
+
+// ErrTooLate reports a grant whose reply arrived after the local deadline it
+// implied, or across a clock discontinuity: the engine released it unused.
+var ErrTooLate = errors.New("grant arrived too late to be trusted; released it")
+
+type phase int
+
+const (
+	idle phase = iota
+	acquiring
+	held
+)
+
+type lease struct {
+	name    string
+	phase   phase
+	removed bool
+
+	// idle and acquiring
+	want        bool // a Want is outstanding
+	campaign    bool
+	nextAttempt time.Duration
+	failures    int
+	reqHolder   Holder // identity the in-flight acquire was sent with
+
+	// held
+	holder       Holder
+	token        int64
+	seq          int64
+	anchor       Instant
+	deadline     time.Duration
+	renewDue     time.Duration
+	renewing     bool // part of the batch in flight
+	lastProgress time.Duration
+}
+
+// Engine is the lease state machine. It is not safe for concurrent use: one
+// goroutine (or one simulated process) owns it.
+type Engine struct {
+	cfg    Config
+	holder Holder
+
+	leases  map[string]*lease
+	order   []*lease // insertion order, so every Step is deterministic
+	removed int
+
+	renewInFlight bool
+	out           []Action
+}
+
+// New returns an engine with a fresh identity.
+func New(cfg Config) *Engine {
+	return &Engine{
+		cfg:    cfg,
+		holder: Holder{Label: cfg.Label, Instance: cfg.NewInstance()},
+		leases: make(map[string]*lease),
+	}
+}
+
+// Holder returns the identity the engine acquires with now.
+func (e *Engine) Holder() Holder { return e.holder }
+
+// Step applies one event at now and returns the actions to carry out, in
+// order. The slice is the caller's.
+func (e *Engine) Step(now Instant, ev Event) []Action {
+	e.out = nil
+	if t, ok := ev.(Tick); ok && t.Timer && now.Mono-t.Due > e.cfg.SuspendTolerance && e.active() {
+		e.loseAll(ReasonSuspended, nil)
+	}
+	e.check(now)
+	e.handle(now, ev)
+	e.check(now)
+	e.schedule(now)
+	e.compact()
+	return e.out
+}
+
+// Next returns the monotonic instant at which the engine wants a [Tick],
+// and false when it needs none.
+func (e *Engine) Next() (time.Duration, bool) {
+	var next time.Duration
+	found := false
+	consider := func(t time.Duration) {
+		if !found || t < next {
+			next, found = t, true
+		}
+	}
+	for _, l := range e.order {
+		switch {
+		case l.removed:
+		case l.phase == held:
+			consider(l.deadline)
+			if e.cfg.ProgressTimeout > 0 {
+				consider(l.lastProgress + e.cfg.ProgressTimeout)
+			}
+			if !e.renewInFlight {
+				consider(l.renewDue)
+			}
+		case l.phase == idle && l.want:
+			consider(l.nextAttempt)
+		}
+	}
+	return next, found
+}
+
+func (e *Engine) handle(now Instant, ev Event) {
+	switch ev := ev.(type) {
+	case Tick:
+	case Want:
+		e.want(now, ev)
+	case Unwant:
+		if l := e.leases[ev.Name]; l != nil && l.phase != held {
+			l.want = false
+			if l.phase == idle {
+				e.remove(l)
+			}
+		}
+	case AcquireDone:
+		e.acquireDone(now, ev)
+	case RenewDone:
+		e.renewDone(now, ev)
+	case Notified:
+		if l := e.leases[ev.Name]; l != nil && l.phase == idle && l.want {
+			l.nextAttempt = min(l.nextAttempt, now.Mono+e.cfg.Jitter(e.cfg.TTL/50))
+		}
+	case Progress:
+		if l := e.tenure(ev.Name, ev.Token); l != nil {
+			l.lastProgress = max(l.lastProgress, ev.At.Mono)
+		}
+	case SeqAdvanced:
+		if l := e.tenure(ev.Name, ev.Token); l != nil && ev.Seq > l.seq {
+			l.seq = ev.Seq
+		}
+	case Release:
+		if l := e.tenure(ev.Name, ev.Token); l != nil {
+			e.lose(l, ReasonReleased, nil, false)
+		}
+	case Drop:
+		if l := e.tenure(ev.Name, ev.Token); l != nil {
+			if ev.Reason == ReasonSuspended {
+				e.loseAll(ReasonSuspended, nil)
+			} else {
+				e.lose(l, ev.Reason, nil, true)
+			}
+		}
+	case Revoke:
+		e.loseAll(ReasonRevoked, nil)
+	}
+}
+
+func (e *Engine) want(now Instant, ev Want) {
+	l := e.leases[ev.Name]
+	if l != nil && (l.phase != idle || l.want) {
+		e.emit(AcquireFailed{Name: ev.Name, Busy: true})
+		return
+	}
+	if l == nil {
+		l = &lease{name: ev.Name}
+		e.leases[ev.Name] = l
+		e.order = append(e.order, l)
+	}
+	l.want, l.campaign = true, ev.Campaign
+	l.nextAttempt, l.failures = now.Mono, 0
+}
+
+func (e *Engine) acquireDone(now Instant, d AcquireDone) {
+	l := e.leases[d.Name]
+	if l == nil || l.phase != acquiring || l.reqHolder != d.Holder {
+		if d.Grant != nil {
+			e.emit(SendRelease{Name: d.Name, Holder: d.Holder, Token: d.Grant.Token})
+		}
+		return
+	}
+	l.phase = idle
+	switch {
+	case d.Grant != nil:
+		e.granted(now, l, d)
+	case d.Held != nil:
+		if d.Held.Holder == d.Holder {
+			// The store says this identity holds the lease, but no grant
+			// was seen: a lost reply or a clone. Neither may be trusted.
+			e.regenerate()
+		}
+		if !l.campaign {
+			e.emit(AcquireFailed{Name: l.name, Held: d.Held})
+			e.remove(l)
+			return
+		}
+		l.failures = 0
+		l.nextAttempt = now.Mono + d.Held.Remaining + e.cfg.Jitter(e.cfg.TTL/20)
+	case d.Permanent:
+		e.emit(AcquireFailed{Name: l.name, Err: d.Err})
+		e.remove(l)
+	default:
+		e.failed(now, l, d.Err)
+	}
+}
+
+func (e *Engine) granted(now Instant, l *lease, d AcquireDone) {
+	g := *d.Grant
+	if !l.want || d.Holder != e.holder {
+		// Withdrawn while in flight, or granted to an identity retired
+		// meanwhile: give it back.
+		e.emit(SendRelease{Name: l.name, Holder: d.Holder, Token: g.Token})
+		if !l.want {
+			e.remove(l)
+			return
+		}
+		l.nextAttempt = now.Mono
+		return
+	}
+	deadline := e.deadline(now, d.SentAt, g.Remaining)
+	if deadline <= now.Mono || e.diverged(now, d.SentAt) {
+		e.emit(SendRelease{Name: l.name, Holder: d.Holder, Token: g.Token})
+		e.failed(now, l, ErrTooLate)
+		return
+	}
+	l.phase, l.want = held, false
+	l.holder, l.token, l.seq = d.Holder, g.Token, g.Seq
+	l.anchor, l.deadline = d.SentAt, deadline
+	l.renewDue = d.SentAt.Mono + e.cfg.RenewInterval
+	l.lastProgress = now.Mono
+	e.emit(Acquired{Name: l.name, Holder: l.holder, Token: l.token, Seq: l.seq, Anchor: l.anchor, Deadline: l.deadline})
+}
+
+func (e *Engine) failed(now Instant, l *lease, err error) {
+	if !l.campaign {
+		e.emit(AcquireFailed{Name: l.name, Err: err})
+		e.remove(l)
+		return
+	}
+	l.failures++
+	l.nextAttempt = now.Mono + e.backoff(l.failures)
+}
+
+func (e *Engine) renewDone(now Instant, d RenewDone) {
+	e.renewInFlight = false
+	for i, it := range d.Items {
+		l := e.tenure(it.Name, it.Token)
+		if l == nil || !l.renewing {
+			continue
+		}
+		l.renewing = false
+		if d.Err != nil || i >= len(d.Outcomes) {
+			e.lose(l, ReasonRenewError, d.Err, true)
+			continue
+		}
+		o := d.Outcomes[i]
+		switch {
+		case o.Renewed:
+			l.seq = o.Grant.Seq
+			l.anchor = d.SentAt
+			l.deadline = e.deadline(now, d.SentAt, o.Grant.Remaining)
+			l.renewDue = d.SentAt.Mono + e.cfg.RenewInterval
+			e.emit(Renewed{Name: l.name, Token: l.token, Seq: l.seq, Anchor: l.anchor, Deadline: l.deadline})
+		case o.Grant.Holder == (Holder{}) || o.Grant.Remaining <= 0:
+			e.lose(l, ReasonExpiredAtStore, nil, false)
+		case o.Grant.Holder != l.holder || o.Grant.Token != l.token:
+			e.lose(l, ReasonSuperseded, nil, false)
+		case o.Grant.Seq == l.seq && l.seq != it.Seq:
+			// A fenced write advanced the chain while this renewal was in
+			// flight, and told us so: renew again with the new seq.
+			l.renewDue = now.Mono
+		default:
+			e.loseAll(ReasonSeqMismatch, nil)
+		}
+	}
+}
+
+// check ends every held tenure whose time is up.
+func (e *Engine) check(now Instant) {
+	for _, l := range e.order {
+		if l.removed || l.phase != held {
+			continue
+		}
+		switch {
+		case e.diverged(now, l.anchor):
+			e.loseAll(ReasonSuspended, nil)
+			return
+		case now.Mono >= l.deadline:
+			e.lose(l, ReasonExpiredLocally, nil, true)
+		case e.cfg.ProgressTimeout > 0 && now.Mono-l.lastProgress >= e.cfg.ProgressTimeout:
+			e.lose(l, ReasonProgressStalled, nil, true)
+		}
+	}
+}
+
+// schedule sends what is due: acquisitions, and one renewal batch.
+func (e *Engine) schedule(now Instant) {
+	var batch []RenewItem
+	var earliest time.Duration
+	due := false
+	for _, l := range e.order {
+		switch {
+		case l.removed:
+		case l.phase == idle && l.want && l.nextAttempt <= now.Mono:
+			l.phase, l.reqHolder = acquiring, e.holder
+			e.emit(SendAcquire{Name: l.name, Holder: l.reqHolder, TTL: e.cfg.TTL, SentAt: now})
+		case l.phase == held && !e.renewInFlight:
+			due = due || l.renewDue <= now.Mono
+		}
+	}
+	if !due {
+		return
+	}
+	// Renew every lease due within half an interval along with the one that
+	// is due now, so that the leases of one process converge on one batch.
+	horizon := now.Mono + e.cfg.RenewInterval/2
+	for _, l := range e.order {
+		if l.removed || l.phase != held || l.renewDue > horizon {
+			continue
+		}
+		l.renewing = true
+		if len(batch) == 0 || l.deadline < earliest {
+			earliest = l.deadline
+		}
+		batch = append(batch, RenewItem{Name: l.name, Holder: l.holder, Token: l.token, Seq: l.seq})
+	}
+	e.renewInFlight = true
+	e.emit(SendRenew{Items: batch, TTL: e.cfg.TTL, SentAt: now, Deadline: earliest})
+}
+
+// lose ends a held tenure; with release it also gives the lease back at
+// the store, best effort, so the next holder need not wait for expiry.
+func (e *Engine) lose(l *lease, r Reason, err error, release bool) {
+	e.emit(Lost{Name: l.name, Token: l.token, Reason: r, Err: err})
+	if release {
+		e.emit(SendRelease{Name: l.name, Holder: l.holder, Token: l.token})
+	}
+	l.phase, l.renewing = idle, false
+	e.remove(l)
+}
+
+// loseAll ends every held tenure and regenerates the identity: what ended
+// them (a clone, a suspension, a revoke) concerns the whole process.
+// A clone's sibling is left its lease: only after a seq mismatch is nothing
+// released.
+func (e *Engine) loseAll(r Reason, err error) {
+	for _, l := range e.order {
+		if !l.removed && l.phase == held {
+			e.lose(l, r, err, r != ReasonSeqMismatch)
+		}
+	}
+	e.regenerate()
+}
+
+// active reports whether any lease is held or being acquired.
+func (e *Engine) active() bool {
+	for _, l := range e.order {
+		if !l.removed && l.phase != idle {
+			return true
+		}
+	}
+	return false
+}
+
+func (e *Engine) regenerate() {
+	e.holder.Instance = e.cfg.NewInstance()
+	e.emit(IdentityChanged{Holder: e.holder})
+}
+
+// tenure returns the held lease name with token, or nil.
+func (e *Engine) tenure(name string, token int64) *lease {
+	if l := e.leases[name]; l != nil && l.phase == held && l.token == token {
+		return l
+	}
+	return nil
+}
+
+// deadline is the local deadline implied by a grant of remaining, seen
+// succeed for a request sent at sent: the store's expiry as the monotonic
+// clock can vouch for it, less a margin for round trips and clock rate,
+// less the grace the work needs to stop.
+func (e *Engine) deadline(now, sent Instant, remaining time.Duration) time.Duration {
+	margin := max(e.cfg.TTL/10, 2*(now.Mono-sent.Mono))
+	return sent.Mono + remaining - margin - e.cfg.Grace
+}
+
+// diverged reports whether the wall clock and the monotonic clock disagree
+// about the time since anchor by more than the tolerance.
+func (e *Engine) diverged(now, anchor Instant) bool {
+	wall := time.Duration(now.Wall.UnixNano() - anchor.Wall.UnixNano())
+	d := wall - (now.Mono - anchor.Mono)
+	return d > e.cfg.SuspendTolerance || d < -e.cfg.SuspendTolerance
+}
+
+// backoff is the wait before retry n after errors: exponential from an
+// eighth of the renew interval up to the interval itself, half of it jitter.
+func (e *Engine) backoff(n int) time.Duration {
+	d := e.cfg.RenewInterval / 8
+	for i := 1; i < n && d < e.cfg.RenewInterval; i++ {
+		d *= 2
+	}
+	d = min(d, e.cfg.RenewInterval)
+	return d/2 + e.cfg.Jitter(d/2)
+}
+
+func (e *Engine) emit(a Action) { e.out = append(e.out, a) }
+
+func (e *Engine) remove(l *lease) {
+	if l.removed {
+		return
+	}
+	l.removed = true
+	delete(e.leases, l.name)
+	e.removed++
+}
+
+func (e *Engine) compact() {
+	if e.removed == 0 || e.removed < len(e.order)/2 {
+		return
+	}
+	kept := e.order[:0]
+	for _, l := range e.order {
+		if !l.removed {
+			kept = append(kept, l)
+		}
+	}
+	clear(e.order[len(kept):])
+	e.order, e.removed = kept, 0
+}

@@ -1,0 +1,96 @@
+package engine
+
+import "time"
+
+// Event is an input to [Engine.Step].
+type Event interface{ event() }
+
+// Tick wakes the engine. A tick from the caller's timer sets Timer and Due,
+// the monotonic instant the timer was set for (from [Engine.Next]); a timer
+// that fires far later than Due means the process was stopped.
+type Tick struct {
+	Timer bool
+	Due   time.Duration
+}
+
+// Want asks for a lease. With Campaign the engine keeps trying until it is
+// acquired or [Unwant] arrives; without it, it tries once and answers with
+// [Acquired] or [AcquireFailed].
+type Want struct {
+	Name     string
+	Campaign bool
+}
+
+// Unwant withdraws a Want that has not been granted yet.
+type Unwant struct{ Name string }
+
+// AcquireDone carries the answer to a [SendAcquire].
+type AcquireDone struct {
+	Name   string
+	Holder Holder
+	SentAt Instant
+	// Exactly one of the following describes the outcome.
+	Grant *Grant // acquired
+	Held  *Grant // held by someone (possibly this very identity)
+	Err   error  // failed; the outcome is unknown
+	// Permanent marks an Err that retrying cannot cure (bad input, a store
+	// that is not set up): a campaign ends with it instead of backing off.
+	Permanent bool
+}
+
+// RenewDone carries the answer to a [SendRenew].
+type RenewDone struct {
+	SentAt   Instant
+	Items    []RenewItem
+	Outcomes []RenewOutcome // one per item, unless Err is set
+	Err      error
+}
+
+// Notified reports that the store announced a release or takeover.
+type Notified struct{ Name string }
+
+// Progress reports that the work under a tenure made progress at At.
+type Progress struct {
+	Name  string
+	Token int64
+	At    Instant
+}
+
+// SeqAdvanced reports that a fenced write committed an advance of the
+// renewal chain to Seq, so the next renewal must carry it.
+type SeqAdvanced struct {
+	Name  string
+	Token int64
+	Seq   int64
+}
+
+// Release ends a tenure on the holder's own request. The caller releases
+// it at the store itself, after the engine dropped it.
+type Release struct {
+	Name  string
+	Token int64
+}
+
+// Drop ends a tenure that the caller found expired or suspended on its own
+// hot path (a token read), so that it is never reported held again.
+type Drop struct {
+	Name   string
+	Token  int64
+	Reason Reason
+}
+
+// Revoke drops every tenure and regenerates the identity; campaigns in
+// progress go on with the new identity.
+type Revoke struct{}
+
+func (Tick) event()        {}
+func (Want) event()        {}
+func (Unwant) event()      {}
+func (AcquireDone) event() {}
+func (RenewDone) event()   {}
+func (Notified) event()    {}
+func (Progress) event()    {}
+func (SeqAdvanced) event() {}
+func (Release) event()     {}
+func (Drop) event()        {}
+func (Revoke) event()      {}

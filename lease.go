@@ -1,0 +1,146 @@
+package tenure
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"time"
+
+	"github.com/tenure-dev/tenure/internal/engine"
+)
+
+// Lease is one tenure: a lease name held by this client with one token,
+// from the grant until Done closes. A new acquisition of the same name is a
+// new Lease with a greater token.
+type Lease struct {
+	client *Client
+	name   string
+	holder Holder
+	token  Token
+	done   chan struct{}
+	err    error // set before done is closed
+
+	trust    atomic.Pointer[trustWindow]
+	seq      atomic.Int64
+	ended    atomic.Bool  // Token returns 0 from now on
+	progress atomic.Int64 // monotonic nanoseconds of the last Progress call
+}
+
+// trustWindow is what Token checks against: the local deadline, and the
+// clock readings at the send time of the last renewal seen to succeed.
+type trustWindow struct {
+	deadline   time.Duration
+	anchorMono time.Duration
+	anchorWall int64
+}
+
+// Name returns the lease name.
+func (l *Lease) Name() string { return l.name }
+
+// Holder returns the identity this tenure was granted to.
+func (l *Lease) Holder() Holder { return l.holder }
+
+// Token returns the fencing token while the tenure is trusted, and 0 from
+// the moment it is not: after Done closed, after the local deadline, or when
+// the wall and monotonic clocks disagree since the last seen renewal (the
+// process was suspended). Once it has returned 0 it never returns anything
+// else. It costs two clock reads and no allocation; pass its result with
+// every write to a fenced resource.
+func (l *Lease) Token() Token {
+	if l.ended.Load() {
+		return 0
+	}
+	w := l.trust.Load()
+	wall, mono := l.client.cfg.Clock.Now()
+	skew := time.Duration(wall.UnixNano()-w.anchorWall) - (mono - w.anchorMono)
+	tol := l.client.cfg.SuspendTolerance
+	switch {
+	case mono >= w.deadline:
+		l.drop(engine.ReasonExpiredLocally)
+	case skew > tol || skew < -tol:
+		l.drop(engine.ReasonSuspended)
+	default:
+		return l.token
+	}
+	return 0
+}
+
+func (l *Lease) drop(r engine.Reason) {
+	if l.ended.CompareAndSwap(false, true) {
+		l.client.enqueue(request{event: engine.Drop{Name: l.name, Token: int64(l.token), Reason: r}})
+	}
+}
+
+// Done is closed when the tenure ends, for whatever reason; Err says which.
+func (l *Lease) Done() <-chan struct{} { return l.done }
+
+// Err returns nil while the tenure lasts and a [*LostError] after Done is
+// closed.
+func (l *Lease) Err() error {
+	select {
+	case <-l.done:
+		return l.err
+	default:
+		return nil
+	}
+}
+
+// Progress tells the progress gate that the work under this tenure is
+// alive. It is needed only when Config.ProgressTimeout is set, and is cheap
+// enough to call in a loop.
+func (l *Lease) Progress() {
+	_, mono := l.client.cfg.Clock.Now()
+	l.progress.Store(int64(mono))
+}
+
+// Seq returns the renewal seq this client last saw for the tenure. Fence
+// helpers that advance the chain (pgfence.CheckLeaseStrict) use it.
+func (l *Lease) Seq() int64 { return l.seq.Load() }
+
+// ObserveSeq tells the client that a fenced write committed an advance of
+// the renewal chain to seq, so that its next renewal carries seq. Call it
+// only after the write's transaction committed: a seq this client never
+// saw committed is a clone's, and ends the tenure (promise P6).
+func (l *Lease) ObserveSeq(seq int64) {
+	for {
+		cur := l.seq.Load()
+		if seq <= cur {
+			return
+		}
+		if l.seq.CompareAndSwap(cur, seq) {
+			l.client.enqueue(request{event: engine.SeqAdvanced{Name: l.name, Token: int64(l.token), Seq: seq}})
+			return
+		}
+	}
+}
+
+// Release ends the tenure now and expires the lease at the store, keeping
+// its token counter, so the next holder takes over at once with a greater
+// token. It returns the tenure's [*LostError] if it had already ended for
+// another reason, and the store's error if the store could not be told (the
+// lease then expires by its TTL).
+func (l *Lease) Release(ctx context.Context) error {
+	l.ended.Store(true)
+	l.client.enqueue(request{event: engine.Release{Name: l.name, Token: int64(l.token)}})
+	select {
+	case <-l.done:
+	case <-l.client.stopped:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	err := l.client.store.Release(ctx, ReleaseParams{Name: l.name, Holder: l.holder, Token: l.token})
+	var lost *LostError
+	if errors.As(l.Err(), &lost) && lost.Reason != LossReleased && lost.Reason != LossClosed {
+		return l.err
+	}
+	if errors.Is(err, ErrNotHeld) {
+		return nil
+	}
+	return err
+}
+
+func (l *Lease) end(err *LostError) {
+	l.ended.Store(true)
+	l.err = err
+	close(l.done)
+}
