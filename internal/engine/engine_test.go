@@ -1,0 +1,463 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+const (
+	ttl   = 30 * time.Second
+	renew = 10 * time.Second
+	tol   = ttl / 20
+)
+
+var errStore = errors.New("connection reset")
+
+// harness drives an engine on virtual time. Jitter is always max/2 so
+// schedules are exact.
+type harness struct {
+	t   *testing.T
+	e   *Engine
+	now Instant
+	ids int
+}
+
+func newHarness(t *testing.T, tweak ...func(*Config)) *harness {
+	t.Helper()
+	h := &harness{t: t, now: Instant{Mono: time.Hour, Wall: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}}
+	cfg := Config{
+		Label:            "worker",
+		TTL:              ttl,
+		RenewInterval:    renew,
+		SuspendTolerance: tol,
+		NewInstance: func() string {
+			h.ids++
+			return fmt.Sprintf("id%d", h.ids)
+		},
+		Jitter: func(max time.Duration) time.Duration { return max / 2 },
+	}
+	for _, f := range tweak {
+		f(&cfg)
+	}
+	h.e = New(cfg)
+	return h
+}
+
+func (h *harness) step(ev Event) []Action { return h.e.Step(h.now, ev) }
+
+// advance moves both clocks forward by d, as for a running process.
+func (h *harness) advance(d time.Duration) {
+	h.now.Mono += d
+	h.now.Wall = h.now.Wall.Add(d)
+}
+
+// tick advances to the engine's next wake-up and delivers it on time.
+func (h *harness) tick() []Action {
+	h.t.Helper()
+	due, ok := h.e.Next()
+	require.True(h.t, ok, "engine wants no tick")
+	require.GreaterOrEqual(h.t, due, h.now.Mono, "engine asked for a tick in the past")
+	h.advance(due - h.now.Mono)
+	return h.step(Tick{Timer: true, Due: due})
+}
+
+// acquire takes name with a grant of the full TTL after rtt.
+func (h *harness) acquire(name string, token int64, rtt time.Duration) Acquired {
+	h.t.Helper()
+	send := only[SendAcquire](h.t, h.step(Want{Name: name, Campaign: true}))
+	h.advance(rtt)
+	acts := h.step(AcquireDone{Name: name, Holder: send.Holder, SentAt: send.SentAt,
+		Grant: &Grant{Holder: send.Holder, Token: token, Seq: 1, Remaining: ttl}})
+	return only[Acquired](h.t, acts)
+}
+
+func only[A Action](t *testing.T, acts []Action) A {
+	t.Helper()
+	var found []A
+	for _, a := range acts {
+		if x, ok := a.(A); ok {
+			found = append(found, x)
+		}
+	}
+	require.Len(t, found, 1, "want exactly one %T in %#v", *new(A), acts)
+	return found[0]
+}
+
+func none[A Action](t *testing.T, acts []Action) {
+	t.Helper()
+	for _, a := range acts {
+		_, ok := a.(A)
+		require.False(t, ok, "unexpected %T in %#v", a, acts)
+	}
+}
+
+func renewedAll(items []RenewItem) []RenewOutcome {
+	out := make([]RenewOutcome, len(items))
+	for i, it := range items {
+		out[i] = RenewOutcome{Renewed: true, Grant: Grant{Holder: it.Holder, Token: it.Token, Seq: it.Seq + 1, Remaining: ttl}}
+	}
+	return out
+}
+
+func TestLocalDeadlineIsSendTimePlusRemainingMinusMargin(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		rtt    time.Duration
+		grace  time.Duration
+		margin time.Duration
+	}{
+		{"FastRoundTrip", 10 * time.Millisecond, 0, ttl / 10},
+		{"SlowRoundTripWidensMargin", 2 * time.Second, 0, 4 * time.Second},
+		{"GraceComesOffToo", 10 * time.Millisecond, 5 * time.Second, ttl/10 + 5*time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, func(c *Config) { c.Grace = tc.grace })
+			sent := h.now
+			a := h.acquire("billing", 7, tc.rtt)
+			require.Equal(t, sent, a.Anchor, "the anchor is the send time, not the reply time")
+			require.Equal(t, sent.Mono+ttl-tc.margin, a.Deadline)
+			require.Equal(t, int64(7), a.Token)
+		})
+	}
+}
+
+func TestRenewKeepsTokenAdvancesSeqAndMovesDeadline(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.acquire("billing", 7, time.Millisecond)
+	send := only[SendRenew](t, h.tick())
+	require.Equal(t, []RenewItem{{Name: "billing", Holder: h.e.Holder(), Token: 7, Seq: 1}}, send.Items)
+	h.advance(5 * time.Millisecond)
+	r := only[Renewed](t, h.step(RenewDone{SentAt: send.SentAt, Items: send.Items, Outcomes: renewedAll(send.Items)}))
+	require.Equal(t, int64(7), r.Token)
+	require.Equal(t, int64(2), r.Seq)
+	require.Equal(t, send.SentAt.Mono+ttl-ttl/10, r.Deadline)
+	next := only[SendRenew](t, h.tick())
+	require.Equal(t, send.SentAt.Mono+renew, next.SentAt.Mono, "renewals go out once per interval")
+	require.Equal(t, int64(2), next.Items[0].Seq)
+}
+
+func TestFailClosed(t *testing.T) {
+	t.Parallel()
+	t.Run("RenewError", func(t *testing.T) {
+		t.Parallel()
+		h := newHarness(t)
+		h.acquire("billing", 7, time.Millisecond)
+		send := only[SendRenew](t, h.tick())
+		acts := h.step(RenewDone{SentAt: send.SentAt, Items: send.Items, Err: errStore})
+		lost := only[Lost](t, acts)
+		require.Equal(t, ReasonRenewError, lost.Reason)
+		require.ErrorIs(t, lost.Err, errStore)
+		rel := only[SendRelease](t, acts)
+		require.Equal(t, int64(7), rel.Token, "a lost tenure is released best effort so handover is quick")
+	})
+	t.Run("RenewTimeoutStandsDownBeforeExpiry", func(t *testing.T) {
+		t.Parallel()
+		h := newHarness(t)
+		a := h.acquire("billing", 7, time.Millisecond)
+		only[SendRenew](t, h.tick()) // no answer, ever
+		acts := h.tick()
+		lost := only[Lost](t, acts)
+		require.Equal(t, ReasonExpiredLocally, lost.Reason)
+		require.Equal(t, a.Deadline, h.now.Mono)
+		require.Less(t, h.now.Mono, a.Anchor.Mono+ttl, "stood down before the store could expire the lease")
+	})
+	t.Run("LateSuccessAfterDeadlineIsIgnored", func(t *testing.T) {
+		t.Parallel()
+		h := newHarness(t)
+		h.acquire("billing", 7, time.Millisecond)
+		send := only[SendRenew](t, h.tick())
+		only[Lost](t, h.tick())
+		acts := h.step(RenewDone{SentAt: send.SentAt, Items: send.Items, Outcomes: renewedAll(send.Items)})
+		none[Renewed](t, acts)
+		none[Acquired](t, acts)
+	})
+	t.Run("RenewalThatStallsNeverExtendsTrust", func(t *testing.T) {
+		t.Parallel()
+		h := newHarness(t)
+		h.acquire("billing", 7, time.Millisecond)
+		send := only[SendRenew](t, h.tick())
+		h.advance(ttl - ttl/10) // the reply took almost a whole TTL
+		acts := h.step(RenewDone{SentAt: send.SentAt, Items: send.Items, Outcomes: renewedAll(send.Items)})
+		only[Lost](t, acts)
+		none[Renewed](t, acts)
+	})
+}
+
+func TestSuspension(t *testing.T) {
+	t.Parallel()
+	t.Run("WallClockJumpRevokesAllAndRegenerates", func(t *testing.T) {
+		t.Parallel()
+		h := newHarness(t)
+		h.acquire("a", 1, time.Millisecond)
+		h.acquire("b", 2, time.Millisecond)
+		before := h.e.Holder()
+		// A paused VM: the monotonic clock stood still, the wall clock was
+		// re-synced on wake.
+		h.now.Wall = h.now.Wall.Add(5 * time.Second)
+		acts := h.step(Tick{})
+		var reasons []Reason
+		for _, a := range acts {
+			if l, ok := a.(Lost); ok {
+				reasons = append(reasons, l.Reason)
+			}
+		}
+		require.Equal(t, []Reason{ReasonSuspended, ReasonSuspended}, reasons)
+		id := only[IdentityChanged](t, acts)
+		require.NotEqual(t, before, id.Holder)
+		require.Equal(t, id.Holder, h.e.Holder())
+	})
+	t.Run("SmallSkewIsTolerated", func(t *testing.T) {
+		t.Parallel()
+		h := newHarness(t)
+		h.acquire("a", 1, time.Millisecond)
+		h.now.Wall = h.now.Wall.Add(tol)
+		none[Lost](t, h.step(Tick{}))
+	})
+	t.Run("LateTickRevokes", func(t *testing.T) {
+		t.Parallel()
+		h := newHarness(t)
+		h.acquire("a", 1, time.Millisecond)
+		due, ok := h.e.Next()
+		require.True(t, ok)
+		// SIGSTOP: both clocks ran, the timer fired far too late but still
+		// before the deadline.
+		h.advance(due - h.now.Mono + tol + time.Millisecond)
+		acts := h.step(Tick{Timer: true, Due: due})
+		require.Equal(t, ReasonSuspended, only[Lost](t, acts).Reason)
+		only[IdentityChanged](t, acts)
+		none[SendRenew](t, acts)
+	})
+	t.Run("LateTickWithNothingHeldChangesNothing", func(t *testing.T) {
+		t.Parallel()
+		h := newHarness(t)
+		require.Empty(t, h.step(Tick{Timer: true, Due: h.now.Mono - time.Minute}))
+	})
+}
+
+func TestProgressStallStopsRenewals(t *testing.T) {
+	t.Parallel()
+	const bound = 15 * time.Second
+	h := newHarness(t, func(c *Config) { c.ProgressTimeout = bound })
+	a := h.acquire("billing", 7, time.Millisecond)
+	send := only[SendRenew](t, h.tick())
+	h.step(Progress{Name: "billing", Token: 7, At: h.now})
+	progressAt := h.now.Mono
+	h.step(RenewDone{SentAt: send.SentAt, Items: send.Items, Outcomes: renewedAll(send.Items)})
+	send = only[SendRenew](t, h.tick())
+	h.step(RenewDone{SentAt: send.SentAt, Items: send.Items, Outcomes: renewedAll(send.Items)})
+	acts := h.tick()
+	lost := only[Lost](t, acts)
+	require.Equal(t, ReasonProgressStalled, lost.Reason)
+	require.Equal(t, progressAt+bound, h.now.Mono)
+	require.Equal(t, a.Token, only[SendRelease](t, acts).Token, "a wedged leader hands over at once")
+	_, ok := h.e.Next()
+	require.False(t, ok, "nothing is renewed after the stall")
+}
+
+func TestSeqMismatchRevokesRegeneratesAndFollows(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.acquire("billing", 7, time.Millisecond)
+	h.acquire("other", 8, time.Millisecond)
+	before := h.e.Holder()
+	send := only[SendRenew](t, h.tick())
+	require.Len(t, send.Items, 2, "both leases travel in one batch")
+	out := renewedAll(send.Items)
+	// A clone renewed "billing" first: same holder and token, seq moved on.
+	out[0] = RenewOutcome{Grant: Grant{Holder: before, Token: 7, Seq: 2, Remaining: ttl}}
+	acts := h.step(RenewDone{SentAt: send.SentAt, Items: send.Items, Outcomes: out})
+	var lost []Lost
+	for _, a := range acts {
+		if l, ok := a.(Lost); ok {
+			lost = append(lost, l)
+		}
+	}
+	require.Len(t, lost, 2, "a clone taints every lease of the identity")
+	for _, l := range lost {
+		require.Equal(t, ReasonSeqMismatch, l.Reason)
+	}
+	none[SendRelease](t, acts) // the sibling keeps the lease
+	require.NotEqual(t, before, only[IdentityChanged](t, acts).Holder)
+
+	// As a follower it campaigns with the new identity.
+	send2 := only[SendAcquire](t, h.step(Want{Name: "billing", Campaign: true}))
+	require.Equal(t, h.e.Holder(), send2.Holder)
+}
+
+func TestSupersededAndExpiredAtStore(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		current Grant
+		want    Reason
+	}{
+		{"OtherHolder", Grant{Holder: Holder{"worker", "someone"}, Token: 9, Seq: 1, Remaining: ttl}, ReasonSuperseded},
+		{"ReleasedByOperator", Grant{Token: 7}, ReasonExpiredAtStore},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t)
+			h.acquire("billing", 7, time.Millisecond)
+			send := only[SendRenew](t, h.tick())
+			acts := h.step(RenewDone{SentAt: send.SentAt, Items: send.Items, Outcomes: []RenewOutcome{{Grant: tc.current}}})
+			require.Equal(t, tc.want, only[Lost](t, acts).Reason)
+			none[SendRelease](t, acts)
+			none[IdentityChanged](t, acts)
+		})
+	}
+}
+
+func TestFencedSeqAdvanceIsAdoptedNotMistakenForAClone(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.acquire("billing", 7, time.Millisecond)
+	send := only[SendRenew](t, h.tick())
+	// While the renewal (seq 1) is in flight, a strict fenced write commits
+	// seq 2 and says so.
+	h.step(SeqAdvanced{Name: "billing", Token: 7, Seq: 2})
+	acts := h.step(RenewDone{SentAt: send.SentAt, Items: send.Items,
+		Outcomes: []RenewOutcome{{Grant: Grant{Holder: send.Items[0].Holder, Token: 7, Seq: 2, Remaining: ttl - time.Second}}}})
+	none[Lost](t, acts)
+	again := only[SendRenew](t, acts)
+	require.Equal(t, int64(2), again.Items[0].Seq, "renews again at once with the committed seq")
+}
+
+func TestFollowerRetriesAtExpiryWithJitter(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	send := only[SendAcquire](t, h.step(Want{Name: "billing", Campaign: true}))
+	remaining := 12 * time.Second
+	other := Holder{"worker", "other"}
+	acts := h.step(AcquireDone{Name: "billing", Holder: send.Holder, SentAt: send.SentAt, Held: &Grant{Holder: other, Token: 3, Seq: 4, Remaining: remaining}})
+	require.Empty(t, acts, "a campaign keeps quiet while it waits")
+	due, ok := h.e.Next()
+	require.True(t, ok)
+	require.Equal(t, h.now.Mono+remaining+ttl/40, due, "retry at the holder's expiry plus jitter")
+
+	t.Run("NotificationBringsItForward", func(t *testing.T) {
+		h.step(Notified{Name: "billing"})
+		due, _ := h.e.Next()
+		require.Equal(t, h.now.Mono+ttl/100, due)
+	})
+}
+
+func TestOneShotAcquireReportsHolder(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	send := only[SendAcquire](t, h.step(Want{Name: "billing"}))
+	held := &Grant{Holder: Holder{"worker", "other"}, Token: 3, Seq: 4, Remaining: time.Second}
+	failed := only[AcquireFailed](t, h.step(AcquireDone{Name: "billing", Holder: send.Holder, SentAt: send.SentAt, Held: held}))
+	require.Equal(t, held, failed.Held)
+	_, ok := h.e.Next()
+	require.False(t, ok, "a one-shot attempt does not retry")
+}
+
+func TestHeldBySelfUnseenRegeneratesIdentity(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	send := only[SendAcquire](t, h.step(Want{Name: "billing", Campaign: true}))
+	acts := h.step(AcquireDone{Name: "billing", Holder: send.Holder, SentAt: send.SentAt,
+		Held: &Grant{Holder: send.Holder, Token: 3, Seq: 1, Remaining: time.Second}})
+	require.NotEqual(t, send.Holder, only[IdentityChanged](t, acts).Holder, "a grant nobody saw is never adopted")
+	retry := only[SendAcquire](t, h.tick())
+	require.Equal(t, h.e.Holder(), retry.Holder)
+}
+
+func TestErrorsBackOffNeverSpin(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	send := only[SendAcquire](t, h.step(Want{Name: "billing", Campaign: true}))
+	var waits []time.Duration
+	for range 8 {
+		h.step(AcquireDone{Name: "billing", Holder: send.Holder, SentAt: send.SentAt, Err: errStore})
+		before := h.now.Mono
+		send = only[SendAcquire](t, h.tick())
+		waits = append(waits, h.now.Mono-before)
+	}
+	for i, w := range waits {
+		require.Positive(t, w, "attempt %d came at once", i)
+		require.LessOrEqual(t, w, renew, "backoff is capped at the renew interval")
+		if i > 0 {
+			require.GreaterOrEqual(t, w, waits[i-1], "backoff never shrinks")
+		}
+	}
+	require.Equal(t, renew/16+renew/32, waits[0])
+	require.Equal(t, renew/2+renew/4, waits[len(waits)-1])
+}
+
+func TestPermanentErrorEndsCampaign(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	send := only[SendAcquire](t, h.step(Want{Name: "billing", Campaign: true}))
+	acts := h.step(AcquireDone{Name: "billing", Holder: send.Holder, SentAt: send.SentAt, Err: errStore, Permanent: true})
+	require.ErrorIs(t, only[AcquireFailed](t, acts).Err, errStore)
+	_, ok := h.e.Next()
+	require.False(t, ok)
+}
+
+func TestUnwantWhileInFlightReleasesTheGrant(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	send := only[SendAcquire](t, h.step(Want{Name: "billing", Campaign: true}))
+	h.step(Unwant{Name: "billing"})
+	acts := h.step(AcquireDone{Name: "billing", Holder: send.Holder, SentAt: send.SentAt,
+		Grant: &Grant{Holder: send.Holder, Token: 5, Seq: 1, Remaining: ttl}})
+	none[Acquired](t, acts)
+	require.Equal(t, int64(5), only[SendRelease](t, acts).Token)
+}
+
+func TestRevokeDropsEverythingAndKeepsCampaigning(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.acquire("held", 1, time.Millisecond)
+	only[SendAcquire](t, h.step(Want{Name: "waiting", Campaign: true}))
+	before := h.e.Holder()
+	acts := h.step(Revoke{})
+	require.Equal(t, ReasonRevoked, only[Lost](t, acts).Reason)
+	require.Equal(t, int64(1), only[SendRelease](t, acts).Token)
+	only[IdentityChanged](t, acts)
+	// The in-flight acquisition was sent with the retired identity: its grant
+	// is given back and the campaign retries with the new one.
+	acts = h.step(AcquireDone{Name: "waiting", Holder: before, SentAt: h.now,
+		Grant: &Grant{Holder: before, Token: 2, Seq: 1, Remaining: ttl}})
+	none[Acquired](t, acts)
+	require.Equal(t, before, only[SendRelease](t, acts).Holder)
+	require.Equal(t, h.e.Holder(), only[SendAcquire](t, acts).Holder)
+}
+
+func TestSecondWantForSameNameIsBusy(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.acquire("billing", 1, time.Millisecond)
+	require.True(t, only[AcquireFailed](t, h.step(Want{Name: "billing"})).Busy)
+}
+
+func TestBatchesConvergeToOneRoundTripPerInterval(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	for i := range 50 {
+		h.acquire(fmt.Sprintf("lease-%02d", i), int64(i+1), time.Millisecond)
+		h.advance(renew / 100)
+	}
+	start := h.now.Mono
+	var sends int
+	for h.now.Mono < start+5*renew {
+		acts := h.tick()
+		for _, a := range acts {
+			if s, ok := a.(SendRenew); ok {
+				sends++
+				h.advance(time.Millisecond)
+				h.step(RenewDone{SentAt: s.SentAt, Items: s.Items, Outcomes: renewedAll(s.Items)})
+			}
+		}
+		none[Lost](t, acts)
+	}
+	require.LessOrEqual(t, sends, 6, "50 leases need about one batch per interval, not one call each")
+}
