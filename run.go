@@ -62,9 +62,6 @@ func (r *runner) loop() {
 	defer timer.Stop()
 	for {
 		r.drainInbox()
-		if r.c.cfg.ProgressTimeout > 0 {
-			r.feedProgress()
-		}
 		due, armed := r.c.eng.Next()
 		if armed {
 			_, mono := r.c.cfg.Clock.Now()
@@ -80,6 +77,7 @@ func (r *runner) loop() {
 			r.step(ev)
 		case <-timer.C:
 			if armed {
+				r.feedProgress()
 				r.step(engine.Tick{Timer: true, Due: due})
 			}
 		}
@@ -109,7 +107,12 @@ func (r *runner) drainInbox() {
 	}
 }
 
+// feedProgress tells the engine of Progress calls since the last tick. It
+// runs just before each timer tick: only then can a stall be declared.
 func (r *runner) feedProgress() {
+	if r.c.cfg.ProgressTimeout <= 0 {
+		return
+	}
 	for _, l := range r.leases {
 		if at := l.progress.Load(); at > r.fed[l] {
 			r.fed[l] = at

@@ -88,7 +88,12 @@ func (e *Engine) Step(now Instant, ev Event) []Action {
 	if t, ok := ev.(Tick); ok && t.Timer && now.Mono-t.Due > e.cfg.SuspendTolerance && e.active() {
 		e.loseAll(ReasonSuspended, nil)
 	}
-	e.check(now)
+	if _, ok := ev.(Progress); !ok {
+		// Time is judged before the event: a reply that arrives after the
+		// deadline must not revive what already expired. Progress is the
+		// exception: it reports a past instant, and counts from then.
+		e.check(now)
+	}
 	e.handle(now, ev)
 	e.check(now)
 	e.schedule(now)

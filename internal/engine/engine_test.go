@@ -461,3 +461,12 @@ func TestBatchesConvergeToOneRoundTripPerInterval(t *testing.T) {
 	}
 	require.LessOrEqual(t, sends, 6, "50 leases need about one batch per interval, not one call each")
 }
+
+func TestProgressReportedAtTheBoundCounts(t *testing.T) {
+	t.Parallel()
+	const bound = 15 * time.Second
+	h := newHarness(t, func(c *Config) { c.ProgressTimeout = bound })
+	h.acquire("billing", 7, 0)
+	h.advance(bound)
+	none[Lost](t, h.step(Progress{Name: "billing", Token: 7, At: h.now}))
+}
