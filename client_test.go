@@ -1,0 +1,510 @@
+package tenure_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tenure-dev/tenure"
+	"github.com/tenure-dev/tenure/store/memstore"
+)
+
+const ttl = 30 * time.Second
+
+// bundle is one running client over a store, inside a synctest bubble.
+type bundle struct {
+	store  tenure.Store
+	client *tenure.Client
+	log    *transitionLog
+}
+
+// setup starts a client over store (a fresh memstore when nil) and stops it
+// at cleanup, checking that Run returned cleanly.
+func setup(t *testing.T, store tenure.Store, cfg tenure.Config) *bundle {
+	t.Helper()
+	if store == nil {
+		m := memstore.New(memstore.Config{})
+		t.Cleanup(func() { _ = m.Close() })
+		store = m
+	}
+	log := &transitionLog{}
+	if cfg.OnTransition == nil {
+		cfg.OnTransition = log.add
+	}
+	if cfg.Label == "" {
+		cfg.Label = "worker"
+	}
+	c, err := tenure.New(store, cfg)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- c.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, <-ran)
+	})
+	return &bundle{store: store, client: c, log: log}
+}
+
+type transitionLog struct {
+	mu  sync.Mutex
+	all []tenure.Transition
+}
+
+func (l *transitionLog) add(t tenure.Transition) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.all = append(l.all, t)
+}
+
+func (l *transitionLog) summary() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, t := range l.all {
+		s := fmt.Sprintf("%s %s %d", t.Kind, t.Name, t.Token)
+		if t.Kind == tenure.Lost {
+			s += " " + t.Reason.String()
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// faultyStore wraps a store and fails or stalls renewals on demand; a
+// stalled store also stalls releases, as a hung connection would.
+type faultyStore struct {
+	tenure.Store
+	failRenew  atomic.Bool
+	stallRenew atomic.Bool
+	renewCalls atomic.Int64
+	renewed    atomic.Int64
+}
+
+func (s *faultyStore) Renew(ctx context.Context, ps []tenure.RenewParams) ([]tenure.RenewResult, error) {
+	s.renewCalls.Add(1)
+	switch {
+	case s.failRenew.Load():
+		return nil, fmt.Errorf("%w: connection reset by peer", tenure.ErrUnavailable)
+	case s.stallRenew.Load():
+		<-ctx.Done()
+		return nil, fmt.Errorf("%w: %w", tenure.ErrUnavailable, ctx.Err())
+	}
+	s.renewed.Add(int64(len(ps)))
+	return s.Store.Renew(ctx, ps)
+}
+
+func (s *faultyStore) Release(ctx context.Context, p tenure.ReleaseParams) error {
+	if s.stallRenew.Load() {
+		<-ctx.Done()
+		return fmt.Errorf("%w: %w", tenure.ErrUnavailable, ctx.Err())
+	}
+	return s.Store.Release(ctx, p)
+}
+
+func newFaulty(t *testing.T) *faultyStore {
+	m := memstore.New(memstore.Config{})
+	t.Cleanup(func() { _ = m.Close() })
+	return &faultyStore{Store: m}
+}
+
+// skewClock is the system clock with a wall-clock offset that a test can
+// move, as a VM's re-synced clock moves on wake.
+type skewClock struct {
+	base   tenure.Clock
+	offset atomic.Int64
+}
+
+func (c *skewClock) Now() (time.Time, time.Duration) {
+	w, m := c.base.Now()
+	return w.Add(time.Duration(c.offset.Load())), m
+}
+
+func TestAcquireGivesTokenAndRefusesOthers(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		a := setup(t, nil, tenure.Config{TTL: ttl})
+		b := setup(t, a.store, tenure.Config{TTL: ttl, Label: "other"})
+
+		l, err := a.client.Acquire(t.Context(), "billing")
+		require.NoError(t, err)
+		require.Positive(t, l.Token())
+		require.Equal(t, a.client.Holder(), l.Holder())
+		require.Equal(t, "billing", l.Name())
+
+		time.Sleep(time.Second)
+		_, err = b.client.Acquire(t.Context(), "billing")
+		var held *tenure.HeldError
+		require.ErrorAs(t, err, &held)
+		require.ErrorIs(t, err, tenure.ErrHeld)
+		require.Equal(t, a.client.Holder(), held.Holder)
+		require.Equal(t, l.Token(), held.Token)
+		require.Equal(t, ttl-time.Second, held.Remaining, "remaining time by the store's clock")
+
+		_, err = a.client.Acquire(t.Context(), "billing")
+		require.ErrorIs(t, err, tenure.ErrHeld, "a client does not acquire what it holds twice")
+		_, err = a.client.Acquire(t.Context(), "")
+		require.ErrorIs(t, err, tenure.ErrInvalid)
+	})
+}
+
+func TestRenewalsKeepTheLeaseAndItsToken(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		b := setup(t, nil, tenure.Config{TTL: ttl})
+		l, err := b.client.Acquire(t.Context(), "billing")
+		require.NoError(t, err)
+		tok := l.Token()
+		time.Sleep(5*ttl + time.Second)
+		require.Equal(t, tok, l.Token())
+		require.NoError(t, l.Err())
+		rec, err := b.store.Get(t.Context(), "billing")
+		require.NoError(t, err)
+		require.Equal(t, tenure.StateHeld, rec.State)
+		require.Equal(t, tok, rec.Token)
+		require.Equal(t, int64(16), rec.Seq, "one renewal every TTL/3 over five TTLs")
+		require.Equal(t, rec.Seq, l.Seq())
+	})
+}
+
+func TestReleaseHandsOverAtOnceWithAGreaterToken(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		a := setup(t, nil, tenure.Config{TTL: ttl})
+		b := setup(t, a.store, tenure.Config{TTL: ttl, Label: "follower"})
+		first, err := a.client.Acquire(t.Context(), "billing")
+		require.NoError(t, err)
+
+		got := make(chan *tenure.Lease, 1)
+		go func() {
+			l, err := b.client.Campaign(t.Context(), "billing")
+			require.NoError(t, err)
+			got <- l
+		}()
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		require.Empty(t, got, "the follower waits while the lease is held")
+
+		start := time.Now()
+		require.NoError(t, first.Release(t.Context()))
+		require.Zero(t, first.Token())
+		second := <-got
+		require.Less(t, time.Since(start), time.Second, "the release notification wakes the follower")
+		require.Greater(t, second.Token(), tokenOf(first))
+		require.Equal(t, tenure.LossReleased, lostReason(t, first))
+	})
+}
+
+func TestCrashedHolderIsTakenOverAtExpiry(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		store := newFaulty(t)
+		a := setup(t, store, tenure.Config{TTL: ttl})
+		b := setup(t, store.Store, tenure.Config{TTL: ttl, Label: "follower"})
+		first, err := a.client.Acquire(t.Context(), "billing")
+		require.NoError(t, err)
+		acquiredAt := time.Now()
+		store.stallRenew.Store(true) // the holder's store connection hangs
+
+		second, err := b.client.Campaign(t.Context(), "billing")
+		require.NoError(t, err)
+		require.GreaterOrEqual(t, time.Since(acquiredAt), ttl, "no takeover before the store's expiry")
+		require.Less(t, time.Since(acquiredAt), ttl+ttl/10, "the follower retried at the expiry, not blindly")
+		require.Greater(t, second.Token(), tokenOf(first))
+		<-first.Done()
+		require.Zero(t, first.Token())
+	})
+}
+
+func TestRenewErrorFailsClosedAtOnce(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		store := newFaulty(t)
+		b := setup(t, store, tenure.Config{TTL: ttl})
+		l, err := b.client.Acquire(t.Context(), "billing")
+		require.NoError(t, err)
+		time.Sleep(time.Second)
+		store.failRenew.Store(true)
+		start := time.Now()
+		<-l.Done()
+		require.LessOrEqual(t, time.Since(start), ttl/3, "lost at the first failed renewal")
+		require.Equal(t, tenure.LossRenewError, lostReason(t, l))
+		require.ErrorIs(t, l.Err(), tenure.ErrUnavailable)
+		require.Zero(t, l.Token())
+	})
+}
+
+func TestStalledRenewalStandsDownBeforeTheStoreExpires(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		store := newFaulty(t)
+		b := setup(t, store, tenure.Config{TTL: ttl, Grace: 5 * time.Second})
+		l, err := b.client.Acquire(t.Context(), "billing")
+		require.NoError(t, err)
+		start := time.Now()
+		store.stallRenew.Store(true)
+		<-l.Done()
+		require.Equal(t, tenure.LossExpiredLocally, lostReason(t, l))
+		// Local deadline: TTL − margin (TTL/10) − grace after the send time.
+		require.Equal(t, ttl-ttl/10-5*time.Second, time.Since(start))
+	})
+}
+
+func TestSuspensionRevokesAtTheNextTokenRead(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		clock := &skewClock{base: tenure.NewSystemClock()}
+		b := setup(t, nil, tenure.Config{TTL: ttl, Clock: clock})
+		l, err := b.client.Acquire(t.Context(), "billing")
+		require.NoError(t, err)
+		before := b.client.Holder()
+		require.Positive(t, l.Token())
+
+		// The VM was paused: its monotonic clock stood still, its wall clock
+		// was re-synced on wake.
+		clock.offset.Store(int64(5 * time.Second))
+		require.Zero(t, l.Token(), "the very next token read fails closed")
+		<-l.Done()
+		require.Equal(t, tenure.LossSuspended, lostReason(t, l))
+		require.NotEqual(t, before.Instance, b.client.Holder().Instance, "identity regenerated on wake")
+		require.Equal(t, before.Label, b.client.Holder().Label)
+	})
+}
+
+func TestCloneIsDetectedByTheRenewalChain(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		b := setup(t, nil, tenure.Config{TTL: ttl})
+		l, err := b.client.Acquire(t.Context(), "billing")
+		require.NoError(t, err)
+		before := b.client.Holder()
+
+		// A clone restored from the same snapshot renews first with the same
+		// holder, token and seq.
+		res, err := b.store.Renew(t.Context(), []tenure.RenewParams{{Name: "billing", Holder: l.Holder(), Token: l.Token(), Seq: l.Seq(), TTL: ttl}})
+		require.NoError(t, err)
+		require.True(t, res[0].Renewed)
+
+		<-l.Done()
+		require.Equal(t, tenure.LossSeqMismatch, lostReason(t, l))
+		require.NotEqual(t, before, b.client.Holder())
+		rec, err := b.store.Get(t.Context(), "billing")
+		require.NoError(t, err)
+		require.Equal(t, tenure.StateHeld, rec.State, "the surviving clone keeps its lease")
+	})
+}
+
+func TestObservedSeqAdvanceKeepsTheLease(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		b := setup(t, nil, tenure.Config{TTL: ttl})
+		l, err := b.client.Acquire(t.Context(), "billing")
+		require.NoError(t, err)
+		// What a strict fenced write does: advance the chain at the store and
+		// tell the client after the commit.
+		res, err := b.store.Renew(t.Context(), []tenure.RenewParams{{Name: "billing", Holder: l.Holder(), Token: l.Token(), Seq: l.Seq(), TTL: ttl}})
+		require.NoError(t, err)
+		l.ObserveSeq(res[0].Grant.Seq)
+		time.Sleep(2 * ttl)
+		require.NoError(t, l.Err())
+		require.Positive(t, l.Token())
+	})
+}
+
+func TestProgressGate(t *testing.T) {
+	t.Parallel()
+	const bound = 5 * time.Second
+	t.Run("StalledWorkStandsDown", func(t *testing.T) {
+		t.Parallel()
+		synctest.Test(t, func(t *testing.T) {
+			b := setup(t, nil, tenure.Config{TTL: ttl, ProgressTimeout: bound})
+			l, err := b.client.Acquire(t.Context(), "billing")
+			require.NoError(t, err)
+			start := time.Now()
+			<-l.Done()
+			require.Equal(t, bound, time.Since(start))
+			require.Equal(t, tenure.LossProgressStalled, lostReason(t, l))
+			synctest.Wait()
+			rec, err := b.store.Get(t.Context(), "billing")
+			require.NoError(t, err)
+			require.Equal(t, tenure.StateReleased, rec.State, "a wedged leader hands over at once")
+		})
+	})
+	t.Run("ProgressingWorkKeepsIt", func(t *testing.T) {
+		t.Parallel()
+		synctest.Test(t, func(t *testing.T) {
+			b := setup(t, nil, tenure.Config{TTL: ttl, ProgressTimeout: bound})
+			l, err := b.client.Acquire(t.Context(), "billing")
+			require.NoError(t, err)
+			for range 60 {
+				time.Sleep(time.Second)
+				l.Progress()
+			}
+			require.NoError(t, l.Err())
+		})
+	})
+}
+
+func TestDoCancelsTheWorkOnLoss(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		b := setup(t, nil, tenure.Config{TTL: ttl})
+		var cause error
+		err := b.client.Do(t.Context(), "billing", func(ctx context.Context, l *tenure.Lease) error {
+			require.Positive(t, l.Token())
+			b.client.Revoke()
+			<-ctx.Done()
+			cause = context.Cause(ctx)
+			return ctx.Err()
+		})
+		require.ErrorIs(t, err, tenure.ErrLost)
+		require.ErrorIs(t, err, context.Canceled)
+		var lost *tenure.LostError
+		require.ErrorAs(t, cause, &lost)
+		require.Equal(t, tenure.LossRevoked, lost.Reason)
+	})
+}
+
+func TestDoReleasesWhenTheWorkReturns(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		b := setup(t, nil, tenure.Config{TTL: ttl})
+		var tok tenure.Token
+		errWork := errors.New("ledger is locked")
+		err := b.client.Do(t.Context(), "billing", func(ctx context.Context, l *tenure.Lease) error {
+			tok = l.Token()
+			return errWork
+		})
+		require.ErrorIs(t, err, errWork)
+		require.NotErrorIs(t, err, tenure.ErrLost)
+		rec, err := b.store.Get(t.Context(), "billing")
+		require.NoError(t, err)
+		require.Equal(t, tenure.StateReleased, rec.State)
+		require.Equal(t, tok, rec.Token)
+
+		l, err := b.client.Acquire(t.Context(), "billing")
+		require.NoError(t, err)
+		require.Greater(t, l.Token(), tok, "the same holder's next tenure gets a greater token")
+	})
+}
+
+func TestTransitionsArriveInOrder(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		b := setup(t, nil, tenure.Config{TTL: ttl})
+		l1, err := b.client.Acquire(t.Context(), "billing")
+		require.NoError(t, err)
+		b.client.Revoke()
+		<-l1.Done()
+		l2, err := b.client.Acquire(t.Context(), "billing")
+		require.NoError(t, err)
+		require.NoError(t, l2.Release(t.Context()))
+		synctest.Wait()
+		require.Equal(t, []string{
+			fmt.Sprintf("acquired billing %d", tokenOf(l1)),
+			fmt.Sprintf("lost billing %d revoked", tokenOf(l1)),
+			fmt.Sprintf("acquired billing %d", tokenOf(l2)),
+			fmt.Sprintf("lost billing %d released", tokenOf(l2)),
+		}, b.log.summary())
+	})
+}
+
+func TestRunReturnReleasesEverything(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		store := memstore.New(memstore.Config{})
+		defer store.Close()
+		c, err := tenure.New(store, tenure.Config{TTL: ttl})
+		require.NoError(t, err)
+		ctx, cancel := context.WithCancel(t.Context())
+		ran := make(chan error, 1)
+		go func() { ran <- c.Run(ctx) }()
+		var leases []*tenure.Lease
+		for _, name := range []string{"a", "b", "c"} {
+			l, err := c.Acquire(t.Context(), name)
+			require.NoError(t, err)
+			leases = append(leases, l)
+		}
+		cancel()
+		require.NoError(t, <-ran)
+		for _, l := range leases {
+			<-l.Done()
+			require.Equal(t, tenure.LossClosed, lostReason(t, l))
+			rec, err := store.Get(t.Context(), l.Name())
+			require.NoError(t, err)
+			require.Equal(t, tenure.StateReleased, rec.State)
+		}
+		_, err = c.Acquire(t.Context(), "d")
+		require.ErrorIs(t, err, tenure.ErrClosed)
+		require.Error(t, c.Run(t.Context()), "a client runs once")
+	})
+}
+
+func TestCampaignHonoursContext(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		a := setup(t, nil, tenure.Config{TTL: ttl})
+		b := setup(t, a.store, tenure.Config{TTL: ttl, Label: "follower"})
+		_, err := a.client.Acquire(t.Context(), "billing")
+		require.NoError(t, err)
+		ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+		defer cancel()
+		_, err = b.client.Campaign(ctx, "billing")
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		_, err = b.client.Acquire(t.Context(), "billing")
+		require.ErrorIs(t, err, tenure.ErrHeld, "the withdrawn campaign left nothing behind")
+		var held *tenure.HeldError
+		require.ErrorAs(t, err, &held, "and the answer names the real holder, not a busy campaign")
+	})
+}
+
+func TestAllLeasesRenewInOneRoundTripPerInterval(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		store := newFaulty(t)
+		b := setup(t, store, tenure.Config{TTL: ttl})
+		const n = 1000
+		for i := range n {
+			_, err := b.client.Acquire(t.Context(), fmt.Sprintf("lease-%04d", i))
+			require.NoError(t, err)
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		calls0, renewed0 := store.renewCalls.Load(), store.renewed.Load()
+		time.Sleep(10 * ttl / 3)
+		synctest.Wait()
+		require.Equal(t, int64(10), store.renewCalls.Load()-calls0, "one round trip per renew interval")
+		require.Equal(t, int64(10*n), store.renewed.Load()-renewed0, "each carrying every lease")
+	})
+}
+
+func tokenOf(l *tenure.Lease) tenure.Token {
+	var lost *tenure.LostError
+	if errors.As(l.Err(), &lost) {
+		return lost.Token
+	}
+	return l.Token()
+}
+
+func lostReason(t *testing.T, l *tenure.Lease) tenure.LossReason {
+	t.Helper()
+	var lost *tenure.LostError
+	require.ErrorAs(t, l.Err(), &lost)
+	return lost.Reason
+}
+
+func TestTokenDoesNotAllocate(t *testing.T) { //nolint:paralleltest // AllocsPerRun refuses parallel tests
+	synctest.Test(t, func(t *testing.T) {
+		b := setup(t, nil, tenure.Config{TTL: ttl})
+		l, err := b.client.Acquire(t.Context(), "billing")
+		require.NoError(t, err)
+		require.Zero(t, testing.AllocsPerRun(100, func() { _ = l.Token() }))
+	})
+}

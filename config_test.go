@@ -1,0 +1,78 @@
+package tenure_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tenure-dev/tenure"
+	"github.com/tenure-dev/tenure/store/memstore"
+)
+
+func TestConfigValidation(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		cfg  tenure.Config
+		msg  string // empty: valid
+	}{
+		{"ZeroIsDefaults", tenure.Config{}, ""},
+		{"ShortTTL", tenure.Config{TTL: 400 * time.Millisecond}, "TTL (400ms) must be at least 500ms"},
+		{"RenewTooSlow", tenure.Config{TTL: 10 * time.Second, RenewInterval: 6 * time.Second}, "RenewInterval (6s) must be at most TTL/2 (5s)"},
+		{"NegativeRenew", tenure.Config{RenewInterval: -time.Second}, "RenewInterval (-1s) must be positive"},
+		{"GraceTooLong", tenure.Config{TTL: 30 * time.Second, Grace: 20 * time.Second}, "Grace (20s) leaves no time to renew"},
+		{"GraceFits", tenure.Config{TTL: 30 * time.Second, Grace: 10 * time.Second}, ""},
+		{"NegativeGrace", tenure.Config{Grace: -time.Second}, "Grace (-1s) must not be negative"},
+		{"ToleranceAboveMargin", tenure.Config{TTL: 10 * time.Second, SuspendTolerance: time.Second}, "SuspendTolerance (1s) must be below TTL/10 (1s)"},
+		{"NegativeProgress", tenure.Config{ProgressTimeout: -time.Second}, "ProgressTimeout (-1s) must not be negative"},
+		{"ControlCharInLabel", tenure.Config{Label: "billing\nworker"}, "Label \"billing\\nworker\" contains the control character U+000A"},
+		{"LongLabel", tenure.Config{Label: string(make([]byte, 200))}, "Label is 200 bytes long"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			store := memstore.New(memstore.Config{})
+			t.Cleanup(func() { _ = store.Close() })
+			c, err := tenure.New(store, tc.cfg)
+			if tc.msg == "" {
+				require.NoError(t, err)
+				require.NotNil(t, c)
+				return
+			}
+			require.ErrorIs(t, err, tenure.ErrInvalid)
+			require.ErrorContains(t, err, tc.msg)
+			require.Nil(t, c)
+		})
+	}
+}
+
+func TestConfigDefaults(t *testing.T) {
+	t.Parallel()
+	store := memstore.New(memstore.Config{})
+	t.Cleanup(func() { _ = store.Close() })
+	c, err := tenure.New(store, tenure.Config{})
+	require.NoError(t, err)
+	cfg := c.Config()
+	require.Equal(t, 30*time.Second, cfg.TTL)
+	require.Equal(t, 10*time.Second, cfg.RenewInterval)
+	require.Equal(t, 1500*time.Millisecond, cfg.SuspendTolerance)
+	require.NotEmpty(t, cfg.Label)
+	require.Len(t, c.Instance(), 26)
+}
+
+func TestNewRefusesNilStore(t *testing.T) {
+	t.Parallel()
+	_, err := tenure.New(nil, tenure.Config{})
+	require.ErrorIs(t, err, tenure.ErrInvalid)
+}
+
+func TestInstanceIDsAreUnique(t *testing.T) {
+	t.Parallel()
+	seen := map[string]bool{}
+	for range 1000 {
+		id := tenure.NewInstanceID()
+		require.Len(t, id, 26)
+		require.False(t, seen[id], "instance id %s repeated", id)
+		seen[id] = true
+	}
+}

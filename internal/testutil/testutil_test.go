@@ -1,0 +1,99 @@
+package testutil
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestUniqueName(t *testing.T) {
+	t.Parallel()
+	safe := regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
+	for _, tc := range []struct{ name, want string }{
+		{"Simple", "testuniquename_simple"},
+		{"With Spaces And/Slashes", "ename_with_spaces_and_slashes"},
+		{"Very" + strings.Repeat("Long", 40), "g" + strings.Repeat("long", 7)},
+		{"9Digits", "testuniquename_9digits"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			a, b := UniqueName(t), UniqueName(t)
+			require.NotEqual(t, a, b)
+			for _, n := range []string{a, b} {
+				require.Regexp(t, safe, n)
+				require.LessOrEqual(t, len(n), 40)
+				require.Equal(t, tc.want, n[:len(n)-11], "name %q", n)
+				require.Regexp(t, `^_[0-9a-f]{10}$`, n[len(n)-11:])
+			}
+		})
+	}
+}
+
+func TestSanitize(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"TestX/Sub_Test":  "testx_sub_test",
+		"__ABC__":         "abc",
+		"123abc":          "abc",
+		"äöü":             "",
+		"a--b":            "a_b",
+		"Test/#01":        "test_01",
+		"/leading/slash/": "leading_slash",
+	} {
+		require.Equal(t, want, sanitize(in), "sanitize(%q)", in)
+	}
+}
+
+func TestHolder(t *testing.T) {
+	t.Parallel()
+	a, b := Holder(t, "worker"), Holder(t, "worker")
+	require.NoError(t, a.Validate())
+	require.Equal(t, "worker", a.Label)
+	require.NotEqual(t, a, b)
+}
+
+func TestPostgresURL(t *testing.T) {
+	t.Setenv("TENURE_TEST_PG_URL", "")
+	require.Equal(t, DefaultPostgresURL, PostgresURL())
+	t.Setenv("TENURE_TEST_PG_URL", "postgres://elsewhere/db")
+	require.Equal(t, "postgres://elsewhere/db", PostgresURL())
+}
+
+func TestNeedServer(t *testing.T) {
+	t.Run("NilErrorContinues", func(t *testing.T) {
+		NeedServer(t, "nothing", nil)
+	})
+	t.Run("SkipsLocally", func(t *testing.T) {
+		t.Setenv("CI", "")
+		ran := false
+		t.Run("Inner", func(t *testing.T) {
+			NeedServer(t, "postgres", errors.New("connection refused"))
+			ran = true
+		})
+		require.False(t, ran, "NeedServer returned instead of stopping the test")
+	})
+}
+
+// TestNeedServerHelper is run by TestNeedServerFailsInCI in a child process.
+func TestNeedServerHelper(t *testing.T) {
+	if os.Getenv("TESTUTIL_NEED_SERVER_CHILD") == "" {
+		t.Skip("run only by TestNeedServerFailsInCI")
+	}
+	NeedServer(t, "postgres", errors.New("connection refused"))
+}
+
+func TestNeedServerFailsInCI(t *testing.T) {
+	t.Parallel()
+	cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestNeedServerHelper$", "-test.v")
+	cmd.Env = append(os.Environ(), "TESTUTIL_NEED_SERVER_CHILD=1", "CI=true")
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	require.True(t, errors.As(err, &exit), "NeedServer did not fail the test with CI set:\n%s", out)
+	require.Contains(t, string(out), "--- FAIL: TestNeedServerHelper")
+	require.Contains(t, string(out), "postgres is unreachable and CI is set: connection refused")
+}

@@ -1,0 +1,9 @@
+package tenure_test
+
+import (
+	"testing"
+
+	"github.com/tenure-dev/tenure/internal/testutil"
+)
+
+func TestMain(m *testing.M) { testutil.VerifyTestMain(m) }

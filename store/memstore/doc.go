@@ -1,0 +1,41 @@
+// Package memstore is the in-memory reference implementation of
+// [tenure.Store], [tenure.Notifier] and [tenure.Lister].
+//
+// It exists for tests, the deterministic simulation and runnable examples:
+// everything it knows is lost with the process, so it must never guard real
+// work. It passes the same conformance suite as every other backend
+// ([github.com/tenure-dev/tenure/store/storetest]).
+//
+//	s := memstore.New(memstore.Config{})
+//	defer s.Close()
+//
+// # Expiry clock
+//
+// Every expiry decision is taken on the store's clock, [Config.Clock], inside
+// the store's one mutex (promise P1). The default is the host clock
+// ([time.Now], whose monotonic reading makes it immune to wall-clock jumps).
+// Tests and the simulation inject a virtual clock to move time by hand.
+//
+// # Token source
+//
+// Tokens come from one in-memory counter shared by every lease name. It is
+// never reset: [Store.Release] marks a lease released and keeps its token, so
+// the next tenure of any name gets a greater token (promise P2). The counter
+// lives only as long as the [Store] value, which is why this store is for
+// tests, simulation and examples only.
+//
+// # Notifications
+//
+// [Store.Listen] reports each release and each takeover (an acquisition that
+// replaced the holder of an expired lease). The store never waits for a
+// listener: it appends to the listener's unbounded queue, and the goroutine
+// that called Listen delivers from it.
+//
+// # Failure modes
+//
+// Calls cannot be lost or half applied, so memstore never returns
+// [tenure.ErrUnavailable] except when the call's context is already done, in
+// which case nothing was attempted. Input outside the limits fails with an
+// error matching [tenure.ErrInvalid] and changes nothing. After
+// [Store.Close] every call fails with [tenure.ErrClosed].
+package memstore

@@ -1,0 +1,316 @@
+package memstore
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tenure-dev/tenure"
+)
+
+var (
+	_ tenure.Store    = (*Store)(nil)
+	_ tenure.Notifier = (*Store)(nil)
+	_ tenure.Lister   = (*Store)(nil)
+)
+
+// Config configures a [Store]. The zero value is ready to use.
+type Config struct {
+	// Clock returns the store's current time; every expiry is judged by it.
+	// Default (nil): [time.Now]. A clock that goes backwards extends every
+	// lease, exactly as a real store's clock would.
+	Clock func() time.Time
+}
+
+// Store is an in-memory [tenure.Store]. Its methods are safe for concurrent
+// use. Create it with [New].
+type Store struct {
+	clock func() time.Time
+	done  chan struct{} // closed by Close
+
+	mu        sync.Mutex
+	closed    bool
+	last      tenure.Token // the greatest token handed out, for any name
+	leases    map[string]*lease
+	listeners map[*listener]struct{}
+}
+
+// lease is the state of one name. A lease is held when it is not released
+// and its expiry is after the store's now.
+type lease struct {
+	holder     tenure.Holder
+	token      tenure.Token
+	seq        int64
+	expires    time.Time
+	acquiredAt time.Time
+	released   bool
+}
+
+// listener is one [Store.Listen] call's queue. queue is guarded by
+// Store.mu; wake is buffered so that signalling it never blocks.
+type listener struct {
+	queue []string
+	wake  chan struct{}
+}
+
+// New returns an empty store.
+func New(cfg Config) *Store {
+	clock := cfg.Clock
+	if clock == nil {
+		clock = time.Now
+	}
+	return &Store{
+		clock:     clock,
+		done:      make(chan struct{}),
+		leases:    make(map[string]*lease),
+		listeners: make(map[*listener]struct{}),
+	}
+}
+
+// Acquire implements [tenure.Store.Acquire].
+func (s *Store) Acquire(ctx context.Context, p tenure.AcquireParams) (tenure.Grant, error) {
+	if err := begin(ctx, "acquire"); err != nil {
+		return tenure.Grant{}, err
+	}
+	if err := p.Validate(); err != nil {
+		return tenure.Grant{}, fmt.Errorf("memstore: acquire: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return tenure.Grant{}, errClosed("acquire")
+	}
+	now := s.clock()
+	l, known := s.leases[p.Name]
+	if known && l.heldAt(now) {
+		return tenure.Grant{}, &tenure.HeldError{
+			Name:      p.Name,
+			Holder:    l.holder,
+			Token:     l.token,
+			Seq:       l.seq,
+			Remaining: l.expires.Sub(now),
+		}
+	}
+	takeover := known && !l.released
+	s.last++
+	l = &lease{
+		holder:     p.Holder,
+		token:      s.last,
+		seq:        1,
+		expires:    now.Add(p.TTL),
+		acquiredAt: now.Round(0),
+	}
+	s.leases[p.Name] = l
+	if takeover {
+		s.notifyLocked(p.Name)
+	}
+	return l.grant(p.Name, now), nil
+}
+
+// Renew implements [tenure.Store.Renew].
+func (s *Store) Renew(ctx context.Context, ps []tenure.RenewParams) ([]tenure.RenewResult, error) {
+	if err := begin(ctx, "renew"); err != nil {
+		return nil, err
+	}
+	if err := tenure.ValidateRenewBatch(ps); err != nil {
+		return nil, fmt.Errorf("memstore: renew: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, errClosed("renew")
+	}
+	now := s.clock()
+	results := make([]tenure.RenewResult, len(ps))
+	for i, p := range ps {
+		l, known := s.leases[p.Name]
+		if !known {
+			results[i] = tenure.RenewResult{Grant: tenure.Grant{Name: p.Name}}
+			continue
+		}
+		renewed := l.heldAt(now) && l.holder == p.Holder && l.token == p.Token && l.seq == p.Seq
+		if renewed {
+			l.seq++
+			l.expires = now.Add(p.TTL)
+		}
+		results[i] = tenure.RenewResult{Renewed: renewed, Grant: l.grant(p.Name, now)}
+	}
+	return results, nil
+}
+
+// Release implements [tenure.Store.Release].
+func (s *Store) Release(ctx context.Context, p tenure.ReleaseParams) error {
+	if err := begin(ctx, "release"); err != nil {
+		return err
+	}
+	if err := p.Validate(); err != nil {
+		return fmt.Errorf("memstore: release: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return errClosed("release")
+	}
+	now := s.clock()
+	l, known := s.leases[p.Name]
+	if !known || !l.heldAt(now) || l.holder != p.Holder || l.token != p.Token {
+		return fmt.Errorf("memstore: release of lease %q by %s with token %d refused: %w",
+			p.Name, p.Holder, p.Token, tenure.ErrNotHeld)
+	}
+	l.released = true
+	l.expires = now
+	s.notifyLocked(p.Name)
+	return nil
+}
+
+// Get implements [tenure.Store.Get].
+func (s *Store) Get(ctx context.Context, name string) (tenure.Record, error) {
+	if err := begin(ctx, "get"); err != nil {
+		return tenure.Record{}, err
+	}
+	if err := tenure.ValidateName(name); err != nil {
+		return tenure.Record{}, fmt.Errorf("memstore: get: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return tenure.Record{}, errClosed("get")
+	}
+	l, known := s.leases[name]
+	if !known {
+		return tenure.Record{}, fmt.Errorf("memstore: lease %q: %w", name, tenure.ErrNotFound)
+	}
+	return l.record(name, s.clock()), nil
+}
+
+// List implements [tenure.Lister.List].
+func (s *Store) List(ctx context.Context) ([]tenure.Record, error) {
+	if err := begin(ctx, "list"); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, errClosed("list")
+	}
+	now := s.clock()
+	records := make([]tenure.Record, 0, len(s.leases))
+	for name, l := range s.leases {
+		records = append(records, l.record(name, now))
+	}
+	slices.SortFunc(records, func(a, b tenure.Record) int { return strings.Compare(a.Name, b.Name) })
+	return records, nil
+}
+
+// Listen implements [tenure.Notifier.Listen]. notify runs on the calling
+// goroutine, one name at a time, in the order the store changed. Listen
+// returns ctx's error when ctx is done and an error matching
+// [tenure.ErrClosed] when the store is closed.
+func (s *Store) Listen(ctx context.Context, notify func(name string)) error {
+	if notify == nil {
+		return fmt.Errorf("memstore: listen: %w: notify function is nil", tenure.ErrInvalid)
+	}
+	l := &listener{wake: make(chan struct{}, 1)}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return errClosed("listen")
+	}
+	s.listeners[l] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.listeners, l)
+		s.mu.Unlock()
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-s.done:
+			return errClosed("listen")
+		case <-l.wake:
+		}
+		s.mu.Lock()
+		names := l.queue
+		l.queue = nil
+		s.mu.Unlock()
+		for _, name := range names {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			notify(name)
+		}
+	}
+}
+
+// Close implements [tenure.Store.Close]: later calls fail with
+// [tenure.ErrClosed] and every [Store.Listen] returns. Closing twice is
+// harmless.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.closed {
+		s.closed = true
+		close(s.done)
+	}
+	return nil
+}
+
+// notifyLocked queues name for every listener. s.mu must be held.
+func (s *Store) notifyLocked(name string) {
+	for l := range s.listeners {
+		l.queue = append(l.queue, name)
+		select {
+		case l.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (l *lease) heldAt(now time.Time) bool {
+	return !l.released && now.Before(l.expires)
+}
+
+// grant reports l as a [tenure.Grant]: with its holder and remaining time
+// while it is held, with neither when it is not.
+func (l *lease) grant(name string, now time.Time) tenure.Grant {
+	g := tenure.Grant{Name: name, Token: l.token, Seq: l.seq}
+	if l.heldAt(now) {
+		g.Holder = l.holder
+		g.Remaining = l.expires.Sub(now)
+	}
+	return g
+}
+
+// record reports l as a [tenure.Record], naming the last holder even when
+// the lease is no longer held.
+func (l *lease) record(name string, now time.Time) tenure.Record {
+	r := tenure.Record{Grant: l.grant(name, now), AcquiredAt: l.acquiredAt}
+	r.Holder = l.holder
+	switch {
+	case l.released:
+		r.State = tenure.StateReleased
+	case l.heldAt(now):
+		r.State = tenure.StateHeld
+	default:
+		r.State = tenure.StateExpired
+	}
+	return r
+}
+
+// begin refuses a call whose context is already done, before anything is
+// attempted.
+func begin(ctx context.Context, op string) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("memstore: %s not attempted: %w: %w", op, tenure.ErrUnavailable, err)
+	}
+	return nil
+}
+
+func errClosed(op string) error {
+	return fmt.Errorf("memstore: %s on a closed store; create a new one with memstore.New: %w", op, tenure.ErrClosed)
+}

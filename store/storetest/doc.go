@@ -1,0 +1,54 @@
+// Package storetest is the conformance suite every [tenure.Store] backend
+// runs against its real server, and the benchmarks that compare backends.
+//
+// # Running it
+//
+// A backend's test file builds a [Harness] and hands it to [Run] and
+// [Benchmark]; that is the whole file:
+//
+//	type harness struct{ pool *pgxpool.Pool }
+//
+//	func (h harness) NewStore(tb testing.TB) tenure.Store { ... }
+//	func (h harness) Capabilities() storetest.Capabilities { ... }
+//
+//	func TestStore(t *testing.T)      { storetest.Run(t, harness{...}) }
+//	func BenchmarkStore(b *testing.B) { storetest.Benchmark(b, harness{...}) }
+//
+// Every subtest calls [Harness.NewStore] for a store of its own and runs in
+// parallel with the others, so NewStore must give each call its own namespace
+// (table prefix, schema, key prefix or file). The suite starts goroutines and
+// waits for all of them; run it from a package whose TestMain checks for
+// leaks.
+//
+// # Time
+//
+// The suite runs on real time, because real servers cannot be fast-forwarded.
+// Expiry tests use leases of [tenure.MinTTL] to one second and wait for the
+// remaining time the store reported plus [Capabilities.ExpiryLag]; no test
+// waits on a sleep for anything else. Notifications are awaited on channels
+// with generous timeouts. A store that rounds short TTLs up (etcd raises
+// leases below two seconds) reports the longer remaining time and declares
+// the rounding in ExpiryLag.
+//
+// # What it checks
+//
+//   - Acquire: a new tenure on an absent, released or expired lease; a
+//     [*tenure.HeldError] with holder, token, seq and remaining time when held
+//     (by anyone, the same holder included); exactly one winner among racing
+//     acquirers.
+//   - Renew: the compare-and-set on holder, token and seq; seq advancing by
+//     one; results in order that report the lease as it is; batches of
+//     1,000 leases and mixed batches.
+//   - Release: only by the holder with its token while held; the token
+//     counter survives it.
+//   - Tokens: strictly increasing per name across every kind of tenure change
+//     (promise P2).
+//   - Notify (when [Capabilities.Notify]): releases and takeovers reach a
+//     [tenure.Notifier] listener.
+//   - Input: every limit of the contract refused with [tenure.ErrInvalid],
+//     with nothing changed.
+//   - Close: every call after [tenure.Store.Close] fails with
+//     [tenure.ErrClosed].
+//   - List (when the store is a [tenure.Lister]): every lease in name order
+//     with its state.
+package storetest

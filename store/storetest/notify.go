@@ -1,0 +1,150 @@
+package storetest
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tenure-dev/tenure"
+	"github.com/tenure-dev/tenure/internal/testutil"
+)
+
+// warmupWait is how long one round of [recorder.ready] waits for its own
+// notification before trying again.
+const warmupWait = 50 * time.Millisecond
+
+func testNotify(t *testing.T, h Harness) {
+	if !h.Capabilities().Notify {
+		t.Skip("storetest: the backend does not notify (Capabilities.Notify is false)")
+	}
+
+	t.Run("OnRelease", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		r := b.listen(t)
+		g := b.acquire(t, name(t), testutil.Holder(t, "holder"), longTTL)
+		b.release(t, g)
+		r.await(t, g.Name)
+	})
+
+	t.Run("OnTakeover", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		g := b.acquire(t, name(t), testutil.Holder(t, "previous"), expiringTTL)
+		r := b.listen(t)
+		b.waitExpiry(t, g.Remaining)
+		b.acquire(t, g.Name, testutil.Holder(t, "next"), longTTL)
+		r.await(t, g.Name)
+	})
+
+	t.Run("ReturnsOnClose", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		n := b.notifier(t)
+		done := make(chan error, 1)
+		go func() { done <- n.Listen(context.WithoutCancel(t.Context()), func(string) {}) }()
+		require.NoError(t, b.store.Close())
+		select {
+		case <-done:
+		case <-time.After(eventTimeout):
+			t.Fatalf("Listen did not return within %s of Close", eventTimeout)
+		}
+	})
+}
+
+func (b *bundle) notifier(t *testing.T) tenure.Notifier {
+	t.Helper()
+	n, ok := b.store.(tenure.Notifier)
+	require.True(t, ok, "Capabilities.Notify is set but %T does not implement tenure.Notifier", b.store)
+	return n
+}
+
+// recorder collects the names a listener was told about.
+type recorder struct {
+	mu    sync.Mutex
+	names []string
+	wake  chan struct{}
+}
+
+func (r *recorder) notify(name string) {
+	r.mu.Lock()
+	r.names = append(r.names, name)
+	r.mu.Unlock()
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (r *recorder) seen(name string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Contains(r.names, name)
+}
+
+// wait waits up to d for name to be notified and reports whether it was.
+func (r *recorder) wait(name string, d time.Duration) bool {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	for !r.seen(name) {
+		select {
+		case <-r.wake:
+		case <-timer.C:
+			return r.seen(name)
+		}
+	}
+	return true
+}
+
+func (r *recorder) await(t *testing.T, name string) {
+	t.Helper()
+	require.True(t, r.wait(name, eventTimeout), "no notification for lease %q within %s", name, eventTimeout)
+}
+
+// listen starts listening on the store and returns once the listener is
+// known to receive notifications; it stops it when the test ends.
+func (b *bundle) listen(t *testing.T) *recorder {
+	t.Helper()
+	n := b.notifier(t)
+	r := &recorder{wake: make(chan struct{}, 1)}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- n.Listen(ctx, r.notify) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(eventTimeout):
+			t.Errorf("Listen did not return within %s of its context ending", eventTimeout)
+		}
+	})
+	b.ready(t, r, done)
+	return r
+}
+
+// ready releases a lease of its own until the listener reports it, since a
+// listener cannot say when it has subscribed.
+func (b *bundle) ready(t *testing.T, r *recorder, done <-chan error) {
+	t.Helper()
+	warmup := name(t) + "_warmup"
+	holder := testutil.Holder(t, "warmup")
+	deadline := time.Now().Add(eventTimeout)
+	for time.Now().Before(deadline) {
+		select {
+		case err := <-done:
+			t.Fatalf("Listen returned before the test ended: %v", err)
+		default:
+		}
+		g, err := b.store.Acquire(t.Context(), tenure.AcquireParams{Name: warmup, Holder: holder, TTL: longTTL})
+		require.NoError(t, err)
+		b.release(t, g)
+		if r.wait(warmup, warmupWait) {
+			return
+		}
+	}
+	t.Fatalf("the listener saw no release within %s", eventTimeout)
+}

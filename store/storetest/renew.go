@@ -1,0 +1,234 @@
+package storetest
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tenure-dev/tenure"
+	"github.com/tenure-dev/tenure/internal/testutil"
+)
+
+// bigBatch is how many leases the large renew batch carries.
+const bigBatch = 1_000
+
+func testRenew(t *testing.T, h Harness) {
+	t.Run("KeepsTokenAdvancesSeq", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		g := b.acquire(t, name(t), testutil.Holder(t, "holder"), longTTL)
+		before := b.get(t, g.Name)
+
+		for seq := int64(1); seq <= 3; seq++ {
+			res := b.renew(t, tenure.Grant{Name: g.Name, Holder: g.Holder, Token: g.Token, Seq: seq}, longTTL)
+			require.True(t, res.Renewed, "renewal at seq %d", seq)
+			require.Equal(t, g.Holder, res.Grant.Holder)
+			require.Equal(t, g.Token, res.Grant.Token, "a renewal keeps the token")
+			require.Equal(t, seq+1, res.Grant.Seq, "a renewal advances seq by exactly one")
+			b.requireFresh(t, longTTL, res.Grant.Remaining)
+		}
+		r := b.requireHeld(t, g, 4)
+		require.True(t, before.AcquiredAt.Equal(r.AcquiredAt), "a renewal does not start a new tenure")
+	})
+
+	t.Run("RefreshesRemaining", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		g := b.acquire(t, name(t), testutil.Holder(t, "holder"), longTTL)
+
+		res := b.renew(t, g, 2*longTTL)
+		require.True(t, res.Renewed)
+		b.requireFresh(t, 2*longTTL, res.Grant.Remaining)
+		b.requireFresh(t, 2*longTTL, b.requireHeld(t, g, 2).Remaining)
+	})
+
+	t.Run("StaleSeq", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		g := b.acquire(t, name(t), testutil.Holder(t, "holder"), longTTL)
+		require.True(t, b.renew(t, g, longTTL).Renewed)
+
+		res := b.renew(t, g, longTTL)
+		require.False(t, res.Renewed, "a renewal with a stale seq is a mismatch")
+		require.Equal(t, g.Holder, res.Grant.Holder)
+		require.Equal(t, g.Token, res.Grant.Token)
+		require.Equal(t, int64(2), res.Grant.Seq, "a mismatch reports the current seq")
+		b.requireRemaining(t, longTTL, res.Grant.Remaining)
+
+		b.requireHeld(t, g, 2)
+	})
+
+	t.Run("FutureSeq", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		g := b.acquire(t, name(t), testutil.Holder(t, "holder"), longTTL)
+
+		res := b.renew(t, tenure.Grant{Name: g.Name, Holder: g.Holder, Token: g.Token, Seq: 2}, longTTL)
+		require.False(t, res.Renewed)
+		require.Equal(t, int64(1), res.Grant.Seq)
+		b.requireHeld(t, g, 1)
+	})
+
+	t.Run("OtherHolder", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		g := b.acquire(t, name(t), testutil.Holder(t, "holder"), longTTL)
+
+		for _, other := range []tenure.Holder{
+			testutil.Holder(t, "other"),
+			{Label: g.Holder.Label, Instance: g.Holder.Instance + "x"},
+			{Label: g.Holder.Label + "x", Instance: g.Holder.Instance},
+		} {
+			res := b.renew(t, tenure.Grant{Name: g.Name, Holder: other, Token: g.Token, Seq: g.Seq}, longTTL)
+			require.False(t, res.Renewed, "renewal by %s of a lease held by %s", other, g.Holder)
+			require.Equal(t, g.Holder, res.Grant.Holder, "the result names the real holder")
+			require.Equal(t, g.Token, res.Grant.Token)
+			require.Equal(t, int64(1), res.Grant.Seq)
+		}
+		b.requireHeld(t, g, 1)
+	})
+
+	t.Run("WrongToken", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		g := b.acquire(t, name(t), testutil.Holder(t, "holder"), longTTL)
+
+		res := b.renew(t, tenure.Grant{Name: g.Name, Holder: g.Holder, Token: g.Token + 1, Seq: g.Seq}, longTTL)
+		require.False(t, res.Renewed)
+		require.Equal(t, g.Token, res.Grant.Token)
+		b.requireHeld(t, g, 1)
+	})
+
+	t.Run("Absent", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		n := name(t)
+
+		res := b.renewOne(t, tenure.RenewParams{Name: n, Holder: testutil.Holder(t, "holder"), Token: 1, Seq: 1, TTL: longTTL})
+		require.False(t, res.Renewed)
+		require.Equal(t, tenure.Grant{Name: n}, res.Grant, "an absent lease has no holder, token, seq or time")
+
+		_, err := b.store.Get(t.Context(), n)
+		require.ErrorIs(t, err, tenure.ErrNotFound, "a failed renewal creates nothing")
+	})
+
+	t.Run("AfterExpiry", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		g := b.expired(t, name(t), testutil.Holder(t, "holder"))
+
+		res := b.renew(t, g, longTTL)
+		require.False(t, res.Renewed, "an expired lease cannot be renewed")
+		require.Zero(t, res.Grant.Holder, "nobody holds an expired lease")
+		require.Zero(t, res.Grant.Remaining)
+		require.Equal(t, tenure.StateExpired, b.get(t, g.Name).State)
+	})
+
+	t.Run("AfterRelease", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		g := b.acquire(t, name(t), testutil.Holder(t, "holder"), longTTL)
+		b.release(t, g)
+
+		res := b.renew(t, g, longTTL)
+		require.False(t, res.Renewed, "a released lease cannot be renewed")
+		require.Zero(t, res.Grant.Holder, "nobody holds a released lease")
+		require.Zero(t, res.Grant.Remaining)
+		require.Equal(t, tenure.StateReleased, b.get(t, g.Name).State)
+	})
+
+	t.Run("EmptyBatch", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		rs, err := b.store.Renew(t.Context(), nil)
+		require.NoError(t, err)
+		require.Empty(t, rs)
+	})
+
+	t.Run("Batch1000", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		prefix := name(t)
+		holder := testutil.Holder(t, "holder")
+		grants := make([]tenure.Grant, bigBatch)
+		for i := range grants {
+			grants[i] = b.acquire(t, fmt.Sprintf("%s_%04d", prefix, i), holder, longTTL)
+		}
+		rand.Shuffle(len(grants), func(i, j int) { grants[i], grants[j] = grants[j], grants[i] })
+		ps := make([]tenure.RenewParams, len(grants))
+		for i, g := range grants {
+			ps[i] = tenure.RenewParams{Name: g.Name, Holder: g.Holder, Token: g.Token, Seq: g.Seq, TTL: longTTL}
+		}
+
+		rs, err := b.store.Renew(t.Context(), ps)
+		require.NoError(t, err)
+		require.Len(t, rs, len(ps))
+		for i, res := range rs {
+			g := grants[i]
+			require.Equal(t, g.Name, res.Grant.Name, "results come back in the order of the batch")
+			require.True(t, res.Renewed, "lease %q", g.Name)
+			require.Equal(t, g.Token, res.Grant.Token)
+			require.Equal(t, int64(2), res.Grant.Seq)
+		}
+		b.requireHeld(t, grants[0], 2)
+		b.requireHeld(t, grants[len(grants)-1], 2)
+	})
+
+	t.Run("MixedBatch", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		prefix := name(t)
+		holder := testutil.Holder(t, "holder")
+		other := testutil.Holder(t, "other")
+		ok1 := b.acquire(t, prefix+"_ok1", holder, longTTL)
+		stale := b.acquire(t, prefix+"_stale", holder, longTTL)
+		require.True(t, b.renew(t, stale, longTTL).Renewed)
+		taken := b.acquire(t, prefix+"_taken", other, longTTL)
+		released := b.acquire(t, prefix+"_released", holder, longTTL)
+		b.release(t, released)
+		ok2 := b.acquire(t, prefix+"_ok2", holder, longTTL)
+
+		ps := []tenure.RenewParams{
+			{Name: stale.Name, Holder: holder, Token: stale.Token, Seq: 1, TTL: longTTL},
+			{Name: ok1.Name, Holder: holder, Token: ok1.Token, Seq: 1, TTL: longTTL},
+			{Name: taken.Name, Holder: holder, Token: taken.Token, Seq: 1, TTL: longTTL},
+			{Name: prefix + "_absent", Holder: holder, Token: 1, Seq: 1, TTL: longTTL},
+			{Name: released.Name, Holder: holder, Token: released.Token, Seq: 1, TTL: longTTL},
+			{Name: ok2.Name, Holder: holder, Token: ok2.Token, Seq: 1, TTL: longTTL},
+		}
+		rs, err := b.store.Renew(t.Context(), ps)
+		require.NoError(t, err)
+		require.Len(t, rs, len(ps))
+		for i, p := range ps {
+			require.Equal(t, p.Name, rs[i].Grant.Name, "results come back in the order of the batch")
+		}
+
+		require.False(t, rs[0].Renewed, "stale seq")
+		require.Equal(t, holder, rs[0].Grant.Holder)
+		require.Equal(t, stale.Token, rs[0].Grant.Token)
+		require.Equal(t, int64(2), rs[0].Grant.Seq)
+
+		require.True(t, rs[1].Renewed)
+		require.Equal(t, int64(2), rs[1].Grant.Seq)
+
+		require.False(t, rs[2].Renewed, "held by another holder")
+		require.Equal(t, other, rs[2].Grant.Holder)
+		require.Equal(t, taken.Token, rs[2].Grant.Token)
+
+		require.False(t, rs[3].Renewed, "absent")
+		require.Zero(t, rs[3].Grant.Holder)
+
+		require.False(t, rs[4].Renewed, "released")
+		require.Zero(t, rs[4].Grant.Holder)
+
+		require.True(t, rs[5].Renewed)
+		require.Equal(t, int64(2), rs[5].Grant.Seq)
+
+		b.requireHeld(t, stale, 2)
+		b.requireHeld(t, ok1, 2)
+		b.requireHeld(t, taken, 1)
+		b.requireHeld(t, ok2, 2)
+	})
+}

@@ -1,0 +1,201 @@
+package storetest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tenure-dev/tenure"
+	"github.com/tenure-dev/tenure/internal/testutil"
+)
+
+// Harness gives the suite stores of one backend.
+type Harness interface {
+	// NewStore returns a store in a namespace of its own (its own table
+	// prefix, schema, key prefix or file) and registers a cleanup with tb
+	// that closes it and removes what it created. The suite may close the
+	// store itself first, so that cleanup must tolerate a store that is
+	// already closed.
+	NewStore(tb testing.TB) tenure.Store
+
+	// Capabilities describes what the backend can do and how its server
+	// behaves.
+	Capabilities() Capabilities
+}
+
+// Capabilities describes a backend to the suite.
+type Capabilities struct {
+	// Notify reports that the store implements [tenure.Notifier] and that
+	// the suite should check its notifications.
+	Notify bool
+
+	// ExpiryLag is how much longer than its TTL the store may take to expire
+	// a lease, or round a TTL up by: 0 for stores that expire exactly (for
+	// example PostgreSQL and SQLite), up to one TTL more for Consul.
+	ExpiryLag time.Duration
+
+	// RoundTrip is the store's own cheapest round trip to its server (for
+	// example `SELECT 1`). [Benchmark] measures it first and reports the
+	// other operations as multiples of it. Nil skips those ratios.
+	RoundTrip func(ctx context.Context) error
+}
+
+const (
+	// expiringTTL is the lease length of tests that wait for an expiry.
+	expiringTTL = tenure.MinTTL
+	// shortTTL is the lease length of tests that check a lease is held
+	// before waiting for its expiry: long enough to check, short enough to
+	// wait for.
+	shortTTL = time.Second
+	// longTTL is the lease length of tests that must not see an expiry.
+	longTTL = time.Minute
+	// remainingTolerance is how much less than its TTL a freshly granted
+	// lease may report as remaining (round trips, store clock precision).
+	remainingTolerance = 2 * time.Second
+	// expirySlack is waited beyond an expiry, for store clock precision.
+	expirySlack = 50 * time.Millisecond
+	// eventTimeout bounds every wait for an event such as a notification.
+	eventTimeout = 10 * time.Second
+)
+
+// Run runs the conformance suite against stores from h.
+func Run(t *testing.T, h Harness) {
+	t.Helper()
+	for _, area := range []struct {
+		name string
+		run  func(*testing.T, Harness)
+	}{
+		{"Acquire", testAcquire},
+		{"Renew", testRenew},
+		{"Release", testRelease},
+		{"Token", testToken},
+		{"Notify", testNotify},
+		{"Input", testInput},
+		{"Get", testGet},
+		{"Close", testClose},
+	} {
+		t.Run(area.name, func(t *testing.T) {
+			t.Parallel()
+			area.run(t, h)
+		})
+	}
+}
+
+// bundle is what one subtest works with: a fresh store and the backend's
+// capabilities.
+type bundle struct {
+	store tenure.Store
+	caps  Capabilities
+}
+
+func setup(t *testing.T, h Harness) *bundle {
+	t.Helper()
+	s := h.NewStore(t)
+	require.NotNil(t, s, "Harness.NewStore returned nil")
+	return &bundle{store: s, caps: h.Capabilities()}
+}
+
+// name returns a lease name unique to the calling test.
+func name(t *testing.T) string {
+	t.Helper()
+	return testutil.UniqueName(t)
+}
+
+func (b *bundle) acquire(t *testing.T, name string, h tenure.Holder, ttl time.Duration) tenure.Grant {
+	t.Helper()
+	g, err := b.store.Acquire(t.Context(), tenure.AcquireParams{Name: name, Holder: h, TTL: ttl})
+	require.NoError(t, err, "acquire %q by %s", name, h)
+	require.Equal(t, name, g.Name)
+	require.Equal(t, h, g.Holder)
+	require.Positive(t, g.Token)
+	require.Equal(t, int64(1), g.Seq, "a new tenure starts at seq 1")
+	return g
+}
+
+// acquireHeld attempts an acquisition that must fail because the lease is
+// held, and returns what the store said about the holder.
+func (b *bundle) acquireHeld(t *testing.T, name string, h tenure.Holder, ttl time.Duration) *tenure.HeldError {
+	t.Helper()
+	g, err := b.store.Acquire(t.Context(), tenure.AcquireParams{Name: name, Holder: h, TTL: ttl})
+	require.ErrorIs(t, err, tenure.ErrHeld, "acquire %q by %s while held returned grant %+v", name, h, g)
+	var held *tenure.HeldError
+	require.ErrorAs(t, err, &held)
+	require.Equal(t, name, held.Name)
+	return held
+}
+
+func (b *bundle) renew(t *testing.T, g tenure.Grant, ttl time.Duration) tenure.RenewResult {
+	t.Helper()
+	return b.renewOne(t, tenure.RenewParams{Name: g.Name, Holder: g.Holder, Token: g.Token, Seq: g.Seq, TTL: ttl})
+}
+
+func (b *bundle) renewOne(t *testing.T, p tenure.RenewParams) tenure.RenewResult {
+	t.Helper()
+	rs, err := b.store.Renew(t.Context(), []tenure.RenewParams{p})
+	require.NoError(t, err, "renew %+v", p)
+	require.Len(t, rs, 1)
+	require.Equal(t, p.Name, rs[0].Grant.Name)
+	return rs[0]
+}
+
+func (b *bundle) release(t *testing.T, g tenure.Grant) {
+	t.Helper()
+	err := b.store.Release(t.Context(), tenure.ReleaseParams{Name: g.Name, Holder: g.Holder, Token: g.Token})
+	require.NoError(t, err, "release %q by %s with token %d", g.Name, g.Holder, g.Token)
+}
+
+func (b *bundle) get(t *testing.T, name string) tenure.Record {
+	t.Helper()
+	r, err := b.store.Get(t.Context(), name)
+	require.NoError(t, err, "get %q", name)
+	require.Equal(t, name, r.Name)
+	return r
+}
+
+// requireFresh checks the remaining time of a lease just granted or renewed
+// for ttl, ttl being long enough that the tolerance is small beside it.
+func (b *bundle) requireFresh(t *testing.T, ttl, remaining time.Duration) {
+	t.Helper()
+	require.Greater(t, remaining, ttl-remainingTolerance, "remaining time of a lease just granted for %s", ttl)
+	require.LessOrEqual(t, remaining, ttl+b.caps.ExpiryLag, "remaining time of a lease just granted for %s", ttl)
+}
+
+// requireRemaining checks the remaining time of a lease held for at most ttl.
+func (b *bundle) requireRemaining(t *testing.T, ttl, remaining time.Duration) {
+	t.Helper()
+	require.Positive(t, remaining, "a held lease has time remaining")
+	require.LessOrEqual(t, remaining, ttl+b.caps.ExpiryLag, "remaining time of a lease granted for %s", ttl)
+}
+
+// requireHeld checks that the store reports the lease g as held with g's
+// holder and token and the given seq.
+func (b *bundle) requireHeld(t *testing.T, g tenure.Grant, seq int64) tenure.Record {
+	t.Helper()
+	r := b.get(t, g.Name)
+	require.Equal(t, tenure.StateHeld, r.State)
+	require.Equal(t, g.Holder, r.Holder)
+	require.Equal(t, g.Token, r.Token)
+	require.Equal(t, seq, r.Seq)
+	require.Positive(t, r.Remaining)
+	return r
+}
+
+// waitExpiry waits until a lease that had remaining time left when the store
+// last reported on it has expired by the store's clock. Passing the store's
+// TTL is the event itself: no signal can stand in for it.
+func (b *bundle) waitExpiry(t *testing.T, remaining time.Duration) {
+	t.Helper()
+	require.LessOrEqual(t, remaining, shortTTL+b.caps.ExpiryLag, "expiry tests use short leases")
+	time.Sleep(remaining + b.caps.ExpiryLag + expirySlack)
+}
+
+// expired acquires name for h with a TTL of [tenure.MinTTL] and waits until it has
+// expired by the store's clock, returning the expired tenure's grant.
+func (b *bundle) expired(t *testing.T, name string, h tenure.Holder) tenure.Grant {
+	t.Helper()
+	g := b.acquire(t, name, h, expiringTTL)
+	b.waitExpiry(t, g.Remaining)
+	return g
+}
