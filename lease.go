@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"sync/atomic"
-	"time"
 
 	"github.com/tenure-dev/tenure/internal/engine"
 )
@@ -20,18 +19,10 @@ type Lease struct {
 	done   chan struct{}
 	err    error // set before done is closed
 
-	trust    atomic.Pointer[trustWindow]
+	trust    atomic.Pointer[engine.Window]
 	seq      atomic.Int64
 	ended    atomic.Bool  // Token returns 0 from now on
 	progress atomic.Int64 // monotonic nanoseconds of the last Progress call
-}
-
-// trustWindow is what Token checks against: the local deadline, and the
-// clock readings at the send time of the last renewal seen to succeed.
-type trustWindow struct {
-	deadline   time.Duration
-	anchorMono time.Duration
-	anchorWall int64
 }
 
 // Name returns the lease name.
@@ -50,18 +41,12 @@ func (l *Lease) Token() Token {
 	if l.ended.Load() {
 		return 0
 	}
-	w := l.trust.Load()
 	wall, mono := l.client.cfg.Clock.Now()
-	skew := time.Duration(wall.UnixNano()-w.anchorWall) - (mono - w.anchorMono)
-	tol := l.client.cfg.SuspendTolerance
-	switch {
-	case mono >= w.deadline:
-		l.drop(engine.ReasonExpiredLocally)
-	case skew > tol || skew < -tol:
-		l.drop(engine.ReasonSuspended)
-	default:
+	r := l.trust.Load().Check(engine.Instant{Mono: mono, Wall: wall}, l.client.cfg.SuspendTolerance)
+	if r == 0 {
 		return l.token
 	}
+	l.drop(r)
 	return 0
 }
 

@@ -143,14 +143,14 @@ func (r *runner) do(a engine.Action) {
 		p := ReleaseParams{Name: a.Name, Holder: fromEngine(a.Holder), Token: Token(a.Token)}
 		r.call(func(ctx context.Context) engine.Event {
 			_ = r.c.store.Release(ctx, p) // best effort: expiry covers a failure
-			return nil
+			return engine.ReleaseDone{Name: a.Name, Token: a.Token}
 		}, r.c.cfg.RenewInterval)
 	case engine.Acquired:
 		r.acquired(a)
 	case engine.Renewed:
 		if l := r.tenure(a.Name, a.Token); l != nil {
 			l.seq.Store(max(l.seq.Load(), a.Seq))
-			l.trust.Store(window(a.Anchor, a.Deadline))
+			l.trust.Store(&engine.Window{Anchor: a.Anchor, Deadline: a.Deadline})
 		}
 	case engine.Lost:
 		r.lost(a)
@@ -169,9 +169,6 @@ func (r *runner) call(f func(ctx context.Context) engine.Event, timeout time.Dur
 		ctx, cancel := context.WithTimeout(r.ctx, max(timeout, time.Millisecond))
 		ev := f(ctx)
 		cancel()
-		if ev == nil {
-			return
-		}
 		select {
 		case r.replies <- ev:
 		case <-r.quit:
@@ -230,7 +227,7 @@ func (r *runner) acquired(a engine.Acquired) {
 		done:   make(chan struct{}),
 	}
 	l.seq.Store(a.Seq)
-	l.trust.Store(window(a.Anchor, a.Deadline))
+	l.trust.Store(&engine.Window{Anchor: a.Anchor, Deadline: a.Deadline})
 	l.progress.Store(int64(a.Anchor.Mono))
 	r.leases[a.Name] = l
 	r.obs.push(Transition{Name: l.name, Kind: Acquired, Holder: l.holder, Token: l.token, At: time.Now()})
@@ -307,8 +304,4 @@ func (r *runner) releaseNow(l *Lease) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), min(r.c.cfg.RenewInterval, 5*time.Second))
 	defer cancel()
 	_ = r.c.store.Release(ctx, ReleaseParams{Name: l.name, Holder: l.holder, Token: l.token})
-}
-
-func window(anchor engine.Instant, deadline time.Duration) *trustWindow {
-	return &trustWindow{deadline: deadline, anchorMono: anchor.Mono, anchorWall: anchor.Wall.UnixNano()}
 }

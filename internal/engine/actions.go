@@ -24,8 +24,8 @@ type SendRenew struct {
 	Deadline time.Duration
 }
 
-// SendRelease releases a tenure at the store, best effort; no answer is
-// expected.
+// SendRelease releases a tenure at the store, best effort. Answer with
+// [ReleaseDone] once the call returned, whatever it returned.
 type SendRelease struct {
 	Name   string
 	Holder Holder

@@ -30,6 +30,9 @@ const (
 	idle phase = iota
 	acquiring
 	held
+	// releasing: a release is in flight. Nothing else is sent for the name
+	// until it is answered, so a new attempt never races the old release.
+	releasing
 )
 
 type lease struct {
@@ -44,7 +47,7 @@ type lease struct {
 	failures    int
 	reqHolder   Holder // identity the in-flight acquire was sent with
 
-	// held
+	// held and releasing
 	holder       Holder
 	token        int64
 	seq          int64
@@ -141,6 +144,13 @@ func (e *Engine) handle(now Instant, ev Event) {
 				e.remove(l)
 			}
 		}
+	case ReleaseDone:
+		if l := e.leases[ev.Name]; l != nil && l.phase == releasing && l.token == ev.Token {
+			l.phase = idle
+			if !l.want {
+				e.remove(l)
+			}
+		}
 	case AcquireDone:
 		e.acquireDone(now, ev)
 	case RenewDone:
@@ -176,7 +186,7 @@ func (e *Engine) handle(now Instant, ev Event) {
 
 func (e *Engine) want(now Instant, ev Want) {
 	l := e.leases[ev.Name]
-	if l != nil && (l.phase != idle || l.want) {
+	if l != nil && (l.want || l.phase == acquiring || l.phase == held) {
 		e.emit(AcquireFailed{Name: ev.Name, Busy: true})
 		return
 	}
@@ -226,19 +236,15 @@ func (e *Engine) granted(now Instant, l *lease, d AcquireDone) {
 	g := *d.Grant
 	if !l.want || d.Holder != e.holder {
 		// Withdrawn while in flight, or granted to an identity retired
-		// meanwhile: give it back.
-		e.emit(SendRelease{Name: l.name, Holder: d.Holder, Token: g.Token})
-		if !l.want {
-			e.remove(l)
-			return
-		}
+		// meanwhile: give it back, then try again if still wanted.
 		l.nextAttempt = now.Mono
+		e.giveBack(l, d.Holder, g.Token)
 		return
 	}
 	deadline := e.deadline(now, d.SentAt, g.Remaining)
-	if deadline <= now.Mono || e.diverged(now, d.SentAt) {
-		e.emit(SendRelease{Name: l.name, Holder: d.Holder, Token: g.Token})
+	if (Window{Anchor: d.SentAt, Deadline: deadline}).Check(now, e.cfg.SuspendTolerance) != 0 {
 		e.failed(now, l, ErrTooLate)
+		e.giveBack(l, d.Holder, g.Token)
 		return
 	}
 	l.phase, l.want = held, false
@@ -252,6 +258,7 @@ func (e *Engine) granted(now Instant, l *lease, d AcquireDone) {
 func (e *Engine) failed(now Instant, l *lease, err error) {
 	if !l.campaign {
 		e.emit(AcquireFailed{Name: l.name, Err: err})
+		l.want = false
 		e.remove(l)
 		return
 	}
@@ -299,12 +306,15 @@ func (e *Engine) check(now Instant) {
 		if l.removed || l.phase != held {
 			continue
 		}
-		switch {
-		case e.diverged(now, l.anchor):
+		switch (Window{Anchor: l.anchor, Deadline: l.deadline}).Check(now, e.cfg.SuspendTolerance) {
+		case ReasonSuspended:
 			e.loseAll(ReasonSuspended, nil)
 			return
-		case now.Mono >= l.deadline:
+		case ReasonExpiredLocally:
 			e.lose(l, ReasonExpiredLocally, nil, true)
+		}
+		switch {
+		case l.phase != held:
 		case e.cfg.ProgressTimeout > 0 && now.Mono-l.lastProgress >= e.cfg.ProgressTimeout:
 			e.lose(l, ReasonProgressStalled, nil, true)
 		}
@@ -350,11 +360,26 @@ func (e *Engine) schedule(now Instant) {
 // the store, best effort, so the next holder need not wait for expiry.
 func (e *Engine) lose(l *lease, r Reason, err error, release bool) {
 	e.emit(Lost{Name: l.name, Token: l.token, Reason: r, Err: err})
+	l.phase, l.renewing, l.want = idle, false, false
 	if release {
-		e.emit(SendRelease{Name: l.name, Holder: l.holder, Token: l.token})
+		e.giveBack(l, l.holder, l.token)
+		return
 	}
-	l.phase, l.renewing = idle, false
 	e.remove(l)
+}
+
+// giveBack releases a tenure of l at the store and holds back further
+// requests for the name until the release is answered.
+func (e *Engine) giveBack(l *lease, h Holder, token int64) {
+	if l.removed {
+		// failed already forgot a one-shot attempt: keep the name tracked
+		// until the release is answered.
+		l = &lease{name: l.name}
+		e.leases[l.name] = l
+		e.order = append(e.order, l)
+	}
+	l.phase, l.holder, l.token = releasing, h, token
+	e.emit(SendRelease{Name: l.name, Holder: h, Token: token})
 }
 
 // loseAll ends every held tenure and regenerates the identity: what ended
@@ -400,14 +425,6 @@ func (e *Engine) tenure(name string, token int64) *lease {
 func (e *Engine) deadline(now, sent Instant, remaining time.Duration) time.Duration {
 	margin := max(e.cfg.TTL/10, 2*(now.Mono-sent.Mono))
 	return sent.Mono + remaining - margin - e.cfg.Grace
-}
-
-// diverged reports whether the wall clock and the monotonic clock disagree
-// about the time since anchor by more than the tolerance.
-func (e *Engine) diverged(now, anchor Instant) bool {
-	wall := time.Duration(now.Wall.UnixNano() - anchor.Wall.UnixNano())
-	d := wall - (now.Mono - anchor.Mono)
-	return d > e.cfg.SuspendTolerance || d < -e.cfg.SuspendTolerance
 }
 
 // backoff is the wait before retry n after errors: exponential from an

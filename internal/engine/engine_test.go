@@ -428,7 +428,21 @@ func TestRevokeDropsEverythingAndKeepsCampaigning(t *testing.T) {
 	acts = h.step(AcquireDone{Name: "waiting", Holder: before, SentAt: h.now,
 		Grant: &Grant{Holder: before, Token: 2, Seq: 1, Remaining: ttl}})
 	none[Acquired](t, acts)
-	require.Equal(t, before, only[SendRelease](t, acts).Holder)
+	rel := only[SendRelease](t, acts)
+	require.Equal(t, before, rel.Holder)
+	none[SendAcquire](t, acts) // not before the release is answered
+	acts = h.step(ReleaseDone{Name: rel.Name, Token: rel.Token})
+	require.Equal(t, h.e.Holder(), only[SendAcquire](t, acts).Holder)
+}
+
+func TestNewAttemptWaitsForTheOldRelease(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.acquire("billing", 7, time.Millisecond)
+	rel := only[SendRelease](t, h.step(Revoke{}))
+	none[SendAcquire](t, h.step(Want{Name: "billing"}))
+	require.True(t, only[AcquireFailed](t, h.step(Want{Name: "billing"})).Busy, "one outstanding want per name")
+	acts := h.step(ReleaseDone{Name: "billing", Token: rel.Token})
 	require.Equal(t, h.e.Holder(), only[SendAcquire](t, acts).Holder)
 }
 

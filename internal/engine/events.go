@@ -46,6 +46,13 @@ type RenewDone struct {
 	Err      error
 }
 
+// ReleaseDone reports that a [SendRelease] was carried out, whatever the
+// store answered.
+type ReleaseDone struct {
+	Name  string
+	Token int64
+}
+
 // Notified reports that the store announced a release or takeover.
 type Notified struct{ Name string }
 
@@ -88,6 +95,7 @@ func (Want) event()        {}
 func (Unwant) event()      {}
 func (AcquireDone) event() {}
 func (RenewDone) event()   {}
+func (ReleaseDone) event() {}
 func (Notified) event()    {}
 func (Progress) event()    {}
 func (SeqAdvanced) event() {}
