@@ -7,8 +7,10 @@ import (
 	"unicode/utf8"
 )
 
-// Limits every [Store] enforces on its input. A call outside them fails with
-// an error matching [ErrInvalid] and changes nothing.
+// Limits on names, identities and batches, which every [Store] enforces: a
+// call outside them fails with an error matching [ErrInvalid] and changes
+// nothing. MinTTL is enforced by [Config]; stores only require a positive
+// TTL, and may require more (etcd's minimum is 2 s).
 const (
 	// MaxNameLen is the longest lease name, in bytes.
 	MaxNameLen = 255
@@ -19,7 +21,7 @@ const (
 	// MaxRenewBatch is the most leases one [Store.Renew] call may carry.
 	// A [Client] holding more splits its renewals into batches of this size.
 	MaxRenewBatch = 10_000
-	// MinTTL is the shortest lease a store accepts; [Config] refuses shorter.
+	// MinTTL is the shortest lease a [Client] takes.
 	MinTTL = 500 * time.Millisecond
 )
 

@@ -462,3 +462,27 @@ func (e *Engine) compact() {
 	clear(e.order[len(kept):])
 	e.order, e.removed = kept, 0
 }
+
+// Clone returns a copy of the engine with its identity, tenures, seqs and
+// deadlines, as a snapshot restored twice would produce, drawing new
+// identities and jitter from cfg's functions. Requests in flight are not
+// part of the copy: the caller must answer them for the clone too (a
+// restored process finds its connections reset). The simulation uses it.
+func (e *Engine) Clone(newInstance func() string, jitter func(time.Duration) time.Duration) *Engine {
+	c := &Engine{
+		cfg:           e.cfg,
+		holder:        e.holder,
+		leases:        make(map[string]*lease, len(e.leases)),
+		renewInFlight: e.renewInFlight,
+	}
+	c.cfg.NewInstance, c.cfg.Jitter = newInstance, jitter
+	for _, l := range e.order {
+		if l.removed {
+			continue
+		}
+		cp := *l
+		c.leases[cp.name] = &cp
+		c.order = append(c.order, &cp)
+	}
+	return c
+}

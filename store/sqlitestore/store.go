@@ -1,0 +1,489 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"modernc.org/sqlite"
+
+	"github.com/tenure-dev/tenure"
+)
+
+// DefaultBusyTimeout is how long a call waits for another connection or
+// process to finish its write transaction when [Config.BusyTimeout] is zero.
+const DefaultBusyTimeout = 5 * time.Second
+
+// Config configures [Open]. The zero value is ready to use.
+type Config struct {
+	// BusyTimeout is how long one call waits for the database's write lock
+	// while another connection or process holds it, before failing with an
+	// error matching [tenure.ErrUnavailable]. Calls of one Store queue
+	// among themselves first, for at most as long again. Zero means
+	// [DefaultBusyTimeout]; negative values are refused. A longer timeout
+	// rides out longer transactions of other processes (yours included:
+	// a fenced write through [Store.DB] holds the lock until it commits) at
+	// the price of a slower failure when the file is wedged. The call's
+	// context cuts the wait short as well.
+	BusyTimeout time.Duration
+}
+
+func (c Config) withDefaults() (Config, error) {
+	switch {
+	case c.BusyTimeout < 0:
+		return c, fmt.Errorf("sqlitestore: %w: BusyTimeout (%s) must not be negative; use 0 for the default of %s",
+			tenure.ErrInvalid, c.BusyTimeout, DefaultBusyTimeout)
+	case c.BusyTimeout == 0:
+		c.BusyTimeout = DefaultBusyTimeout
+	case c.BusyTimeout < time.Millisecond:
+		return c, fmt.Errorf("sqlitestore: %w: BusyTimeout (%s) must be at least 1ms; SQLite counts it in milliseconds",
+			tenure.ErrInvalid, c.BusyTimeout)
+	}
+	return c, nil
+}
+
+// Store is a [tenure.Store] and [tenure.Lister] kept in one SQLite file. It
+// is safe for concurrent use by many goroutines and, through the file, by
+// many processes on the same host.
+type Store struct {
+	db     *sql.DB
+	path   string
+	cfg    Config
+	closed atomic.Bool
+	// writeSem lets one of this process's write transactions at a time ask
+	// SQLite for the file's write lock, so goroutines of one process queue
+	// here (for at most the busy timeout, and honouring their contexts)
+	// instead of polling SQLite's busy handler against each other.
+	writeSem chan struct{}
+}
+
+var (
+	_ tenure.Store  = (*Store)(nil)
+	_ tenure.Lister = (*Store)(nil)
+)
+
+// Open opens the lease database at path, creating the file (mode 0600) and
+// its parent directory (mode 0700) when they are missing, switches it to
+// WAL journal mode and creates or upgrades the schema. Several processes may
+// Open the same path at once. The returned [Store] owns its connections:
+// [Store.Close] closes them.
+//
+// A path that cannot hold a database (a directory, a file that is not a
+// SQLite database, a directory this user cannot write) fails with an error
+// naming the path and what to do about it.
+func Open(ctx context.Context, path string, cfg Config) (*Store, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	abs, err := preparePath(path)
+	if err != nil {
+		return nil, err
+	}
+	connector, err := sqlite.NewConnector(dsn(abs, cfg))
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: cannot use path %q: %w", abs, err)
+	}
+	s := &Store{db: sql.OpenDB(connector), path: abs, cfg: cfg, writeSem: make(chan struct{}, 1)}
+	if err := s.setup(ctx); err != nil {
+		_ = s.db.Close() // The setup error is the one worth reporting.
+		return nil, err
+	}
+	return s, nil
+}
+
+// preparePath makes path absolute and makes sure its directory and file
+// exist, so that SQLite's own "unable to open" is replaced by a clear error
+// and a new file is private to its user.
+func preparePath(path string) (string, error) {
+	if path == "" {
+		return "", fmt.Errorf("sqlitestore: %w: database path is empty; pass a file path such as the one DefaultPath returns", tenure.ErrInvalid)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", fmt.Errorf("sqlitestore: %w: cannot make database path %q absolute: %w", tenure.ErrInvalid, path, err)
+	}
+	dir := filepath.Dir(abs)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("sqlitestore: cannot create directory %q for the database: %w; create it or choose another path", dir, err)
+	}
+	info, err := os.Stat(abs)
+	switch {
+	case err == nil && info.IsDir():
+		return "", fmt.Errorf("sqlitestore: database path %q is a directory; pass a file path inside it, such as %q", abs, filepath.Join(abs, "tenure.db"))
+	case err == nil && !info.Mode().IsRegular():
+		return "", fmt.Errorf("sqlitestore: database path %q is not a regular file (%s); choose another path", abs, info.Mode().Type())
+	case errors.Is(err, os.ErrNotExist):
+		f, err := os.OpenFile(abs, os.O_RDWR|os.O_CREATE, 0o600)
+		if err != nil {
+			return "", fmt.Errorf("sqlitestore: cannot create database file %q: %w; make its directory writable by this user or choose another path", abs, err)
+		}
+		if err := f.Close(); err != nil {
+			return "", fmt.Errorf("sqlitestore: cannot create database file %q: %w", abs, err)
+		}
+	case err != nil:
+		return "", fmt.Errorf("sqlitestore: cannot inspect database path %q: %w; check the permissions of its directories", abs, err)
+	}
+	return abs, nil
+}
+
+// dsn builds the connection string for every connection of the pool. Write
+// transactions begin IMMEDIATE, so they take the file's write lock before
+// reading anything and processes serialise instead of failing on a lock
+// upgrade. synchronous=FULL makes every committed token survive power loss.
+func dsn(abs string, cfg Config) string {
+	q := url.Values{}
+	q.Set("_txlock", "immediate")
+	q.Set("_busy_timeout", strconv.FormatInt(cfg.BusyTimeout.Milliseconds(), 10))
+	q.Set("_synchronous", "FULL")
+	u := url.URL{Scheme: "file", Path: filepath.ToSlash(abs), RawQuery: q.Encode()}
+	if u.Path[0] != '/' {
+		u.Path = "/" + u.Path
+	}
+	return u.String()
+}
+
+// setup switches the file to WAL and migrates the schema.
+func (s *Store) setup(ctx context.Context) error {
+	var mode string
+	if err := s.db.QueryRowContext(ctx, "PRAGMA journal_mode = WAL").Scan(&mode); err != nil {
+		return s.classify("open", err)
+	}
+	if mode != "wal" {
+		return fmt.Errorf("sqlitestore: database %q refused WAL journal mode (it reports %q); put it on a local file system that supports shared memory", s.path, mode)
+	}
+	return s.migrate(ctx)
+}
+
+// Path returns the absolute path of the database file.
+func (s *Store) Path() string { return s.path }
+
+// DB returns the store's own database handle, for the caller's fenced writes
+// to tables in the same file (see [Fence]). Its transactions begin
+// IMMEDIATE: a [sql.DB.BeginTx] takes the file's write lock at once (a
+// read-only transaction does not) and holds it until commit or rollback, so
+// keep them short, and do not call the store's own methods while holding
+// one: they would wait for that lock and fail with [tenure.ErrUnavailable]
+// after [Config.BusyTimeout]. Do not close it; [Store.Close] does.
+func (s *Store) DB() *sql.DB { return s.db }
+
+// Close closes the store's database handle, the one [Store.DB] returns.
+// Later calls fail with [tenure.ErrClosed]; a second Close does nothing.
+func (s *Store) Close() error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("sqlitestore: close %q: %w", s.path, err)
+	}
+	return nil
+}
+
+func (s *Store) checkOpen(op string) error {
+	if s.closed.Load() {
+		return fmt.Errorf("sqlitestore: %s: %w", op, tenure.ErrClosed)
+	}
+	return nil
+}
+
+// writeTx runs f in one IMMEDIATE transaction, passing it the host clock
+// read after the write lock was taken, and commits unless f fails. Errors
+// are classified here; f may return tenure errors, which pass through.
+func (s *Store) writeTx(ctx context.Context, op string, f func(tx *sql.Tx, now int64) error) error {
+	wait := time.NewTimer(s.cfg.BusyTimeout)
+	select {
+	case s.writeSem <- struct{}{}:
+		wait.Stop()
+	case <-wait.C:
+		return fmt.Errorf("sqlitestore: %s: %w: other calls of this process kept %q busy for longer than the busy timeout (%s); retry or raise Config.BusyTimeout",
+			op, tenure.ErrUnavailable, s.path, s.cfg.BusyTimeout)
+	case <-ctx.Done():
+		wait.Stop()
+		return s.classify(op, ctx.Err())
+	}
+	defer func() { <-s.writeSem }()
+
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return s.classify(op, err)
+	}
+	now := time.Now().UnixNano()
+	if err := f(tx, now); err != nil {
+		_ = tx.Rollback() // The error from f says what happened; rollback only ends the transaction.
+		return s.classify(op, err)
+	}
+	return s.classify(op, tx.Commit())
+}
+
+// expiry returns now + ttl, refusing a TTL whose expiry cannot be stored.
+func expiry(name string, now int64, ttl time.Duration) (int64, error) {
+	if int64(ttl) > math.MaxInt64-now {
+		return 0, fmt.Errorf("%w: TTL %s for lease %q is too long to store; use a shorter one", tenure.ErrInvalid, ttl, name)
+	}
+	return now + int64(ttl), nil
+}
+
+// row is one tenure_leases row.
+type row struct {
+	holder     tenure.Holder
+	token      tenure.Token
+	seq        int64
+	acquiredAt int64
+	expiresAt  int64
+	released   bool
+}
+
+const selectLease = `SELECT holder_label, holder_instance, token, seq, acquired_at, expires_at, released
+FROM tenure_leases WHERE name = ?`
+
+type scanner interface{ Scan(dest ...any) error }
+
+func scanRow(sc scanner) (row, error) {
+	var r row
+	err := sc.Scan(&r.holder.Label, &r.holder.Instance, &r.token, &r.seq, &r.acquiredAt, &r.expiresAt, &r.released)
+	return r, err
+}
+
+// held reports whether r is held at now by the store's clock.
+func (r row) held(now int64) bool { return !r.released && r.expiresAt > now }
+
+// grant reports r as the store sees it at now.
+func (r row) grant(name string, now int64) tenure.Grant {
+	g := tenure.Grant{Name: name, Token: r.token, Seq: r.seq}
+	if r.held(now) {
+		g.Holder = r.holder
+		g.Remaining = time.Duration(r.expiresAt - now)
+	}
+	return g
+}
+
+// record reports r as [Store.Get] does at now.
+func (r row) record(name string, now int64) tenure.Record {
+	rec := tenure.Record{Grant: r.grant(name, now), AcquiredAt: time.Unix(0, r.acquiredAt).UTC()}
+	rec.Holder = r.holder
+	switch {
+	case r.released:
+		rec.State = tenure.StateReleased
+	case r.held(now):
+		rec.State = tenure.StateHeld
+	default:
+		rec.State = tenure.StateExpired
+	}
+	return rec
+}
+
+// Acquire implements [tenure.Store.Acquire] in one IMMEDIATE transaction.
+func (s *Store) Acquire(ctx context.Context, p tenure.AcquireParams) (tenure.Grant, error) {
+	if err := s.checkOpen("acquire"); err != nil {
+		return tenure.Grant{}, err
+	}
+	if err := p.Validate(); err != nil {
+		return tenure.Grant{}, fmt.Errorf("sqlitestore: acquire: %w", err)
+	}
+	var g tenure.Grant
+	err := s.writeTx(ctx, "acquire", func(tx *sql.Tx, now int64) error {
+		cur, err := scanRow(tx.QueryRowContext(ctx, selectLease, p.Name))
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+		case err != nil:
+			return err
+		case cur.held(now):
+			return &tenure.HeldError{
+				Name:      p.Name,
+				Holder:    cur.holder,
+				Token:     cur.token,
+				Seq:       cur.seq,
+				Remaining: time.Duration(cur.expiresAt - now),
+			}
+		}
+		exp, err := expiry(p.Name, now, p.TTL)
+		if err != nil {
+			return err
+		}
+		// The counter is the token source; taking the maximum with the
+		// lease's own last token keeps P2 even for a counter restored
+		// from an older copy of the file.
+		var tok tenure.Token
+		err = tx.QueryRowContext(ctx,
+			`UPDATE tenure_counter SET last_token = max(last_token, ?) + 1 WHERE id = 1 RETURNING last_token`,
+			cur.token).Scan(&tok)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("%w: the token counter row is missing from %s", tenure.ErrNotMigrated, s.path)
+		}
+		if err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `INSERT INTO tenure_leases
+    (name, holder_label, holder_instance, token, seq, acquired_at, expires_at, released)
+VALUES (?, ?, ?, ?, 1, ?, ?, 0)
+ON CONFLICT (name) DO UPDATE SET
+    holder_label = excluded.holder_label,
+    holder_instance = excluded.holder_instance,
+    token = excluded.token,
+    seq = 1,
+    acquired_at = excluded.acquired_at,
+    expires_at = excluded.expires_at,
+    released = 0`,
+			p.Name, p.Holder.Label, p.Holder.Instance, tok, now, exp)
+		if err != nil {
+			return err
+		}
+		g = tenure.Grant{Name: p.Name, Holder: p.Holder, Token: tok, Seq: 1, Remaining: p.TTL}
+		return nil
+	})
+	if err != nil {
+		return tenure.Grant{}, err
+	}
+	return g, nil
+}
+
+// Renew implements [tenure.Store.Renew]: the whole batch in one IMMEDIATE
+// transaction.
+func (s *Store) Renew(ctx context.Context, ps []tenure.RenewParams) ([]tenure.RenewResult, error) {
+	if err := s.checkOpen("renew"); err != nil {
+		return nil, err
+	}
+	if err := tenure.ValidateRenewBatch(ps); err != nil {
+		return nil, fmt.Errorf("sqlitestore: renew: %w", err)
+	}
+	if len(ps) == 0 {
+		return []tenure.RenewResult{}, nil
+	}
+	var results []tenure.RenewResult
+	err := s.writeTx(ctx, "renew", func(tx *sql.Tx, now int64) error {
+		results = make([]tenure.RenewResult, len(ps))
+		update, err := tx.PrepareContext(ctx, `UPDATE tenure_leases SET seq = seq + 1, expires_at = ?
+WHERE name = ? AND holder_label = ? AND holder_instance = ? AND token = ? AND seq = ?
+    AND released = 0 AND expires_at > ?
+RETURNING seq`)
+		if err != nil {
+			return err
+		}
+		defer update.Close()
+		get, err := tx.PrepareContext(ctx, selectLease)
+		if err != nil {
+			return err
+		}
+		defer get.Close()
+		for i, p := range ps {
+			exp, err := expiry(p.Name, now, p.TTL)
+			if err != nil {
+				return err
+			}
+			var seq int64
+			err = update.QueryRowContext(ctx, exp, p.Name, p.Holder.Label, p.Holder.Instance, p.Token, p.Seq, now).Scan(&seq)
+			if err == nil {
+				results[i] = tenure.RenewResult{Renewed: true, Grant: tenure.Grant{
+					Name: p.Name, Holder: p.Holder, Token: p.Token, Seq: seq, Remaining: p.TTL,
+				}}
+				continue
+			}
+			if !errors.Is(err, sql.ErrNoRows) {
+				return err
+			}
+			cur, err := scanRow(get.QueryRowContext(ctx, p.Name))
+			switch {
+			case errors.Is(err, sql.ErrNoRows):
+				results[i] = tenure.RenewResult{Grant: tenure.Grant{Name: p.Name}}
+			case err != nil:
+				return err
+			default:
+				results[i] = tenure.RenewResult{Grant: cur.grant(p.Name, now)}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return results, nil
+}
+
+// Release implements [tenure.Store.Release] in one IMMEDIATE transaction.
+func (s *Store) Release(ctx context.Context, p tenure.ReleaseParams) error {
+	if err := s.checkOpen("release"); err != nil {
+		return err
+	}
+	if err := p.Validate(); err != nil {
+		return fmt.Errorf("sqlitestore: release: %w", err)
+	}
+	return s.writeTx(ctx, "release", func(tx *sql.Tx, now int64) error {
+		res, err := tx.ExecContext(ctx, `UPDATE tenure_leases SET expires_at = ?, released = 1
+WHERE name = ? AND holder_label = ? AND holder_instance = ? AND token = ?
+    AND released = 0 AND expires_at > ?`,
+			now, p.Name, p.Holder.Label, p.Holder.Instance, p.Token, now)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return fmt.Errorf("lease %q is not held by %s with token %d: %w", p.Name, p.Holder, p.Token, tenure.ErrNotHeld)
+		}
+		return nil
+	})
+}
+
+// Get implements [tenure.Store.Get].
+func (s *Store) Get(ctx context.Context, name string) (tenure.Record, error) {
+	if err := s.checkOpen("get"); err != nil {
+		return tenure.Record{}, err
+	}
+	if err := tenure.ValidateName(name); err != nil {
+		return tenure.Record{}, fmt.Errorf("sqlitestore: get: %w", err)
+	}
+	r, err := scanRow(s.db.QueryRowContext(ctx, selectLease, name))
+	if errors.Is(err, sql.ErrNoRows) {
+		return tenure.Record{}, fmt.Errorf("sqlitestore: get: lease %q: %w", name, tenure.ErrNotFound)
+	}
+	if err != nil {
+		return tenure.Record{}, s.classify("get", err)
+	}
+	// The clock is read after the row, so a concurrent renewal can only
+	// make the reported remaining time shorter than the truth.
+	return r.record(name, time.Now().UnixNano()), nil
+}
+
+// List implements [tenure.Lister.List]: every lease, ordered by name.
+func (s *Store) List(ctx context.Context) ([]tenure.Record, error) {
+	if err := s.checkOpen("list"); err != nil {
+		return nil, err
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT name, holder_label, holder_instance, token, seq, acquired_at, expires_at, released
+FROM tenure_leases ORDER BY name`)
+	if err != nil {
+		return nil, s.classify("list", err)
+	}
+	defer rows.Close()
+	type named struct {
+		name string
+		row
+	}
+	var all []named
+	for rows.Next() {
+		var n named
+		if err := rows.Scan(&n.name, &n.holder.Label, &n.holder.Instance, &n.token, &n.seq, &n.acquiredAt, &n.expiresAt, &n.released); err != nil {
+			return nil, s.classify("list", err)
+		}
+		all = append(all, n)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.classify("list", err)
+	}
+	now := time.Now().UnixNano()
+	recs := make([]tenure.Record, len(all))
+	for i, n := range all {
+		recs[i] = n.record(n.name, now)
+	}
+	return recs, nil
+}
