@@ -1,0 +1,81 @@
+// Package pgfence is the resource side of tenure's fencing for PostgreSQL:
+// Go helpers that run the fence functions [pgstore] installs, inside the
+// caller's own transaction, and turn their refusals into
+// [tenure.ErrFenced] (promise P4: the resource decides).
+//
+// # Which check
+//
+//   - [Fence] (resource, token): the resource remembers the highest token it
+//     accepted and refuses lower ones. Works wherever the token travels,
+//     also when the lease lives in another store. Equal tokens pass, so
+//     two clones of one holder (same token) both pass: pair it with the
+//     renewal chain, or use the strict check.
+//   - [CheckLease] (lease name, token): the write is accepted only while
+//     the lease itself is held with that token by the server's clock, and
+//     the lease row stays share-locked until commit, so no takeover can
+//     happen between the check and the commit. Needs the leases in the
+//     same database as the write.
+//   - [CheckLeaseStrict] (a [Chain], such as a *[tenure.Lease]): the lease
+//     check plus a compare-and-set on the holder and the renewal seq, which
+//     it advances. Of two byte-identical clones only one can ever pass.
+//
+// # Use
+//
+//	tx, err := pool.Begin(ctx)
+//	if err != nil {
+//		return err
+//	}
+//	defer tx.Rollback(ctx)
+//	if err := pgfence.Fence(ctx, tx, "invoices", lease.Token()); err != nil {
+//		return err // errors.Is(err, tenure.ErrFenced): superseded; stop
+//	}
+//	if _, err := tx.Exec(ctx, "UPDATE invoices SET ..."); err != nil {
+//		return err
+//	}
+//	return tx.Commit(ctx)
+//
+// The package-level functions use the default schema and prefix (public,
+// tenure_). For a store configured otherwise, make a [Fencer] with [New]
+// from the same [pgstore.Config].
+//
+// # Errors
+//
+//   - A refusal matches [tenure.ErrFenced]; errors.As finds a
+//     [*tenure.FencedError]. For [Fence] it carries the resource, the
+//     offered token and the recorded one. For [CheckLease] and
+//     [CheckLeaseStrict] its Resource is "lease:" followed by the lease
+//     name and Recorded is the lease's current token (0 when the lease does
+//     not exist); the message says whether the lease was taken over,
+//     released or expired, or, for the strict check, that the renewal chain
+//     moved on. Never log and carry on (promise P9): roll back and stop
+//     working under that token.
+//   - After any error the transaction is aborted by PostgreSQL: roll it
+//     back.
+//   - Missing functions match [tenure.ErrNotMigrated]; connection failures
+//     and timeouts match [tenure.ErrUnavailable] (the transaction did not
+//     commit; roll it back).
+//   - Bad input (empty name, token 0 or below, nil querier) matches
+//     [tenure.ErrInvalid] and sends nothing. A [tenure.Lease] whose Token
+//     is 0 is no longer trusted: do not write.
+//
+// # SQL
+//
+// The same checks are plain SQL functions, callable from any language in
+// any transaction; they raise SQLSTATE TF001 (stale token), TF002 (lease not
+// held with this token) and TF003 (renewal chain moved on). The package
+// documentation of [pgstore] describes them.
+//
+// # Locks and transaction length
+//
+// Every check locks a row until the transaction ends: the resource's fence
+// row ([Fence]), or the lease row ([CheckLease] shares it; [CheckLeaseStrict]
+// holds it exclusively). A locked lease row holds off the holder's own
+// renewals as well as takeovers, so keep fenced transactions short next to
+// the TTL, or the holder may stand down while it waits.
+//
+// [CheckLeaseStrict] tells the holder the new seq at once (Chain.ObserveSeq),
+// before the transaction commits. If the transaction then rolls back, the
+// store's seq stays behind the holder's: its next renewal fails and it
+// acquires the lease again with a new token. That costs a re-election, the
+// cheap side, and never lets a second writer through.
+package pgfence

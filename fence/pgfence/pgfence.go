@@ -1,0 +1,250 @@
+package pgfence
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/tenure-dev/tenure"
+	"github.com/tenure-dev/tenure/store/pgstore"
+)
+
+// Querier is what the helpers need of a connection: pgx.Tx, *pgx.Conn,
+// *pgxpool.Pool, *pgxpool.Conn and *pgxpool.Tx all satisfy it. Pass the
+// transaction that makes the protected write, so the check and the write
+// commit or roll back together.
+type Querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+var (
+	_ Querier = pgx.Tx(nil)
+	_ Querier = (*pgx.Conn)(nil)
+	_ Querier = (*pgxpool.Pool)(nil)
+	_ Querier = (*pgxpool.Conn)(nil)
+	_ Querier = (*pgxpool.Tx)(nil)
+)
+
+// Chain is a tenure whose renewal chain a strict check advances. A
+// *[tenure.Lease] is one.
+type Chain interface {
+	// Name is the lease name.
+	Name() string
+	// Holder is the identity the tenure was granted to.
+	Holder() tenure.Holder
+	// Token is the tenure's token, 0 once it is no longer trusted.
+	Token() tenure.Token
+	// Seq is the renewal seq the holder last saw.
+	Seq() int64
+	// ObserveSeq tells the holder the chain advanced to seq, so that its
+	// next renewal carries seq.
+	ObserveSeq(seq int64)
+}
+
+var _ Chain = (*tenure.Lease)(nil)
+
+// Fencer calls the fence functions of one schema and table prefix. Its
+// methods are safe for concurrent use. The package-level functions use the
+// default one (schema public, prefix tenure_).
+type Fencer struct {
+	fenceSQL, checkSQL, strictSQL string
+}
+
+// New returns a Fencer for the functions that [pgstore.Store.Migrate]
+// installed for cfg. Only cfg's Schema and TablePrefix matter; a cfg that
+// [pgstore.New] would refuse is refused the same way.
+func New(cfg pgstore.Config) (*Fencer, error) {
+	obj, err := cfg.Objects()
+	if err != nil {
+		return nil, err
+	}
+	return &Fencer{
+		fenceSQL:  "SELECT " + pgx.Identifier{obj.Schema, obj.FenceFunc}.Sanitize() + "($1::text, $2::bigint)",
+		checkSQL:  "SELECT " + pgx.Identifier{obj.Schema, obj.CheckLeaseFunc}.Sanitize() + "($1::text, $2::bigint)",
+		strictSQL: "SELECT " + pgx.Identifier{obj.Schema, obj.CheckLeaseStrictFunc}.Sanitize() + "($1::text, $2::bigint, $3::text, $4::text, $5::bigint)",
+	}, nil
+}
+
+// defaultFencer serves the package-level functions; the default Config is
+// always valid, so defaultErr is nil.
+var defaultFencer, defaultErr = New(pgstore.Config{})
+
+// Fence is [Fencer.Fence] on the default schema and prefix.
+func Fence(ctx context.Context, q Querier, resource string, tok tenure.Token) error {
+	if defaultErr != nil {
+		return defaultErr
+	}
+	return defaultFencer.Fence(ctx, q, resource, tok)
+}
+
+// CheckLease is [Fencer.CheckLease] on the default schema and prefix.
+func CheckLease(ctx context.Context, q Querier, name string, tok tenure.Token) error {
+	if defaultErr != nil {
+		return defaultErr
+	}
+	return defaultFencer.CheckLease(ctx, q, name, tok)
+}
+
+// CheckLeaseStrict is [Fencer.CheckLeaseStrict] on the default schema and
+// prefix.
+func CheckLeaseStrict(ctx context.Context, q Querier, l Chain) error {
+	if defaultErr != nil {
+		return defaultErr
+	}
+	return defaultFencer.CheckLeaseStrict(ctx, q, l)
+}
+
+// Fence records tok as accepted by resource, in q's transaction: it passes
+// when tok is equal to or greater than every token resource accepted
+// before, and fails with a [*tenure.FencedError] (matching
+// [tenure.ErrFenced]) carrying resource, tok and the recorded token when a
+// greater one was recorded. It locks the resource's fence row until the
+// transaction ends, so fenced writes to one resource commit in token
+// order; a transaction that rolls back leaves the fence as it was.
+//
+// resource is any non-empty UTF-8 string of at most [tenure.MaxNameLen]
+// bytes; tok must be positive (a [tenure.Lease] whose Token is 0 is no
+// longer trusted: do not write). Bad input fails with [tenure.ErrInvalid]
+// before anything is sent.
+func (f *Fencer) Fence(ctx context.Context, q Querier, resource string, tok tenure.Token) error {
+	if err := validate(q, "resource", resource, tok); err != nil {
+		return fmt.Errorf("pgfence: fence: %w", err)
+	}
+	_, err := q.Exec(ctx, f.fenceSQL, resource, int64(tok))
+	return interpretError(fmt.Sprintf("fence %q", resource), resource, tok, err)
+}
+
+// CheckLease checks, in q's transaction, that lease name is held with tok
+// by the server's clock. It fails with an error matching [tenure.ErrFenced]
+// when it is not (absent, taken over, released or expired): errors.As finds
+// a [*tenure.FencedError] with Resource "lease:"+name, Offered tok and
+// Recorded the lease's current token (0 when the lease does not exist).
+//
+// It holds a share lock on the lease row until the transaction ends: a
+// takeover, a release and the holder's own renewals wait for the commit,
+// so the write is in before any new holder exists. Keep the transaction
+// short next to the TTL.
+func (f *Fencer) CheckLease(ctx context.Context, q Querier, name string, tok tenure.Token) error {
+	if err := validate(q, "lease name", name, tok); err != nil {
+		return fmt.Errorf("pgfence: check lease: %w", err)
+	}
+	_, err := q.Exec(ctx, f.checkSQL, name, int64(tok))
+	return interpretError(fmt.Sprintf("check lease %q", name), name, tok, err)
+}
+
+// CheckLeaseStrict is [Fencer.CheckLease] that also requires l's holder and
+// renewal seq to match the store's and advances the seq by one, so that of
+// two byte-identical clones of one holder only one can ever pass: the
+// other fails with an error matching [tenure.ErrFenced] (the chain moved
+// on). On success it calls l.ObserveSeq with the new seq at once, so that
+// the holder's next renewal carries it.
+//
+// It locks the lease row until the transaction ends; renewals and
+// takeovers of the lease wait for it, so keep the transaction short next
+// to the TTL. If the transaction rolls back, the store's seq stays where it
+// was while the holder has observed the next one: its next renewal fails
+// and it acquires the lease again with a new token. That costs a re-election
+// (the cheap side), never a second writer.
+func (f *Fencer) CheckLeaseStrict(ctx context.Context, q Querier, l Chain) error {
+	if l == nil {
+		return fmt.Errorf("pgfence: strict check: %w: lease is nil", tenure.ErrInvalid)
+	}
+	name, tok, h, seq := l.Name(), l.Token(), l.Holder(), l.Seq()
+	if err := validate(q, "lease name", name, tok); err != nil {
+		return fmt.Errorf("pgfence: strict check: %w", err)
+	}
+	if err := h.Validate(); err != nil {
+		return fmt.Errorf("pgfence: strict check of lease %q: %w", name, err)
+	}
+	if seq <= 0 {
+		return fmt.Errorf("pgfence: strict check of lease %q: %w: seq %d must be positive", name, tenure.ErrInvalid, seq)
+	}
+	var next int64
+	err := q.QueryRow(ctx, f.strictSQL, name, int64(tok), h.Label, h.Instance, seq).Scan(&next)
+	if err != nil {
+		return interpretError(fmt.Sprintf("strict check of lease %q", name), name, tok, err)
+	}
+	l.ObserveSeq(next)
+	return nil
+}
+
+// validate checks what every helper gets.
+func validate(q Querier, what, s string, tok tenure.Token) error {
+	switch {
+	case q == nil:
+		return fmt.Errorf("%w: querier is nil; pass the transaction that makes the write", tenure.ErrInvalid)
+	case s == "":
+		return fmt.Errorf("%w: %s is empty", tenure.ErrInvalid, what)
+	case len(s) > tenure.MaxNameLen:
+		return fmt.Errorf("%w: %s is %d bytes long; the maximum is %d", tenure.ErrInvalid, what, len(s), tenure.MaxNameLen)
+	case !utf8.ValidString(s):
+		return fmt.Errorf("%w: %s %q is not valid UTF-8", tenure.ErrInvalid, what, s)
+	case tok == 0:
+		return fmt.Errorf("%w: token is 0 for %s %q: the lease is no longer trusted; do not write", tenure.ErrInvalid, what, s)
+	case tok < 0:
+		return fmt.Errorf("%w: token %d for %s %q must be positive", tenure.ErrInvalid, tok, what, s)
+	}
+	return nil
+}
+
+// SQLSTATEs the fence functions raise.
+const (
+	codeStaleToken   = "TF001" // fence: a greater token was recorded
+	codeLeaseNotHeld = "TF002" // check_lease: not held with this token
+	codeChainMoved   = "TF003" // check_lease_strict: holder or seq mismatch
+)
+
+// interpretError is the one place where errors of the fence functions
+// become tenure's errors. subject is the resource or lease name the call
+// was about, offered the token it carried.
+func interpretError(op, subject string, offered tenure.Token, err error) error {
+	if err == nil {
+		return nil
+	}
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return fmt.Errorf("pgfence: %s: %w (the transaction's outcome is unknown; roll it back): %w",
+			op, tenure.ErrUnavailable, err)
+	}
+	switch pgErr.Code {
+	case codeStaleToken:
+		var recorded, off int64
+		if _, scanErr := fmt.Sscanf(pgErr.Detail, "recorded=%d offered=%d", &recorded, &off); scanErr != nil {
+			recorded = 0
+		}
+		return fmt.Errorf("pgfence: %s: roll back and stop working under this token: %w", op,
+			&tenure.FencedError{Resource: subject, Offered: offered, Recorded: tenure.Token(recorded)})
+	case codeLeaseNotHeld:
+		var current, off int64
+		var state string
+		if _, scanErr := fmt.Sscanf(pgErr.Detail, "current=%d offered=%d state=%s", &current, &off, &state); scanErr != nil {
+			state = "not held with this token"
+		}
+		return fmt.Errorf("pgfence: %s: the lease is %s; roll back and stop working under this token: %w", op, state,
+			&tenure.FencedError{Resource: "lease:" + subject, Offered: offered, Recorded: tenure.Token(current)})
+	case codeChainMoved:
+		var current, off, curSeq, offSeq int64
+		if _, scanErr := fmt.Sscanf(pgErr.Detail, "current=%d offered=%d current_seq=%d offered_seq=%d",
+			&current, &off, &curSeq, &offSeq); scanErr != nil {
+			current = int64(offered)
+		}
+		return fmt.Errorf("pgfence: %s: the renewal chain is at seq %d, not %d: a clone of this holder wrote first, or a reply was lost; roll back and stand down: %w",
+			op, curSeq, offSeq, &tenure.FencedError{Resource: "lease:" + subject, Offered: offered, Recorded: tenure.Token(current)})
+	case "3F000", "42P01", "42703", "42883":
+		return fmt.Errorf("pgfence: %s: %w: the fence functions are missing; run `tenure migrate` (or pgstore.Store.Migrate) for this schema and prefix: %w",
+			op, tenure.ErrNotMigrated, err)
+	case "42501":
+		return fmt.Errorf("pgfence: %s: permission denied; grant this role what pgstore.Config.GrantSQL prints: %w", op, err)
+	}
+	switch pgErr.Code[:min(2, len(pgErr.Code))] {
+	case "08", "40", "53", "57", "58":
+		return fmt.Errorf("pgfence: %s: %w (roll the transaction back and retry): %w", op, tenure.ErrUnavailable, err)
+	}
+	return fmt.Errorf("pgfence: %s: %w", op, err)
+}

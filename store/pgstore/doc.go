@@ -1,0 +1,128 @@
+// Package pgstore is the PostgreSQL [tenure.Store], tenure's default
+// backend. It also implements [tenure.Notifier] and [tenure.Lister].
+//
+//	pool, err := pgxpool.New(ctx, "postgres://...")
+//	store, err := pgstore.New(pool, pgstore.Config{})
+//	err = store.Migrate(ctx) // once, as the schema's owner; or `tenure migrate`
+//
+// # Schema
+//
+// [Store.Migrate] applies the embedded migrations (migrations/NNN_name.up.sql)
+// in one transaction under an advisory lock, so concurrent calls are safe, and
+// records each version in <prefix>migrations. [Config.MigrationSQL] prints
+// the same schema as a script for a DBA; [Config.GrantSQL] prints the grants
+// of a run-time role. With the default [Config] the objects are, in schema
+// public:
+//
+//   - tenure_leases(name text PRIMARY KEY, holder_label text, holder_instance
+//     text, token bigint, seq bigint, acquired_at, renewed_at, expires_at
+//     timestamptz, released boolean): one row per lease name. Rows are never
+//     deleted: a release sets released and expires_at = now.
+//   - tenure_token_seq: the bigint sequence every new tenure's token is
+//     drawn from.
+//   - tenure_fences(resource text PRIMARY KEY, token bigint, updated_at
+//     timestamptz): the highest token each fenced resource accepted.
+//   - the fence functions tenure_fence, tenure_check_lease and
+//     tenure_check_lease_strict (below).
+//
+// Every name is [Config.TablePrefix] followed by a fixed suffix, in
+// [Config.Schema]: two prefixes in one schema are two independent sets of
+// leases, tokens, fences and functions. [Store.Objects] lists the names.
+// Names are substituted into the SQL once, in [New], always quoted; every
+// value travels as a bind parameter.
+//
+// At run time the store needs only SELECT, INSERT and UPDATE on the two
+// tables, USAGE on the schema and the sequence and EXECUTE on the functions:
+// no DDL, no DELETE. A call on a schema that was never migrated fails with
+// an error matching [tenure.ErrNotMigrated].
+//
+// # Clock
+//
+// The store owns time (promise P1): every expiry decision is taken by the
+// server's clock_timestamp() inside the statement that acts on it, never by
+// the client's clock and never by now(), which is the transaction's start
+// time. Remaining times are reported by that clock, to the microsecond.
+//
+// # Tokens
+//
+// Every new tenure draws its token from the sequence with nextval, after
+// the lease row is locked, so a token is greater than every token handed out
+// before it for that name (promise P2), whatever happened to the row. Renewals
+// keep the token and advance seq. The sequence burns values on failed
+// acquisitions; tokens only need to grow, not to be dense.
+//
+// A sequence is not replicated synchronously unless the database is:
+// after a failover to an asynchronous standby, the last tokens handed out
+// (and the leases that carry them) may be lost and handed out again. Run
+// PostgreSQL with synchronous replication (synchronous_commit = on with
+// synchronous_standby_names) when leases must survive a failover.
+//
+// # Operations
+//
+// [Store.Acquire] is one INSERT … ON CONFLICT DO UPDATE … WHERE (released or
+// expired) … RETURNING, wrapped in a CTE that, when the lease is held, returns
+// the holder, token, seq and remaining time instead: one round trip (two
+// when it races with the first ever insert of the same name). [Store.Renew]
+// renews a whole batch with one UPDATE over unnest'ed arrays: one round trip
+// per call. [Store.Release] expires the lease now and keeps its row.
+//
+// # Notifications
+//
+// Releases and acquisitions are announced with pg_notify on
+// [Objects.Channel] (schema.prefixleases, or a hash of both when that is
+// longer than 63 bytes), with the lease name as payload, in the same
+// statement, so a notification is sent exactly when the change commits.
+// [Store.Listen] holds one connection of its own and reconnects with backoff
+// when it dies. Notifications are an optimisation only: one lost while
+// reconnecting delays a follower until the expiry it was told.
+//
+// # Failure modes
+//
+//   - A statement whose reply does not arrive (connection cut after the
+//     commit, context deadline, server shutdown) fails with an error
+//     matching [tenure.ErrUnavailable]: it may have been applied. The client
+//     treats the outcome as unknown (promise P3); the renewal chain (seq)
+//     then tells a lost reply from a clone.
+//   - Serialization failures, deadlocks, a read-only standby and too many
+//     connections are [tenure.ErrUnavailable] too; a renewal that hits one
+//     was not applied, but the client cannot know that in general.
+//   - A lease row locked by a fenced transaction ([pgfence], or the
+//     functions below called from SQL) makes renewals, releases and
+//     takeovers of that lease wait for it to end. Keep fenced transactions
+//     short next to the TTL.
+//
+// # Fence functions
+//
+// Installed by the migration in the same schema, callable from any language
+// inside the caller's own transaction (SECURITY INVOKER: the caller needs the
+// run-time grants above). Package [pgfence] calls them from Go.
+//
+//   - <prefix>fence(resource text, token bigint) RETURNS void: records token
+//     as the highest token resource accepted. An equal or greater token
+//     passes; a lower one raises SQLSTATE TF001 with DETAIL
+//     'recorded=<n> offered=<m>'. It locks the resource's fence row until
+//     the transaction ends, so fenced writes to one resource commit in token
+//     order, and a rollback leaves the fence as it was.
+//   - <prefix>check_lease(name text, token bigint) RETURNS void: passes when
+//     the lease is held with token by clock_timestamp(), raises SQLSTATE
+//     TF002 otherwise with DETAIL 'current=<n> offered=<m>
+//     state=absent|superseded|released|expired'. It takes a FOR SHARE lock
+//     on the lease row until the transaction ends, so a takeover (and a
+//     renewal) waits for the caller's commit.
+//   - <prefix>check_lease_strict(name text, token bigint, holder_label text,
+//     holder_instance text, seq bigint) RETURNS bigint: check_lease that also
+//     requires holder and seq to match and advances seq by one, returning
+//     the new seq. A mismatch of holder or seq raises SQLSTATE TF003 with
+//     DETAIL 'current=<n> offered=<m> current_seq=<s> offered_seq=<r>'. It
+//     locks the row FOR NO KEY UPDATE until the transaction ends: of two
+//     byte-identical clones, only one can pass. The holder must renew with
+//     the new seq; a rolled-back transaction leaves seq where it was, so the
+//     holder's next renewal fails and it acquires again with a new token.
+//
+// With the default prefix they are tenure_fence, tenure_check_lease and
+// tenure_check_lease_strict. Null arguments raise 22004
+// (null_value_not_allowed); a token below 1 given to fence raises 22023
+// (invalid_parameter_value).
+//
+// [pgfence]: https://pkg.go.dev/github.com/tenure-dev/tenure/fence/pgfence
+package pgstore

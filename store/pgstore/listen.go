@@ -1,0 +1,102 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/tenure-dev/tenure"
+)
+
+// Backoff between attempts to (re)establish the listening connection.
+const (
+	listenBackoffMin = 50 * time.Millisecond
+	listenBackoffMax = 5 * time.Second
+	// listenCloseTimeout bounds closing a listening connection whose
+	// context is already done.
+	listenCloseTimeout = 5 * time.Second
+)
+
+// Listen implements [tenure.Notifier.Listen]. It takes one connection out
+// of the pool for itself (the pool opens another in its place) and runs
+// LISTEN on the store's channel ([Objects.Channel]); notify runs on the
+// calling goroutine with the payload, a lease name, for every release and
+// acquisition. When the connection fails it is dropped and a new one is
+// made, after a backoff growing from 50ms to 5s; notifications sent in
+// between are lost, which only delays followers until the expiry they were
+// told.
+//
+// Listen returns ctx's error when ctx is done and an error matching
+// [tenure.ErrClosed] when the store is closed.
+func (s *Store) Listen(ctx context.Context, notify func(name string)) error {
+	if notify == nil {
+		return fmt.Errorf("pgstore: listen: %w: notify function is nil", tenure.ErrInvalid)
+	}
+	if s.closed.Load() {
+		return closedError("listen")
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(s.done, cancel)
+	defer stop()
+
+	backoff := listenBackoffMin
+	for {
+		start := time.Now()
+		listened := s.listenOnce(ctx, notify)
+		if ctx.Err() != nil {
+			if s.closed.Load() {
+				return closedError("listen")
+			}
+			return ctx.Err()
+		}
+		if listened && time.Since(start) > listenBackoffMax {
+			// A connection that served for a while earns a quick retry;
+			// one that keeps dying at once backs off.
+			backoff = listenBackoffMin
+		}
+		wait := backoff/2 + rand.N(backoff/2+1)
+		backoff = min(2*backoff, listenBackoffMax)
+		timer := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+		case <-timer.C:
+		}
+	}
+}
+
+// listenOnce takes a connection, listens and delivers notifications until
+// the connection or ctx fails. It reports whether LISTEN succeeded, so the
+// caller can reset its backoff.
+func (s *Store) listenOnce(ctx context.Context, notify func(name string)) bool {
+	pc, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return false
+	}
+	conn := pc.Hijack()
+	defer func() {
+		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), listenCloseTimeout)
+		defer cancel()
+		_ = conn.Close(closeCtx) // The connection is being dropped; nothing is left to report to.
+	}()
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{s.obj.Channel}.Sanitize()); err != nil {
+		return false
+	}
+	s.hookMu.Lock()
+	hook := s.listenHook
+	s.hookMu.Unlock()
+	if hook != nil {
+		hook(conn.PgConn().PID())
+	}
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			return true
+		}
+		notify(n.Payload)
+	}
+}

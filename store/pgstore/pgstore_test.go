@@ -1,0 +1,33 @@
+package pgstore_test
+
+import (
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/tenure-dev/tenure/internal/testutil"
+	"github.com/tenure-dev/tenure/store/pgstore/pgstoretest"
+	"github.com/tenure-dev/tenure/store/storetest"
+)
+
+func TestMain(m *testing.M) { testutil.VerifyTestMain(m) }
+
+// modes are the query execution modes the suite runs under.
+var modes = map[string]pgx.QueryExecMode{
+	"CacheStatement": pgx.QueryExecModeCacheStatement,
+	"SimpleProtocol": pgx.QueryExecModeSimpleProtocol,
+}
+
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	for name, mode := range modes {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			storetest.Run(t, pgstoretest.Harness{Owner: pgstoretest.Pool(t, mode, "")})
+		})
+	}
+}
+
+func BenchmarkStore(b *testing.B) {
+	storetest.Benchmark(b, pgstoretest.Harness{Owner: pgstoretest.Pool(b, pgx.QueryExecModeCacheStatement, "")})
+}
