@@ -84,12 +84,17 @@ type faultyStore struct {
 	tenure.Store
 	failRenew  atomic.Bool
 	stallRenew atomic.Bool
+	holdRenew  atomic.Bool // the next renewal waits for release()
+	held       chan struct{}
 	renewCalls atomic.Int64
 	renewed    atomic.Int64
 }
 
 func (s *faultyStore) Renew(ctx context.Context, ps []tenure.RenewParams) ([]tenure.RenewResult, error) {
 	s.renewCalls.Add(1)
+	if s.holdRenew.CompareAndSwap(true, false) {
+		<-s.held
+	}
 	switch {
 	case s.failRenew.Load():
 		return nil, fmt.Errorf("%w: connection reset by peer", tenure.ErrUnavailable)
@@ -109,10 +114,12 @@ func (s *faultyStore) Release(ctx context.Context, p tenure.ReleaseParams) error
 	return s.Store.Release(ctx, p)
 }
 
+func (s *faultyStore) release() { close(s.held) }
+
 func newFaulty(t *testing.T) *faultyStore {
 	m := memstore.New(memstore.Config{})
 	t.Cleanup(func() { _ = m.Close() })
-	return &faultyStore{Store: m}
+	return &faultyStore{Store: m, held: make(chan struct{})}
 }
 
 // skewClock is the system clock with a wall-clock offset that a test can
@@ -301,20 +308,63 @@ func TestCloneIsDetectedByTheRenewalChain(t *testing.T) {
 	})
 }
 
-func TestObservedSeqAdvanceKeepsTheLease(t *testing.T) {
+func TestChainWritesKeepTheLease(t *testing.T) {
 	t.Parallel()
-	synctest.Test(t, func(t *testing.T) {
-		b := setup(t, nil, tenure.Config{TTL: ttl})
-		l, err := b.client.Acquire(t.Context(), "billing")
+	// What a strict fenced write does: advance the chain at the store inside
+	// the write's transaction, and tell the client how it ended.
+	advance := func(t *testing.T, b *bundle, w *tenure.ChainWrite) int64 {
+		l := w.Lease()
+		res, err := b.store.Renew(t.Context(), []tenure.RenewParams{{Name: l.Name(), Holder: l.Holder(), Token: l.Token(), Seq: w.Seq(), TTL: ttl}})
 		require.NoError(t, err)
-		// What a strict fenced write does: advance the chain at the store and
-		// tell the client after the commit.
-		res, err := b.store.Renew(t.Context(), []tenure.RenewParams{{Name: "billing", Holder: l.Holder(), Token: l.Token(), Seq: l.Seq(), TTL: ttl}})
-		require.NoError(t, err)
-		l.ObserveSeq(res[0].Grant.Seq)
-		time.Sleep(2 * ttl)
-		require.NoError(t, l.Err())
-		require.Positive(t, l.Token())
+		require.True(t, res[0].Renewed)
+		return res[0].Grant.Seq
+	}
+	t.Run("Committed", func(t *testing.T) {
+		t.Parallel()
+		synctest.Test(t, func(t *testing.T) {
+			b := setup(t, nil, tenure.Config{TTL: ttl})
+			l, err := b.client.Acquire(t.Context(), "billing")
+			require.NoError(t, err)
+			for range 20 {
+				w := l.BeginChainWrite()
+				w.Commit(advance(t, b, w))
+				time.Sleep(ttl / 7)
+			}
+			require.NoError(t, l.Err())
+			require.Positive(t, l.Token())
+		})
+	})
+	t.Run("CommittedWhileARenewalWasInFlight", func(t *testing.T) {
+		t.Parallel()
+		synctest.Test(t, func(t *testing.T) {
+			store := newFaulty(t)
+			b := setup(t, store, tenure.Config{TTL: ttl})
+			l, err := b.client.Acquire(t.Context(), "billing")
+			require.NoError(t, err)
+			w := l.BeginChainWrite()
+			store.holdRenew.Store(true) // the next renewal waits, as on the row lock
+			time.Sleep(ttl/3 + time.Millisecond)
+			synctest.Wait()
+			seq := advance(t, b, w)
+			store.release()
+			synctest.Wait()
+			w.Commit(seq)
+			time.Sleep(ttl)
+			require.NoError(t, l.Err(), "the client's own write is not a clone's")
+		})
+	})
+	t.Run("UnknownOutcomeThatCommittedCostsTheTenure", func(t *testing.T) {
+		t.Parallel()
+		synctest.Test(t, func(t *testing.T) {
+			b := setup(t, nil, tenure.Config{TTL: ttl})
+			l, err := b.client.Acquire(t.Context(), "billing")
+			require.NoError(t, err)
+			w := l.BeginChainWrite()
+			advance(t, b, w)
+			w.Abort()
+			<-l.Done()
+			require.Equal(t, tenure.LossSeqMismatch, lostReason(t, l))
+		})
 	})
 }
 

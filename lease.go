@@ -78,24 +78,55 @@ func (l *Lease) Progress() {
 	l.progress.Store(int64(mono))
 }
 
-// Seq returns the renewal seq this client last saw for the tenure. Fence
-// helpers that advance the chain (pgfence.CheckLeaseStrict) use it.
+// Seq returns the renewal seq this client last saw for the tenure.
 func (l *Lease) Seq() int64 { return l.seq.Load() }
 
-// ObserveSeq tells the client that a fenced write committed an advance of
-// the renewal chain to seq, so that its next renewal carries seq. Call it
-// only after the write's transaction committed: a seq this client never
-// saw committed is a clone's, and ends the tenure (promise P6).
-func (l *Lease) ObserveSeq(seq int64) {
-	for {
-		cur := l.seq.Load()
-		if seq <= cur {
-			return
+// ChainWrite is one fenced write that advances the tenure's renewal chain,
+// such as pgfence's strict check: of two clones of one process, only one
+// can ever make such a write (promise P6). Begin it with
+// [Lease.BeginChainWrite] before the write's transaction starts and end it
+// with [ChainWrite.Commit] or [ChainWrite.Abort] once its outcome is known.
+//
+// While a chain write is in flight, a renewal that finds the chain moved on
+// waits for it to end instead of taking the move for a clone's. A write
+// whose commit outcome is unknown must Abort: if it did commit, the next
+// renewal ends the tenure, the cheap side (promise P9).
+type ChainWrite struct {
+	lease *Lease
+	seq   int64
+	ended atomic.Bool
+}
+
+// BeginChainWrite announces a chain write. The write must present
+// [ChainWrite.Seq] and, when it commits, report the seq it advanced to.
+func (l *Lease) BeginChainWrite() *ChainWrite {
+	l.client.enqueue(request{event: engine.ChainWriteBegin{Name: l.name, Token: int64(l.token)}})
+	return &ChainWrite{lease: l, seq: l.seq.Load()}
+}
+
+// Lease returns the tenure the write belongs to.
+func (w *ChainWrite) Lease() *Lease { return w.lease }
+
+// Seq returns the renewal seq the write must present.
+func (w *ChainWrite) Seq() int64 { return w.seq }
+
+// Commit reports that the write's transaction committed and left the chain
+// at seq; the tenure's next renewal carries it. Only the first Commit or
+// Abort counts.
+func (w *ChainWrite) Commit(seq int64) {
+	if w.ended.CompareAndSwap(false, true) {
+		l := w.lease
+		for cur := l.seq.Load(); seq > cur && !l.seq.CompareAndSwap(cur, seq); cur = l.seq.Load() {
 		}
-		if l.seq.CompareAndSwap(cur, seq) {
-			l.client.enqueue(request{event: engine.SeqAdvanced{Name: l.name, Token: int64(l.token), Seq: seq}})
-			return
-		}
+		l.client.enqueue(request{event: engine.ChainWriteEnd{Name: l.name, Token: int64(l.token), Seq: seq}})
+	}
+}
+
+// Abort reports that the write did not commit, or that nobody knows
+// whether it did. Only the first Commit or Abort counts.
+func (w *ChainWrite) Abort() {
+	if w.ended.CompareAndSwap(false, true) {
+		w.lease.client.enqueue(request{event: engine.ChainWriteEnd{Name: w.lease.name, Token: int64(w.lease.token)}})
 	}
 }
 

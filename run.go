@@ -74,6 +74,9 @@ func (r *runner) loop() {
 			return
 		case <-r.c.wake:
 		case ev := <-r.replies:
+			// Requests enqueued before this reply was sent (a chain write
+			// announced before its commit) must be seen before it.
+			r.drainInbox()
 			r.step(ev)
 		case <-timer.C:
 			if armed {

@@ -56,6 +56,8 @@ type lease struct {
 	renewDue     time.Duration
 	renewing     bool // part of the batch in flight
 	lastProgress time.Duration
+	chainWrites  int   // chain writes in flight
+	moved        int64 // the chain's seq a renewal found while chainWrites > 0; 0: none
 }
 
 // Engine is the lease state machine. It is not safe for concurrent use: one
@@ -122,7 +124,7 @@ func (e *Engine) Next() (time.Duration, bool) {
 			if e.cfg.ProgressTimeout > 0 {
 				consider(l.lastProgress + e.cfg.ProgressTimeout)
 			}
-			if !e.renewInFlight {
+			if !e.renewInFlight && l.moved == 0 {
 				consider(l.renewDue)
 			}
 		case l.phase == idle && l.want:
@@ -163,9 +165,15 @@ func (e *Engine) handle(now Instant, ev Event) {
 		if l := e.tenure(ev.Name, ev.Token); l != nil {
 			l.lastProgress = max(l.lastProgress, ev.At.Mono)
 		}
-	case SeqAdvanced:
-		if l := e.tenure(ev.Name, ev.Token); l != nil && ev.Seq > l.seq {
-			l.seq = ev.Seq
+	case ChainWriteBegin:
+		if l := e.tenure(ev.Name, ev.Token); l != nil {
+			l.chainWrites++
+		}
+	case ChainWriteEnd:
+		if l := e.tenure(ev.Name, ev.Token); l != nil {
+			l.chainWrites = max(l.chainWrites-1, 0)
+			l.seq = max(l.seq, ev.Seq)
+			e.resolveMoved(now, l)
 		}
 	case Release:
 		if l := e.tenure(ev.Name, ev.Token); l != nil {
@@ -290,13 +298,30 @@ func (e *Engine) renewDone(now Instant, d RenewDone) {
 			e.lose(l, ReasonExpiredAtStore, nil, false)
 		case o.Grant.Holder != l.holder || o.Grant.Token != l.token:
 			e.lose(l, ReasonSuperseded, nil, false)
-		case o.Grant.Seq == l.seq && l.seq != it.Seq:
-			// A fenced write advanced the chain while this renewal was in
-			// flight, and told us so: renew again with the new seq.
-			l.renewDue = now.Mono
+		case l.chainWrites > 0 || o.Grant.Seq == l.seq:
+			// The chain moved on while this renewal was in flight. If this
+			// holder's own fenced write moved it, the write says so when it
+			// commits; until then, hold the renewal back.
+			l.moved = o.Grant.Seq
+			e.resolveMoved(now, l)
 		default:
 			e.loseAll(ReasonSeqMismatch, nil)
 		}
+	}
+}
+
+// resolveMoved settles a renewal that found the chain moved on, once no
+// chain write of this holder is in flight: if one of them committed the seq
+// the store showed, renew at once with it; otherwise someone else advanced
+// the chain, and only a clone can have done that.
+func (e *Engine) resolveMoved(now Instant, l *lease) {
+	switch {
+	case l.moved == 0:
+	case l.moved == l.seq:
+		l.moved, l.renewDue = 0, now.Mono
+	case l.chainWrites == 0:
+		l.moved = 0
+		e.loseAll(ReasonSeqMismatch, nil)
 	}
 }
 
@@ -332,7 +357,7 @@ func (e *Engine) schedule(now Instant) {
 		case l.phase == idle && l.want && l.nextAttempt <= now.Mono:
 			l.phase, l.reqHolder = acquiring, e.holder
 			e.emit(SendAcquire{Name: l.name, Holder: l.reqHolder, TTL: e.cfg.TTL, SentAt: now})
-		case l.phase == held && !e.renewInFlight:
+		case l.phase == held && !e.renewInFlight && l.moved == 0:
 			due = due || l.renewDue <= now.Mono
 		}
 	}
@@ -343,7 +368,7 @@ func (e *Engine) schedule(now Instant) {
 	// is due now, so that the leases of one process converge on one batch.
 	horizon := now.Mono + e.cfg.RenewInterval/2
 	for _, l := range e.order {
-		if l.removed || l.phase != held || l.renewDue > horizon {
+		if l.removed || l.phase != held || l.moved != 0 || l.renewDue > horizon {
 			continue
 		}
 		l.renewing = true

@@ -314,19 +314,57 @@ func TestSupersededAndExpiredAtStore(t *testing.T) {
 	}
 }
 
-func TestFencedSeqAdvanceIsAdoptedNotMistakenForAClone(t *testing.T) {
+func TestOwnChainWriteIsNotMistakenForAClone(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
-	h.acquire("billing", 7, time.Millisecond)
-	send := only[SendRenew](t, h.tick())
-	// While the renewal (seq 1) is in flight, a strict fenced write commits
-	// seq 2 and says so.
-	h.step(SeqAdvanced{Name: "billing", Token: 7, Seq: 2})
-	acts := h.step(RenewDone{SentAt: send.SentAt, Items: send.Items,
-		Outcomes: []RenewOutcome{{Grant: Grant{Holder: send.Items[0].Holder, Token: 7, Seq: 2, Remaining: ttl - time.Second}}}})
-	none[Lost](t, acts)
-	again := only[SendRenew](t, acts)
-	require.Equal(t, int64(2), again.Items[0].Seq, "renews again at once with the committed seq")
+	moved := func(h *harness, send SendRenew) []Action {
+		return h.step(RenewDone{SentAt: send.SentAt, Items: send.Items,
+			Outcomes: []RenewOutcome{{Grant: Grant{Holder: send.Items[0].Holder, Token: 7, Seq: 2, Remaining: ttl - time.Second}}}})
+	}
+	t.Run("CommittedBeforeTheReply", func(t *testing.T) {
+		t.Parallel()
+		h := newHarness(t)
+		h.acquire("billing", 7, time.Millisecond)
+		h.step(ChainWriteBegin{Name: "billing", Token: 7})
+		send := only[SendRenew](t, h.tick())
+		h.step(ChainWriteEnd{Name: "billing", Token: 7, Seq: 2})
+		acts := moved(h, send)
+		none[Lost](t, acts)
+		require.Equal(t, int64(2), only[SendRenew](t, acts).Items[0].Seq, "renews again at once with the committed seq")
+	})
+	t.Run("CommittedAfterTheReply", func(t *testing.T) {
+		t.Parallel()
+		h := newHarness(t)
+		h.acquire("billing", 7, time.Millisecond)
+		h.step(ChainWriteBegin{Name: "billing", Token: 7})
+		send := only[SendRenew](t, h.tick())
+		acts := moved(h, send)
+		none[Lost](t, acts)
+		none[SendRenew](t, acts) // held back until the write ends
+		acts = h.step(ChainWriteEnd{Name: "billing", Token: 7, Seq: 2})
+		require.Equal(t, int64(2), only[SendRenew](t, acts).Items[0].Seq)
+	})
+	t.Run("RolledBackMeansSomeoneElseMovedIt", func(t *testing.T) {
+		t.Parallel()
+		h := newHarness(t)
+		h.acquire("billing", 7, time.Millisecond)
+		h.step(ChainWriteBegin{Name: "billing", Token: 7})
+		send := only[SendRenew](t, h.tick())
+		none[Lost](t, moved(h, send))
+		acts := h.step(ChainWriteEnd{Name: "billing", Token: 7})
+		require.Equal(t, ReasonSeqMismatch, only[Lost](t, acts).Reason)
+		only[IdentityChanged](t, acts)
+	})
+	t.Run("HeldBackRenewalStillExpiresLocally", func(t *testing.T) {
+		t.Parallel()
+		h := newHarness(t)
+		a := h.acquire("billing", 7, time.Millisecond)
+		h.step(ChainWriteBegin{Name: "billing", Token: 7})
+		send := only[SendRenew](t, h.tick())
+		none[Lost](t, moved(h, send))
+		acts := h.tick() // the write never ends
+		require.Equal(t, ReasonExpiredLocally, only[Lost](t, acts).Reason)
+		require.Equal(t, a.Deadline, h.now.Mono)
+	})
 }
 
 func TestFollowerRetriesAtExpiryWithJitter(t *testing.T) {

@@ -63,9 +63,18 @@ type Progress struct {
 	At    Instant
 }
 
-// SeqAdvanced reports that a fenced write committed an advance of the
-// renewal chain to Seq, so the next renewal must carry it.
-type SeqAdvanced struct {
+// ChainWriteBegin reports that a fenced write which advances the renewal
+// chain (a strict check) is about to start for the tenure. While one is in
+// flight, a renewal that finds the chain moved on is held back until the
+// write ends, instead of being taken for a clone.
+type ChainWriteBegin struct {
+	Name  string
+	Token int64
+}
+
+// ChainWriteEnd reports that a chain write ended. Seq is the seq its
+// transaction committed, or 0 when it did not commit (or nobody knows).
+type ChainWriteEnd struct {
 	Name  string
 	Token int64
 	Seq   int64
@@ -98,7 +107,8 @@ func (RenewDone) event()   {}
 func (ReleaseDone) event() {}
 func (Notified) event()    {}
 func (Progress) event()    {}
-func (SeqAdvanced) event() {}
+func (ChainWriteBegin) event() {}
+func (ChainWriteEnd) event()   {}
 func (Release) event()     {}
 func (Drop) event()        {}
 func (Revoke) event()      {}

@@ -35,6 +35,7 @@ type heldTenure struct {
 	token  int64
 	seq    int64
 	window Window
+	writes int // chain writes in flight
 }
 
 type fuzzer struct {
@@ -116,16 +117,25 @@ func (fz *fuzzer) step() {
 		if h := fz.anyHeld(); h != "" {
 			ev = Release{Name: h, Token: fz.held[h].token}
 		}
-	case 11:
+	case 11: // a chain write begins, or the one in flight ends
 		if h := fz.anyHeld(); h != "" {
-			ev = SeqAdvanced{Name: h, Token: fz.held[h].token, Seq: fz.held[h].seq + 1}
+			ht := fz.held[h]
+			if ht.writes == 0 {
+				ht.writes++
+				ev = ChainWriteBegin{Name: h, Token: ht.token}
+			} else {
+				ht.writes--
+				end := ChainWriteEnd{Name: h, Token: ht.token}
+				if fz.next()%2 == 0 {
+					end.Seq = ht.seq + 1
+					ht.seq = end.Seq // what the lease records after the commit
+				}
+				ev = end
+			}
 		}
 	}
 	if ev == nil {
 		return
-	}
-	if sa, ok := ev.(SeqAdvanced); ok {
-		fz.held[sa.Name].seq = sa.Seq // what Lease.ObserveSeq records
 	}
 	fz.apply(ev, fz.e.Step(fz.now, ev))
 }
@@ -175,8 +185,8 @@ func (fz *fuzzer) answerRenew() Event {
 		switch fz.next() % 6 {
 		case 0: // a clone renewed first
 			o = RenewOutcome{Grant: Grant{Holder: it.Holder, Token: it.Token, Seq: it.Seq + 7, Remaining: ttl}}
-			if h := fz.held[it.Name]; h != nil && h.token == it.Token {
-				fz.mismatch[it.Name] = it.Token // still held: must end as a mismatch
+			if h := fz.held[it.Name]; h != nil && h.token == it.Token && h.writes == 0 {
+				fz.mismatch[it.Name] = it.Token // still held, no write of its own: a clone
 			}
 		case 1:
 			o = RenewOutcome{Grant: Grant{Holder: Holder{"w", "other"}, Token: it.Token + 1, Seq: 1, Remaining: ttl}}

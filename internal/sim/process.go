@@ -291,28 +291,43 @@ func (p *proc) work() {
 }
 
 // write sends one fenced write over the network; it is judged when it
-// arrives, however late.
+// arrives, however late. A strict write is a chain write: announced to the
+// engine before it is sent and ended when its outcome comes back (Abort
+// when the answer is lost, as a caller who cannot tell must).
 func (w *world) write(p *proc, t tenure_) {
+	var end func(seq int64)
+	if w.cfg.Strict {
+		p.step(engine.ChainWriteBegin{Name: leaseName, Token: t.token})
+		r := &pending{fail: func(error) engine.Event { return engine.ChainWriteEnd{Name: leaseName, Token: t.token} }}
+		p.pending = append(p.pending, r)
+		end = func(seq int64) {
+			// Only the first outcome counts, as with ChainWrite.Commit/Abort.
+			if seq > 0 && !r.settled {
+				p.run(func() {
+					if cur := p.tenure; cur != nil && cur.token == t.token {
+						cur.seq = max(cur.seq, seq)
+					}
+				})
+			}
+			p.settle(r, engine.ChainWriteEnd{Name: leaseName, Token: t.token, Seq: seq})
+		}
+		w.after(w.cfg.TTL/3, func() { end(0) })
+	}
 	w.after(w.delay(), func() {
 		ok := w.fence(t)
 		w.tracef("write from p%d with token %d seq %d: accepted %t", p.uid, t.token, t.seq, ok)
-		if !ok {
+		if ok {
+			w.report.Accepted++
+			w.accept(p, t.token)
+		} else {
 			w.report.Rejected++
-			return
 		}
-		w.report.Accepted++
-		w.accept(p, t.token)
-		if w.cfg.Strict && !w.lost() {
-			// The commit is acknowledged: the process records the chain's
-			// new seq, as Lease.ObserveSeq does.
-			w.after(w.delay(), func() {
-				p.run(func() {
-					if cur := p.tenure; cur != nil && cur.token == t.token {
-						cur.seq = max(cur.seq, t.seq+1)
-					}
-					p.step(engine.SeqAdvanced{Name: leaseName, Token: t.token, Seq: t.seq + 1})
-				})
-			})
+		if end != nil && !w.lost() {
+			seq := int64(0)
+			if ok {
+				seq = t.seq + 1
+			}
+			w.after(w.delay(), func() { end(seq) })
 		}
 	})
 }
