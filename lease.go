@@ -107,6 +107,16 @@ func (l *Lease) BeginChainWrite() *ChainWrite {
 // Lease returns the tenure the write belongs to.
 func (w *ChainWrite) Lease() *Lease { return w.lease }
 
+// Name returns the lease name.
+func (w *ChainWrite) Name() string { return w.lease.name }
+
+// Holder returns the identity the tenure was granted to.
+func (w *ChainWrite) Holder() Holder { return w.lease.holder }
+
+// Token returns the tenure's token while it is trusted, 0 after; see
+// [Lease.Token].
+func (w *ChainWrite) Token() Token { return w.lease.Token() }
+
 // Seq returns the renewal seq the write must present.
 func (w *ChainWrite) Seq() int64 { return w.seq }
 

@@ -15,9 +15,10 @@
 //     the lease row stays share-locked until commit, so no takeover can
 //     happen between the check and the commit. Needs the leases in the
 //     same database as the write.
-//   - [CheckLeaseStrict] (a [Chain], such as a *[tenure.Lease]): the lease
-//     check plus a compare-and-set on the holder and the renewal seq, which
-//     it advances. Of two byte-identical clones only one can ever pass.
+//   - [StrictTx] (or [CheckLeaseStrict] on a [tenure.ChainWrite]): the
+//     lease check plus a compare-and-set on the holder and the renewal seq,
+//     which it advances. Of two byte-identical clones only one can ever
+//     pass.
 //
 // # Use
 //
@@ -73,9 +74,15 @@
 // renewals as well as takeovers, so keep fenced transactions short next to
 // the TTL, or the holder may stand down while it waits.
 //
-// [CheckLeaseStrict] tells the holder the new seq at once (Chain.ObserveSeq),
-// before the transaction commits. If the transaction then rolls back, the
-// store's seq stays behind the holder's: its next renewal fails and it
-// acquires the lease again with a new token. That costs a re-election, the
-// cheap side, and never lets a second writer through.
+// # Strict writes and the renewal chain
+//
+// A strict check advances the lease's renewal seq, the same chain the
+// holder's renewals advance. [Fencer.StrictTx] keeps the two in step: it
+// announces the write to the client before it starts
+// ([tenure.Lease.BeginChainWrite]), so that a renewal that meanwhile finds
+// the chain moved on waits for the write instead of taking it for a clone's,
+// and it tells the client the new seq only after the commit succeeded. A
+// rolled-back write therefore costs nothing; a commit whose outcome is
+// unknown costs at most the tenure (its next renewal fails and the client
+// acquires again with a new token), the cheap side, never a second writer.
 package pgfence

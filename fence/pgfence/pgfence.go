@@ -31,8 +31,8 @@ var (
 	_ Querier = (*pgxpool.Tx)(nil)
 )
 
-// Chain is a tenure whose renewal chain a strict check advances. A
-// *[tenure.Lease] is one.
+// Chain is what a strict check presents: a tenure and the renewal seq the
+// write claims. A *[tenure.ChainWrite] is one.
 type Chain interface {
 	// Name is the lease name.
 	Name() string
@@ -40,14 +40,23 @@ type Chain interface {
 	Holder() tenure.Holder
 	// Token is the tenure's token, 0 once it is no longer trusted.
 	Token() tenure.Token
-	// Seq is the renewal seq the holder last saw.
+	// Seq is the renewal seq the write presents.
 	Seq() int64
-	// ObserveSeq tells the holder the chain advanced to seq, so that its
-	// next renewal carries seq.
-	ObserveSeq(seq int64)
 }
 
-var _ Chain = (*tenure.Lease)(nil)
+var _ Chain = (*tenure.ChainWrite)(nil)
+
+// Beginner starts transactions: *pgxpool.Pool, *pgx.Conn and pgx.Tx (a
+// savepoint) all do.
+type Beginner interface {
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
+var (
+	_ Beginner = (*pgxpool.Pool)(nil)
+	_ Beginner = (*pgx.Conn)(nil)
+	_ Beginner = pgx.Tx(nil)
+)
 
 // Fencer calls the fence functions of one schema and table prefix. Its
 // methods are safe for concurrent use. The package-level functions use the
@@ -93,11 +102,19 @@ func CheckLease(ctx context.Context, q Querier, name string, tok tenure.Token) e
 
 // CheckLeaseStrict is [Fencer.CheckLeaseStrict] on the default schema and
 // prefix.
-func CheckLeaseStrict(ctx context.Context, q Querier, l Chain) error {
+func CheckLeaseStrict(ctx context.Context, q Querier, c Chain) (int64, error) {
+	if defaultErr != nil {
+		return 0, defaultErr
+	}
+	return defaultFencer.CheckLeaseStrict(ctx, q, c)
+}
+
+// StrictTx is [Fencer.StrictTx] on the default schema and prefix.
+func StrictTx(ctx context.Context, db Beginner, l *tenure.Lease, fn func(ctx context.Context, tx pgx.Tx) error) error {
 	if defaultErr != nil {
 		return defaultErr
 	}
-	return defaultFencer.CheckLeaseStrict(ctx, q, l)
+	return defaultFencer.StrictTx(ctx, db, l, fn)
 }
 
 // Fence records tok as accepted by resource, in q's transaction: it passes
@@ -138,40 +155,97 @@ func (f *Fencer) CheckLease(ctx context.Context, q Querier, name string, tok ten
 	return interpretError(fmt.Sprintf("check lease %q", name), name, tok, err)
 }
 
-// CheckLeaseStrict is [Fencer.CheckLease] that also requires l's holder and
-// renewal seq to match the store's and advances the seq by one, so that of
+// CheckLeaseStrict is [Fencer.CheckLease] that also requires c's holder and
+// renewal seq to match the store's, and advances the seq by one, so that of
 // two byte-identical clones of one holder only one can ever pass: the
 // other fails with an error matching [tenure.ErrFenced] (the chain moved
-// on). On success it calls l.ObserveSeq with the new seq at once, so that
-// the holder's next renewal carries it.
+// on). It returns the advanced seq.
+//
+// Most callers want [Fencer.StrictTx], which does the bookkeeping. Calling
+// this directly, pass a [tenure.ChainWrite] begun before the transaction
+// and end it once the outcome is known: Commit(seq) after the commit
+// succeeded, Abort() otherwise, including when the commit's outcome is
+// unknown. Until then the holder's renewals that find the chain moved on
+// wait for the write instead of taking it for a clone's.
 //
 // It locks the lease row until the transaction ends; renewals and
 // takeovers of the lease wait for it, so keep the transaction short next
-// to the TTL. If the transaction rolls back, the store's seq stays where it
-// was while the holder has observed the next one: its next renewal fails
-// and it acquires the lease again with a new token. That costs a re-election
-// (the cheap side), never a second writer.
-func (f *Fencer) CheckLeaseStrict(ctx context.Context, q Querier, l Chain) error {
-	if l == nil {
-		return fmt.Errorf("pgfence: strict check: %w: lease is nil", tenure.ErrInvalid)
+// to the TTL.
+func (f *Fencer) CheckLeaseStrict(ctx context.Context, q Querier, c Chain) (int64, error) {
+	if c == nil {
+		return 0, fmt.Errorf("pgfence: strict check: %w: chain write is nil", tenure.ErrInvalid)
 	}
-	name, tok, h, seq := l.Name(), l.Token(), l.Holder(), l.Seq()
+	name, tok, h, seq := c.Name(), c.Token(), c.Holder(), c.Seq()
 	if err := validate(q, "lease name", name, tok); err != nil {
-		return fmt.Errorf("pgfence: strict check: %w", err)
+		return 0, fmt.Errorf("pgfence: strict check: %w", err)
 	}
 	if err := h.Validate(); err != nil {
-		return fmt.Errorf("pgfence: strict check of lease %q: %w", name, err)
+		return 0, fmt.Errorf("pgfence: strict check of lease %q: %w", name, err)
 	}
 	if seq <= 0 {
-		return fmt.Errorf("pgfence: strict check of lease %q: %w: seq %d must be positive", name, tenure.ErrInvalid, seq)
+		return 0, fmt.Errorf("pgfence: strict check of lease %q: %w: seq %d must be positive", name, tenure.ErrInvalid, seq)
 	}
 	var next int64
 	err := q.QueryRow(ctx, f.strictSQL, name, int64(tok), h.Label, h.Instance, seq).Scan(&next)
 	if err != nil {
-		return interpretError(fmt.Sprintf("strict check of lease %q", name), name, tok, err)
+		return 0, interpretError(fmt.Sprintf("strict check of lease %q", name), name, tok, err)
 	}
-	l.ObserveSeq(next)
-	return nil
+	return next, nil
+}
+
+// StrictTx runs fn in a transaction begun on db after a strict check of l,
+// commits it, and keeps l's renewal chain in step: the client learns the
+// new seq only once the commit succeeded, so a rolled-back write costs
+// nothing and an unknown commit outcome costs at most the tenure (the cheap
+// side). fn's error rolls the transaction back and is returned as is.
+//
+// When one of the holder's own renewals moved the chain between the start
+// of the write and the check, the check is retried (fn has not run yet), up
+// to three times; any other refusal is the [tenure.ErrFenced] of
+// [Fencer.CheckLeaseStrict]: stop working under this tenure.
+func (f *Fencer) StrictTx(ctx context.Context, db Beginner, l *tenure.Lease, fn func(ctx context.Context, tx pgx.Tx) error) error {
+	if db == nil || l == nil || fn == nil {
+		return fmt.Errorf("pgfence: strict transaction: %w: db, lease and fn are required", tenure.ErrInvalid)
+	}
+	for attempt := 1; ; attempt++ {
+		w := l.BeginChainWrite()
+		retry, err := f.strictTx(ctx, db, w, fn)
+		if !retry || attempt == 3 {
+			return err
+		}
+	}
+}
+
+// strictTx is one attempt of StrictTx. It ends w, and reports whether the
+// check failed only because the holder's own renewal moved the chain.
+func (f *Fencer) strictTx(ctx context.Context, db Beginner, w *tenure.ChainWrite, fn func(ctx context.Context, tx pgx.Tx) error) (retry bool, err error) {
+	committed := int64(0)
+	defer func() {
+		if committed > 0 {
+			w.Commit(committed)
+		} else {
+			w.Abort()
+		}
+	}()
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		return false, interpretError("begin strict transaction", w.Name(), w.Token(), err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	seq, err := f.CheckLeaseStrict(ctx, tx, w)
+	if err != nil {
+		l := w.Lease()
+		ownRenewal := l.Seq() != w.Seq() && l.Token() != 0
+		return errors.Is(err, tenure.ErrFenced) && ownRenewal, err
+	}
+	if err := fn(ctx, tx); err != nil {
+		return false, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return false, interpretError("commit strict transaction", w.Name(), w.Token(), err)
+	}
+	committed = seq
+	return false, nil
 }
 
 // validate checks what every helper gets.

@@ -133,9 +133,11 @@ type chain struct {
 	name   string
 	holder tenure.Holder
 	token  tenure.Token
-	mu     sync.Mutex
 	seq    int64
 }
+
+// strictErr drops the seq of a strict check, for tests about its error.
+func strictErr(_ int64, err error) error { return err }
 
 func newChain(g tenure.Grant) *chain {
 	return &chain{name: g.Name, holder: g.Holder, token: g.Token, seq: g.Seq}
@@ -145,17 +147,7 @@ func (c *chain) Name() string          { return c.name }
 func (c *chain) Holder() tenure.Holder { return c.holder }
 func (c *chain) Token() tenure.Token   { return c.token }
 
-func (c *chain) Seq() int64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.seq
-}
-
-func (c *chain) ObserveSeq(seq int64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.seq = max(c.seq, seq)
-}
+func (c *chain) Seq() int64 { return c.seq }
 
 func TestFence(t *testing.T) {
 	t.Parallel()
@@ -257,13 +249,14 @@ func TestFence(t *testing.T) {
 			"BadUTF8":       func() error { return f.Fence(ctx, &pgxpool.Pool{}, "\xff", 1) },
 			"CheckEmpty":    func() error { return f.CheckLease(ctx, &pgxpool.Pool{}, "", 1) },
 			"CheckZero":     func() error { return f.CheckLease(ctx, &pgxpool.Pool{}, "l", 0) },
-			"StrictNil":     func() error { return f.CheckLeaseStrict(ctx, &pgxpool.Pool{}, nil) },
+			"StrictNil":     func() error { return strictErr(f.CheckLeaseStrict(ctx, &pgxpool.Pool{}, nil)) },
 			"StrictNoHolder": func() error {
-				return f.CheckLeaseStrict(ctx, &pgxpool.Pool{}, &chain{name: "l", token: 1, seq: 1})
+				return strictErr(f.CheckLeaseStrict(ctx, &pgxpool.Pool{}, &chain{name: "l", token: 1, seq: 1}))
 			},
 			"StrictZeroSeq": func() error {
-				return f.CheckLeaseStrict(ctx, &pgxpool.Pool{}, &chain{name: "l", holder: tenure.Holder{Label: "a", Instance: "b"}, token: 1})
+				return strictErr(f.CheckLeaseStrict(ctx, &pgxpool.Pool{}, &chain{name: "l", holder: tenure.Holder{Label: "a", Instance: "b"}, token: 1}))
 			},
+			"StrictTxNil": func() error { return f.StrictTx(ctx, nil, nil, nil) },
 		} {
 			t.Run(name, func(t *testing.T) {
 				t.Parallel()
@@ -393,16 +386,17 @@ func TestCheckLeaseStrict(t *testing.T) {
 		g := b.acquire(t, "job", "a", time.Minute)
 		c := newChain(g)
 		tx := b.begin(t)
-		require.NoError(t, b.fencer.CheckLeaseStrict(ctx, tx, c))
-		require.Equal(t, g.Seq+1, c.Seq(), "the holder observed the new seq")
+		seq, err := b.fencer.CheckLeaseStrict(ctx, tx, c)
+		require.NoError(t, err)
+		require.Equal(t, g.Seq+1, seq)
 		require.NoError(t, tx.Commit(ctx))
 
 		rs, err := b.store.Renew(ctx, []tenure.RenewParams{{Name: g.Name, Holder: g.Holder, Token: g.Token, Seq: g.Seq, TTL: time.Minute}})
 		require.NoError(t, err)
 		require.False(t, rs[0].Renewed, "the old seq no longer renews")
-		rs, err = b.store.Renew(ctx, []tenure.RenewParams{{Name: g.Name, Holder: g.Holder, Token: g.Token, Seq: c.Seq(), TTL: time.Minute}})
+		rs, err = b.store.Renew(ctx, []tenure.RenewParams{{Name: g.Name, Holder: g.Holder, Token: g.Token, Seq: seq, TTL: time.Minute}})
 		require.NoError(t, err)
-		require.True(t, rs[0].Renewed, "the observed seq renews")
+		require.True(t, rs[0].Renewed, "the new seq renews")
 	})
 
 	t.Run("OneOfTwoClones", func(t *testing.T) {
@@ -413,7 +407,8 @@ func TestCheckLeaseStrict(t *testing.T) {
 		first, second := newChain(g), newChain(g)
 
 		tx := b.begin(t)
-		require.NoError(t, b.fencer.CheckLeaseStrict(ctx, tx, first))
+		_, err := b.fencer.CheckLeaseStrict(ctx, tx, first)
+		require.NoError(t, err)
 		b.write(t, tx, g.Token)
 
 		done := make(chan error, 1)
@@ -424,15 +419,14 @@ func TestCheckLeaseStrict(t *testing.T) {
 				return
 			}
 			defer func() { _ = tx.Rollback(context.Background()) }() // The check is expected to fail; the rollback only ends the transaction.
-			done <- b.fencer.CheckLeaseStrict(ctx, tx, second)
+			done <- strictErr(b.fencer.CheckLeaseStrict(ctx, tx, second))
 		}()
 		b.awaitBlockedBy(t, backendPID(t, tx))
 		require.NoError(t, tx.Commit(ctx))
 
-		err := receive(t, done, "the second clone's check")
+		err = receive(t, done, "the second clone's check")
 		requireFenced(t, err, "lease:job", g.Token, g.Token)
 		require.ErrorContains(t, err, "renewal chain")
-		require.Equal(t, g.Seq, second.Seq(), "the refused clone observed nothing")
 		require.Equal(t, []int64{int64(g.Token)}, b.writtenTokens(t))
 	})
 
@@ -453,7 +447,7 @@ func TestCheckLeaseStrict(t *testing.T) {
 					return
 				}
 				defer func() { _ = tx.Rollback(context.Background()) }() // After Commit this is a no-op.
-				if err := b.fencer.CheckLeaseStrict(ctx, tx, c); err != nil {
+				if _, err := b.fencer.CheckLeaseStrict(ctx, tx, c); err != nil {
 					errs <- err
 					return
 				}
@@ -478,20 +472,20 @@ func TestCheckLeaseStrict(t *testing.T) {
 		require.Len(t, b.writtenTokens(t), 1)
 	})
 
-	t.Run("RollbackCostsNextRenewal", func(t *testing.T) {
+	t.Run("RollbackLeavesTheChain", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, pgx.QueryExecModeCacheStatement)
 		ctx := t.Context()
 		g := b.acquire(t, "job", "a", time.Minute)
 		c := newChain(g)
 		tx := b.begin(t)
-		require.NoError(t, b.fencer.CheckLeaseStrict(ctx, tx, c))
+		_, err := b.fencer.CheckLeaseStrict(ctx, tx, c)
+		require.NoError(t, err)
 		require.NoError(t, tx.Rollback(ctx))
 
-		rs, err := b.store.Renew(ctx, []tenure.RenewParams{{Name: g.Name, Holder: g.Holder, Token: g.Token, Seq: c.Seq(), TTL: time.Minute}})
+		rs, err := b.store.Renew(ctx, []tenure.RenewParams{{Name: g.Name, Holder: g.Holder, Token: g.Token, Seq: g.Seq, TTL: time.Minute}})
 		require.NoError(t, err)
-		require.False(t, rs[0].Renewed, "the holder observed a seq that never committed")
-		require.Equal(t, g.Seq, rs[0].Grant.Seq)
+		require.True(t, rs[0].Renewed, "a rolled-back check advanced nothing")
 	})
 
 	t.Run("OtherHolderOrTokenRefused", func(t *testing.T) {
@@ -504,12 +498,12 @@ func TestCheckLeaseStrict(t *testing.T) {
 
 		other := newChain(g)
 		other.holder = testutil.Holder(t, "a")
-		err := b.fencer.CheckLeaseStrict(ctx, b.pool, other)
+		_, err := b.fencer.CheckLeaseStrict(ctx, b.pool, other)
 		requireFenced(t, err, "lease:job", g.Token, g.Token)
 
 		stale := newChain(g)
 		stale.token = g.Token - 1
-		err = b.fencer.CheckLeaseStrict(ctx, b.pool, stale)
+		_, err = b.fencer.CheckLeaseStrict(ctx, b.pool, stale)
 		requireFenced(t, err, "lease:job", g.Token-1, g.Token)
 
 		r, err := b.store.Get(ctx, "job")
@@ -528,9 +522,9 @@ func TestQuotedNames(t *testing.T) {
 	requireFenced(t, b.fencer.Fence(ctx, b.pool, "r", 1), "r", 1, 2)
 	g := b.acquire(t, "job", "a", time.Minute)
 	require.NoError(t, b.fencer.CheckLease(ctx, b.pool, "job", g.Token))
-	c := newChain(g)
-	require.NoError(t, b.fencer.CheckLeaseStrict(ctx, b.pool, c))
-	require.Equal(t, g.Seq+1, c.Seq())
+	seq, err := b.fencer.CheckLeaseStrict(ctx, b.pool, newChain(g))
+	require.NoError(t, err)
+	require.Equal(t, g.Seq+1, seq)
 	requireFenced(t, b.fencer.CheckLease(ctx, b.pool, "absent", 1), "lease:absent", 1, 0)
 }
 
@@ -593,9 +587,9 @@ func TestDefaultSchema(t *testing.T) {
 	g, err := s.Acquire(ctx, tenure.AcquireParams{Name: name, Holder: testutil.Holder(t, "a"), TTL: time.Minute})
 	require.NoError(t, err)
 	require.NoError(t, pgfence.CheckLease(ctx, owner, name, g.Token))
-	c := newChain(g)
-	require.NoError(t, pgfence.CheckLeaseStrict(ctx, owner, c))
-	require.Equal(t, g.Seq+1, c.Seq())
+	seq, err := pgfence.CheckLeaseStrict(ctx, owner, newChain(g))
+	require.NoError(t, err)
+	require.Equal(t, g.Seq+1, seq)
 	require.NoError(t, s.Release(ctx, tenure.ReleaseParams{Name: name, Holder: g.Holder, Token: g.Token}))
 }
 
@@ -624,4 +618,47 @@ func receive[T any](t *testing.T, ch <-chan T, what string) T {
 		var zero T
 		return zero
 	}
+}
+
+// TestStrictTx runs strict writes through a real client: they interleave
+// with its renewals without ever being taken for a clone's, and a
+// rolled-back write costs nothing.
+func TestStrictTx(t *testing.T) {
+	t.Parallel()
+	b := setup(t, pgx.QueryExecModeCacheStatement)
+	ctx := t.Context()
+	const ttl = 2 * time.Second
+	c, err := tenure.New(b.store, tenure.Config{Label: "strict", TTL: ttl})
+	require.NoError(t, err)
+	runCtx, stop := context.WithCancel(ctx)
+	ran := make(chan error, 1)
+	go func() { ran <- c.Run(runCtx) }()
+	t.Cleanup(func() { stop(); require.NoError(t, <-ran) })
+	l, err := c.Acquire(ctx, "job")
+	require.NoError(t, err)
+
+	write := func(ctx context.Context, tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, "INSERT INTO "+b.writes+" (token) VALUES ($1)", int64(l.Token()))
+		return err
+	}
+	// Write back to back for two TTLs: several renewals meet the writes'
+	// row locks and find the chain moved on by the holder's own commits.
+	n := 0
+	for start := time.Now(); time.Since(start) < 2*ttl; n++ {
+		require.NoError(t, b.fencer.StrictTx(ctx, b.pool, l, write), "write %d", n)
+	}
+	require.NoError(t, l.Err(), "the holder's own writes were taken for a clone's")
+	require.Len(t, b.writtenTokens(t), n)
+
+	errAbandoned := errors.New("abandoned")
+	err = b.fencer.StrictTx(ctx, b.pool, l, func(context.Context, pgx.Tx) error { return errAbandoned })
+	require.ErrorIs(t, err, errAbandoned)
+	require.NoError(t, b.fencer.StrictTx(ctx, b.pool, l, write), "a rolled-back write costs nothing")
+	rec, err := b.store.Get(ctx, "job")
+	require.NoError(t, err)
+	require.Equal(t, rec.Seq, l.Seq(), "the client is in step with the chain")
+
+	require.NoError(t, l.Release(ctx))
+	require.ErrorIs(t, b.fencer.StrictTx(ctx, b.pool, l, write), tenure.ErrInvalid, "no write after the tenure ended")
+	require.Len(t, b.writtenTokens(t), n+1)
 }
