@@ -203,7 +203,7 @@ func scene(ctx context.Context, cfg Config, fenced bool, path string, out io.Wri
 					if err := procs[frozen-1].Process.Signal(syscall.SIGCONT); err != nil {
 						return err
 					}
-					say(time.Since(start), "demo", fmt.Sprintf("SIGCONT worker-%d after %.1fs (TTL %s): it finishes its write with its old token", frozen, (time.Since(start) - frozenAt).Seconds(), cfg.TTL))
+					say(time.Since(start), "demo", fmt.Sprintf("SIGCONT worker-%d after %.1fs (TTL %s): it finishes its write with its old token", frozen, (time.Since(start)-frozenAt).Seconds(), cfg.TTL))
 				case taken && ev.worker == frozen && (ev.kind == "fenced" || ev.kind == "charged"):
 					return nil
 				}
