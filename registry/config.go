@@ -1,0 +1,243 @@
+package registry
+
+import (
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/tenure-dev/tenure"
+)
+
+// Defaults for [Config] and [CacheConfig].
+const (
+	// DefaultSchema is the schema used when [Config.Schema] is empty. It is
+	// the same as pgstore's, so one `tenure migrate` sets up both.
+	DefaultSchema = "public"
+	// DefaultTablePrefix is the prefix used when [Config.TablePrefix] is
+	// empty. It is the same as pgstore's.
+	DefaultTablePrefix = "tenure_"
+	// DefaultHeartbeatInterval is how often an agent heartbeats when
+	// [Config.HeartbeatInterval] is zero.
+	DefaultHeartbeatInterval = 10 * time.Second
+	// DefaultStaleAfter is how old an agent's last heartbeat may get, by the
+	// store's clock, before the agent is stale, when [Config.StaleAfter] is
+	// zero.
+	DefaultStaleAfter = 30 * time.Second
+	// DefaultCacheTTL is how long a [Cache] serves a positive when
+	// [CacheConfig.TTL] is zero.
+	DefaultCacheTTL = 2 * time.Second
+)
+
+// MinHeartbeatInterval is the shortest [Config.HeartbeatInterval] accepted.
+const MinHeartbeatInterval = 10 * time.Millisecond
+
+// maxIdentLen is the longest identifier PostgreSQL keeps (NAMEDATALEN-1);
+// longer ones are silently truncated, which would make two configurations
+// share objects.
+const maxIdentLen = 63
+
+// Name suffixes appended to [Config.TablePrefix]. The longest one bounds the
+// prefix's length.
+const (
+	suffixAgents        = "agents"
+	suffixOwners        = "owners"
+	suffixOwnersAgent   = "owners_agent_idx"
+	suffixReassignments = "reassignments"
+	suffixReassignIdx   = "reassignments_idx"
+	suffixMigrations    = "registry_migrations"
+	longestSuffix       = len(suffixMigrations)
+)
+
+// MaxTablePrefixLen is the longest [Config.TablePrefix], in bytes: the
+// prefix plus the longest object name it is put in front of
+// ("registry_migrations") must fit PostgreSQL's 63-byte identifiers.
+const MaxTablePrefixLen = maxIdentLen - longestSuffix
+
+// Config configures a [Registry]. It is passed by value; the zero value
+// means the defaults: tables named tenure_* in the schema public, heartbeats
+// every 10 s, stale after 30 s.
+//
+// Names are always quoted when put into SQL, so they keep their case and may
+// contain spaces and punctuation; they may not contain control characters
+// or '$'.
+type Config struct {
+	// Schema is the PostgreSQL schema holding the registry's tables.
+	// Default (empty): [DefaultSchema]. At most 63 bytes. [Registry.Migrate]
+	// creates it when it is missing. It may be the schema of a pgstore
+	// configuration: the objects do not collide.
+	Schema string
+
+	// TablePrefix is put in front of every object's name: with the default
+	// [DefaultTablePrefix] they are tenure_agents, tenure_owners,
+	// tenure_reassignments and tenure_registry_migrations. At most
+	// [MaxTablePrefixLen] bytes.
+	TablePrefix string
+
+	// HeartbeatInterval is how often an agent registered by this registry
+	// heartbeats ([Heartbeater]). Default (zero): [DefaultHeartbeatInterval];
+	// at least [MinHeartbeatInterval]. Shorter intervals find dead agents
+	// sooner at the cost of one UPDATE per agent per interval. It is stored
+	// in the agent's row, so readers with another Config still judge that
+	// agent by its own interval.
+	HeartbeatInterval time.Duration
+
+	// StaleAfter is how old an agent's last heartbeat may get, by the
+	// store's clock, before the agent is stale: excluded from placement and
+	// reported dead by [Registry.Owner]. Default (zero): [DefaultStaleAfter];
+	// at least 2 × HeartbeatInterval, so one late heartbeat never makes a
+	// healthy agent stale. Longer means fewer false alarms and slower
+	// detection of dead hosts. Like HeartbeatInterval it is stored in the
+	// agent's row at registration and every reader uses the row's value.
+	StaleAfter time.Duration
+
+	// Logger receives reassignments (Warn), identity conflicts (Warn) and
+	// agents that come back after being stale (Warn). Default (nil): the
+	// records are dropped; reassignments are stored in the database either
+	// way.
+	Logger *slog.Logger
+}
+
+// Objects names the database objects of one [Config], unquoted.
+type Objects struct {
+	Schema      string
+	TablePrefix string
+	// Agents is the table of agents, one row per agent id.
+	Agents string
+	// Owners is the table of ownerships: resource → agent.
+	Owners string
+	// Reassignments is the history of [Registry.Reassign] calls.
+	Reassignments string
+	// Migrations records which registry migrations were applied.
+	Migrations string
+	// OwnersAgentIndex and ReassignmentsIndex are indexes.
+	OwnersAgentIndex   string
+	ReassignmentsIndex string
+}
+
+// Objects validates c and names its database objects.
+func (c Config) Objects() (Objects, error) {
+	c, err := c.normalize()
+	if err != nil {
+		return Objects{}, err
+	}
+	p := c.TablePrefix
+	return Objects{
+		Schema:             c.Schema,
+		TablePrefix:        p,
+		Agents:             p + suffixAgents,
+		Owners:             p + suffixOwners,
+		Reassignments:      p + suffixReassignments,
+		Migrations:         p + suffixMigrations,
+		OwnersAgentIndex:   p + suffixOwnersAgent,
+		ReassignmentsIndex: p + suffixReassignIdx,
+	}, nil
+}
+
+// normalize fills in defaults and validates c.
+func (c Config) normalize() (Config, error) {
+	if c.Schema == "" {
+		c.Schema = DefaultSchema
+	}
+	if c.TablePrefix == "" {
+		c.TablePrefix = DefaultTablePrefix
+	}
+	if c.HeartbeatInterval == 0 {
+		c.HeartbeatInterval = DefaultHeartbeatInterval
+	}
+	if c.StaleAfter == 0 {
+		c.StaleAfter = DefaultStaleAfter
+	}
+	if err := validateIdent("Schema", c.Schema, maxIdentLen); err != nil {
+		return c, err
+	}
+	if err := validateIdent("TablePrefix", c.TablePrefix, MaxTablePrefixLen); err != nil {
+		return c, err
+	}
+	switch {
+	case c.HeartbeatInterval < 0:
+		return c, fmt.Errorf("registry: %w: HeartbeatInterval (%s) must be positive (zero means %s)",
+			tenure.ErrInvalid, c.HeartbeatInterval, DefaultHeartbeatInterval)
+	case c.HeartbeatInterval < MinHeartbeatInterval:
+		return c, fmt.Errorf("registry: %w: HeartbeatInterval (%s) must be at least %s",
+			tenure.ErrInvalid, c.HeartbeatInterval, MinHeartbeatInterval)
+	case c.StaleAfter < 0:
+		return c, fmt.Errorf("registry: %w: StaleAfter (%s) must be positive (zero means %s)",
+			tenure.ErrInvalid, c.StaleAfter, DefaultStaleAfter)
+	case c.StaleAfter < 2*c.HeartbeatInterval:
+		return c, fmt.Errorf("registry: %w: StaleAfter (%s) must be at least 2 × HeartbeatInterval (%s), or one late heartbeat makes a healthy agent stale",
+			tenure.ErrInvalid, c.StaleAfter, 2*c.HeartbeatInterval)
+	}
+	return c, nil
+}
+
+func validateIdent(field, s string, maxLen int) error {
+	switch {
+	case len(s) > maxLen:
+		return fmt.Errorf("registry: %w: %s %q is %d bytes long; the maximum is %d (PostgreSQL truncates longer names)",
+			tenure.ErrInvalid, field, s, len(s), maxLen)
+	case !utf8.ValidString(s):
+		return fmt.Errorf("registry: %w: %s %q is not valid UTF-8", tenure.ErrInvalid, field, s)
+	case strings.Contains(s, "$"):
+		return fmt.Errorf("registry: %w: %s %q contains '$', which names may not contain; choose another name",
+			tenure.ErrInvalid, field, s)
+	}
+	for _, r := range s {
+		if isControl(r) {
+			return fmt.Errorf("registry: %w: %s %q contains the control character %U; choose another name",
+				tenure.ErrInvalid, field, s, r)
+		}
+	}
+	return nil
+}
+
+func isControl(r rune) bool { return r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) }
+
+// ident quotes a schema-qualified name.
+func ident(schema, name string) string {
+	return pgx.Identifier{schema, name}.Sanitize()
+}
+
+// quoteLiteral quotes s as an SQL string literal that reads the same
+// whatever standard_conforming_strings says.
+func quoteLiteral(s string) string {
+	q := "'" + strings.ReplaceAll(s, "'", "''") + "'"
+	if strings.Contains(s, `\`) {
+		q = "E" + strings.ReplaceAll(q, `\`, `\\`)
+	}
+	return q
+}
+
+// agentColumns is the column list every query that reports an agent selects,
+// in the order [scanAgent] reads it. It expects the agents table as "a" and a
+// relation "now" with the statement's clock_timestamp() as "t"; every
+// column may be NULL (an ownership whose agent row is missing).
+const agentColumns = `a.id, a.instance, a.seq, a.address, a.labels::text, a.capacity::text,
+       a.heartbeat_interval_us, a.stale_after_us, a.registered_at, a.heartbeat_at,
+       a.deregistered, a.last_gap_us, a.conflicts, a.last_conflict_at, a.last_conflict_instance,
+       NOT a.deregistered AND a.heartbeat_at + a.stale_after_us * interval '1 microsecond' > now.t AS alive,
+       greatest(0, floor(extract(epoch FROM now.t - a.heartbeat_at) * 1000000))::bigint AS age_us`
+
+// sqlNames substitutes the quoted names (and the agent column list) into the
+// embedded SQL, once, at construction.
+type sqlNames struct {
+	replacer *strings.Replacer
+}
+
+func newSQLNames(obj Objects) sqlNames {
+	return sqlNames{replacer: strings.NewReplacer(
+		"{{schema}}", pgx.Identifier{obj.Schema}.Sanitize(),
+		"{{agents}}", ident(obj.Schema, obj.Agents),
+		"{{owners}}", ident(obj.Schema, obj.Owners),
+		"{{reassignments}}", ident(obj.Schema, obj.Reassignments),
+		"{{migrations}}", ident(obj.Schema, obj.Migrations),
+		"{{owners_agent_idx}}", pgx.Identifier{obj.OwnersAgentIndex}.Sanitize(),
+		"{{reassignments_idx}}", pgx.Identifier{obj.ReassignmentsIndex}.Sanitize(),
+		"{{agent_columns}}", agentColumns,
+	)}
+}
+
+func (n sqlNames) render(sql string) string { return n.replacer.Replace(sql) }
