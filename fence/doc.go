@@ -4,6 +4,14 @@
 //
 //   - pgfence: PostgreSQL functions and Go helpers that run inside the
 //     caller's own transaction.
+//   - httpfence: middleware for your own HTTP services that checks a
+//     Fencing-Token header per resource against a fence store and answers
+//     409 Conflict when it is stale, and the client side that sets the
+//     header and turns that 409 into an error.
+//
+// The SQLite store has the same check as
+// [github.com/tenure-dev/tenure/store/sqlitestore.Fence]. For side effects
+// that cannot check a token at all, this package gives [IdempotencyKey].
 //
 // # What the kit promises
 //
@@ -17,10 +25,26 @@
 // A refusal is an error matching [github.com/tenure-dev/tenure.ErrFenced], never a log line
 // (promise P9). Checks run in the same transaction as the write they
 // protect, so the check and the write commit or roll back together: a
-// rolled-back write never advances a fence.
+// rolled-back write never advances a fence. The HTTP middleware is the
+// exception: it checks before the handler writes, as a separate step, so a
+// request that passed just before a newer holder's first one can still
+// land after it; httpfence's documentation says when that matters and what
+// to use instead.
 //
 // Two byte-identical clones of one holder carry the same token, and a
 // fence that accepts equal tokens cannot tell them apart. Only a
 // compare-and-set on the lease's renewal chain can; pgfence's strict check
 // does that.
+//
+// # Side effects that cannot check a token
+//
+// An email, a card charge through a third-party API, a message to a queue
+// you do not own: the receiving end will not compare tokens. Most such
+// providers deduplicate by an idempotency key instead, and that is the same
+// insight wearing a different hat: the receiving end decides. Derive the
+// key with [IdempotencyKey] from the lease name, the token and the step, so
+// that a step retried or duplicated under one tenure is one effect. A new
+// tenure gets a new key, so use it where the work really should run again
+// under a new tenure; an effect that must happen once per piece of work,
+// whichever tenure tries it, is keyed by the work itself.
 package fence

@@ -1,0 +1,231 @@
+package alwaysleader
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/tenure-dev/tenure"
+)
+
+var (
+	_ tenure.Store  = (*Store)(nil)
+	_ tenure.Lister = (*Store)(nil)
+)
+
+// Token is the token of every grant this store makes.
+const Token tenure.Token = 1
+
+// MaxReasonLen is the longest reason [New] accepts, in bytes.
+const MaxReasonLen = 1024
+
+// Store is a [tenure.Store] that grants every acquisition. Its methods are
+// safe for concurrent use. Create it with [New].
+type Store struct {
+	reason string
+
+	mu     sync.Mutex
+	closed bool
+	leases map[string]*lease
+}
+
+// lease is the tenure of a name most recently acquired, renewed or
+// released, kept only so that [Store.Get] can report it.
+type lease struct {
+	holder     tenure.Holder
+	seq        int64
+	expires    time.Time
+	acquiredAt time.Time
+	released   bool
+}
+
+// New returns a store that grants every acquisition. reason says why the
+// job it guards may run on every instance at once, and is required: this
+// store turns off mutual exclusion and fencing, and the reason is the only
+// record that somebody decided that on purpose. It is trimmed of
+// surrounding space; one that is then empty, longer than [MaxReasonLen]
+// bytes, not valid UTF-8 or not a single line fails with an error matching
+// [tenure.ErrInvalid].
+func New(reason string) (*Store, error) {
+	reason = strings.TrimSpace(reason)
+	switch {
+	case reason == "":
+		return nil, fmt.Errorf("alwaysleader: %w: the reason is empty; this store lets every instance lead at once, with no mutual exclusion and no fencing, so say in a sentence why running this job concurrently and repeatedly is harmless (for example \"an idempotent upsert keyed by invoice id\")", tenure.ErrInvalid)
+	case len(reason) > MaxReasonLen:
+		return nil, fmt.Errorf("alwaysleader: %w: the reason is %d bytes long; the maximum is %d", tenure.ErrInvalid, len(reason), MaxReasonLen)
+	case !utf8.ValidString(reason):
+		return nil, fmt.Errorf("alwaysleader: %w: the reason %q is not valid UTF-8", tenure.ErrInvalid, reason)
+	}
+	for _, r := range reason {
+		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+			return nil, fmt.Errorf("alwaysleader: %w: the reason %q contains the control character %U; write it on one line, it goes into logs", tenure.ErrInvalid, reason, r)
+		}
+	}
+	return &Store{reason: reason, leases: make(map[string]*lease)}, nil
+}
+
+// Reason returns the reason given to [New], trimmed: show it wherever this
+// store's leases are shown.
+func (s *Store) Reason() string { return s.reason }
+
+// Acquire implements [tenure.Store.Acquire]: it always grants a new tenure
+// to p.Holder with [Token] and seq 1, whoever else holds the lease.
+func (s *Store) Acquire(ctx context.Context, p tenure.AcquireParams) (tenure.Grant, error) {
+	if err := begin(ctx, "acquire"); err != nil {
+		return tenure.Grant{}, err
+	}
+	if err := p.Validate(); err != nil {
+		return tenure.Grant{}, fmt.Errorf("alwaysleader: acquire: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.usable("acquire"); err != nil {
+		return tenure.Grant{}, err
+	}
+	now := time.Now()
+	s.leases[p.Name] = &lease{holder: p.Holder, seq: 1, expires: now.Add(p.TTL), acquiredAt: now.Round(0)}
+	return tenure.Grant{Name: p.Name, Holder: p.Holder, Token: Token, Seq: 1, Remaining: p.TTL}, nil
+}
+
+// Renew implements [tenure.Store.Renew]: every entry is renewed, its seq
+// advanced by one and its remaining time set to its TTL.
+func (s *Store) Renew(ctx context.Context, ps []tenure.RenewParams) ([]tenure.RenewResult, error) {
+	if err := begin(ctx, "renew"); err != nil {
+		return nil, err
+	}
+	if err := tenure.ValidateRenewBatch(ps); err != nil {
+		return nil, fmt.Errorf("alwaysleader: renew: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.usable("renew"); err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	results := make([]tenure.RenewResult, len(ps))
+	for i, p := range ps {
+		l, known := s.leases[p.Name]
+		if !known || l.holder != p.Holder {
+			l = &lease{holder: p.Holder, acquiredAt: now.Round(0)}
+			s.leases[p.Name] = l
+		}
+		l.seq, l.expires, l.released = p.Seq+1, now.Add(p.TTL), false
+		results[i] = tenure.RenewResult{
+			Renewed: true,
+			Grant:   tenure.Grant{Name: p.Name, Holder: p.Holder, Token: Token, Seq: l.seq, Remaining: p.TTL},
+		}
+	}
+	return results, nil
+}
+
+// Release implements [tenure.Store.Release]. It always succeeds; Get
+// reports the lease released when p.Holder was the last to acquire or
+// renew it.
+func (s *Store) Release(ctx context.Context, p tenure.ReleaseParams) error {
+	if err := begin(ctx, "release"); err != nil {
+		return err
+	}
+	if err := p.Validate(); err != nil {
+		return fmt.Errorf("alwaysleader: release: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.usable("release"); err != nil {
+		return err
+	}
+	if l, known := s.leases[p.Name]; known && l.holder == p.Holder && !l.released {
+		l.released, l.expires = true, time.Now()
+	}
+	return nil
+}
+
+// Get implements [tenure.Store.Get]: the tenure last acquired, renewed or
+// released under name, or [tenure.ErrNotFound].
+func (s *Store) Get(ctx context.Context, name string) (tenure.Record, error) {
+	if err := begin(ctx, "get"); err != nil {
+		return tenure.Record{}, err
+	}
+	if err := tenure.ValidateName(name); err != nil {
+		return tenure.Record{}, fmt.Errorf("alwaysleader: get: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.usable("get"); err != nil {
+		return tenure.Record{}, err
+	}
+	l, known := s.leases[name]
+	if !known {
+		return tenure.Record{}, fmt.Errorf("alwaysleader: lease %q: %w", name, tenure.ErrNotFound)
+	}
+	return l.record(name, time.Now()), nil
+}
+
+// List implements [tenure.Lister.List].
+func (s *Store) List(ctx context.Context) ([]tenure.Record, error) {
+	if err := begin(ctx, "list"); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.usable("list"); err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	records := make([]tenure.Record, 0, len(s.leases))
+	for name, l := range s.leases {
+		records = append(records, l.record(name, now))
+	}
+	slices.SortFunc(records, func(a, b tenure.Record) int { return strings.Compare(a.Name, b.Name) })
+	return records, nil
+}
+
+// Close implements [tenure.Store.Close]: later calls fail with
+// [tenure.ErrClosed]. Closing twice is harmless.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	return nil
+}
+
+// usable refuses calls on a closed store, and on a Store not made by New
+// (it has no reason). s.mu must be held.
+func (s *Store) usable(op string) error {
+	switch {
+	case s.leases == nil:
+		return fmt.Errorf("alwaysleader: %s: %w: this Store was not made by alwaysleader.New, which requires a reason", op, tenure.ErrInvalid)
+	case s.closed:
+		return fmt.Errorf("alwaysleader: %s on a closed store; create a new one with alwaysleader.New: %w", op, tenure.ErrClosed)
+	}
+	return nil
+}
+
+func (l *lease) record(name string, now time.Time) tenure.Record {
+	r := tenure.Record{
+		Grant:      tenure.Grant{Name: name, Holder: l.holder, Token: Token, Seq: l.seq},
+		AcquiredAt: l.acquiredAt,
+	}
+	switch {
+	case l.released:
+		r.State = tenure.StateReleased
+	case now.Before(l.expires):
+		r.State = tenure.StateHeld
+		r.Remaining = l.expires.Sub(now)
+	default:
+		r.State = tenure.StateExpired
+	}
+	return r
+}
+
+// begin refuses a call whose context is already done, before anything is
+// attempted.
+func begin(ctx context.Context, op string) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("alwaysleader: %s not attempted: %w: %w", op, tenure.ErrUnavailable, err)
+	}
+	return nil
+}
