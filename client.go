@@ -31,10 +31,11 @@ type Client struct {
 }
 
 // request is an engine event from an API call, with the channel that
-// answers a Want or Unwant.
+// answers a Want or Unwant, or a ChainWriteBegin.
 type request struct {
 	event engine.Event
 	reply chan acquireResult
+	chain chan chainGrant
 }
 
 type acquireResult struct {

@@ -326,31 +326,55 @@ func TestChainWritesKeepTheLease(t *testing.T) {
 			l, err := b.client.Acquire(t.Context(), "billing")
 			require.NoError(t, err)
 			for range 20 {
-				w := l.BeginChainWrite()
+				w, err := l.BeginChainWrite()
+				require.NoError(t, err)
 				w.Commit(advance(t, b, w))
 				time.Sleep(ttl / 7)
 			}
 			require.NoError(t, l.Err())
 			require.Positive(t, l.Token())
+			rec, err := b.store.Get(t.Context(), "billing")
+			require.NoError(t, err)
+			require.Equal(t, rec.Seq, l.Seq())
 		})
 	})
-	t.Run("CommittedWhileARenewalWasInFlight", func(t *testing.T) {
+	t.Run("WaitsForTheRenewalInFlight", func(t *testing.T) {
 		t.Parallel()
 		synctest.Test(t, func(t *testing.T) {
 			store := newFaulty(t)
 			b := setup(t, store, tenure.Config{TTL: ttl})
 			l, err := b.client.Acquire(t.Context(), "billing")
 			require.NoError(t, err)
-			w := l.BeginChainWrite()
-			store.holdRenew.Store(true) // the next renewal waits, as on the row lock
+			store.holdRenew.Store(true) // the next renewal waits in the store
 			time.Sleep(ttl/3 + time.Millisecond)
 			synctest.Wait()
-			seq := advance(t, b, w)
-			store.release()
+			begun := make(chan *tenure.ChainWrite, 1)
+			go func() {
+				w, err := l.BeginChainWrite()
+				require.NoError(t, err)
+				begun <- w
+			}()
 			synctest.Wait()
-			w.Commit(seq)
+			require.Empty(t, begun, "no chain write while a renewal is in flight")
+			store.release()
+			w := <-begun
+			require.Equal(t, int64(2), w.Seq(), "the write presents the renewed seq")
+			w.Commit(advance(t, b, w))
 			time.Sleep(ttl)
-			require.NoError(t, l.Err(), "the client's own write is not a clone's")
+			require.NoError(t, l.Err())
+		})
+	})
+	t.Run("RolledBackCostsNothing", func(t *testing.T) {
+		t.Parallel()
+		synctest.Test(t, func(t *testing.T) {
+			b := setup(t, nil, tenure.Config{TTL: ttl})
+			l, err := b.client.Acquire(t.Context(), "billing")
+			require.NoError(t, err)
+			w, err := l.BeginChainWrite()
+			require.NoError(t, err)
+			w.Abort()
+			time.Sleep(ttl)
+			require.NoError(t, l.Err())
 		})
 	})
 	t.Run("UnknownOutcomeThatCommittedCostsTheTenure", func(t *testing.T) {
@@ -359,11 +383,14 @@ func TestChainWritesKeepTheLease(t *testing.T) {
 			b := setup(t, nil, tenure.Config{TTL: ttl})
 			l, err := b.client.Acquire(t.Context(), "billing")
 			require.NoError(t, err)
-			w := l.BeginChainWrite()
+			w, err := l.BeginChainWrite()
+			require.NoError(t, err)
 			advance(t, b, w)
 			w.Abort()
 			<-l.Done()
 			require.Equal(t, tenure.LossSeqMismatch, lostReason(t, l))
+			_, err = l.BeginChainWrite()
+			require.ErrorIs(t, err, tenure.ErrLost)
 		})
 	})
 }

@@ -3,6 +3,7 @@ package tenure
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 
 	"github.com/tenure-dev/tenure/internal/engine"
@@ -23,6 +24,14 @@ type Lease struct {
 	seq      atomic.Int64
 	ended    atomic.Bool  // Token returns 0 from now on
 	progress atomic.Int64 // monotonic nanoseconds of the last Progress call
+
+	chainWaiters []chan chainGrant // owned by the Run goroutine
+}
+
+// chainGrant answers BeginChainWrite: the seq to present, or why not.
+type chainGrant struct {
+	seq int64
+	err error
 }
 
 // Name returns the lease name.
@@ -87,21 +96,33 @@ func (l *Lease) Seq() int64 { return l.seq.Load() }
 // [Lease.BeginChainWrite] before the write's transaction starts and end it
 // with [ChainWrite.Commit] or [ChainWrite.Abort] once its outcome is known.
 //
-// While a chain write is in flight, a renewal that finds the chain moved on
-// waits for it to end instead of taking the move for a clone's. A write
-// whose commit outcome is unknown must Abort: if it did commit, the next
-// renewal ends the tenure, the cheap side (promise P9).
+// Chain writes and the tenure's renewals never overlap, so a renewal that
+// finds the chain moved on has met a clone. A write whose commit outcome is
+// unknown must Abort: if it did commit, the next renewal ends the tenure,
+// the cheap side (promise P9). Keep chain writes short next to the TTL: the
+// tenure is not renewed while one is in flight.
 type ChainWrite struct {
 	lease *Lease
 	seq   int64
 	ended atomic.Bool
 }
 
-// BeginChainWrite announces a chain write. The write must present
-// [ChainWrite.Seq] and, when it commits, report the seq it advanced to.
-func (l *Lease) BeginChainWrite() *ChainWrite {
-	l.client.enqueue(request{event: engine.ChainWriteBegin{Name: l.name, Token: int64(l.token)}})
-	return &ChainWrite{lease: l, seq: l.seq.Load()}
+// BeginChainWrite starts a chain write. It waits while a renewal of the
+// tenure is in flight or overdue (at most until the tenure's local
+// deadline), and fails with the tenure's [*LostError] once it has ended,
+// or [ErrClosed] once the client's Run has returned.
+func (l *Lease) BeginChainWrite() (*ChainWrite, error) {
+	reply := make(chan chainGrant, 1)
+	l.client.enqueue(request{event: engine.ChainWriteBegin{Name: l.name, Token: int64(l.token)}, chain: reply})
+	select {
+	case g := <-reply:
+		if g.err != nil {
+			return nil, g.err
+		}
+		return &ChainWrite{lease: l, seq: g.seq}, nil
+	case <-l.client.stopped:
+		return nil, fmt.Errorf("%w: the client's Run has returned", ErrClosed)
+	}
 }
 
 // Lease returns the tenure the write belongs to.

@@ -74,8 +74,8 @@ func (r *runner) loop() {
 			return
 		case <-r.c.wake:
 		case ev := <-r.replies:
-			// Requests enqueued before this reply was sent (a chain write
-			// announced before its commit) must be seen before it.
+			// Requests made before this reply arrived are seen first, so
+			// the engine sees events in the order they happened.
 			r.drainInbox()
 			r.step(ev)
 		case <-timer.C:
@@ -105,6 +105,13 @@ func (r *runner) drainInbox() {
 				delete(r.waiters, ev.Name)
 				w <- acquireResult{err: context.Canceled}
 			}
+		case engine.ChainWriteBegin:
+			l := r.tenure(ev.Name, ev.Token)
+			if l == nil {
+				q.chain <- chainGrant{err: fmt.Errorf("%w: lease %q with token %d is no longer held", ErrLost, ev.Name, ev.Token)}
+				continue
+			}
+			l.chainWaiters = append(l.chainWaiters, q.chain)
 		}
 		r.step(q.event)
 	}
@@ -157,6 +164,13 @@ func (r *runner) do(a engine.Action) {
 		}
 	case engine.Lost:
 		r.lost(a)
+	case engine.ChainWritesGranted:
+		if l := r.tenure(a.Name, a.Token); l != nil {
+			for _, w := range l.chainWaiters {
+				w <- chainGrant{seq: a.Seq}
+			}
+			l.chainWaiters = nil
+		}
 	case engine.AcquireFailed:
 		r.answer(a.Name, acquireResult{err: r.acquireError(a)})
 	case engine.IdentityChanged:
@@ -253,6 +267,10 @@ func (r *runner) lost(a engine.Lost) {
 		reason = LossClosed
 	}
 	err := &LostError{Name: l.name, Token: l.token, Reason: reason, Cause: a.Err}
+	for _, w := range l.chainWaiters {
+		w <- chainGrant{err: err}
+	}
+	l.chainWaiters = nil
 	l.end(err)
 	r.obs.push(Transition{Name: l.name, Kind: Lost, Holder: l.holder, Token: l.token, Reason: reason, Err: err, At: time.Now()})
 }

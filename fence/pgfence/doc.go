@@ -77,12 +77,13 @@
 // # Strict writes and the renewal chain
 //
 // A strict check advances the lease's renewal seq, the same chain the
-// holder's renewals advance. [Fencer.StrictTx] keeps the two in step: it
-// announces the write to the client before it starts
-// ([tenure.Lease.BeginChainWrite]), so that a renewal that meanwhile finds
-// the chain moved on waits for the write instead of taking it for a clone's,
-// and it tells the client the new seq only after the commit succeeded. A
-// rolled-back write therefore costs nothing; a commit whose outcome is
-// unknown costs at most the tenure (its next renewal fails and the client
-// acquires again with a new token), the cheap side, never a second writer.
+// holder's renewals advance. [Fencer.StrictTx] keeps the two apart through
+// a [tenure.ChainWrite]: the write waits for a renewal in flight, the next
+// renewal waits for the write, and the client learns the new seq only after
+// the commit succeeded. So a renewal that finds the chain moved on can only
+// have met a clone; a rolled-back write costs nothing; and a commit whose
+// outcome is unknown costs at most the tenure (its next renewal fails and
+// the client acquires again with a new token), the cheap side, never a
+// second writer. The tenure is not renewed while a strict transaction is
+// open: keep it short next to the TTL.
 package pgfence

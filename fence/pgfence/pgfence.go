@@ -194,31 +194,21 @@ func (f *Fencer) CheckLeaseStrict(ctx context.Context, q Querier, c Chain) (int6
 }
 
 // StrictTx runs fn in a transaction begun on db after a strict check of l,
-// commits it, and keeps l's renewal chain in step: the client learns the
-// new seq only once the commit succeeded, so a rolled-back write costs
-// nothing and an unknown commit outcome costs at most the tenure (the cheap
-// side). fn's error rolls the transaction back and is returned as is.
-//
-// When one of the holder's own renewals moved the chain between the start
-// of the write and the check, the check is retried (fn has not run yet), up
-// to three times; any other refusal is the [tenure.ErrFenced] of
+// commits it, and keeps l's renewal chain in step: the write waits for a
+// renewal in flight, holds the next one back until it ends, and the client
+// learns the new seq only once the commit succeeded. A rolled-back write
+// therefore costs nothing; a commit whose outcome is unknown costs at most
+// the tenure (the cheap side). fn's error rolls the transaction back and is
+// returned as is; a refused check is the [tenure.ErrFenced] of
 // [Fencer.CheckLeaseStrict]: stop working under this tenure.
-func (f *Fencer) StrictTx(ctx context.Context, db Beginner, l *tenure.Lease, fn func(ctx context.Context, tx pgx.Tx) error) error {
+func (f *Fencer) StrictTx(ctx context.Context, db Beginner, l *tenure.Lease, fn func(ctx context.Context, tx pgx.Tx) error) (err error) {
 	if db == nil || l == nil || fn == nil {
 		return fmt.Errorf("pgfence: strict transaction: %w: db, lease and fn are required", tenure.ErrInvalid)
 	}
-	for attempt := 1; ; attempt++ {
-		w := l.BeginChainWrite()
-		retry, err := f.strictTx(ctx, db, w, fn)
-		if !retry || attempt == 3 {
-			return err
-		}
+	w, err := l.BeginChainWrite()
+	if err != nil {
+		return fmt.Errorf("pgfence: strict transaction on lease %q: %w", l.Name(), err)
 	}
-}
-
-// strictTx is one attempt of StrictTx. It ends w, and reports whether the
-// check failed only because the holder's own renewal moved the chain.
-func (f *Fencer) strictTx(ctx context.Context, db Beginner, w *tenure.ChainWrite, fn func(ctx context.Context, tx pgx.Tx) error) (retry bool, err error) {
 	committed := int64(0)
 	defer func() {
 		if committed > 0 {
@@ -229,23 +219,21 @@ func (f *Fencer) strictTx(ctx context.Context, db Beginner, w *tenure.ChainWrite
 	}()
 	tx, err := db.Begin(ctx)
 	if err != nil {
-		return false, interpretError("begin strict transaction", w.Name(), w.Token(), err)
+		return interpretError("begin strict transaction", w.Name(), w.Token(), err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 	seq, err := f.CheckLeaseStrict(ctx, tx, w)
 	if err != nil {
-		l := w.Lease()
-		ownRenewal := l.Seq() != w.Seq() && l.Token() != 0
-		return errors.Is(err, tenure.ErrFenced) && ownRenewal, err
+		return err
 	}
 	if err := fn(ctx, tx); err != nil {
-		return false, err
+		return err
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return false, interpretError("commit strict transaction", w.Name(), w.Token(), err)
+		return interpretError("commit strict transaction", w.Name(), w.Token(), err)
 	}
 	committed = seq
-	return false, nil
+	return nil
 }
 
 // validate checks what every helper gets.

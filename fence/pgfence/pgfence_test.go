@@ -659,6 +659,6 @@ func TestStrictTx(t *testing.T) {
 	require.Equal(t, rec.Seq, l.Seq(), "the client is in step with the chain")
 
 	require.NoError(t, l.Release(ctx))
-	require.ErrorIs(t, b.fencer.StrictTx(ctx, b.pool, l, write), tenure.ErrInvalid, "no write after the tenure ended")
+	require.ErrorIs(t, b.fencer.StrictTx(ctx, b.pool, l, write), tenure.ErrLost, "no write after the tenure ended")
 	require.Len(t, b.writtenTokens(t), n+1)
 }

@@ -68,6 +68,14 @@ type AcquireFailed struct {
 	Busy bool
 }
 
+// ChainWritesGranted lets every chain write waiting for the tenure start,
+// presenting Seq.
+type ChainWritesGranted struct {
+	Name  string
+	Token int64
+	Seq   int64
+}
+
 // IdentityChanged reports a regenerated identity.
 type IdentityChanged struct{ Holder Holder }
 
@@ -78,4 +86,5 @@ func (Acquired) action()        {}
 func (Renewed) action()         {}
 func (Lost) action()            {}
 func (AcquireFailed) action()   {}
-func (IdentityChanged) action() {}
+func (ChainWritesGranted) action() {}
+func (IdentityChanged) action()    {}

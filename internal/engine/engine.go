@@ -56,8 +56,8 @@ type lease struct {
 	renewDue     time.Duration
 	renewing     bool // part of the batch in flight
 	lastProgress time.Duration
-	chainWrites  int   // chain writes in flight
-	moved        int64 // the chain's seq a renewal found while chainWrites > 0; 0: none
+	chainWrites  int // granted chain writes not yet ended
+	chainWaiting int // chain writes waiting for a renewal to finish
 }
 
 // Engine is the lease state machine. It is not safe for concurrent use: one
@@ -124,7 +124,7 @@ func (e *Engine) Next() (time.Duration, bool) {
 			if e.cfg.ProgressTimeout > 0 {
 				consider(l.lastProgress + e.cfg.ProgressTimeout)
 			}
-			if !e.renewInFlight && l.moved == 0 {
+			if !e.renewInFlight && l.chainWrites == 0 {
 				consider(l.renewDue)
 			}
 		case l.phase == idle && l.want:
@@ -167,13 +167,15 @@ func (e *Engine) handle(now Instant, ev Event) {
 		}
 	case ChainWriteBegin:
 		if l := e.tenure(ev.Name, ev.Token); l != nil {
-			l.chainWrites++
+			l.chainWaiting++
+			if !l.renewing && l.renewDue > now.Mono {
+				e.grantChainWrites(l)
+			}
 		}
 	case ChainWriteEnd:
 		if l := e.tenure(ev.Name, ev.Token); l != nil {
 			l.chainWrites = max(l.chainWrites-1, 0)
 			l.seq = max(l.seq, ev.Seq)
-			e.resolveMoved(now, l)
 		}
 	case Release:
 		if l := e.tenure(ev.Name, ev.Token); l != nil {
@@ -294,35 +296,26 @@ func (e *Engine) renewDone(now Instant, d RenewDone) {
 			l.deadline = e.deadline(now, d.SentAt, o.Grant.Remaining)
 			l.renewDue = d.SentAt.Mono + e.cfg.RenewInterval
 			e.emit(Renewed{Name: l.name, Token: l.token, Seq: l.seq, Anchor: l.anchor, Deadline: l.deadline})
+			if l.chainWaiting > 0 {
+				e.grantChainWrites(l)
+			}
 		case o.Grant.Holder == (Holder{}) || o.Grant.Remaining <= 0:
 			e.lose(l, ReasonExpiredAtStore, nil, false)
 		case o.Grant.Holder != l.holder || o.Grant.Token != l.token:
 			e.lose(l, ReasonSuperseded, nil, false)
-		case l.chainWrites > 0 || o.Grant.Seq == l.seq:
-			// The chain moved on while this renewal was in flight. If this
-			// holder's own fenced write moved it, the write says so when it
-			// commits; until then, hold the renewal back.
-			l.moved = o.Grant.Seq
-			e.resolveMoved(now, l)
 		default:
+			// Same holder, same token, another seq: no renewal or chain
+			// write of this client was in flight, so a clone moved it.
 			e.loseAll(ReasonSeqMismatch, nil)
 		}
 	}
 }
 
-// resolveMoved settles a renewal that found the chain moved on, once no
-// chain write of this holder is in flight: if one of them committed the seq
-// the store showed, renew at once with it; otherwise someone else advanced
-// the chain, and only a clone can have done that.
-func (e *Engine) resolveMoved(now Instant, l *lease) {
-	switch {
-	case l.moved == 0:
-	case l.moved == l.seq:
-		l.moved, l.renewDue = 0, now.Mono
-	case l.chainWrites == 0:
-		l.moved = 0
-		e.loseAll(ReasonSeqMismatch, nil)
-	}
+// grantChainWrites lets the waiting chain writes of l start.
+func (e *Engine) grantChainWrites(l *lease) {
+	l.chainWrites += l.chainWaiting
+	l.chainWaiting = 0
+	e.emit(ChainWritesGranted{Name: l.name, Token: l.token, Seq: l.seq})
 }
 
 // check ends every held tenure whose time is up.
@@ -357,7 +350,7 @@ func (e *Engine) schedule(now Instant) {
 		case l.phase == idle && l.want && l.nextAttempt <= now.Mono:
 			l.phase, l.reqHolder = acquiring, e.holder
 			e.emit(SendAcquire{Name: l.name, Holder: l.reqHolder, TTL: e.cfg.TTL, SentAt: now})
-		case l.phase == held && !e.renewInFlight && l.moved == 0:
+		case l.phase == held && !e.renewInFlight && l.chainWrites == 0:
 			due = due || l.renewDue <= now.Mono
 		}
 	}
@@ -368,7 +361,7 @@ func (e *Engine) schedule(now Instant) {
 	// is due now, so that the leases of one process converge on one batch.
 	horizon := now.Mono + e.cfg.RenewInterval/2
 	for _, l := range e.order {
-		if l.removed || l.phase != held || l.moved != 0 || l.renewDue > horizon {
+		if l.removed || l.phase != held || l.chainWrites > 0 || l.renewDue > horizon {
 			continue
 		}
 		l.renewing = true

@@ -314,54 +314,51 @@ func TestSupersededAndExpiredAtStore(t *testing.T) {
 	}
 }
 
-func TestOwnChainWriteIsNotMistakenForAClone(t *testing.T) {
+func TestChainWritesAndRenewalsNeverOverlap(t *testing.T) {
 	t.Parallel()
-	moved := func(h *harness, send SendRenew) []Action {
-		return h.step(RenewDone{SentAt: send.SentAt, Items: send.Items,
-			Outcomes: []RenewOutcome{{Grant: Grant{Holder: send.Items[0].Holder, Token: 7, Seq: 2, Remaining: ttl - time.Second}}}})
-	}
-	t.Run("CommittedBeforeTheReply", func(t *testing.T) {
+	t.Run("GrantedAtOnceBetweenRenewals", func(t *testing.T) {
 		t.Parallel()
 		h := newHarness(t)
 		h.acquire("billing", 7, time.Millisecond)
-		h.step(ChainWriteBegin{Name: "billing", Token: 7})
+		g := only[ChainWritesGranted](t, h.step(ChainWriteBegin{Name: "billing", Token: 7}))
+		require.Equal(t, int64(1), g.Seq)
+	})
+	t.Run("WaitsForTheRenewalInFlight", func(t *testing.T) {
+		t.Parallel()
+		h := newHarness(t)
+		h.acquire("billing", 7, time.Millisecond)
 		send := only[SendRenew](t, h.tick())
+		require.Empty(t, h.step(ChainWriteBegin{Name: "billing", Token: 7}))
+		acts := h.step(RenewDone{SentAt: send.SentAt, Items: send.Items, Outcomes: renewedAll(send.Items)})
+		require.Equal(t, int64(2), only[ChainWritesGranted](t, acts).Seq, "the write presents the renewed seq")
+	})
+	t.Run("RenewalWaitsForTheWrite", func(t *testing.T) {
+		t.Parallel()
+		h := newHarness(t)
+		h.acquire("billing", 7, time.Millisecond)
+		only[ChainWritesGranted](t, h.step(ChainWriteBegin{Name: "billing", Token: 7}))
+		h.advance(renew)
+		none[SendRenew](t, h.step(Tick{}))
+		acts := h.step(ChainWriteEnd{Name: "billing", Token: 7, Seq: 2})
+		require.Equal(t, int64(2), only[SendRenew](t, acts).Items[0].Seq, "the renewal carries the committed seq")
+	})
+	t.Run("OverdueRenewalGoesFirst", func(t *testing.T) {
+		t.Parallel()
+		h := newHarness(t)
+		h.acquire("billing", 7, time.Millisecond)
+		only[ChainWritesGranted](t, h.step(ChainWriteBegin{Name: "billing", Token: 7}))
+		h.advance(renew)
 		h.step(ChainWriteEnd{Name: "billing", Token: 7, Seq: 2})
-		acts := moved(h, send)
-		none[Lost](t, acts)
-		require.Equal(t, int64(2), only[SendRenew](t, acts).Items[0].Seq, "renews again at once with the committed seq")
+		// Back-to-back writes cannot starve the renewal.
+		acts := h.step(ChainWriteBegin{Name: "billing", Token: 7})
+		none[ChainWritesGranted](t, acts)
 	})
-	t.Run("CommittedAfterTheReply", func(t *testing.T) {
-		t.Parallel()
-		h := newHarness(t)
-		h.acquire("billing", 7, time.Millisecond)
-		h.step(ChainWriteBegin{Name: "billing", Token: 7})
-		send := only[SendRenew](t, h.tick())
-		acts := moved(h, send)
-		none[Lost](t, acts)
-		none[SendRenew](t, acts) // held back until the write ends
-		acts = h.step(ChainWriteEnd{Name: "billing", Token: 7, Seq: 2})
-		require.Equal(t, int64(2), only[SendRenew](t, acts).Items[0].Seq)
-	})
-	t.Run("RolledBackMeansSomeoneElseMovedIt", func(t *testing.T) {
-		t.Parallel()
-		h := newHarness(t)
-		h.acquire("billing", 7, time.Millisecond)
-		h.step(ChainWriteBegin{Name: "billing", Token: 7})
-		send := only[SendRenew](t, h.tick())
-		none[Lost](t, moved(h, send))
-		acts := h.step(ChainWriteEnd{Name: "billing", Token: 7})
-		require.Equal(t, ReasonSeqMismatch, only[Lost](t, acts).Reason)
-		only[IdentityChanged](t, acts)
-	})
-	t.Run("HeldBackRenewalStillExpiresLocally", func(t *testing.T) {
+	t.Run("AWriteThatNeverEndsCostsTheTenure", func(t *testing.T) {
 		t.Parallel()
 		h := newHarness(t)
 		a := h.acquire("billing", 7, time.Millisecond)
-		h.step(ChainWriteBegin{Name: "billing", Token: 7})
-		send := only[SendRenew](t, h.tick())
-		none[Lost](t, moved(h, send))
-		acts := h.tick() // the write never ends
+		only[ChainWritesGranted](t, h.step(ChainWriteBegin{Name: "billing", Token: 7}))
+		acts := h.tick()
 		require.Equal(t, ReasonExpiredLocally, only[Lost](t, acts).Reason)
 		require.Equal(t, a.Deadline, h.now.Mono)
 	})

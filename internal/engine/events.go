@@ -63,10 +63,12 @@ type Progress struct {
 	At    Instant
 }
 
-// ChainWriteBegin reports that a fenced write which advances the renewal
-// chain (a strict check) is about to start for the tenure. While one is in
-// flight, a renewal that finds the chain moved on is held back until the
-// write ends, instead of being taken for a clone.
+// ChainWriteBegin asks to start a fenced write that advances the renewal
+// chain (a strict check). Such writes and the tenure's renewals never
+// overlap: the engine answers with [ChainWritesGranted] once no renewal of
+// the tenure is in flight or overdue, and sends no renewal for it until
+// every granted write has ended. A renewal that then finds the chain moved
+// on can only have met a clone.
 type ChainWriteBegin struct {
 	Name  string
 	Token int64

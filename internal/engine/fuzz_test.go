@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 )
@@ -34,8 +35,9 @@ type heldTenure struct {
 	holder Holder
 	token  int64
 	seq    int64
-	window Window
-	writes int // chain writes in flight
+	window  Window
+	writes  int // chain writes granted and not ended
+	waiting int // chain writes asked for and not granted
 }
 
 type fuzzer struct {
@@ -117,11 +119,11 @@ func (fz *fuzzer) step() {
 		if h := fz.anyHeld(); h != "" {
 			ev = Release{Name: h, Token: fz.held[h].token}
 		}
-	case 11: // a chain write begins, or the one in flight ends
+	case 11: // a chain write asks to begin, or one in flight ends
 		if h := fz.anyHeld(); h != "" {
 			ht := fz.held[h]
-			if ht.writes == 0 {
-				ht.writes++
+			if ht.writes == 0 || fz.next()%2 == 0 {
+				ht.waiting++
 				ev = ChainWriteBegin{Name: h, Token: ht.token}
 			} else {
 				ht.writes--
@@ -185,8 +187,8 @@ func (fz *fuzzer) answerRenew() Event {
 		switch fz.next() % 6 {
 		case 0: // a clone renewed first
 			o = RenewOutcome{Grant: Grant{Holder: it.Holder, Token: it.Token, Seq: it.Seq + 7, Remaining: ttl}}
-			if h := fz.held[it.Name]; h != nil && h.token == it.Token && h.writes == 0 {
-				fz.mismatch[it.Name] = it.Token // still held, no write of its own: a clone
+			if h := fz.held[it.Name]; h != nil && h.token == it.Token {
+				fz.mismatch[it.Name] = it.Token // still held: only a clone moves the chain now
 			}
 		case 1:
 			o = RenewOutcome{Grant: Grant{Holder: Holder{"w", "other"}, Token: it.Token + 1, Seq: 1, Remaining: ttl}}
@@ -222,7 +224,20 @@ func (fz *fuzzer) apply(ev Event, acts []Action) {
 				if h := fz.held[it.Name]; h == nil || h.token != it.Token || h.seq != it.Seq {
 					t.Fatalf("renewal of %+v, which is not the held tenure %+v", it, h)
 				}
+				if h := fz.held[it.Name]; h.writes > 0 {
+					t.Fatalf("renewal of %q while %d chain writes are in flight", it.Name, h.writes)
+				}
 			}
+		case ChainWritesGranted:
+			h := fz.held[a.Name]
+			if h == nil || h.token != a.Token || h.waiting == 0 || h.seq != a.Seq {
+				t.Fatalf("chain writes granted for %+v, tenure %+v", a, h)
+			}
+			if fz.renew != nil && slices.ContainsFunc(fz.renew.Items, func(it RenewItem) bool { return it.Name == a.Name && it.Token == a.Token }) {
+				t.Fatalf("chain writes granted for %q while its renewal is in flight", a.Name)
+			}
+			h.writes += h.waiting
+			h.waiting = 0
 		case SendRelease:
 			fz.releases = append(fz.releases, a)
 			released[a.Name] = true

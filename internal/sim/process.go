@@ -33,10 +33,11 @@ type proc struct {
 	blind      bool
 	blindUntil time.Duration
 
-	timerGen int
-	pending  []*pending
-	tenure   *tenure_
-	ids      int
+	timerGen     int
+	pending      []*pending
+	tenure       *tenure_
+	chainWaiting []tenure_ // chain writes asked for, not yet granted
+	ids          int
 }
 
 // tenure_ mirrors what the runtime keeps for a held tenure.
@@ -109,6 +110,7 @@ func (w *world) clone(p *proc) {
 	c.monoLost, c.wallOff = p.monoLost, p.wallOff
 	c.ids = p.ids
 	c.blind, c.blindUntil = p.blind, p.blindUntil
+	c.chainWaiting = append([]tenure_(nil), p.chainWaiting...)
 	w.tracef("clone p%d as p%d", p.uid, c.uid)
 	c.eng = p.eng.Clone(c.newInstance, c.jitter)
 	if p.tenure != nil {
@@ -240,12 +242,22 @@ func (p *proc) do(a engine.Action) {
 		}
 	case engine.Lost:
 		w.tracef("p%d lost token %d: reason %d", p.uid, a.Token, a.Reason)
+		p.chainWaiting = nil
 		if t := p.tenure; t != nil && t.token == a.Token {
 			if w.cfg.Mutant == WorkAfterRenewError && (a.Reason == engine.ReasonRenewError || a.Reason == engine.ReasonExpiredLocally) {
 				t.zombie = true
 				return
 			}
 			p.tenure = nil
+		}
+	case engine.ChainWritesGranted:
+		waiting := p.chainWaiting
+		p.chainWaiting = nil
+		for _, t := range waiting {
+			if t.token == a.Token {
+				t.seq = a.Seq
+				w.sendChain(p, t)
+			}
 		}
 	case engine.AcquireFailed:
 		if !a.Busy {
@@ -291,28 +303,22 @@ func (p *proc) work() {
 }
 
 // write sends one fenced write over the network; it is judged when it
-// arrives, however late. A strict write is a chain write: announced to the
-// engine before it is sent and ended when its outcome comes back (Abort
-// when the answer is lost, as a caller who cannot tell must).
+// arrives, however late. A strict write is a chain write: it asks the
+// engine first and goes out, presenting the granted seq, once the engine
+// grants it (no renewal of the tenure in flight).
 func (w *world) write(p *proc, t tenure_) {
-	var end func(seq int64)
-	if w.cfg.Strict {
-		p.step(engine.ChainWriteBegin{Name: leaseName, Token: t.token})
-		r := &pending{fail: func(error) engine.Event { return engine.ChainWriteEnd{Name: leaseName, Token: t.token} }}
-		p.pending = append(p.pending, r)
-		end = func(seq int64) {
-			// Only the first outcome counts, as with ChainWrite.Commit/Abort.
-			if seq > 0 && !r.settled {
-				p.run(func() {
-					if cur := p.tenure; cur != nil && cur.token == t.token {
-						cur.seq = max(cur.seq, seq)
-					}
-				})
-			}
-			p.settle(r, engine.ChainWriteEnd{Name: leaseName, Token: t.token, Seq: seq})
-		}
-		w.after(w.cfg.TTL/3, func() { end(0) })
+	if !w.cfg.Strict {
+		w.send(p, t, nil)
+		return
 	}
+	p.chainWaiting = append(p.chainWaiting, t)
+	p.step(engine.ChainWriteBegin{Name: leaseName, Token: t.token})
+}
+
+// send puts one write on the network. end, for a chain write, reports its
+// outcome to the engine: the committed seq, or 0 when the write was refused
+// or its answer lost (as a caller who cannot tell must).
+func (w *world) send(p *proc, t tenure_, end func(seq int64)) {
 	w.after(w.delay(), func() {
 		ok := w.fence(t)
 		w.tracef("write from p%d with token %d seq %d: accepted %t", p.uid, t.token, t.seq, ok)
@@ -330,6 +336,25 @@ func (w *world) write(p *proc, t tenure_) {
 			w.after(w.delay(), func() { end(seq) })
 		}
 	})
+}
+
+// sendChain sends a granted chain write.
+func (w *world) sendChain(p *proc, t tenure_) {
+	r := &pending{fail: func(error) engine.Event { return engine.ChainWriteEnd{Name: leaseName, Token: t.token} }}
+	p.pending = append(p.pending, r)
+	end := func(seq int64) {
+		// Only the first outcome counts, as with ChainWrite.Commit/Abort.
+		if seq > 0 && !r.settled {
+			p.run(func() {
+				if cur := p.tenure; cur != nil && cur.token == t.token {
+					cur.seq = max(cur.seq, seq)
+				}
+			})
+		}
+		p.settle(r, engine.ChainWriteEnd{Name: leaseName, Token: t.token, Seq: seq})
+	}
+	w.after(w.cfg.TTL/3, func() { end(0) })
+	w.send(p, t, end)
 }
 
 // fence is the resource's check.
