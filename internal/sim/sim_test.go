@@ -11,7 +11,7 @@ import (
 )
 
 var (
-	runs  = flag.Int("sim.runs", 10_000, "seeded runs per configuration in TestSeeds")
+	runs  = flag.Int("sim.runs", 5_000, "seeded runs per configuration in TestSeeds (two configurations: 10,000 runs by default)")
 	seed  = flag.Uint64("sim.seed", 0, "replay this one seed in TestSeeds")
 	trace = flag.Bool("sim.trace", false, "log every event of the runs (use with -sim.seed)")
 )
