@@ -63,13 +63,13 @@ func testAcquire(t *testing.T, h Harness) {
 		t.Parallel()
 		b := setup(t, h)
 		n := name(t)
-		first := b.acquire(t, n, testutil.Holder(t, "first"), shortTTL)
+		first := b.acquire(t, n, testutil.Holder(t, "first"), b.short())
 		second := testutil.Holder(t, "second")
 
-		held := b.acquireHeld(t, n, second, shortTTL)
+		held := b.acquireHeld(t, n, second, b.short())
 		require.Equal(t, first.Holder, held.Holder)
 		require.Equal(t, first.Token, held.Token)
-		b.requireRemaining(t, shortTTL, held.Remaining)
+		b.requireRemaining(t, b.short(), held.Remaining)
 
 		b.waitExpiry(t, held.Remaining)
 		r := b.get(t, n)

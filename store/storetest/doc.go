@@ -23,12 +23,13 @@
 // # Time
 //
 // The suite runs on real time, because real servers cannot be fast-forwarded.
-// Expiry tests use leases of [tenure.MinTTL] to one second and wait for the
+// Expiry tests use leases of [tenure.MinTTL] to one second (raised to
+// [Capabilities.MinTTL] for stores that refuse shorter ones) and wait for the
 // remaining time the store reported plus [Capabilities.ExpiryLag]; no test
 // waits on a sleep for anything else. Notifications are awaited on channels
-// with generous timeouts. A store that rounds short TTLs up (etcd raises
-// leases below two seconds) reports the longer remaining time and declares
-// the rounding in ExpiryLag.
+// with generous timeouts. A store that rounds TTLs up (etcd counts whole
+// seconds) reports the longer remaining time and declares the rounding in
+// ExpiryLag.
 //
 // # What it checks
 //

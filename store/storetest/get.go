@@ -43,7 +43,7 @@ func testGet(t *testing.T, h Harness) {
 
 		prefix := name(t)
 		holder := testutil.Holder(t, "holder")
-		expired := b.acquire(t, prefix+"_d", holder, expiringTTL)
+		expired := b.acquire(t, prefix+"_d", holder, b.expiring())
 		held := b.acquire(t, prefix+"_c", holder, longTTL)
 		released := b.acquire(t, prefix+"_a", holder, longTTL)
 		b.release(t, released)

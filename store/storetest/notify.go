@@ -34,7 +34,7 @@ func testNotify(t *testing.T, h Harness) {
 	t.Run("OnTakeover", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, h)
-		g := b.acquire(t, name(t), testutil.Holder(t, "previous"), expiringTTL)
+		g := b.acquire(t, name(t), testutil.Holder(t, "previous"), b.expiring())
 		r := b.listen(t)
 		b.waitExpiry(t, g.Remaining)
 		b.acquire(t, g.Name, testutil.Holder(t, "next"), longTTL)

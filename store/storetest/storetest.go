@@ -36,6 +36,11 @@ type Capabilities struct {
 	// example PostgreSQL and SQLite), up to one TTL more for Consul.
 	ExpiryLag time.Duration
 
+	// MinTTL is the shortest TTL the store accepts (etcd refuses leases
+	// below 2 s). The suite raises the short leases of its expiry tests to
+	// it. 0: the store accepts [tenure.MinTTL].
+	MinTTL time.Duration
+
 	// RoundTrip is the store's own cheapest round trip to its server (for
 	// example `SELECT 1`). [Benchmark] measures it first and reports the
 	// other operations as multiples of it. Nil skips those ratios.
@@ -187,15 +192,23 @@ func (b *bundle) requireHeld(t *testing.T, g tenure.Grant, seq int64) tenure.Rec
 // TTL is the event itself: no signal can stand in for it.
 func (b *bundle) waitExpiry(t *testing.T, remaining time.Duration) {
 	t.Helper()
-	require.LessOrEqual(t, remaining, shortTTL+b.caps.ExpiryLag, "expiry tests use short leases")
+	require.LessOrEqual(t, remaining, b.short()+b.caps.ExpiryLag, "expiry tests use short leases")
 	time.Sleep(remaining + b.caps.ExpiryLag + expirySlack)
 }
 
-// expired acquires name for h with a TTL of [tenure.MinTTL] and waits until it has
+// expiring is the TTL of leases that tests wait to expire:
+// [tenure.MinTTL], or the store's minimum if greater.
+func (b *bundle) expiring() time.Duration { return max(expiringTTL, b.caps.MinTTL) }
+
+// short is the TTL of leases that tests check are held and then wait to
+// expire: one second, or the store's minimum if greater.
+func (b *bundle) short() time.Duration { return max(shortTTL, b.caps.MinTTL) }
+
+// expired acquires name for h with a TTL of [bundle.expiring] and waits until it has
 // expired by the store's clock, returning the expired tenure's grant.
 func (b *bundle) expired(t *testing.T, name string, h tenure.Holder) tenure.Grant {
 	t.Helper()
-	g := b.acquire(t, name, h, expiringTTL)
+	g := b.acquire(t, name, h, b.expiring())
 	b.waitExpiry(t, g.Remaining)
 	return g
 }

@@ -1,0 +1,139 @@
+// Package etcdstore keeps tenure leases in etcd v3: a [tenure.Store],
+// [tenure.Notifier] and [tenure.Lister] over a [clientv3.Client] the caller
+// creates and closes.
+//
+//	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"127.0.0.1:2379"}})
+//	...
+//	store, err := etcdstore.New(cli, etcdstore.Config{KeyPrefix: "myapp/tenure/"})
+//	client, err := tenure.New(store, tenure.Config{TTL: 30 * time.Second})
+//
+// # Keys
+//
+// Every lease name has up to four keys under [Config.KeyPrefix], each
+// written by one kind of call, so that every call is one transaction that
+// never reads before it writes:
+//
+//   - held/<name>: the holder, attached to an etcd lease. It exists exactly
+//     while the lease is held. Its create revision is the token, its version
+//     the renewal seq.
+//   - start/<name>: the holder and start time of the last tenure, written by
+//     [Store.Acquire] in the transaction that creates held/<name>.
+//   - seq/<name>: the seq of the last renewal, so that an expired lease still
+//     reports it.
+//   - released/<name>: present when the last tenure was released rather
+//     than expired.
+//
+// # Expiry clock
+//
+// Expiry is etcd's: the lessor of the cluster's leader expires etcd leases
+// on the leader's monotonic clock, and deletes the held/ keys attached to
+// them through raft. A held/ key that exists is held (promise P1); no
+// client clock decides anything. Consequences:
+//
+//   - etcd counts lease TTLs in whole seconds: a TTL is rounded up to the
+//     next second, and the granted time is what Acquire and Renew report.
+//   - etcd's minimum TTL is 2 s at its default election timeout of 1 s, and
+//     the server silently raises shorter leases. The store refuses a TTL
+//     below [MinTTL] (or above [MaxTTL]) with an error matching
+//     [tenure.ErrInvalid] instead: a holder must never believe in a lease
+//     shorter than the one it has.
+//   - The lessor looks for expired leases every 500 ms, so a key is deleted
+//     up to half a second after its TTL, plus a raft round.
+//   - When leadership moves, the new leader extends every lease by the
+//     election timeout: a lease may outlive its TTL by that much, never the
+//     other way. Holders are unaffected (they stand down on their own
+//     deadline); followers wait a little longer.
+//   - The time a lease has left, as reported by [Store.Get], [Store.List],
+//     a [*tenure.HeldError] or a refused renewal, comes from etcd's
+//     LeaseTimeToLive, which answers in whole seconds rounded down; the
+//     store reports that plus one second (capped at the granted TTL), an
+//     upper bound, so that a follower waiting for it does not come back
+//     early.
+//   - etcd has no clock a client can read: [tenure.Record.AcquiredAt] is the
+//     acquiring process's wall clock, for people to read.
+//
+// # etcd leases
+//
+// Each [Store.Acquire] grants an etcd lease for its key, and each
+// [Store.Renew] grants one new etcd lease per distinct TTL in the batch and
+// moves every lease it renews onto it. Leases that are not in the batch
+// stay on the etcd lease they had and expire with it. The obvious design,
+// one etcd lease per process kept alive with LeaseKeepAlive, cannot honour
+// the contract: a keepalive extends every key on the lease, so a lease its
+// holder stopped renewing (its work stalled, or it was given up and the
+// release did not arrive) would live on for as long as the process renews
+// any other, and a renewal could not change the TTL. The cost is one
+// LeaseGrant (a raft entry) per renewal round instead of a keepalive, and
+// a few empty etcd leases per process, each gone after its TTL. An Acquire
+// that finds the lease held revokes the etcd lease it granted.
+//
+// Round trips: Acquire 2 (grant, transaction), 4 when the lease is held
+// (also revoke and ask the holder's remaining time). Renew 1 grant per
+// distinct TTL, then the transactions of the batch, sent concurrently, each
+// carrying up to [Config.MaxTxnOps]−3 leases, plus 1 per distinct etcd
+// lease of the current holders of entries that did not match. Release 1.
+// Get 1, plus 1 when held. List 1, plus 1 per distinct etcd lease among the
+// held leases.
+//
+// # Token source
+//
+// A token is the revision of the transaction that created the held/ key:
+// its create revision. etcd's revision is one counter for the whole
+// cluster, raised by every write and persisted in the raft log and the
+// backend, so a later tenure of any lease always gets a greater token
+// (promise P2): after a release, after an expiry, after every key of the
+// store was deleted (a deletion is itself a write), after compaction
+// (which discards old versions but never lowers the revision), and across
+// restarts and leader changes. Tokens are not consecutive.
+//
+// They go backwards only when the cluster's data does: restoring a
+// snapshot taken before the last tokens were handed out, or pointing the
+// store at another cluster. Restore with
+// `etcdutl snapshot restore --bump-revision N --mark-compacted`, N larger
+// than the number of writes since the snapshot, and tokens keep growing.
+//
+// # Renewal chain
+//
+// A renewal is a nested transaction per lease comparing the held/ key's
+// create revision with the token, its version with the seq and its value
+// with the holder (promise P6); it writes the key again, which raises the
+// version by one. A clone that renews with a seq that moved on fails the
+// comparison and learns the current seq.
+//
+// # Notifications
+//
+// [Store.Listen] watches the held/ keys and reports each deletion: a
+// release, or etcd expiring the lease. A takeover needs the previous
+// tenure's key gone, so it is announced by that deletion, earlier than the
+// takeover itself. The watch requires a leader and is renewed from the
+// last revision it delivered whenever it ends; if that revision was
+// compacted meanwhile, the events in between are lost. Correctness never
+// depends on notifications.
+//
+// # Fencing inside etcd
+//
+// When the protected resource is etcd itself, put [Store.IsOwner] in the
+// transaction that writes: the write then commits only while the tenure is
+// current, checked by the same server, in the same transaction (the etcd
+// IsOwner pattern). A transaction that does not succeed must be treated as
+// [tenure.ErrFenced].
+//
+// # Failure modes
+//
+//   - Transport failures, deadlines, a lost or changing leader, an overloaded
+//     server and a full database (`mvcc: database space exceeded`) match
+//     [tenure.ErrUnavailable]: the call may have been applied, and the
+//     client treats its outcome as unknown (promise P3). Reads are
+//     linearizable, so a member cut off from its leader cannot answer them.
+//   - The etcd client waits for a connection while no endpoint answers:
+//     calls without a deadline on their context block until one does.
+//   - A Renew batch partly applied before an error is reported as the error;
+//     the renewed leases' seqs moved on, so the holder, which stood down,
+//     re-acquires with a new token.
+//   - [Config.MaxTxnOps] above the server's --max-txn-ops makes large
+//     batches fail with an error that names the setting.
+//   - Keys under the prefix that this store did not write make calls on
+//     their lease fail with an error naming the key.
+//   - Bad input fails with [tenure.ErrInvalid] and changes nothing; after
+//     [Store.Close] every call fails with [tenure.ErrClosed].
+package etcdstore

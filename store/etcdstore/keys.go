@@ -1,0 +1,182 @@
+package etcdstore
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+
+	"github.com/tenure-dev/tenure"
+)
+
+// Every lease name has up to four keys under the store's prefix, each
+// written by exactly one kind of call, so that every call is one
+// transaction that never has to read a value before writing it:
+//
+//	held/<name>      the holder; attached to an etcd lease, so it exists only
+//	                 while the tenure is held. Its create revision is the
+//	                 token, its version the seq.
+//	start/<name>     the holder and acquisition time of the last tenure,
+//	                 written only by Acquire, in the transaction that creates
+//	                 held/<name>: its mod revision is that tenure's token.
+//	seq/<name>       the seq the last renewal set; deleted by Acquire.
+//	released/<name>  present when the last tenure was released; deleted by
+//	                 Acquire.
+const (
+	heldDir     = "held/"
+	startDir    = "start/"
+	seqDir      = "seq/"
+	releasedDir = "released/"
+)
+
+// keys are the keys of one lease name.
+type keys struct {
+	held, start, seq, released string
+}
+
+func (s *Store) keys(name string) keys {
+	return keys{
+		held:     s.prefix + heldDir + name,
+		start:    s.prefix + startDir + name,
+		seq:      s.prefix + seqDir + name,
+		released: s.prefix + releasedDir + name,
+	}
+}
+
+// holderValue is the value of a held/ key. Renewals and releases compare
+// it byte for byte, so it must encode a holder in exactly one way:
+// encoding/json writes struct fields in order and escapes deterministically.
+type holderValue struct {
+	Label    string `json:"label"`
+	Instance string `json:"instance"`
+}
+
+// startValue is the value of a start/ key.
+type startValue struct {
+	Label      string    `json:"label"`
+	Instance   string    `json:"instance"`
+	AcquiredAt time.Time `json:"acquired_at"`
+}
+
+func encodeHolder(h tenure.Holder) string {
+	b, err := json.Marshal(holderValue{Label: h.Label, Instance: h.Instance})
+	if err != nil {
+		// Marshalling a struct of two strings cannot fail.
+		return ""
+	}
+	return string(b)
+}
+
+func encodeStart(h tenure.Holder, at time.Time) string {
+	b, err := json.Marshal(startValue{Label: h.Label, Instance: h.Instance, AcquiredAt: at.UTC()})
+	if err != nil {
+		// Marshalling strings and a UTC time of this era cannot fail.
+		return ""
+	}
+	return string(b)
+}
+
+// snapshot is what one read of a lease's keys found; nil where a key is
+// absent.
+type snapshot struct {
+	held, start, seq, released *mvccpb.KeyValue
+}
+
+// first returns the first key of a range response, or nil.
+func first(kvs []*mvccpb.KeyValue) *mvccpb.KeyValue {
+	if len(kvs) == 0 {
+		return nil
+	}
+	return kvs[0]
+}
+
+func corrupt(name string, kv *mvccpb.KeyValue, err error) error {
+	return fmt.Errorf("etcdstore: lease %q: key %q holds %q, which this store did not write (%v); delete the lease's keys or use another KeyPrefix",
+		name, kv.Key, kv.Value, err)
+}
+
+// holder decodes the holder of a held/ key.
+func (sn snapshot) holder(name string) (tenure.Holder, error) {
+	var v holderValue
+	if err := json.Unmarshal(sn.held.Value, &v); err != nil {
+		return tenure.Holder{}, corrupt(name, sn.held, err)
+	}
+	return tenure.Holder{Label: v.Label, Instance: v.Instance}, nil
+}
+
+// last decodes the start/ key: the last tenure's holder and start.
+func (sn snapshot) last(name string) (startValue, error) {
+	var v startValue
+	if sn.start == nil {
+		return v, nil
+	}
+	if err := json.Unmarshal(sn.start.Value, &v); err != nil {
+		return v, corrupt(name, sn.start, err)
+	}
+	return v, nil
+}
+
+// lastSeq is the seq of the last tenure once it is no longer held: what the
+// last renewal wrote, or 1 when there was none.
+func (sn snapshot) lastSeq(name string) (int64, error) {
+	if sn.seq == nil {
+		return 1, nil
+	}
+	seq, err := strconv.ParseInt(string(sn.seq.Value), 10, 64)
+	if err != nil || seq < 2 {
+		return 0, corrupt(name, sn.seq, fmt.Errorf("not a seq: %v", err))
+	}
+	return seq, nil
+}
+
+// grant reports the lease as a [tenure.Grant], given the remaining time of
+// a held one: the holder, token and seq of the held/ key while it exists,
+// otherwise only the last tenure's token and seq.
+func (sn snapshot) grant(name string, remaining time.Duration) (tenure.Grant, error) {
+	g := tenure.Grant{Name: name}
+	if sn.held != nil {
+		h, err := sn.holder(name)
+		if err != nil {
+			return g, err
+		}
+		g.Holder, g.Token, g.Seq, g.Remaining = h, tenure.Token(sn.held.CreateRevision), sn.held.Version, remaining
+		return g, nil
+	}
+	if sn.start == nil {
+		return g, nil
+	}
+	seq, err := sn.lastSeq(name)
+	if err != nil {
+		return g, err
+	}
+	g.Token, g.Seq = tenure.Token(sn.start.ModRevision), seq
+	return g, nil
+}
+
+// record reports the lease as a [tenure.Record]. The snapshot must have a
+// start/ key.
+func (sn snapshot) record(name string, remaining time.Duration) (tenure.Record, error) {
+	g, err := sn.grant(name, remaining)
+	if err != nil {
+		return tenure.Record{}, err
+	}
+	last, err := sn.last(name)
+	if err != nil {
+		return tenure.Record{}, err
+	}
+	r := tenure.Record{Grant: g, AcquiredAt: last.AcquiredAt}
+	switch {
+	case sn.held != nil:
+		r.State = tenure.StateHeld
+	case sn.released != nil:
+		r.State = tenure.StateReleased
+	default:
+		r.State = tenure.StateExpired
+	}
+	if r.Holder == (tenure.Holder{}) {
+		r.Holder = tenure.Holder{Label: last.Label, Instance: last.Instance}
+	}
+	return r, nil
+}

@@ -1,0 +1,85 @@
+package etcdstore
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/tenure-dev/tenure"
+)
+
+// Bounds of the pause between two watches when one ends with an error.
+const (
+	minRewatchDelay = 100 * time.Millisecond
+	maxRewatchDelay = 5 * time.Second
+)
+
+// Listen implements [tenure.Notifier.Listen] with an etcd watch on the
+// held/ keys: it calls notify with a lease's name each time its held/ key
+// is deleted, that is when the lease is released or when etcd expires it.
+// A takeover needs the expired key gone first, so it is announced by that
+// deletion, before it happens. notify runs on the calling goroutine.
+//
+// The watch requires a leader: when the member the client talks to loses
+// its leader, or the watch ends for any other reason, Listen watches again
+// from the revision after the last event it delivered, after a pause of
+// 100 ms doubling up to 5 s. If that revision was compacted meanwhile, the
+// events in between are lost and Listen goes on from the current revision
+// (notifications are an optimisation; followers still retry at expiry).
+//
+// Listen returns ctx's error when ctx is done and an error matching
+// [tenure.ErrClosed] when the store is closed.
+func (s *Store) Listen(ctx context.Context, notify func(name string)) error {
+	if notify == nil {
+		return fmt.Errorf("etcdstore: listen: %w: notify function is nil", tenure.ErrInvalid)
+	}
+	if err := s.begin("listen"); err != nil {
+		return err
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(s.ctx, cancel)
+	defer stop()
+
+	prefix := s.prefix + heldDir
+	var next int64 // the revision to watch from; 0: the current one
+	delay := minRewatchDelay
+	for {
+		opts := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithFilterPut()}
+		if next > 0 {
+			opts = append(opts, clientv3.WithRev(next))
+		}
+		for resp := range s.client.Watch(clientv3.WithRequireLeader(wctx), prefix, opts...) {
+			if resp.CompactRevision > 0 {
+				next = 0
+			}
+			if resp.Err() != nil {
+				continue // the channel closes next
+			}
+			delay = minRewatchDelay
+			for _, ev := range resp.Events {
+				next = ev.Kv.ModRevision + 1
+				if ev.Type == clientv3.EventTypeDelete {
+					notify(strings.TrimPrefix(string(ev.Kv.Key), prefix))
+				}
+			}
+		}
+		switch {
+		case s.closed.Load():
+			return s.begin("listen")
+		case ctx.Err() != nil:
+			return ctx.Err()
+		}
+		timer := time.NewTimer(delay/2 + rand.N(delay/2+1))
+		select {
+		case <-wctx.Done():
+			timer.Stop()
+		case <-timer.C:
+		}
+		delay = min(2*delay, maxRewatchDelay)
+	}
+}

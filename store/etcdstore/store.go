@@ -1,0 +1,501 @@
+package etcdstore
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/tenure-dev/tenure"
+)
+
+var (
+	_ tenure.Store    = (*Store)(nil)
+	_ tenure.Notifier = (*Store)(nil)
+	_ tenure.Lister   = (*Store)(nil)
+)
+
+// acquireAttempts bounds how often Acquire retries when the lease it found
+// held expired before the store could ask how long it had left.
+const acquireAttempts = 3
+
+// Store is a [tenure.Store] on etcd. Its methods are safe for concurrent
+// use. Create it with [New].
+type Store struct {
+	client    *clientv3.Client
+	prefix    string
+	perTxn    int // leases per renew transaction
+	closed    atomic.Bool
+	ctx       context.Context // done when the store is closed
+	cancel    context.CancelFunc
+	closeOnce sync.Once
+}
+
+// New returns a store that keeps its leases in etcd through client, under
+// cfg.KeyPrefix. It checks cfg but does not contact the server. The caller
+// keeps ownership of client: [Store.Close] does not close it.
+func New(client *clientv3.Client, cfg Config) (*Store, error) {
+	if client == nil {
+		return nil, fmt.Errorf("etcdstore: %w: client is nil; pass a *clientv3.Client from clientv3.New", tenure.ErrInvalid)
+	}
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Store{
+		client: client,
+		prefix: cfg.KeyPrefix,
+		perTxn: cfg.MaxTxnOps - opsPerRenewal,
+		ctx:    ctx,
+		cancel: cancel,
+	}, nil
+}
+
+// Acquire implements [tenure.Store.Acquire] in two round trips: it grants
+// an etcd lease of p.TTL rounded up to whole seconds, then creates the
+// held/ key on it in a transaction that requires the key to be absent. The
+// token is that transaction's revision. When the lease is held, Acquire
+// revokes the etcd lease it granted and asks the server how long the
+// holder's has left: two more round trips.
+//
+// A TTL below [MinTTL] or above [MaxTTL] is refused with an error matching
+// [tenure.ErrInvalid].
+func (s *Store) Acquire(ctx context.Context, p tenure.AcquireParams) (tenure.Grant, error) {
+	if err := s.begin("acquire"); err != nil {
+		return tenure.Grant{}, err
+	}
+	if err := p.Validate(); err != nil {
+		return tenure.Grant{}, fmt.Errorf("etcdstore: acquire: %w", err)
+	}
+	secs, err := ttlSeconds(p.Name, p.TTL)
+	if err != nil {
+		return tenure.Grant{}, fmt.Errorf("etcdstore: acquire: %w", err)
+	}
+	lease, err := s.client.Grant(ctx, secs)
+	if err != nil {
+		return tenure.Grant{}, classify(fmt.Sprintf("acquire %q: grant etcd lease", p.Name), err)
+	}
+	k := s.keys(p.Name)
+	holder := encodeHolder(p.Holder)
+	start := encodeStart(p.Holder, time.Now())
+	for range acquireAttempts {
+		resp, err := s.client.Txn(ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(k.held), "=", 0)).
+			Then(
+				clientv3.OpPut(k.held, holder, clientv3.WithLease(lease.ID)),
+				clientv3.OpPut(k.start, start),
+				clientv3.OpDelete(k.seq),
+				clientv3.OpDelete(k.released),
+			).
+			Else(clientv3.OpGet(k.held)).
+			Commit()
+		if err != nil {
+			return tenure.Grant{}, classify(fmt.Sprintf("acquire %q", p.Name), err)
+		}
+		if resp.Succeeded {
+			return tenure.Grant{
+				Name:      p.Name,
+				Holder:    p.Holder,
+				Token:     tenure.Token(resp.Header.Revision),
+				Seq:       1,
+				Remaining: time.Duration(lease.TTL) * time.Second,
+			}, nil
+		}
+		sn := snapshot{held: first(resp.Responses[0].GetResponseRange().Kvs)}
+		if sn.held == nil {
+			continue // the compare saw the key, so the read in the same transaction does too
+		}
+		left, err := s.remaining(ctx, fmt.Sprintf("acquire %q", p.Name), []*mvccpb.KeyValue{sn.held})
+		if err != nil {
+			return tenure.Grant{}, err
+		}
+		remaining, held := left[clientv3.LeaseID(sn.held.Lease)]
+		if !held {
+			// The holder's etcd lease expired between the two calls.
+			continue
+		}
+		s.revoke(ctx, lease.ID)
+		g, err := sn.grant(p.Name, remaining)
+		if err != nil {
+			return tenure.Grant{}, err
+		}
+		return tenure.Grant{}, &tenure.HeldError{Name: p.Name, Holder: g.Holder, Token: g.Token, Seq: g.Seq, Remaining: g.Remaining}
+	}
+	s.revoke(ctx, lease.ID)
+	return tenure.Grant{}, fmt.Errorf("etcdstore: acquire %q: %w: the lease was held, then expired, %d times in a row while the store looked; retry",
+		p.Name, tenure.ErrUnavailable, acquireAttempts)
+}
+
+// Renew implements [tenure.Store.Renew]. It grants one new etcd lease per
+// distinct TTL in ps (one round trip, for a [tenure.Client] always one),
+// then moves every lease that matches onto it with a compare-and-set on its
+// token, seq and holder: one nested transaction per lease, up to
+// [Config.MaxTxnOps]−3 of them per etcd transaction, the transactions of
+// one batch sent concurrently (one more round trip). Leases that are not
+// in ps stay on the etcd leases they had, and expire when those do.
+// Entries that do not match cost a further round trip per distinct etcd
+// lease of their current holders, to report the time they have left.
+func (s *Store) Renew(ctx context.Context, ps []tenure.RenewParams) ([]tenure.RenewResult, error) {
+	if err := s.begin("renew"); err != nil {
+		return nil, err
+	}
+	if err := tenure.ValidateRenewBatch(ps); err != nil {
+		return nil, fmt.Errorf("etcdstore: renew: %w", err)
+	}
+	secs := make([]int64, len(ps))
+	for i, p := range ps {
+		var err error
+		if secs[i], err = ttlSeconds(p.Name, p.TTL); err != nil {
+			return nil, fmt.Errorf("etcdstore: renew: %w", err)
+		}
+	}
+	if len(ps) == 0 {
+		return []tenure.RenewResult{}, nil
+	}
+
+	leases := make(map[int64]*clientv3.LeaseGrantResponse)
+	for _, sec := range secs {
+		if leases[sec] != nil {
+			continue
+		}
+		lease, err := s.client.Grant(ctx, sec)
+		if err != nil {
+			return nil, classify("renew: grant etcd lease", err)
+		}
+		leases[sec] = lease
+	}
+
+	outcomes := make([]*clientv3.TxnResponse, len(ps))
+	errs := make([]error, 0)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for lo := 0; lo < len(ps); lo += s.perTxn {
+		hi := min(lo+s.perTxn, len(ps))
+		wg.Go(func() {
+			ops := make([]clientv3.Op, 0, hi-lo)
+			for i := lo; i < hi; i++ {
+				ops = append(ops, s.renewOp(ps[i], leases[secs[i]].ID))
+			}
+			resp, err := s.client.Txn(ctx).Then(ops...).Commit()
+			if err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+				return
+			}
+			for j, r := range resp.Responses {
+				outcomes[lo+j] = (*clientv3.TxnResponse)(r.GetResponseTxn())
+			}
+		})
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		return nil, classify(fmt.Sprintf("renew batch of %d", len(ps)), errs[0])
+	}
+
+	results := make([]tenure.RenewResult, len(ps))
+	snaps := make([]snapshot, len(ps))
+	var others []*mvccpb.KeyValue
+	used := make(map[int64]bool)
+	for i, p := range ps {
+		if outcomes[i].Succeeded {
+			used[secs[i]] = true
+			results[i] = tenure.RenewResult{Renewed: true, Grant: tenure.Grant{
+				Name:      p.Name,
+				Holder:    p.Holder,
+				Token:     p.Token,
+				Seq:       p.Seq + 1,
+				Remaining: time.Duration(leases[secs[i]].TTL) * time.Second,
+			}}
+			continue
+		}
+		rs := outcomes[i].Responses
+		snaps[i] = snapshot{
+			held:  first(rs[0].GetResponseRange().Kvs),
+			start: first(rs[1].GetResponseRange().Kvs),
+			seq:   first(rs[2].GetResponseRange().Kvs),
+		}
+		if snaps[i].held != nil {
+			others = append(others, snaps[i].held)
+		}
+	}
+	for sec, lease := range leases {
+		if !used[sec] {
+			s.revoke(ctx, lease.ID)
+		}
+	}
+	left, err := s.remaining(ctx, "renew", others)
+	if err != nil {
+		return nil, err
+	}
+	for i, p := range ps {
+		if results[i].Renewed {
+			continue
+		}
+		sn := snaps[i]
+		remaining, held := time.Duration(0), false
+		if sn.held != nil {
+			if remaining, held = left[clientv3.LeaseID(sn.held.Lease)]; !held {
+				sn.held = nil
+			}
+		}
+		g, err := sn.grant(p.Name, remaining)
+		if err != nil {
+			return nil, err
+		}
+		results[i] = tenure.RenewResult{Grant: g}
+	}
+	return results, nil
+}
+
+// renewOp is the nested transaction that renews one lease onto the etcd
+// lease id, or reads it as it is.
+func (s *Store) renewOp(p tenure.RenewParams, id clientv3.LeaseID) clientv3.Op {
+	k := s.keys(p.Name)
+	holder := encodeHolder(p.Holder)
+	return clientv3.OpTxn(
+		[]clientv3.Cmp{
+			clientv3.Compare(clientv3.CreateRevision(k.held), "=", int64(p.Token)),
+			clientv3.Compare(clientv3.Version(k.held), "=", p.Seq),
+			clientv3.Compare(clientv3.Value(k.held), "=", holder),
+		},
+		[]clientv3.Op{
+			clientv3.OpPut(k.held, holder, clientv3.WithLease(id)),
+			clientv3.OpPut(k.seq, strconv.FormatInt(p.Seq+1, 10)),
+		},
+		[]clientv3.Op{clientv3.OpGet(k.held), clientv3.OpGet(k.start), clientv3.OpGet(k.seq)},
+	)
+}
+
+// Release implements [tenure.Store.Release] in one round trip: it deletes
+// the held/ key if its create revision is p.Token and its value p.Holder,
+// and marks the lease released. The etcd lease stays (it may carry other
+// leases of the same renewal) and expires by itself.
+func (s *Store) Release(ctx context.Context, p tenure.ReleaseParams) error {
+	if err := s.begin("release"); err != nil {
+		return err
+	}
+	if err := p.Validate(); err != nil {
+		return fmt.Errorf("etcdstore: release: %w", err)
+	}
+	k := s.keys(p.Name)
+	resp, err := s.client.Txn(ctx).
+		If(
+			clientv3.Compare(clientv3.CreateRevision(k.held), "=", int64(p.Token)),
+			clientv3.Compare(clientv3.Value(k.held), "=", encodeHolder(p.Holder)),
+		).
+		Then(clientv3.OpDelete(k.held), clientv3.OpPut(k.released, "")).
+		Commit()
+	if err != nil {
+		return classify(fmt.Sprintf("release %q", p.Name), err)
+	}
+	if !resp.Succeeded {
+		return fmt.Errorf("etcdstore: release of lease %q by %s with token %d refused: %w",
+			p.Name, p.Holder, p.Token, tenure.ErrNotHeld)
+	}
+	return nil
+}
+
+// Get implements [tenure.Store.Get]: one read of the lease's keys, and for
+// a held lease one more round trip for its remaining time.
+func (s *Store) Get(ctx context.Context, name string) (tenure.Record, error) {
+	if err := s.begin("get"); err != nil {
+		return tenure.Record{}, err
+	}
+	if err := tenure.ValidateName(name); err != nil {
+		return tenure.Record{}, fmt.Errorf("etcdstore: get: %w", err)
+	}
+	k := s.keys(name)
+	resp, err := s.client.Txn(ctx).
+		Then(clientv3.OpGet(k.held), clientv3.OpGet(k.start), clientv3.OpGet(k.seq), clientv3.OpGet(k.released)).
+		Commit()
+	if err != nil {
+		return tenure.Record{}, classify(fmt.Sprintf("get %q", name), err)
+	}
+	rs := resp.Responses
+	sn := snapshot{
+		held:     first(rs[0].GetResponseRange().Kvs),
+		start:    first(rs[1].GetResponseRange().Kvs),
+		seq:      first(rs[2].GetResponseRange().Kvs),
+		released: first(rs[3].GetResponseRange().Kvs),
+	}
+	if sn.start == nil {
+		return tenure.Record{}, fmt.Errorf("etcdstore: lease %q: %w", name, tenure.ErrNotFound)
+	}
+	records, err := s.records(ctx, fmt.Sprintf("get %q", name), []string{name}, []snapshot{sn})
+	if err != nil {
+		return tenure.Record{}, err
+	}
+	return records[0], nil
+}
+
+// List implements [tenure.Lister.List]: one read of every key under the
+// prefix, and one round trip per distinct etcd lease of the held leases.
+func (s *Store) List(ctx context.Context) ([]tenure.Record, error) {
+	if err := s.begin("list"); err != nil {
+		return nil, err
+	}
+	dirs := []string{heldDir, startDir, seqDir, releasedDir}
+	ops := make([]clientv3.Op, len(dirs))
+	for i, dir := range dirs {
+		ops[i] = clientv3.OpGet(s.prefix+dir, clientv3.WithPrefix())
+	}
+	resp, err := s.client.Txn(ctx).Then(ops...).Commit()
+	if err != nil {
+		return nil, classify("list", err)
+	}
+	byName := make(map[string]*snapshot)
+	for i, dir := range dirs {
+		for _, kv := range resp.Responses[i].GetResponseRange().Kvs {
+			name := strings.TrimPrefix(string(kv.Key), s.prefix+dir)
+			sn := byName[name]
+			if sn == nil {
+				sn = &snapshot{}
+				byName[name] = sn
+			}
+			switch dir {
+			case heldDir:
+				sn.held = kv
+			case startDir:
+				sn.start = kv
+			case seqDir:
+				sn.seq = kv
+			case releasedDir:
+				sn.released = kv
+			}
+		}
+	}
+	names := make([]string, 0, len(byName))
+	for name, sn := range byName {
+		// Keys of a name without a start/ key were not written by
+		// Acquire: leftovers of an interrupted cleanup, not leases.
+		if sn.start != nil {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	snaps := make([]snapshot, len(names))
+	for i, name := range names {
+		snaps[i] = *byName[name]
+	}
+	return s.records(ctx, "list", names, snaps)
+}
+
+// records reports snapshots as records, asking the server for the
+// remaining time of those that are held.
+func (s *Store) records(ctx context.Context, op string, names []string, snaps []snapshot) ([]tenure.Record, error) {
+	var held []*mvccpb.KeyValue
+	for _, sn := range snaps {
+		if sn.held != nil {
+			held = append(held, sn.held)
+		}
+	}
+	left, err := s.remaining(ctx, op, held)
+	if err != nil {
+		return nil, err
+	}
+	records := make([]tenure.Record, len(snaps))
+	for i, sn := range snaps {
+		var remaining time.Duration
+		if sn.held != nil {
+			var ok bool
+			if remaining, ok = left[clientv3.LeaseID(sn.held.Lease)]; !ok {
+				sn.held = nil // its etcd lease expired since the read
+			}
+		}
+		if records[i], err = sn.record(names[i], remaining); err != nil {
+			return nil, err
+		}
+	}
+	return records, nil
+}
+
+// remaining asks the server how long the etcd leases of held keys have
+// left, one round trip per distinct lease. A lease that is gone is missing
+// from the result.
+//
+// etcd answers in whole seconds rounded down and promises expiry within
+// that plus one second; remaining reports that upper bound, capped at the
+// lease's granted TTL, so that a follower told to come back after it does
+// not come back too early. A holder never relies on it: its own deadline
+// comes from the TTL granted by Acquire and Renew.
+func (s *Store) remaining(ctx context.Context, op string, held []*mvccpb.KeyValue) (map[clientv3.LeaseID]time.Duration, error) {
+	left := make(map[clientv3.LeaseID]time.Duration)
+	asked := make(map[clientv3.LeaseID]bool)
+	for _, kv := range held {
+		id := clientv3.LeaseID(kv.Lease)
+		if asked[id] {
+			continue
+		}
+		asked[id] = true
+		if id == clientv3.NoLease {
+			return nil, fmt.Errorf("etcdstore: %s: key %q has no etcd lease, so this store did not write it; delete it or use another KeyPrefix", op, kv.Key)
+		}
+		resp, err := s.client.TimeToLive(ctx, id)
+		if err != nil {
+			return nil, classify(op+": ask remaining time of etcd lease", err)
+		}
+		if resp.TTL < 0 {
+			continue
+		}
+		left[id] = time.Duration(min(resp.TTL+1, max(resp.GrantedTTL, 1))) * time.Second
+	}
+	return left, nil
+}
+
+// revoke gives back an etcd lease that carries no key, best effort: if it
+// fails, the lease expires by itself after its TTL.
+func (s *Store) revoke(ctx context.Context, id clientv3.LeaseID) {
+	_, _ = s.client.Revoke(ctx, id)
+}
+
+// IsOwner returns a comparison that holds, inside any etcd transaction,
+// exactly while the tenure of lease name with token is the current one: its
+// held/ key exists and was created at revision token. Put it in the If of
+// the transaction that makes the protected write, so that the write and
+// the check commit together (the etcd IsOwner pattern):
+//
+//	resp, err := client.Txn(ctx).
+//		If(store.IsOwner(lease.Name(), lease.Token())).
+//		Then(clientv3.OpPut("jobs/report", report)).
+//		Commit()
+//	// !resp.Succeeded: the tenure ended (released, expired or taken
+//	// over); do not retry the write, treat it as tenure.ErrFenced.
+//
+// A token of 0 or less (a [tenure.Lease] no longer trusted reports 0) gives
+// a comparison that never holds.
+func (s *Store) IsOwner(name string, token tenure.Token) clientv3.Cmp {
+	key := s.keys(name).held
+	if token <= 0 {
+		return clientv3.Compare(clientv3.CreateRevision(key), "<", 0)
+	}
+	return clientv3.Compare(clientv3.CreateRevision(key), "=", int64(token))
+}
+
+// Close implements [tenure.Store.Close]: later calls fail with
+// [tenure.ErrClosed] and every [Store.Listen] returns. It does not close
+// the etcd client, and leaves every lease as it is. Closing twice is
+// harmless.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		s.closed.Store(true)
+		s.cancel()
+	})
+	return nil
+}
+
+// begin refuses calls on a closed store.
+func (s *Store) begin(op string) error {
+	if s.closed.Load() {
+		return fmt.Errorf("etcdstore: %s on a closed store; create a new one with etcdstore.New: %w", op, tenure.ErrClosed)
+	}
+	return nil
+}
