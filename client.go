@@ -146,18 +146,9 @@ func (c *Client) Do(ctx context.Context, name string, fn func(ctx context.Contex
 	if err != nil {
 		return err
 	}
-	fctx, cancel := context.WithCancelCause(ctx)
-	var watch sync.WaitGroup
-	watch.Go(func() {
-		select {
-		case <-l.done:
-			cancel(l.Err())
-		case <-fctx.Done():
-		}
-	})
+	fctx, cancel := l.WithContext(ctx)
 	err = fn(fctx, l)
-	cancel(nil)
-	watch.Wait()
+	cancel()
 	lost := l.Err()
 	if rerr := l.Release(context.WithoutCancel(ctx)); rerr != nil && lost == nil {
 		lost = rerr

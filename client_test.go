@@ -585,3 +585,21 @@ func TestTokenDoesNotAllocate(t *testing.T) { //nolint:paralleltest // AllocsPer
 		require.Zero(t, testing.AllocsPerRun(100, func() { _ = l.Token() }))
 	})
 }
+
+func TestLeaseContextEndsWithTheTenure(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		b := setup(t, nil, tenure.Config{TTL: ttl})
+		l, err := b.client.Acquire(t.Context(), "billing")
+		require.NoError(t, err)
+		ctx, cancel := l.WithContext(t.Context())
+		defer cancel()
+		time.Sleep(ttl)
+		require.NoError(t, ctx.Err(), "alive while the tenure lasts")
+		b.client.Revoke()
+		<-ctx.Done()
+		var lost *tenure.LostError
+		require.ErrorAs(t, context.Cause(ctx), &lost)
+		require.Equal(t, tenure.LossRevoked, lost.Reason)
+	})
+}

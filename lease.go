@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"github.com/tenure-dev/tenure/internal/engine"
 )
@@ -67,6 +68,31 @@ func (l *Lease) drop(r engine.Reason) {
 
 // Done is closed when the tenure ends, for whatever reason; Err says which.
 func (l *Lease) Done() <-chan struct{} { return l.done }
+
+// WithContext returns a copy of parent that is cancelled the moment the
+// tenure ends, with the tenure's [*LostError] as its cause
+// ([context.Cause]). Call the returned function when the work is done.
+func (l *Lease) WithContext(parent context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(parent)
+	stop := context.AfterFunc(tenureContext{l}, func() { cancel(l.Err()) })
+	return ctx, func() {
+		stop()
+		cancel(context.Canceled)
+	}
+}
+
+// tenureContext is done when the tenure ends; it only serves WithContext.
+type tenureContext struct{ l *Lease }
+
+func (c tenureContext) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (c tenureContext) Done() <-chan struct{}       { return c.l.done }
+func (c tenureContext) Err() error {
+	if c.l.Err() != nil {
+		return context.Canceled
+	}
+	return nil
+}
+func (c tenureContext) Value(any) any { return nil }
 
 // Err returns nil while the tenure lasts and a [*LostError] after Done is
 // closed.
