@@ -4,6 +4,9 @@
 //
 //   - pgfence: PostgreSQL functions and Go helpers that run inside the
 //     caller's own transaction.
+//   - redisfence: a Lua script that writes a key (or hash fields) and moves
+//     the resource's fence in one atomic step, only when the token is at
+//     least the recorded one.
 //   - httpfence: middleware for your own HTTP services that checks a
 //     Fencing-Token header per resource against a fence store and answers
 //     409 Conflict when it is stale, and the client side that sets the

@@ -1,0 +1,82 @@
+// Package redisfence is the resource side of tenure's fencing for data
+// kept in Redis (promise P4: the resource decides): a Lua script that
+// writes a key only when the writer's fencing token is equal to or greater
+// than the greatest token the resource accepted before, and records the
+// token, in one atomic step.
+//
+//	lease, err := client.Campaign(ctx, "billing")
+//	...
+//	err = redisfence.Set(ctx, rdb, "billing", lease.Token(), "billing:last-run", time.Now().Format(time.RFC3339), 0)
+//	if errors.Is(err, tenure.ErrFenced) {
+//		return err // superseded: a newer holder has written; stop
+//	}
+//
+// The token may come from any tenure store (PostgreSQL, Redis, etcd, ...):
+// the fence only needs tokens that go up per lease, which every store
+// promises (P2).
+//
+// # Calls
+//
+//   - [Set] (SET key value, with an optional TTL) and [HSet] (HSET key
+//     field value ...): the fenced write itself. A refused token writes
+//     nothing.
+//   - [Check]: moves the fence without writing. It is not atomic with a
+//     write made afterwards; use it to shut out predecessors at once, or to
+//     ask whether a token is still current.
+//   - [Recorded]: the greatest token accepted so far (0 when none), for
+//     operators and tests.
+//
+// The package-level functions use the default key prefix; make a [Fencer]
+// with [New] for another. Every writer of one resource must use the same
+// prefix and the same Redis.
+//
+// # Keys
+//
+// The fence of resource R is the string key [DefaultKeyPrefix] + R (the
+// Fencer's prefix + R, see [Fencer.Key]): the greatest token accepted, in
+// decimal. It never expires and nothing here deletes it; deleting it resets
+// the fence, after which a stale token is accepted once more. Tokens are
+// compared as decimal strings, exactly, across the whole int64 range.
+//
+// The script writes the data first and moves the fence after, so a write
+// the server refuses (HSet onto a key of another type) leaves the fence as
+// it was.
+//
+// # Redis Cluster
+//
+// The script touches two keys, the fence and the data key. On Redis
+// Cluster both must hash to the same slot: put the same hash tag in the
+// resource name and the key, for example resource "{orders}" with key
+// "{orders}:total" (the default prefix contains no braces, so the tag in
+// the resource decides). Tests run against a single server only.
+//
+// # Errors
+//
+//   - A refusal matches [tenure.ErrFenced]; errors.As finds a
+//     [*tenure.FencedError] with the resource, the token offered and the
+//     token recorded. Never log it and carry on (promise P9): stop working
+//     under that token.
+//   - Transport errors, timeouts and replies such as LOADING, READONLY or
+//     BUSY match [tenure.ErrUnavailable]: the write may or may not have
+//     been made. Retrying with the same token is safe: an equal token
+//     passes and writes the same value again.
+//   - A closed go-redis client matches [tenure.ErrClosed]; other server
+//     errors (WRONGTYPE, ACL refusals) come back wrapped.
+//   - Bad input (nil client, empty or overlong resource, token 0 or below,
+//     empty key, negative TTL, no fields or more than [MaxFields]) matches
+//     [tenure.ErrInvalid] and sends nothing. A [tenure.Lease] whose Token
+//     is 0 is no longer trusted: do not write.
+//
+// # What it cannot do
+//
+// A fence that accepts equal tokens cannot tell two byte-identical clones
+// of one holder apart: both carry the same token. The renewal chain (seq)
+// in the store breaks that tie; pgfence's strict check is the fence that
+// uses it. The fence also lives only as long as Redis keeps it: a restart
+// without appendfsync always, or a failover to a replica, can lose the
+// last fence moves together with the writes they guarded (they are made
+// in one step), after which a stale holder's write is accepted as if those
+// writes had never happened. Run the Redis that holds fenced data with
+// appendonly yes and appendfsync always, and with maxmemory-policy
+// noeviction (or a volatile-* policy: fence keys have no TTL).
+package redisfence

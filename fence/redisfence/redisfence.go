@@ -1,0 +1,279 @@
+package redisfence
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tenure-dev/tenure"
+)
+
+// DefaultKeyPrefix is the prefix of fence keys when [Config.KeyPrefix] is
+// empty.
+const DefaultKeyPrefix = "tenure:fence:"
+
+// MaxKeyPrefixLen is the longest [Config.KeyPrefix], in bytes.
+const MaxKeyPrefixLen = 128
+
+// MaxFields is the most field/value pairs one [Fencer.HSet] writes.
+const MaxFields = 1000
+
+//go:embed fence.lua
+var fenceSrc string
+
+var fenceScript = redis.NewScript(fenceSrc)
+
+// Config configures a [Fencer]. It is passed by value; the zero value means
+// the defaults.
+type Config struct {
+	// KeyPrefix is put in front of the resource name to make its fence key.
+	// Default (empty): [DefaultKeyPrefix]. At most [MaxKeyPrefixLen] bytes
+	// of UTF-8 without control characters. Every writer of one resource
+	// must use the same prefix, or each would check a fence of its own.
+	KeyPrefix string
+}
+
+// Fencer makes fenced writes to Redis keys. Its methods are safe for
+// concurrent use. The package-level functions use the default one.
+type Fencer struct {
+	prefix string
+}
+
+// New returns a Fencer with the fence keys cfg names.
+func New(cfg Config) (*Fencer, error) {
+	p := cfg.KeyPrefix
+	if p == "" {
+		p = DefaultKeyPrefix
+	}
+	switch {
+	case len(p) > MaxKeyPrefixLen:
+		return nil, fmt.Errorf("redisfence: %w: KeyPrefix %q is %d bytes long; the maximum is %d",
+			tenure.ErrInvalid, p, len(p), MaxKeyPrefixLen)
+	case !utf8.ValidString(p):
+		return nil, fmt.Errorf("redisfence: %w: KeyPrefix %q is not valid UTF-8", tenure.ErrInvalid, p)
+	case strings.ContainsFunc(p, isControl):
+		return nil, fmt.Errorf("redisfence: %w: KeyPrefix %q contains a control character; choose another prefix",
+			tenure.ErrInvalid, p)
+	}
+	return &Fencer{prefix: p}, nil
+}
+
+// defaultFencer serves the package-level functions; the default Config is
+// always valid, so defaultErr is nil.
+var defaultFencer, defaultErr = New(Config{})
+
+// Key returns the key holding the fence of resource: a string, the
+// greatest token the resource accepted, in decimal. It never expires.
+func (f *Fencer) Key(resource string) string { return f.prefix + resource }
+
+// Check is [Fencer.Check] on the default prefix.
+func Check(ctx context.Context, c redis.Scripter, resource string, tok tenure.Token) error {
+	if defaultErr != nil {
+		return defaultErr
+	}
+	return defaultFencer.Check(ctx, c, resource, tok)
+}
+
+// Set is [Fencer.Set] on the default prefix.
+func Set(ctx context.Context, c redis.Scripter, resource string, tok tenure.Token, key, value string, ttl time.Duration) error {
+	if defaultErr != nil {
+		return defaultErr
+	}
+	return defaultFencer.Set(ctx, c, resource, tok, key, value, ttl)
+}
+
+// HSet is [Fencer.HSet] on the default prefix.
+func HSet(ctx context.Context, c redis.Scripter, resource string, tok tenure.Token, key string, fields map[string]string) error {
+	if defaultErr != nil {
+		return defaultErr
+	}
+	return defaultFencer.HSet(ctx, c, resource, tok, key, fields)
+}
+
+// Recorded is [Fencer.Recorded] on the default prefix.
+func Recorded(ctx context.Context, c redis.Scripter, resource string) (tenure.Token, error) {
+	if defaultErr != nil {
+		return 0, defaultErr
+	}
+	return defaultFencer.Recorded(ctx, c, resource)
+}
+
+// Check records tok as accepted by resource when it is equal to or greater
+// than every token resource accepted before, and fails with a
+// [*tenure.FencedError] (matching [tenure.ErrFenced]) carrying resource, tok
+// and the recorded token otherwise, changing nothing.
+//
+// Check writes nothing else: a write the caller makes afterwards is not
+// atomic with it, and a superseded holder may check before the new one and
+// write after it. Make the write itself with [Fencer.Set] or
+// [Fencer.HSet], or in a script of your own that applies the same rule to
+// [Fencer.Key]. Check is for moving the fence ahead of writes (a new holder
+// shutting out its predecessors at once) and for asking whether a token is
+// still current.
+func (f *Fencer) Check(ctx context.Context, c redis.Scripter, resource string, tok tenure.Token) error {
+	if err := validate(c, resource, tok); err != nil {
+		return fmt.Errorf("redisfence: check: %w", err)
+	}
+	return f.run(ctx, c, fmt.Sprintf("check %q", resource), resource, tok, []string{f.Key(resource)}, "check")
+}
+
+// Set writes value to key (SET, replacing whatever key held, its TTL
+// included) and records tok as accepted by resource, in one atomic step,
+// when tok is equal to or greater than every token resource accepted
+// before. Otherwise it fails with a [*tenure.FencedError] (matching
+// [tenure.ErrFenced]) and writes nothing. ttl 0 means no expiry; a positive
+// ttl is rounded up to whole milliseconds.
+//
+// key and the fence key must live on the same server; on Redis Cluster they
+// must hash to the same slot (see the package documentation).
+func (f *Fencer) Set(ctx context.Context, c redis.Scripter, resource string, tok tenure.Token, key, value string, ttl time.Duration) error {
+	if err := validate(c, resource, tok); err != nil {
+		return fmt.Errorf("redisfence: set: %w", err)
+	}
+	switch {
+	case key == "":
+		return fmt.Errorf("redisfence: set: %w: key is empty", tenure.ErrInvalid)
+	case ttl < 0:
+		return fmt.Errorf("redisfence: set: %w: TTL %s must not be negative (0 means no expiry)", tenure.ErrInvalid, ttl)
+	}
+	ms := int64(ttl / time.Millisecond)
+	if ttl%time.Millisecond != 0 {
+		ms++
+	}
+	return f.run(ctx, c, fmt.Sprintf("set %q fenced by %q", key, resource), resource, tok,
+		[]string{f.Key(resource), key}, "set", value, ms)
+}
+
+// HSet sets fields of the hash at key (HSET, leaving other fields alone)
+// and records tok as accepted by resource, in one atomic step, when tok is
+// equal to or greater than every token resource accepted before. Otherwise
+// it fails with a [*tenure.FencedError] (matching [tenure.ErrFenced]) and
+// writes nothing. fields holds 1 to [MaxFields] pairs. When key holds
+// something other than a hash, HSet fails with the server's WRONGTYPE error
+// and the fence stays where it was.
+//
+// key and the fence key must live on the same server; on Redis Cluster they
+// must hash to the same slot (see the package documentation).
+func (f *Fencer) HSet(ctx context.Context, c redis.Scripter, resource string, tok tenure.Token, key string, fields map[string]string) error {
+	if err := validate(c, resource, tok); err != nil {
+		return fmt.Errorf("redisfence: hset: %w", err)
+	}
+	switch {
+	case key == "":
+		return fmt.Errorf("redisfence: hset: %w: key is empty", tenure.ErrInvalid)
+	case len(fields) == 0:
+		return fmt.Errorf("redisfence: hset: %w: no fields to set", tenure.ErrInvalid)
+	case len(fields) > MaxFields:
+		return fmt.Errorf("redisfence: hset: %w: %d fields; the maximum is %d", tenure.ErrInvalid, len(fields), MaxFields)
+	}
+	args := make([]any, 0, 1+2*len(fields))
+	args = append(args, "hset")
+	for k, v := range fields {
+		args = append(args, k, v)
+	}
+	return f.run(ctx, c, fmt.Sprintf("hset %q fenced by %q", key, resource), resource, tok,
+		[]string{f.Key(resource), key}, args...)
+}
+
+// Recorded returns the greatest token resource accepted, 0 when it never
+// accepted one.
+func (f *Fencer) Recorded(ctx context.Context, c redis.Scripter, resource string) (tenure.Token, error) {
+	if err := validate(c, resource, 1); err != nil {
+		return 0, fmt.Errorf("redisfence: recorded: %w", err)
+	}
+	op := fmt.Sprintf("read the fence of %q", resource)
+	_, recorded, err := f.call(ctx, c, op, 1, []string{f.Key(resource)}, "read")
+	return recorded, err
+}
+
+// run calls the script and turns a refusal into a FencedError.
+func (f *Fencer) run(ctx context.Context, c redis.Scripter, op, resource string, tok tenure.Token, keys []string, args ...any) error {
+	accepted, recorded, err := f.call(ctx, c, op, tok, keys, args...)
+	if err != nil {
+		return err
+	}
+	if !accepted {
+		return fmt.Errorf("redisfence: %s: stop working under this token: %w", op,
+			&tenure.FencedError{Resource: resource, Offered: tok, Recorded: recorded})
+	}
+	return nil
+}
+
+// call runs the script with op args[0] and tok and decodes its reply.
+func (f *Fencer) call(ctx context.Context, c redis.Scripter, op string, tok tenure.Token, keys []string, args ...any) (bool, tenure.Token, error) {
+	argv := make([]any, 0, len(args)+1)
+	argv = append(argv, args[0], strconv.FormatInt(int64(tok), 10))
+	argv = append(argv, args[1:]...)
+	reply, err := fenceScript.Run(ctx, c, keys, argv...).Slice()
+	if err != nil {
+		return false, 0, interpretError(op, err)
+	}
+	if len(reply) != 2 {
+		return false, 0, unexpectedReply(op, reply)
+	}
+	accepted, ok1 := reply[0].(int64)
+	text, ok2 := reply[1].(string)
+	recorded, err := strconv.ParseInt(text, 10, 64)
+	if !ok1 || !ok2 || err != nil {
+		return false, 0, unexpectedReply(op, reply)
+	}
+	return accepted == 1, tenure.Token(recorded), nil
+}
+
+// validate checks what every call gets.
+func validate(c redis.Scripter, resource string, tok tenure.Token) error {
+	if rc, ok := c.(*redis.Client); ok && rc == nil {
+		c = nil
+	}
+	switch {
+	case c == nil:
+		return fmt.Errorf("%w: client is nil", tenure.ErrInvalid)
+	case resource == "":
+		return fmt.Errorf("%w: resource is empty", tenure.ErrInvalid)
+	case len(resource) > tenure.MaxNameLen:
+		return fmt.Errorf("%w: resource is %d bytes long; the maximum is %d", tenure.ErrInvalid, len(resource), tenure.MaxNameLen)
+	case !utf8.ValidString(resource):
+		return fmt.Errorf("%w: resource %q is not valid UTF-8", tenure.ErrInvalid, resource)
+	case tok == 0:
+		return fmt.Errorf("%w: token is 0 for resource %q: the lease is no longer trusted; do not write", tenure.ErrInvalid, resource)
+	case tok < 0:
+		return fmt.Errorf("%w: token %d for resource %q must be positive", tenure.ErrInvalid, tok, resource)
+	}
+	return nil
+}
+
+func isControl(r rune) bool { return r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) }
+
+// interpretError is the one place where errors from go-redis become
+// tenure's errors. Transport errors, timeouts, an empty reply and replies
+// meaning "not now" match [tenure.ErrUnavailable]: the write may or may not
+// have been made. A closed client matches [tenure.ErrClosed]. Any other
+// server error (WRONGTYPE, ACL refusals) is returned wrapped.
+func interpretError(op string, err error) error {
+	if errors.Is(err, redis.ErrClosed) {
+		return fmt.Errorf("redisfence: %s: %w: the go-redis client was closed: %w", op, tenure.ErrClosed, err)
+	}
+	var rerr redis.Error
+	if errors.Is(err, redis.Nil) || !errors.As(err, &rerr) {
+		return fmt.Errorf("redisfence: %s: %w (the write may have been made): %w", op, tenure.ErrUnavailable, err)
+	}
+	for _, p := range []string{"LOADING", "BUSY", "READONLY", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", "NOREPLICAS", "OOM", "ERR max number of clients"} {
+		if strings.HasPrefix(rerr.Error(), p) {
+			return fmt.Errorf("redisfence: %s: %w (the write may have been made): %w", op, tenure.ErrUnavailable, err)
+		}
+	}
+	return fmt.Errorf("redisfence: %s: %w", op, err)
+}
+
+// unexpectedReply reports a script reply of the wrong shape.
+func unexpectedReply(op string, reply any) error {
+	return fmt.Errorf("redisfence: %s: %w: unexpected reply %v from the server; does another program write the fence key?",
+		op, tenure.ErrUnavailable, reply)
+}

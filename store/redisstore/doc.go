@@ -1,0 +1,153 @@
+// Package redisstore is the Redis [tenure.Store] for a single Redis server
+// (or the primary that Sentinel names). It also implements
+// [tenure.Notifier] and [tenure.Lister].
+//
+//	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379", ContextTimeoutEnabled: true})
+//	store, err := redisstore.New(rdb, redisstore.Config{})
+//
+// Set ContextTimeoutEnabled: without it go-redis ignores the deadline of a
+// call's context and waits up to its ReadTimeout (3 s by default), which
+// delays the client's reaction to an unreachable server.
+//
+// The store needs Redis 5 or later (scripts that read TIME and write); the
+// tests run against Redis 7.0. Redis Cluster and Ring clients are refused:
+// a store needs one token counter on one primary. Multi-server Redlock is
+// deliberately not offered: it has no single counter that only goes up, so
+// it cannot hand out fencing tokens.
+//
+// # Keys
+//
+// With the default [Config.KeyPrefix] "tenure:" ([Store.Keys] names them):
+//
+//   - tenure:lease:<name>: the lease's record, a hash with the fields
+//     label, instance, token, seq, acquired_s and acquired_us (the
+//     server's TIME when the tenure began) and released ("0" or "1"). It
+//     names the current or last tenure and never expires: Get and List
+//     report expired and released leases from it.
+//   - tenure:held:<name>: exists while the lease is held; a string holding
+//     the tenure's token, whose TTL (PX, milliseconds) is the lease's
+//     expiry.
+//   - tenure:token: the token counter, never deleted.
+//   - tenure:notify: the pub/sub channel of releases and takeovers; the
+//     message is the lease name.
+//
+// Nothing else is written, and nothing but these scripts may write these
+// keys. Run the server with maxmemory-policy noeviction: any other policy
+// may evict held keys (they have a TTL), ending leases early, and an
+// allkeys-* policy may evict the counter and the records too, restarting
+// tokens (see below).
+//
+// # Clock
+//
+// The store owns time (promise P1): a lease is held exactly while its held
+// key exists, and Redis expires keys by the server's clock. Every decision
+// is taken inside one Lua script, during which Redis holds its clock still,
+// so a script sees one consistent now for every lease it touches. TTLs are
+// whole milliseconds, rounded up; remaining times come from PTTL.
+//
+// Redis stores expiries as absolute times of the server's wall clock. A
+// wall-clock step forward on the server ends leases early (holders lose
+// them: the cheap side); a step back extends them. A replica does not
+// expire keys by itself but waits for its primary's deletions; after a
+// failover the promoted replica's clock decides.
+//
+// # Tokens
+//
+// Every new tenure takes its token from INCR on the one counter of the
+// prefix, shared by every lease name, in the same script that grants it, so
+// a token is greater than every token handed out before it (promise P2).
+// A renewal keeps the token and advances seq. Release deletes only the held
+// key, when holder and token match, and keeps the record and the counter.
+// As a second line, the record's last token is a floor: when the counter
+// is missing (deleted, evicted) the next tenure of a name that has a record
+// still gets a greater token than that name's last. Tokens are exact below
+// 2^53 (Lua numbers are doubles), far beyond any count of tenures.
+//
+// # Operations
+//
+// [Store.Acquire], [Store.Renew] and [Store.Release] are each one Lua
+// script (scripts/*.lua, embedded) and one round trip; go-redis sends
+// EVALSHA and falls back to EVAL when the server answers NOSCRIPT (after a
+// restart or SCRIPT FLUSH). Renew sends the whole batch, up to
+// [tenure.MaxRenewBatch] leases, as one script call, which the server runs
+// without serving anyone else: on a small two-core machine a batch of
+// 10,000 leases takes about 170 ms end to end (17 microseconds per lease),
+// more on a loaded one. [Store.Get] is one read-only script; [Store.List]
+// finds the records with SCAN and reads them 1,000 per script call.
+//
+// # Notifications
+//
+// The release script and the acquire script (when it takes over a lease
+// that expired) PUBLISH the lease name on [Keys.Channel], inside the same
+// atomic step. [Store.Listen] subscribes on a connection of its own and
+// subscribes again, with backoff, when that connection fails. Redis keeps
+// no message for a subscriber that is away: one lost while reconnecting
+// only delays followers until the expiry they were told.
+//
+// # Restarts and failovers: tokens that go backwards
+//
+// Redis acknowledges a write before it is on disk unless the server runs
+// with appendonly yes and appendfsync always. With appendfsync everysec
+// (the usual setting) a crash loses about the last second of writes; with
+// RDB snapshots only, everything since the last snapshot; without
+// persistence, everything. Replication is asynchronous, so a failover to a
+// replica loses what the replica had not received. Each script's writes
+// are persisted and replicated as one unit, so a lease and its token are
+// lost together, but the counter can come back lower than tokens already
+// handed out. The next tenures then get tokens that were handed out before:
+// a holder that has not yet noticed it lost its lease (a paused process)
+// and a new holder can carry the same token, and a fence that accepts
+// equal tokens lets both write. That breaks promise P2.
+//
+// What the store detects: every [Store] remembers, in memory, the greatest
+// token the server reported to it (in grants, in [tenure.HeldError], in
+// renewal results, in Get and List). A grant whose token is not greater
+// than the greatest seen before the request was sent can only come from a
+// counter that went backwards. Acquire then refuses it: it gives the
+// tenure back, raises the counter to the greatest token seen plus
+// [CounterRepairMargin], and fails with an error matching
+// [ErrTokenWentBackwards] (not [tenure.ErrUnavailable]). The next
+// acquisition gets a token above everything this store saw. Renewals of
+// leases the server lost fail by themselves (the lease is absent, or held
+// by another tenure), so a holder stands down on its next renewal.
+//
+// What it cannot detect: a store that never saw the lost tokens (one made
+// after the loss, in a new process or the same one) takes the lower tokens
+// as genuine. A holder whose lease was lost
+// keeps believing it leads until its next renewal, at most one renew
+// interval, and may write with its token meanwhile; a resource fence that
+// saw a greater token refuses such a write only if the fence survived.
+//
+// What to do: run Redis with appendonly yes and appendfsync always when
+// leases guard work that must not run twice, and do not fail over to an
+// asynchronous replica without raising the counter. After any unclean
+// restart or failover, raise the counter above every token that may have
+// been handed out: above the greatest token any fence recorded, or simply
+// by a wide margin (redis-cli INCRBY tenure:token 1000000). Raising it is
+// always safe; tokens only need to grow.
+//
+// # Failure modes
+//
+//   - A call whose reply does not arrive (connection cut, timeout, context
+//     deadline, server restart) fails with an error matching
+//     [tenure.ErrUnavailable]: it may have been applied. So do replies that
+//     mean "not now" (LOADING, BUSY, READONLY during a failover,
+//     MASTERDOWN, OOM, too many clients). The client treats the outcome as
+//     unknown (promise P3).
+//   - go-redis retries a command after a network error (Options.MaxRetries,
+//     3 by default). A retried script that had been applied shows up as a
+//     lease held by the caller's own holder (Acquire) or as a seq mismatch
+//     (Renew); the client treats both as loss, the safe side.
+//   - A closed go-redis client fails calls with [tenure.ErrClosed]. ACL
+//     refusals and keys of another type under the prefix come back as
+//     errors that say so. Under ACLs the client's user needs EVAL, EVALSHA,
+//     SCAN and SUBSCRIBE, and the commands the scripts call (HMGET, HSET,
+//     HINCRBY, GET, SET, INCR, DEL, PTTL, PEXPIRE, TIME, PUBLISH), on the
+//     store's keys and channel.
+//   - Input outside the limits fails with [tenure.ErrInvalid] before
+//     anything is sent. After [Store.Close] every call fails with
+//     [tenure.ErrClosed]; Close leaves the go-redis client open.
+//
+// Package [github.com/tenure-dev/tenure/fence/redisfence] is the resource
+// side: fenced writes to Redis keys.
+package redisstore

@@ -1,0 +1,113 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tenure-dev/tenure"
+)
+
+const (
+	// Backoff between attempts to (re)subscribe.
+	listenBackoffMin = 50 * time.Millisecond
+	listenBackoffMax = 5 * time.Second
+	// listenIdle is how long a subscription may stay silent before Listen
+	// pings the server; a second silence as long after the ping means the
+	// connection is dead, and Listen subscribes anew.
+	listenIdle = 15 * time.Second
+)
+
+// Listen implements [tenure.Notifier.Listen]. It subscribes to the store's
+// channel ([Keys.Channel]) on a connection of its own and calls notify on
+// the calling goroutine with the lease name of every release and every
+// takeover of an expired lease, as the scripts publish them. When the
+// connection fails, or stays silent for 15 s and does not answer a ping,
+// Listen subscribes again on a new connection after a backoff growing from
+// 50ms to 5s; messages published in between are lost (Redis pub/sub keeps
+// nothing), which only delays followers until the expiry they were told.
+//
+// Listen returns ctx's error when ctx is done and an error matching
+// [tenure.ErrClosed] when the store is closed.
+func (s *Store) Listen(ctx context.Context, notify func(name string)) error {
+	if notify == nil {
+		return fmt.Errorf("redisstore: listen: %w: notify function is nil", tenure.ErrInvalid)
+	}
+	if s.closed.Load() {
+		return closedError("listen")
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(s.done, cancel)
+	defer stop()
+
+	backoff := listenBackoffMin
+	for {
+		start := time.Now()
+		worked := s.listenOnce(ctx, notify)
+		if ctx.Err() != nil {
+			if s.closed.Load() {
+				return closedError("listen")
+			}
+			return ctx.Err()
+		}
+		if worked && time.Since(start) > listenBackoffMax {
+			// A subscription that served for a while earns a quick retry;
+			// one that keeps dying at once backs off.
+			backoff = listenBackoffMin
+		}
+		wait := backoff/2 + rand.N(backoff/2+1)
+		backoff = min(2*backoff, listenBackoffMax)
+		timer := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+		case <-timer.C:
+		}
+	}
+}
+
+// listenOnce subscribes on a new connection and delivers messages until
+// the connection fails, goes silent, or ctx is done. It reports whether
+// the subscription worked at all, so the caller can reset its backoff.
+func (s *Store) listenOnce(ctx context.Context, notify func(name string)) bool {
+	ps := s.client.Subscribe(ctx, s.keys.Channel)
+	// Receiving does not watch ctx; closing the subscription ends it.
+	stop := context.AfterFunc(ctx, func() { _ = ps.Close() })
+	defer func() {
+		if stop() {
+			_ = ps.Close() // The subscription is being dropped; nothing is left to report to.
+		}
+	}()
+	worked := false
+	pinged := false
+	for {
+		msg, err := ps.ReceiveTimeout(ctx, listenIdle)
+		switch {
+		case err == nil:
+			worked = true
+			pinged = false
+			if m, ok := msg.(*redis.Message); ok {
+				notify(m.Payload)
+			}
+		case isTimeout(err) && !pinged && ctx.Err() == nil:
+			if ps.Ping(ctx) != nil {
+				return worked
+			}
+			pinged = true
+		default:
+			return worked
+		}
+	}
+}
+
+// isTimeout reports whether err is a network timeout.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}

@@ -1,0 +1,647 @@
+package redisstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tenure-dev/tenure"
+	"github.com/tenure-dev/tenure/internal/faultnet"
+	"github.com/tenure-dev/tenure/internal/testutil"
+	"github.com/tenure-dev/tenure/store/redisstore"
+	"github.com/tenure-dev/tenure/store/redisstore/redisstoretest"
+)
+
+// eventTimeout bounds every wait for an event.
+const eventTimeout = 10 * time.Second
+
+// testBundle is a store on a key prefix of its own and the client under it.
+type testBundle struct {
+	client *redis.Client
+	store  *redisstore.Store
+	keys   redisstore.Keys
+}
+
+// setup returns a store on the shared server with a fresh prefix whose
+// keys are deleted when the test ends.
+func setup(t *testing.T) *testBundle {
+	t.Helper()
+	c := redisstoretest.Client(t)
+	s := newStore(t, c, redisstoretest.Prefix(t, c))
+	return &testBundle{client: c, store: s, keys: s.Keys()}
+}
+
+func newStore(t *testing.T, c redisstore.Client, prefix string) *redisstore.Store {
+	t.Helper()
+	s, err := redisstore.New(c, redisstore.Config{KeyPrefix: prefix})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, s.Close()) })
+	return s
+}
+
+func acquire(t *testing.T, s tenure.Store, name string, h tenure.Holder, ttl time.Duration) tenure.Grant {
+	t.Helper()
+	g, err := s.Acquire(t.Context(), tenure.AcquireParams{Name: name, Holder: h, TTL: ttl})
+	require.NoError(t, err, "acquire %q", name)
+	return g
+}
+
+func release(t *testing.T, s tenure.Store, g tenure.Grant) {
+	t.Helper()
+	require.NoError(t, s.Release(t.Context(), tenure.ReleaseParams{Name: g.Name, Holder: g.Holder, Token: g.Token}))
+}
+
+func TestConfig(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct {
+		cfg     redisstore.Config
+		wantErr string
+		want    redisstore.Keys
+	}{
+		"Defaults":      {want: redisstore.Keys{Prefix: "tenure:", Counter: "tenure:token", Channel: "tenure:notify"}},
+		"Custom":        {cfg: redisstore.Config{KeyPrefix: "app/"}, want: redisstore.Keys{Prefix: "app/", Counter: "app/token", Channel: "app/notify"}},
+		"LongestPrefix": {cfg: redisstore.Config{KeyPrefix: strings.Repeat("p", redisstore.MaxKeyPrefixLen)}},
+		"GlobAndUTF8":   {cfg: redisstore.Config{KeyPrefix: `ünï*?[a]\:`}},
+		"TooLong":       {cfg: redisstore.Config{KeyPrefix: strings.Repeat("p", redisstore.MaxKeyPrefixLen+1)}, wantErr: "KeyPrefix"},
+		"Control":       {cfg: redisstore.Config{KeyPrefix: "a\nb"}, wantErr: "control character"},
+		"NUL":           {cfg: redisstore.Config{KeyPrefix: "a\x00b"}, wantErr: "control character"},
+		"InvalidUTF8":   {cfg: redisstore.Config{KeyPrefix: "a\xffb"}, wantErr: "UTF-8"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			keys, err := tc.cfg.Keys()
+			c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never dialled
+			t.Cleanup(func() { _ = c.Close() })
+			_, newErr := redisstore.New(c, tc.cfg)
+			if tc.wantErr != "" {
+				require.ErrorIs(t, err, tenure.ErrInvalid)
+				require.ErrorContains(t, err, tc.wantErr)
+				require.ErrorIs(t, newErr, tenure.ErrInvalid, "New validates the config")
+				return
+			}
+			require.NoError(t, err)
+			require.NoError(t, newErr)
+			if tc.want != (redisstore.Keys{}) {
+				require.Equal(t, tc.want, keys)
+			}
+			require.Equal(t, keys.Prefix+"lease:job", keys.Record("job"))
+			require.Equal(t, keys.Prefix+"held:job", keys.Held("job"))
+		})
+	}
+}
+
+func TestNew(t *testing.T) {
+	t.Parallel()
+	cluster := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}})
+	t.Cleanup(func() { _ = cluster.Close() })
+	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": "127.0.0.1:1"}})
+	t.Cleanup(func() { _ = ring.Close() })
+	for name, c := range map[string]redisstore.Client{
+		"Nil":      nil,
+		"TypedNil": (*redis.Client)(nil),
+		"Cluster":  cluster,
+		"Ring":     ring,
+	} {
+		_, err := redisstore.New(c, redisstore.Config{})
+		require.ErrorIs(t, err, tenure.ErrInvalid, name)
+	}
+}
+
+// TestKeyLayout checks the keys and the channel the package documentation
+// describes, and that nothing else is written.
+func TestKeyLayout(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := t.Context()
+	name := "job:" + testutil.UniqueName(t)
+	ps := b.client.Subscribe(ctx, b.keys.Channel)
+	t.Cleanup(func() { _ = ps.Close() })
+	_, err := ps.Receive(ctx) // the subscription's confirmation
+	require.NoError(t, err)
+
+	g := acquire(t, b.store, name, testutil.Holder(t, "holder"), time.Minute)
+	tok := strconv.FormatInt(int64(g.Token), 10)
+	rec, err := b.client.HGetAll(ctx, b.keys.Record(name)).Result()
+	require.NoError(t, err)
+	require.Equal(t, g.Holder.Label, rec["label"])
+	require.Equal(t, g.Holder.Instance, rec["instance"])
+	require.Equal(t, tok, rec["token"])
+	require.Equal(t, "1", rec["seq"])
+	require.Equal(t, "0", rec["released"])
+	require.NotEmpty(t, rec["acquired_s"])
+	require.NotEmpty(t, rec["acquired_us"])
+	require.Len(t, rec, 7)
+	require.Equal(t, tok, b.client.Get(ctx, b.keys.Held(name)).Val(), "the held key holds the token")
+	pttl := b.client.PTTL(ctx, b.keys.Held(name)).Val()
+	require.Positive(t, pttl)
+	require.LessOrEqual(t, pttl, time.Minute, "the held key's TTL is the expiry")
+	require.Equal(t, tok, b.client.Get(ctx, b.keys.Counter).Val())
+
+	release(t, b.store, g)
+	msgCtx, cancel := context.WithTimeout(ctx, eventTimeout)
+	defer cancel()
+	msg, err := ps.ReceiveMessage(msgCtx)
+	require.NoError(t, err)
+	require.Equal(t, b.keys.Channel, msg.Channel)
+	require.Equal(t, name, msg.Payload, "a release is announced with the lease name")
+
+	require.Zero(t, b.client.Exists(ctx, b.keys.Held(name)).Val(), "release deletes the held key")
+	require.Equal(t, "1", b.client.HGet(ctx, b.keys.Record(name), "released").Val())
+	require.Equal(t, tok, b.client.Get(ctx, b.keys.Counter).Val(), "release keeps the counter")
+	keys, err := b.client.Keys(ctx, b.keys.Prefix+"*").Result()
+	require.NoError(t, err)
+	slices.Sort(keys)
+	require.Equal(t, []string{b.keys.Record(name), b.keys.Counter}, keys, "nothing else is written")
+}
+
+// commandLog records the commands a client sends.
+type commandLog struct {
+	mu    sync.Mutex
+	names []string
+}
+
+func (l *commandLog) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (l *commandLog) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		l.mu.Lock()
+		l.names = append(l.names, cmd.Name())
+		l.mu.Unlock()
+		return next(ctx, cmd)
+	}
+}
+
+func (l *commandLog) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		l.mu.Lock()
+		l.names = append(l.names, "pipeline")
+		l.mu.Unlock()
+		return next(ctx, cmds)
+	}
+}
+
+func (l *commandLog) take() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	names := l.names
+	l.names = nil
+	return names
+}
+
+func TestRenewIsOneRoundTrip(t *testing.T) {
+	t.Parallel()
+	c := redisstoretest.Client(t)
+	log := &commandLog{}
+	c.AddHook(log)
+	s := newStore(t, c, redisstoretest.Prefix(t, c))
+	holder := testutil.Holder(t, "holder")
+	ps := make([]tenure.RenewParams, 500)
+	for i := range ps {
+		g := acquire(t, s, fmt.Sprintf("lease-%03d", i), holder, time.Minute)
+		ps[i] = tenure.RenewParams{Name: g.Name, Holder: g.Holder, Token: g.Token, Seq: g.Seq, TTL: time.Minute}
+	}
+	renew := func() {
+		rs, err := s.Renew(t.Context(), ps)
+		require.NoError(t, err)
+		for i, r := range rs {
+			require.True(t, r.Renewed)
+			ps[i].Seq = r.Grant.Seq
+		}
+	}
+	renew() // loads the script into the server's cache if it is not there yet
+	log.take()
+	for round := range 3 {
+		renew()
+		require.Equal(t, []string{"evalsha"}, log.take(), "renewal round %d of %d leases", round, len(ps))
+	}
+}
+
+func TestList(t *testing.T) {
+	t.Parallel()
+
+	// More leases than one read chunk.
+	t.Run("Many", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		holder := testutil.Holder(t, "holder")
+		const n = 1500
+		for i := range n {
+			acquire(t, b.store, fmt.Sprintf("lease-%04d", n-1-i), holder, time.Minute)
+		}
+		records, err := b.store.List(t.Context())
+		require.NoError(t, err)
+		require.Len(t, records, n)
+		for i, r := range records {
+			require.Equal(t, fmt.Sprintf("lease-%04d", i), r.Name)
+			require.Equal(t, tenure.StateHeld, r.State)
+		}
+	})
+
+	// A prefix full of glob characters lists only its own leases, not those
+	// of a prefix the unescaped pattern would match.
+	t.Run("GlobPrefix", func(t *testing.T) {
+		t.Parallel()
+		c := redisstoretest.Client(t)
+		base := redisstoretest.Prefix(t, c)
+		weird := newStore(t, c, base+`x*?[a]\:`)
+		plain := newStore(t, c, base+"xyza:")
+		holder := testutil.Holder(t, "holder")
+		acquire(t, weird, "mine", holder, time.Minute)
+		acquire(t, plain, "theirs", holder, time.Minute)
+
+		records, err := weird.List(t.Context())
+		require.NoError(t, err)
+		require.Len(t, records, 1)
+		require.Equal(t, "mine", records[0].Name)
+		r, err := weird.Get(t.Context(), "mine")
+		require.NoError(t, err)
+		require.Equal(t, tenure.StateHeld, r.State)
+	})
+}
+
+// TestCounterDeleted deletes the token counter, as an eviction or a
+// careless DEL would: the lease's record keeps the token of its last tenure
+// as a floor, and a store that saw greater tokens refuses a grant below
+// them.
+func TestCounterDeleted(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := t.Context()
+	holder := testutil.Holder(t, "holder")
+	first := acquire(t, b.store, "first", holder, time.Minute)
+	release(t, b.store, first)
+	var seen tenure.Token
+	for i := range 4 {
+		g := acquire(t, b.store, fmt.Sprintf("other-%d", i), holder, time.Minute)
+		seen = g.Token
+	}
+	require.NoError(t, b.client.Del(ctx, b.keys.Counter).Err())
+
+	fresh := newStore(t, b.client, b.keys.Prefix)
+	again := acquire(t, fresh, "first", holder, time.Minute)
+	require.Greater(t, again.Token, first.Token, "the record's token is a floor for its own name")
+
+	_, err := b.store.Acquire(ctx, tenure.AcquireParams{Name: "new", Holder: holder, TTL: time.Minute})
+	requireWentBackwards(t, err)
+	r, err := b.store.Get(ctx, "new")
+	require.NoError(t, err)
+	require.Equal(t, tenure.StateReleased, r.State, "the refused tenure was given back")
+	require.LessOrEqual(t, r.Token, seen)
+
+	next := acquire(t, b.store, "new", holder, time.Minute)
+	require.Greater(t, next.Token, seen+redisstore.CounterRepairMargin-1, "the counter was raised past every token the store saw")
+}
+
+func requireWentBackwards(t *testing.T, err error) {
+	t.Helper()
+	require.ErrorIs(t, err, redisstore.ErrTokenWentBackwards)
+	require.NotErrorIs(t, err, tenure.ErrUnavailable, "a token that went backwards is not a retriable outage")
+	require.NotErrorIs(t, err, tenure.ErrHeld)
+	require.NotErrorIs(t, err, tenure.ErrInvalid)
+	require.NotErrorIs(t, err, tenure.ErrClosed)
+}
+
+// TestRestartWithoutPersistence crashes a server that persists nothing:
+// the counter starts again at 0. Stores that saw greater tokens refuse the
+// next grant; a store that never saw them cannot tell.
+func TestRestartWithoutPersistence(t *testing.T) {
+	t.Parallel()
+	srv := redisstoretest.StartServer(t, redisstoretest.ServerConfig{})
+	c := srv.Client(t)
+	ctx := t.Context()
+	prefix := "tenure_test:" + testutil.UniqueName(t) + ":"
+	leader := newStore(t, c, prefix)
+	follower := newStore(t, c, prefix)
+	a, b := testutil.Holder(t, "a"), testutil.Holder(t, "b")
+
+	for range 3 {
+		release(t, leader, acquire(t, leader, "job", a, time.Minute))
+	}
+	held := acquire(t, leader, "job", a, time.Minute)
+	_, err := follower.Acquire(ctx, tenure.AcquireParams{Name: "job", Holder: b, TTL: time.Minute})
+	var heldErr *tenure.HeldError
+	require.ErrorAs(t, err, &heldErr)
+	require.Equal(t, held.Token, heldErr.Token, "the follower has seen the holder's token")
+
+	srv.Restart(t)
+
+	rs, err := leader.Renew(ctx, []tenure.RenewParams{{Name: "job", Holder: a, Token: held.Token, Seq: held.Seq, TTL: time.Minute}})
+	require.NoError(t, err)
+	require.False(t, rs[0].Renewed, "the lease was lost with the server's data")
+	require.Equal(t, tenure.Grant{Name: "job"}, rs[0].Grant)
+
+	_, err = follower.Acquire(ctx, tenure.AcquireParams{Name: "job", Holder: b, TTL: time.Minute})
+	requireWentBackwards(t, err)
+	require.ErrorContains(t, err, fmt.Sprintf("already seen token %d", held.Token))
+	r, err := follower.Get(ctx, "job")
+	require.NoError(t, err)
+	require.Equal(t, tenure.StateReleased, r.State, "the refused tenure was given back")
+	require.Less(t, r.Token, held.Token)
+
+	next := acquire(t, leader, "job", a, time.Minute)
+	require.Greater(t, next.Token, held.Token, "after the repair the next tenure's token exceeds the lost ones")
+	release(t, leader, next)
+
+	// A second crash. A store made now has seen no token: it cannot tell
+	// that the counter went backwards, and hands out a token that was
+	// handed out before. This is what appendfsync always prevents.
+	srv.Restart(t)
+	newcomer := newStore(t, c, prefix)
+	reused := acquire(t, newcomer, "job", b, time.Minute)
+	require.LessOrEqual(t, reused.Token, next.Token, "a store without memory of the lost tokens cannot detect their reuse")
+
+	_, err = leader.Acquire(ctx, tenure.AcquireParams{Name: "other", Holder: a, TTL: time.Minute})
+	requireWentBackwards(t, err)
+}
+
+// TestRestartWithAppendfsyncAlways crashes a server that syncs every write
+// to its append-only file: leases, seq and counter survive.
+func TestRestartWithAppendfsyncAlways(t *testing.T) {
+	t.Parallel()
+	srv := redisstoretest.StartServer(t, redisstoretest.ServerConfig{AppendFsyncAlways: true})
+	c := srv.Client(t)
+	ctx := t.Context()
+	prefix := "tenure_test:" + testutil.UniqueName(t) + ":"
+	s := newStore(t, c, prefix)
+	a, b := testutil.Holder(t, "a"), testutil.Holder(t, "b")
+	g := acquire(t, s, "job", a, time.Minute)
+	rs, err := s.Renew(ctx, []tenure.RenewParams{{Name: "job", Holder: a, Token: g.Token, Seq: g.Seq, TTL: time.Minute}})
+	require.NoError(t, err)
+	require.True(t, rs[0].Renewed)
+
+	srv.Restart(t)
+
+	fresh := newStore(t, c, prefix)
+	r, err := fresh.Get(ctx, "job")
+	require.NoError(t, err)
+	require.Equal(t, tenure.StateHeld, r.State, "the lease survived the crash")
+	require.Equal(t, g.Token, r.Token)
+	require.Equal(t, int64(2), r.Seq)
+	rs, err = s.Renew(ctx, []tenure.RenewParams{{Name: "job", Holder: a, Token: g.Token, Seq: 2, TTL: time.Minute}})
+	require.NoError(t, err)
+	require.True(t, rs[0].Renewed, "the holder renews across the crash")
+	release(t, s, rs[0].Grant)
+
+	next := acquire(t, fresh, "job", b, time.Minute)
+	require.Greater(t, next.Token, g.Token, "the counter survived the crash")
+}
+
+// recorder collects the names a listener was told about.
+type recorder struct {
+	mu    sync.Mutex
+	names []string
+	wake  chan struct{}
+}
+
+func (r *recorder) notify(name string) {
+	r.mu.Lock()
+	r.names = append(r.names, name)
+	r.mu.Unlock()
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// wait waits up to d for name and reports whether it came.
+func (r *recorder) wait(name string, d time.Duration) bool {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	for {
+		r.mu.Lock()
+		seen := slices.Contains(r.names, name)
+		r.mu.Unlock()
+		if seen {
+			return true
+		}
+		select {
+		case <-r.wake:
+		case <-timer.C:
+			return false
+		}
+	}
+}
+
+// listen runs s.Listen until the test ends.
+func listen(t *testing.T, s *redisstore.Store) *recorder {
+	t.Helper()
+	r := &recorder{wake: make(chan struct{}, 1)}
+	ctx, cancel := context.WithCancel(context.WithoutCancel(t.Context()))
+	done := make(chan error, 1)
+	go func() { done <- s.Listen(ctx, r.notify) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			require.ErrorIs(t, err, context.Canceled)
+		case <-time.After(eventTimeout):
+			t.Errorf("Listen did not return within %s of its context ending", eventTimeout)
+		}
+	})
+	return r
+}
+
+// awaitListening releases leases of its own until the listener reports
+// one: a subscriber cannot say when it is subscribed, and messages
+// published before are lost.
+func awaitListening(t *testing.T, s *redisstore.Store, r *recorder) {
+	t.Helper()
+	holder := testutil.Holder(t, "probe")
+	deadline := time.Now().Add(eventTimeout)
+	for i := 0; time.Now().Before(deadline); i++ {
+		name := fmt.Sprintf("probe-%d", i)
+		g, err := s.Acquire(t.Context(), tenure.AcquireParams{Name: name, Holder: holder, TTL: time.Minute})
+		if err == nil {
+			err = s.Release(t.Context(), tenure.ReleaseParams{Name: name, Holder: holder, Token: g.Token})
+		}
+		// After an error the wait is a pause before the next try.
+		if heard := r.wait(name, 50*time.Millisecond); heard && err == nil {
+			return
+		}
+	}
+	t.Fatalf("the listener heard no release within %s", eventTimeout)
+}
+
+func TestListenReconnects(t *testing.T) {
+	t.Parallel()
+
+	t.Run("ConnectionCut", func(t *testing.T) {
+		t.Parallel()
+		direct := redisstoretest.Client(t)
+		proxy, err := faultnet.Listen(direct.Options().Addr)
+		require.NoError(t, err)
+		t.Cleanup(func() { require.NoError(t, proxy.Close()) })
+		c := redis.NewClient(&redis.Options{Addr: proxy.Addr(), DB: direct.Options().DB, ContextTimeoutEnabled: true})
+		t.Cleanup(func() { _ = c.Close() })
+		s := newStore(t, c, redisstoretest.Prefix(t, direct))
+		r := listen(t, s)
+		awaitListening(t, s, r)
+
+		before := proxy.Accepted()
+		proxy.Cut()
+		awaitListening(t, s, r)
+		require.Greater(t, proxy.Accepted(), before, "the listener connected anew")
+	})
+
+	t.Run("ServerRestart", func(t *testing.T) {
+		t.Parallel()
+		srv := redisstoretest.StartServer(t, redisstoretest.ServerConfig{})
+		s := newStore(t, srv.Client(t), "tenure_test:"+testutil.UniqueName(t)+":")
+		r := listen(t, s)
+		awaitListening(t, s, r)
+		srv.Restart(t)
+		awaitListening(t, s, r)
+	})
+}
+
+func TestUnavailable(t *testing.T) {
+	t.Parallel()
+
+	t.Run("ServerDown", func(t *testing.T) {
+		t.Parallel()
+		srv := redisstoretest.StartServer(t, redisstoretest.ServerConfig{})
+		// A pool whose every connection failed to dial starts a goroutine
+		// that probes the server once a second and outlives Close by up
+		// to a second: keep the failures below the pool's size.
+		c := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true, PoolSize: 1000, DialerRetries: 1})
+		t.Cleanup(func() { _ = c.Close() })
+		s := newStore(t, c, "tenure_test:"+testutil.UniqueName(t)+":")
+		g := acquire(t, s, "job", testutil.Holder(t, "a"), time.Minute)
+		srv.Stop()
+		requireUnavailable(t, s, g, 5*time.Second)
+	})
+
+	t.Run("BlackHole", func(t *testing.T) {
+		t.Parallel()
+		direct := redisstoretest.Client(t)
+		proxy, err := faultnet.Listen(direct.Options().Addr)
+		require.NoError(t, err)
+		t.Cleanup(func() { require.NoError(t, proxy.Close()) })
+		c := redis.NewClient(&redis.Options{Addr: proxy.Addr(), DB: direct.Options().DB, ContextTimeoutEnabled: true})
+		t.Cleanup(func() { _ = c.Close() })
+		s := newStore(t, c, redisstoretest.Prefix(t, direct))
+		g := acquire(t, s, "job", testutil.Holder(t, "a"), time.Minute)
+		proxy.BlackHole()
+		t.Cleanup(proxy.Restore)
+		requireUnavailable(t, s, g, 300*time.Millisecond)
+	})
+}
+
+// requireUnavailable checks that every call fails with ErrUnavailable
+// within its context's deadline of d.
+func requireUnavailable(t *testing.T, s *redisstore.Store, g tenure.Grant, d time.Duration) {
+	t.Helper()
+	for name, call := range map[string]func(ctx context.Context) error{
+		"Acquire": func(ctx context.Context) error {
+			_, err := s.Acquire(ctx, tenure.AcquireParams{Name: "other", Holder: g.Holder, TTL: time.Minute})
+			return err
+		},
+		"Renew": func(ctx context.Context) error {
+			_, err := s.Renew(ctx, []tenure.RenewParams{{Name: g.Name, Holder: g.Holder, Token: g.Token, Seq: g.Seq, TTL: time.Minute}})
+			return err
+		},
+		"Release": func(ctx context.Context) error {
+			return s.Release(ctx, tenure.ReleaseParams{Name: g.Name, Holder: g.Holder, Token: g.Token})
+		},
+		"Get": func(ctx context.Context) error {
+			_, err := s.Get(ctx, g.Name)
+			return err
+		},
+		"List": func(ctx context.Context) error {
+			_, err := s.List(ctx)
+			return err
+		},
+	} {
+		ctx, cancel := context.WithTimeout(t.Context(), d)
+		err := call(ctx)
+		cancel()
+		require.ErrorIs(t, err, tenure.ErrUnavailable, name)
+	}
+}
+
+func TestForeignKeys(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := t.Context()
+	require.NoError(t, b.client.Set(ctx, b.keys.Record("job"), "not a hash", 0).Err())
+	_, err := b.store.Get(ctx, "job")
+	require.Error(t, err)
+	require.NotErrorIs(t, err, tenure.ErrUnavailable)
+	require.ErrorContains(t, err, "another type")
+	_, err = b.store.Acquire(ctx, tenure.AcquireParams{Name: "job", Holder: testutil.Holder(t, "a"), TTL: time.Minute})
+	require.ErrorContains(t, err, "another type")
+}
+
+func TestClosedClient(t *testing.T) {
+	t.Parallel()
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	require.NoError(t, c.Close())
+	s := newStore(t, c, "")
+	_, err := s.Get(t.Context(), "job")
+	require.ErrorIs(t, err, tenure.ErrClosed)
+	require.ErrorContains(t, err, "go-redis client was closed")
+}
+
+// serverError is an error reply as go-redis reports it.
+type serverError string
+
+func (e serverError) Error() string { return string(e) }
+func (serverError) RedisError()     {}
+
+func TestInterpretError(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct {
+		err  error
+		want error  // the sentinel it must match, or nil for none
+		text string // what the message must say
+	}{
+		"Loading":      {err: serverError("LOADING Redis is loading the dataset in memory"), want: tenure.ErrUnavailable},
+		"ReadOnly":     {err: serverError("READONLY You can't write against a read only replica."), want: tenure.ErrUnavailable},
+		"Busy":         {err: serverError("BUSY Redis is busy running a script."), want: tenure.ErrUnavailable},
+		"MasterDown":   {err: serverError("MASTERDOWN Link with MASTER is down"), want: tenure.ErrUnavailable},
+		"OOM":          {err: serverError("OOM command not allowed when used memory > 'maxmemory'."), want: tenure.ErrUnavailable},
+		"MaxClients":   {err: serverError("ERR max number of clients reached"), want: tenure.ErrUnavailable},
+		"TryAgain":     {err: serverError("TRYAGAIN Multiple keys request during rehashing of slot"), want: tenure.ErrUnavailable},
+		"Nil":          {err: redis.Nil, want: tenure.ErrUnavailable},
+		"Deadline":     {err: context.DeadlineExceeded, want: tenure.ErrUnavailable},
+		"Canceled":     {err: fmt.Errorf("read: %w", context.Canceled), want: tenure.ErrUnavailable},
+		"EOF":          {err: io.EOF, want: tenure.ErrUnavailable},
+		"Dial":         {err: &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")}, want: tenure.ErrUnavailable},
+		"PoolTimeout":  {err: redis.ErrPoolTimeout, want: tenure.ErrUnavailable},
+		"ClientClosed": {err: redis.ErrClosed, want: tenure.ErrClosed},
+		"NoPerm":       {err: serverError("NOPERM User u has no permissions to run the 'evalsha' command"), text: "refused by the server"},
+		"NoAuth":       {err: serverError("NOAUTH Authentication required."), text: "refused by the server"},
+		"WrongPass":    {err: serverError("WRONGPASS invalid username-password pair"), text: "refused by the server"},
+		"WrongType":    {err: serverError("WRONGTYPE Operation against a key holding the wrong kind of value script: x"), text: "another type"},
+		"ScriptError":  {err: serverError("ERR user_script:1: Script attempted to access nonexistent global variable 'x'"), text: "nonexistent global"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			err := redisstore.InterpretError("get lease \"job\"", tc.err)
+			require.ErrorIs(t, err, tc.err, "the cause is kept")
+			require.ErrorContains(t, err, `redisstore: get lease "job"`)
+			for _, sentinel := range []error{tenure.ErrUnavailable, tenure.ErrClosed, tenure.ErrHeld, tenure.ErrInvalid} {
+				if sentinel == tc.want {
+					require.ErrorIs(t, err, sentinel)
+				} else {
+					require.NotErrorIs(t, err, sentinel)
+				}
+			}
+			if tc.text != "" {
+				require.ErrorContains(t, err, tc.text)
+			}
+		})
+	}
+	require.NoError(t, redisstore.InterpretError("get", nil))
+}

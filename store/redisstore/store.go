@@ -1,0 +1,477 @@
+package redisstore
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tenure-dev/tenure"
+)
+
+var (
+	_ tenure.Store    = (*Store)(nil)
+	_ tenure.Notifier = (*Store)(nil)
+	_ tenure.Lister   = (*Store)(nil)
+
+	_ Client = (*redis.Client)(nil)
+	_ Client = redis.UniversalClient(nil)
+)
+
+var (
+	//go:embed scripts/acquire.lua
+	acquireSrc string
+	//go:embed scripts/renew.lua
+	renewSrc string
+	//go:embed scripts/release.lua
+	releaseSrc string
+	//go:embed scripts/read.lua
+	readSrc string
+	//go:embed scripts/repair.lua
+	repairSrc string
+
+	acquireScript = redis.NewScript(acquireSrc)
+	renewScript   = redis.NewScript(renewSrc)
+	releaseScript = redis.NewScript(releaseSrc)
+	readScript    = redis.NewScript(readSrc)
+	repairScript  = redis.NewScript(repairSrc)
+)
+
+// CounterRepairMargin is how far above the greatest token it has seen a
+// [Store] raises the token counter after it caught the counter going
+// backwards (see [ErrTokenWentBackwards]), so that later tenures also
+// exceed tokens handed out before the loss that this store never saw, as
+// long as fewer than this many were lost.
+const CounterRepairMargin = 1 << 20
+
+const (
+	// readChunk is how many leases one read script call of [Store.List]
+	// reports on.
+	readChunk = 1000
+	// scanCount is the COUNT hint of each SCAN call of [Store.List].
+	scanCount = 1000
+	// repairTimeout bounds the repair after a token went backwards.
+	repairTimeout = 5 * time.Second
+)
+
+// Client is what the store needs of a go-redis client. A *redis.Client
+// satisfies it, connected to one server or, through
+// redis.NewFailoverClient, to the primary Sentinel names. Redis Cluster
+// and Ring clients are refused: a store needs one token counter on one
+// primary.
+type Client interface {
+	redis.Scripter
+	Subscribe(ctx context.Context, channels ...string) *redis.PubSub
+	Scan(ctx context.Context, cursor uint64, match string, count int64) *redis.ScanCmd
+}
+
+// Store is the Redis [tenure.Store], [tenure.Notifier] and [tenure.Lister].
+// It is safe for concurrent use. Create it with [New].
+type Store struct {
+	client Client
+	keys   Keys
+
+	// highest is the greatest token seen in any reply of the server: the
+	// one piece of memory the store keeps, to catch a counter that went
+	// backwards. It only grows.
+	highest atomic.Int64
+
+	closed atomic.Bool
+	// done is cancelled by Close; it ends every Listen.
+	done   context.Context
+	cancel context.CancelFunc
+}
+
+// New returns a Store using client, with the keys cfg names. It does not
+// touch the server. The store does not own client: [Store.Close] leaves it
+// open.
+//
+// Create the client with ContextTimeoutEnabled set, so that a call ends at
+// its context's deadline; without it go-redis waits up to its ReadTimeout
+// (3 s by default) whatever the context says.
+func New(client Client, cfg Config) (*Store, error) {
+	switch c := client.(type) {
+	case nil:
+		return nil, fmt.Errorf("redisstore: %w: client is nil; create one with redis.NewClient", tenure.ErrInvalid)
+	case *redis.Client:
+		if c == nil {
+			return nil, fmt.Errorf("redisstore: %w: client is nil; create one with redis.NewClient", tenure.ErrInvalid)
+		}
+	case *redis.ClusterClient, *redis.Ring:
+		return nil, fmt.Errorf("redisstore: %w: %T spreads keys over several primaries, but a store needs one token counter on one primary; connect a redis.Client to one server or use redis.NewFailoverClient",
+			tenure.ErrInvalid, client)
+	}
+	keys, err := cfg.Keys()
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{client: client, keys: keys}
+	s.done, s.cancel = context.WithCancel(context.Background())
+	return s, nil
+}
+
+// Keys returns the names of the store's keys and channel.
+func (s *Store) Keys() Keys { return s.keys }
+
+// Acquire implements [tenure.Store.Acquire] with one script call (one round
+// trip). A takeover of an expired lease is announced on the store's
+// channel. An error matching [tenure.ErrUnavailable] means it may have been
+// applied.
+//
+// When the server grants a token that is not greater than one this store
+// has already seen, Acquire refuses the grant: it gives the tenure back,
+// raises the counter above every token the store saw (a second round trip)
+// and fails with an error matching [ErrTokenWentBackwards].
+func (s *Store) Acquire(ctx context.Context, p tenure.AcquireParams) (tenure.Grant, error) {
+	if err := s.begin(ctx, "acquire"); err != nil {
+		return tenure.Grant{}, err
+	}
+	if err := p.Validate(); err != nil {
+		return tenure.Grant{}, fmt.Errorf("redisstore: acquire: %w", err)
+	}
+	op := fmt.Sprintf("acquire lease %q", p.Name)
+	floor := tenure.Token(s.highest.Load())
+	reply, err := acquireScript.Run(ctx, s.client,
+		[]string{s.keys.Record(p.Name), s.keys.Held(p.Name), s.keys.Counter},
+		p.Holder.Label, p.Holder.Instance, milliseconds(p.TTL), s.keys.Channel, p.Name,
+	).Slice()
+	if err != nil {
+		return tenure.Grant{}, interpretError(op, err)
+	}
+	var (
+		acquired int64
+		g        = tenure.Grant{Name: p.Name}
+		rem      int64
+	)
+	if !scan(reply, &acquired, &g.Holder.Label, &g.Holder.Instance, &g.Token, &g.Seq, &rem) {
+		return tenure.Grant{}, unexpectedReply(op, reply)
+	}
+	g.Remaining = time.Duration(rem) * time.Millisecond
+	s.observe(g.Token)
+	if acquired == 0 {
+		return tenure.Grant{}, &tenure.HeldError{
+			Name: p.Name, Holder: g.Holder, Token: g.Token, Seq: g.Seq, Remaining: g.Remaining,
+		}
+	}
+	if g.Token <= floor {
+		return tenure.Grant{}, s.refuse(ctx, op, p, g.Token, floor)
+	}
+	return g, nil
+}
+
+// refuse gives back a tenure granted with a token that went backwards and
+// raises the counter, and returns the error that says so.
+func (s *Store) refuse(ctx context.Context, op string, p tenure.AcquireParams, granted, seen tenure.Token) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), repairTimeout)
+	defer cancel()
+	raised := seen + CounterRepairMargin
+	counter, err := repairScript.Run(ctx, s.client,
+		[]string{s.keys.Record(p.Name), s.keys.Held(p.Name), s.keys.Counter},
+		p.Holder.Label, p.Holder.Instance, int64(granted), int64(raised), s.keys.Channel, p.Name,
+	).Int64()
+	if err != nil {
+		return fmt.Errorf("redisstore: %s: the server granted token %d, but this store had already seen token %d: %w (the server lost writes: a restart without appendfsync always, or a failover to a replica); the grant is refused, but giving it back and raising the counter failed (%v): raise %s above %d by hand, as the package documentation describes",
+			op, granted, seen, ErrTokenWentBackwards, interpretError("repair", err), s.keys.Counter, raised)
+	}
+	return fmt.Errorf("redisstore: %s: the server granted token %d, but this store had already seen token %d: %w (the server lost writes: a restart without appendfsync always, or a failover to a replica); the grant was refused and given back, and the counter raised to %d; check the server's persistence and the package documentation",
+		op, granted, seen, ErrTokenWentBackwards, counter)
+}
+
+// Renew implements [tenure.Store.Renew]: the whole batch (up to
+// [tenure.MaxRenewBatch] leases) is one script call and one round trip. An
+// error matching [tenure.ErrUnavailable] means some or all of the batch may
+// have been renewed.
+func (s *Store) Renew(ctx context.Context, ps []tenure.RenewParams) ([]tenure.RenewResult, error) {
+	if err := s.begin(ctx, "renew"); err != nil {
+		return nil, err
+	}
+	if err := tenure.ValidateRenewBatch(ps); err != nil {
+		return nil, fmt.Errorf("redisstore: renew: %w", err)
+	}
+	if len(ps) == 0 {
+		return []tenure.RenewResult{}, nil
+	}
+	keys := make([]string, 0, 2*len(ps))
+	args := make([]any, 0, 5*len(ps))
+	for _, p := range ps {
+		keys = append(keys, s.keys.Record(p.Name), s.keys.Held(p.Name))
+		args = append(args, p.Holder.Label, p.Holder.Instance, int64(p.Token), p.Seq, milliseconds(p.TTL))
+	}
+	op := fmt.Sprintf("renew %d leases", len(ps))
+	if len(ps) == 1 {
+		op = fmt.Sprintf("renew lease %q", ps[0].Name)
+	}
+	reply, err := renewScript.Run(ctx, s.client, keys, args...).Slice()
+	if err != nil {
+		return nil, interpretError(op, err)
+	}
+	results, ok := s.renewResults(ps, reply)
+	if !ok {
+		return nil, unexpectedReply(op, fmt.Sprintf("of %d elements for %d leases", len(reply), len(ps)))
+	}
+	return results, nil
+}
+
+// renewResults decodes the flat reply of renew.lua (its header describes
+// it) and reports whether it had that shape.
+func (s *Store) renewResults(ps []tenure.RenewParams, reply []any) ([]tenure.RenewResult, bool) {
+	results := make([]tenure.RenewResult, len(ps))
+	for i, p := range ps {
+		if len(reply) == 0 {
+			return nil, false
+		}
+		kind, ok := integer(reply[0])
+		if !ok {
+			return nil, false
+		}
+		g := tenure.Grant{Name: p.Name}
+		var rem int64
+		switch kind {
+		case 0:
+			reply = reply[1:]
+		case 1:
+			g.Holder, g.Token = p.Holder, p.Token
+			if len(reply) < 3 || !scan(reply[1:3], &g.Seq, &rem) {
+				return nil, false
+			}
+			reply = reply[3:]
+		case 2:
+			if len(reply) < 3 || !scan(reply[1:3], &g.Token, &g.Seq) {
+				return nil, false
+			}
+			reply = reply[3:]
+		case 3:
+			if len(reply) < 6 || !scan(reply[1:6], &g.Holder.Label, &g.Holder.Instance, &g.Token, &g.Seq, &rem) {
+				return nil, false
+			}
+			reply = reply[6:]
+		default:
+			return nil, false
+		}
+		g.Remaining = time.Duration(rem) * time.Millisecond
+		s.observe(g.Token)
+		results[i] = tenure.RenewResult{Renewed: kind == 1, Grant: g}
+	}
+	return results, len(reply) == 0
+}
+
+// Release implements [tenure.Store.Release] with one script call: it
+// deletes the held key when holder and token match, marks the record
+// released, keeps the token counter and announces the release on the
+// store's channel. An error matching [tenure.ErrUnavailable] means it may
+// have been applied.
+func (s *Store) Release(ctx context.Context, p tenure.ReleaseParams) error {
+	if err := s.begin(ctx, "release"); err != nil {
+		return err
+	}
+	if err := p.Validate(); err != nil {
+		return fmt.Errorf("redisstore: release: %w", err)
+	}
+	n, err := releaseScript.Run(ctx, s.client,
+		[]string{s.keys.Record(p.Name), s.keys.Held(p.Name)},
+		p.Holder.Label, p.Holder.Instance, int64(p.Token), s.keys.Channel, p.Name,
+	).Int64()
+	if err != nil {
+		return interpretError(fmt.Sprintf("release lease %q", p.Name), err)
+	}
+	if n == 0 {
+		return fmt.Errorf("redisstore: release of lease %q by %s with token %d refused: %w",
+			p.Name, p.Holder, p.Token, tenure.ErrNotHeld)
+	}
+	return nil
+}
+
+// Get implements [tenure.Store.Get] with one script call.
+func (s *Store) Get(ctx context.Context, name string) (tenure.Record, error) {
+	if err := s.begin(ctx, "get"); err != nil {
+		return tenure.Record{}, err
+	}
+	if err := tenure.ValidateName(name); err != nil {
+		return tenure.Record{}, fmt.Errorf("redisstore: get: %w", err)
+	}
+	records, err := s.read(ctx, fmt.Sprintf("get lease %q", name), []string{name})
+	if err != nil {
+		return tenure.Record{}, err
+	}
+	if len(records) == 0 {
+		return tenure.Record{}, fmt.Errorf("redisstore: lease %q: %w", name, tenure.ErrNotFound)
+	}
+	return records[0], nil
+}
+
+// List implements [tenure.Lister.List], ordered by name in byte order. It
+// finds the records with SCAN (one round trip per 1,000 keys or so) and
+// reads them 1,000 at a time; it is not one snapshot, so leases that change
+// while it runs are reported as they were when their chunk was read.
+func (s *Store) List(ctx context.Context) ([]tenure.Record, error) {
+	if err := s.begin(ctx, "list"); err != nil {
+		return nil, err
+	}
+	const op = "list leases"
+	skip := len(s.keys.Record(""))
+	seen := make(map[string]struct{})
+	var names []string
+	var cursor uint64
+	for {
+		keys, next, err := s.client.Scan(ctx, cursor, s.keys.recordPattern(), scanCount).Result()
+		if err != nil {
+			return nil, interpretError(op, err)
+		}
+		for _, k := range keys {
+			if len(k) < skip {
+				continue
+			}
+			n := k[skip:]
+			if _, dup := seen[n]; !dup {
+				seen[n] = struct{}{}
+				names = append(names, n)
+			}
+		}
+		if next == 0 {
+			break
+		}
+		cursor = next
+	}
+	slices.Sort(names)
+	records := make([]tenure.Record, 0, len(names))
+	for chunk := range slices.Chunk(names, readChunk) {
+		rs, err := s.read(ctx, op, chunk)
+		if err != nil {
+			return nil, err
+		}
+		records = append(records, rs...)
+	}
+	return records, nil
+}
+
+// read reports the leases names that exist, in the order given.
+func (s *Store) read(ctx context.Context, op string, names []string) ([]tenure.Record, error) {
+	keys := make([]string, 0, 2*len(names))
+	for _, n := range names {
+		keys = append(keys, s.keys.Record(n), s.keys.Held(n))
+	}
+	reply, err := readScript.Run(ctx, s.client, keys).Slice()
+	if err != nil {
+		return nil, interpretError(op, err)
+	}
+	if len(reply) != len(names) {
+		return nil, unexpectedReply(op, fmt.Sprintf("of %d results for %d leases", len(reply), len(names)))
+	}
+	records := make([]tenure.Record, 0, len(names))
+	for i, item := range reply {
+		var (
+			found, acqS, acqUS, state, rem int64
+			r                              = tenure.Record{Grant: tenure.Grant{Name: names[i]}}
+		)
+		if !scan(item, &found, &r.Holder.Label, &r.Holder.Instance, &r.Token, &r.Seq, &acqS, &acqUS, &state, &rem) {
+			return nil, unexpectedReply(op, item)
+		}
+		if found == 0 {
+			continue
+		}
+		r.State = tenure.State(state)
+		if r.State != tenure.StateHeld && r.State != tenure.StateExpired && r.State != tenure.StateReleased {
+			return nil, unexpectedReply(op, item)
+		}
+		s.observe(r.Token)
+		r.AcquiredAt = time.Unix(acqS, acqUS*int64(time.Microsecond))
+		r.Remaining = time.Duration(rem) * time.Millisecond
+		records = append(records, r)
+	}
+	return records, nil
+}
+
+// Close implements [tenure.Store.Close]: later calls fail with
+// [tenure.ErrClosed] and every [Store.Listen] returns. It leaves the
+// client open. Closing twice is harmless.
+func (s *Store) Close() error {
+	s.closed.Store(true)
+	s.cancel()
+	return nil
+}
+
+// begin refuses a call on a closed store or with a context that is already
+// done, before anything is attempted.
+func (s *Store) begin(ctx context.Context, op string) error {
+	if s.closed.Load() {
+		return closedError(op)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("redisstore: %s not attempted: %w: %w", op, tenure.ErrUnavailable, err)
+	}
+	return nil
+}
+
+// observe raises the greatest token seen to t.
+func (s *Store) observe(t tenure.Token) {
+	for {
+		cur := s.highest.Load()
+		if int64(t) <= cur || s.highest.CompareAndSwap(cur, int64(t)) {
+			return
+		}
+	}
+}
+
+// milliseconds is d in whole milliseconds, rounded up: the unit of PX.
+func milliseconds(d time.Duration) int64 {
+	ms := int64(d / time.Millisecond)
+	if d%time.Millisecond != 0 {
+		ms++
+	}
+	return ms
+}
+
+// scan copies the elements of a script's array reply into dst (each a
+// *string, *int64 or *tenure.Token) and reports whether the reply had that
+// shape.
+func scan(reply any, dst ...any) bool {
+	items, ok := reply.([]any)
+	if !ok || len(items) != len(dst) {
+		return false
+	}
+	for i, d := range dst {
+		switch d := d.(type) {
+		case *string:
+			switch v := items[i].(type) {
+			case string:
+				*d = v
+			case nil:
+				*d = ""
+			default:
+				return false
+			}
+		case *int64:
+			n, ok := integer(items[i])
+			if !ok {
+				return false
+			}
+			*d = n
+		case *tenure.Token:
+			n, ok := integer(items[i])
+			if !ok {
+				return false
+			}
+			*d = tenure.Token(n)
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// integer reads an integer reply, or a string holding one.
+func integer(v any) (int64, bool) {
+	switch v := v.(type) {
+	case int64:
+		return v, true
+	case string:
+		n, err := strconv.ParseInt(v, 10, 64)
+		return n, err == nil
+	}
+	return 0, false
+}
