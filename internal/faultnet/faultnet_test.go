@@ -1,0 +1,266 @@
+package faultnet_test
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tenure-dev/tenure/internal/faultnet"
+	"github.com/tenure-dev/tenure/internal/testutil"
+)
+
+func TestMain(m *testing.M) { testutil.VerifyTestMain(m) }
+
+// quiet is how long a test listens to make sure nothing arrives. Absence can
+// only be observed for a bounded time; nothing waits on it for an event.
+const quiet = 150 * time.Millisecond
+
+// patience bounds every wait for something that must happen.
+const patience = 10 * time.Second
+
+// echoServer answers every line with the same line, until the test ends.
+func echoServer(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		conns []net.Conn
+	)
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+			wg.Go(func() {
+				_, _ = io.Copy(c, c) // Ends when either side closes.
+				_ = c.Close()
+			})
+		}
+	})
+	t.Cleanup(func() {
+		_ = ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	return ln.Addr().String()
+}
+
+func newProxy(t *testing.T, target string) *faultnet.Proxy {
+	t.Helper()
+	p, err := faultnet.Listen(target)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, p.Close()) })
+	return p
+}
+
+type client struct {
+	t    *testing.T
+	conn net.Conn
+	r    *bufio.Reader
+}
+
+func dial(t *testing.T, p *faultnet.Proxy) *client {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", p.Addr(), patience)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	return &client{t: t, conn: c, r: bufio.NewReader(c)}
+}
+
+func (c *client) send(line string) {
+	c.t.Helper()
+	require.NoError(c.t, c.conn.SetWriteDeadline(time.Now().Add(patience)))
+	_, err := io.WriteString(c.conn, line+"\n")
+	require.NoError(c.t, err)
+}
+
+// expect reads the next line, waiting up to patience.
+func (c *client) expect(line string) {
+	c.t.Helper()
+	require.NoError(c.t, c.conn.SetReadDeadline(time.Now().Add(patience)))
+	got, err := c.r.ReadString('\n')
+	require.NoError(c.t, err)
+	require.Equal(c.t, line+"\n", got)
+}
+
+// expectNothing checks that nothing arrives for a while.
+func (c *client) expectNothing() {
+	c.t.Helper()
+	require.NoError(c.t, c.conn.SetReadDeadline(time.Now().Add(quiet)))
+	got, err := c.r.ReadString('\n')
+	require.ErrorIs(c.t, err, os.ErrDeadlineExceeded, "received %q", got)
+}
+
+// expectClosed waits for the proxy to close the connection.
+func (c *client) expectClosed() {
+	c.t.Helper()
+	require.NoError(c.t, c.conn.SetReadDeadline(time.Now().Add(patience)))
+	_, err := c.r.ReadString('\n')
+	require.Error(c.t, err)
+	require.NotErrorIs(c.t, err, os.ErrDeadlineExceeded)
+}
+
+func TestProxy(t *testing.T) {
+	t.Parallel()
+
+	t.Run("Forwards", func(t *testing.T) {
+		t.Parallel()
+		p := newProxy(t, echoServer(t))
+		c := dial(t, p)
+		c.send("hello")
+		c.expect("hello")
+		require.Equal(t, 1, p.Conns())
+		require.EqualValues(t, 1, p.Accepted())
+	})
+
+	t.Run("BlackHoleHoldsOldAndNewConnectionsUntilRestore", func(t *testing.T) {
+		t.Parallel()
+		p := newProxy(t, echoServer(t))
+		old := dial(t, p)
+		old.send("before")
+		old.expect("before")
+
+		p.BlackHole()
+		old.send("during")
+		old.expectNothing()
+		fresh := dial(t, p)
+		fresh.send("new")
+		fresh.expectNothing()
+
+		p.Restore()
+		old.expect("during")
+		fresh.expect("new")
+		old.send("after")
+		old.expect("after")
+	})
+
+	t.Run("CutClosesOpenConnectionsOnly", func(t *testing.T) {
+		t.Parallel()
+		p := newProxy(t, echoServer(t))
+		old := dial(t, p)
+		old.send("x")
+		old.expect("x")
+
+		p.Cut()
+		old.expectClosed()
+		fresh := dial(t, p)
+		fresh.send("y")
+		fresh.expect("y")
+	})
+
+	t.Run("CutWhileBlackHoled", func(t *testing.T) {
+		t.Parallel()
+		p := newProxy(t, echoServer(t))
+		c := dial(t, p)
+		c.send("x")
+		c.expect("x") // the proxy has accepted it
+		p.BlackHole()
+		c.send("held")
+		p.Cut()
+		c.expectClosed()
+	})
+
+	t.Run("RefuseClosesNewConnectionsUntilRestore", func(t *testing.T) {
+		t.Parallel()
+		p := newProxy(t, echoServer(t))
+		old := dial(t, p)
+		old.send("a")
+		old.expect("a")
+
+		p.Refuse()
+		refused := dial(t, p)
+		refused.expectClosed()
+		old.send("b")
+		old.expect("b")
+
+		p.Restore()
+		fresh := dial(t, p)
+		fresh.send("c")
+		fresh.expect("c")
+	})
+
+	t.Run("Delay", func(t *testing.T) {
+		t.Parallel()
+		const d = 100 * time.Millisecond
+		p := newProxy(t, echoServer(t))
+		c := dial(t, p)
+		p.SetDelay(d)
+		start := time.Now()
+		c.send("slow")
+		c.expect("slow")
+		// Held once on the way there and once on the way back.
+		require.GreaterOrEqual(t, time.Since(start), 2*d)
+
+		p.SetDelay(-time.Second)
+		c.send("fast")
+		c.expect("fast")
+	})
+
+	t.Run("HalfClosePropagates", func(t *testing.T) {
+		t.Parallel()
+		p := newProxy(t, echoServer(t))
+		c := dial(t, p)
+		c.send("last")
+		tcp, ok := c.conn.(*net.TCPConn)
+		require.True(t, ok)
+		require.NoError(t, tcp.CloseWrite())
+		c.expect("last")
+		require.NoError(t, c.conn.SetReadDeadline(time.Now().Add(patience)))
+		_, err := c.r.ReadByte()
+		require.ErrorIs(t, err, io.EOF)
+	})
+
+	t.Run("UnreachableTargetClosesClient", func(t *testing.T) {
+		t.Parallel()
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		target := ln.Addr().String()
+		require.NoError(t, ln.Close())
+		p := newProxy(t, target)
+		require.Equal(t, target, p.Target())
+		c := dial(t, p)
+		c.expectClosed()
+	})
+
+	t.Run("CloseEndsEverything", func(t *testing.T) {
+		t.Parallel()
+		p, err := faultnet.Listen(echoServer(t))
+		require.NoError(t, err)
+		c := dial(t, p)
+		c.send("x")
+		c.expect("x")
+		p.BlackHole()
+		c.send("held")
+		require.NoError(t, p.Close())
+		require.NoError(t, p.Close())
+		c.expectClosed()
+		_, err = net.DialTimeout("tcp", p.Addr(), patience)
+		require.Error(t, err)
+		require.Equal(t, 0, p.Conns())
+	})
+
+	t.Run("BadTarget", func(t *testing.T) {
+		t.Parallel()
+		_, err := faultnet.Listen("no-port")
+		require.Error(t, err)
+		require.Contains(t, err.Error(), "faultnet: ")
+		require.False(t, errors.Is(err, os.ErrDeadlineExceeded))
+	})
+}
