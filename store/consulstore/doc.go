@@ -1,0 +1,152 @@
+// Package consulstore is a [tenure.Store] on Consul's KV store and sessions.
+// It also implements [tenure.Notifier] and [tenure.Lister], and gives Consul
+// users the fence as a comparison for their own transactions
+// ([Store.FenceOps]).
+//
+//	client, err := api.NewClient(api.DefaultConfig())
+//	store, err := consulstore.New(client, consulstore.Config{})
+//
+// It needs Consul 1.14 or later (transactions of 128 operations) and was
+// built and tested against Consul 1.16.3. The client's token needs key write
+// on [Config.KeyPrefix] and session write on the agent's node.
+//
+// # Keys
+//
+// Each lease name has a directory under [Config.KeyPrefix]: the name with
+// every byte outside ASCII letters, digits, '-', '_' and '.' written as %XX
+// (and a leading '.' too), so "billing" lives in tenure/billing/ and "a/b"
+// in tenure/a%2Fb/. The directory holds two keys:
+//
+//   - lease: the lease record, JSON with the holder's label and instance,
+//     seq, the session TTL in milliseconds (ttl_ms), acquired_at and
+//     released. While the lease is held it is locked by a session.
+//   - counter: the token counter. Its value is the number of tenures so
+//     far; its ModifyIndex is the current tenure's token. The store never
+//     deletes it.
+//
+// # Clock
+//
+// Expiry is Consul's session TTL, judged by the Consul leader's clock
+// (promise P1): when a session is invalidated, Consul releases its locks in
+// the same Raft write, and a lease whose record is not locked is not held.
+// Consul guarantees a session lives at least its TTL after its creation or
+// last renewal and invalidates it up to twice its TTL later (it arms its
+// timer with 2×TTL; a new leader re-arms every timer), so a lease may stay
+// held up to one TTL longer than asked.
+//
+// The remaining time the store reports is the session's TTL. For the
+// holder, right after an acquisition or renewal, that is a safe lower
+// bound: the session was created after the call was sent and lasts at least
+// that long. For anyone else (a [*tenure.HeldError], [Store.Get],
+// [Store.List]) it is an estimate, because Consul does not say when a
+// session was created: the lease may end any time within twice that.
+// Followers are woken earlier by [Store.Listen].
+//
+// Consul refuses session TTLs below its servers' session_ttl_min (10 s by
+// default) and above 24 h. A lease asked for with a shorter TTL than
+// [Config.MinSessionTTL] is held with a session of that TTL, and reported
+// with it, so a [tenure.Client] with the minimum 500 ms TTL holds 10 s
+// sessions on a default cluster: it renews as often as its own TTL says and
+// trusts its lease for the 10 s it was granted, but a crashed holder's lease
+// takes up to 20 s to expire. Lower session_ttl_min on the servers, and
+// [Config.MinSessionTTL] with it, for faster failover. A TTL above 24 h is
+// refused with [tenure.ErrInvalid]. AcquiredAt, for people only, is the
+// acquiring client's wall clock: Consul keeps no time on keys.
+//
+// # Tokens
+//
+// An acquisition bumps the counter key with a compare-and-set on its
+// ModifyIndex, in the same transaction that locks the lease record, and the
+// new ModifyIndex, the index of that Raft write, is the token. Raft indexes
+// only grow across the whole cluster, so every new tenure's token is greater
+// than every token handed out before (promise P2) even when the record, or
+// the counter too, is deleted; deleting a held lease's counter makes its
+// holder's next renewal fail. Tokens are large and not dense, and are shared
+// by every name. A cluster restored from an older snapshot can hand out a
+// token again; keep Consul's Raft data durable (it is, unless the servers
+// run with -dev).
+//
+// The key's LockIndex is not used: it counts lock acquisitions, which this
+// store makes at every renewal, and it restarts when the key is deleted.
+//
+// # Sessions and round trips
+//
+// Every acquisition creates a session for the new tenure (holder, TTL,
+// [Config.LockDelay], release behaviour, no health checks: only its TTL or
+// an operator ends it). Every [Store.Renew] creates one new session per
+// distinct TTL in the batch and moves each lease it renews into it, with a
+// check-index on the lease record (the compare-and-set that advances seq,
+// promise P6), an unlock by the old session and a lock by the new one. A
+// lease left out of the batch stays in its old session, which is no longer
+// renewed, so it expires on time even while its holder renews other leases;
+// sessions emptied this way expire by themselves within twice their TTL.
+// Consul cannot renew a session inside a transaction, so this is what keeps
+// each lease's expiry its own without one session renewal per lease.
+//
+// Round trips, each one HTTP request to the agent:
+//
+//   - Acquire: one consistent read; when the lease is free, one session
+//     creation and one transaction more (and a session destruction when a
+//     racing acquirer won).
+//   - Renew of n leases with one TTL: ⌈n/128⌉ consistent reads, one session
+//     creation and ⌈n/42⌉ transactions; three round trips up to 42 leases,
+//     33 for 1,000. Each renewal batch costs Consul three Raft writes (the
+//     session, the transaction, the old session's expiry), whatever n is.
+//   - Release: one consistent read and one transaction.
+//   - Get and List: one consistent read.
+//
+// Reads use ?consistent, so a leader that lost its quorum cannot answer
+// them from stale state.
+//
+// # Lock-delay
+//
+// When a session is invalidated without a clean release (its TTL ran out, an
+// operator destroyed it), Consul refuses to lock its keys again for the
+// session's lock-delay, by the leader's clock. Consul's default is 15 s and
+// is meant for locks without fencing; this store sets [Config.LockDelay]
+// explicitly on every session, 0 unless configured, because its leases carry
+// a fencing token and the delay would only slow failover. During a
+// lock-delay, [Store.Acquire] reports the lease as held by its last holder,
+// with the configured delay (at least a second) as remaining time. A clean
+// [Store.Release] unlocks the record instead of invalidating a session, so
+// it sets off no lock-delay.
+//
+// # Notifications
+//
+// [Store.Listen] runs blocking queries on the key prefix and reports every
+// lease that was released, expired (Consul invalidated its session) or
+// began a new tenure. Every change under the prefix ends a blocking query,
+// renewals included, and each listener then reads the whole prefix, so the
+// cost grows with listeners × renewals × leases under the prefix; give
+// unrelated fleets their own prefixes. Notifications are an optimisation
+// only: one missed while the agent is unreachable delays a follower until
+// the expiry it was told.
+//
+// # Fencing in Consul transactions
+//
+// [Store.FenceOps] returns a check-index on the lease's counter key with the
+// token as index: put it first in a transaction of your own and the
+// transaction applies only while no newer tenure has begun, the Consul form
+// of etcd's Mutex.IsOwner. [Store.FenceError] turns the failed transaction
+// into a [*tenure.FencedError].
+//
+// # Failure modes
+//
+//   - A request that gets no answer (agent down, connection cut, the call's
+//     context ending, 5xx answers such as "No cluster leader" or rate
+//     limits) fails with an error matching [tenure.ErrUnavailable]: it may
+//     have been applied. A [Store.Renew] may have renewed part of its batch
+//     before failing; the renewal chain (seq) lets the client tell a lost
+//     reply from a clone.
+//   - Talking to a client agent adds its RPC to the servers to every round
+//     trip; a client agent that cannot reach the servers answers with 5xx
+//     (ErrUnavailable). Sessions are bound to that agent's node: if the node
+//     is deregistered, its sessions and so its leases end.
+//   - ACL refusals are returned as plain errors naming the permissions
+//     needed; retrying cannot help.
+//   - A value under the prefix that this store did not write fails the
+//     calls that read it; give every program its own prefix.
+//   - [Store.Close] ends Listen and refuses later calls with
+//     [tenure.ErrClosed]; it destroys no session, so held leases stay held
+//     until released or expired.
+package consulstore

@@ -1,0 +1,11 @@
+package consulstore_test
+
+import (
+	"testing"
+
+	"github.com/tenure-dev/tenure/store/consulstore/consulstoretest"
+)
+
+// TestMain starts one Consul dev agent for the package's tests, stops it
+// after them and checks for leaked goroutines.
+func TestMain(m *testing.M) { consulstoretest.Main(m) }
