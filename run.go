@@ -94,12 +94,13 @@ func (r *runner) drainInbox() {
 	r.c.mu.Unlock()
 	for _, q := range inbox {
 		switch ev := q.event.(type) {
-		case engine.Want:
-			if _, busy := r.waiters[ev.Name]; busy {
-				q.reply <- acquireResult{err: r.acquireError(engine.AcquireFailed{Name: ev.Name, Busy: true})}
+		case engine.Want, engine.Adopt:
+			name := wantedName(ev)
+			if _, busy := r.waiters[name]; busy {
+				q.reply <- acquireResult{err: r.acquireError(engine.AcquireFailed{Name: name, Busy: true})}
 				continue
 			}
-			r.waiters[ev.Name] = q.reply
+			r.waiters[name] = q.reply
 		case engine.Unwant:
 			if w, ok := r.waiters[ev.Name]; ok && w == q.reply {
 				delete(r.waiters, ev.Name)
@@ -115,6 +116,13 @@ func (r *runner) drainInbox() {
 		}
 		r.step(q.event)
 	}
+}
+
+func wantedName(ev engine.Event) string {
+	if a, ok := ev.(engine.Adopt); ok {
+		return a.Name
+	}
+	return ev.(engine.Want).Name
 }
 
 // feedProgress tells the engine of Progress calls since the last tick. It

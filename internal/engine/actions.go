@@ -79,12 +79,12 @@ type ChainWritesGranted struct {
 // IdentityChanged reports a regenerated identity.
 type IdentityChanged struct{ Holder Holder }
 
-func (SendAcquire) action()     {}
-func (SendRenew) action()       {}
-func (SendRelease) action()     {}
-func (Acquired) action()        {}
-func (Renewed) action()         {}
-func (Lost) action()            {}
-func (AcquireFailed) action()   {}
+func (SendAcquire) action()        {}
+func (SendRenew) action()          {}
+func (SendRelease) action()        {}
+func (Acquired) action()           {}
+func (Renewed) action()            {}
+func (Lost) action()               {}
+func (AcquireFailed) action()      {}
 func (ChainWritesGranted) action() {}
 func (IdentityChanged) action()    {}

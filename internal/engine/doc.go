@@ -26,6 +26,11 @@
 //   - the work stops calling Progress within the progress bound,
 //   - the caller revokes or releases it.
 //
+// A tenure that ends locally is not released at the store by the engine:
+// the work under it may still be stopping, and nobody else may hold the
+// lease before it has. Its owner releases it once the work has stopped;
+// otherwise it expires by its TTL. Only a revoke releases at once.
+//
 // After a seq mismatch, a suspension, a revoke, or a store that reports this
 // very identity as a holder the engine never saw granted, the identity is
 // regenerated: nothing that might be shared with a clone is reused.

@@ -179,18 +179,20 @@ func (e *Engine) handle(now Instant, ev Event) {
 		}
 	case Release:
 		if l := e.tenure(ev.Name, ev.Token); l != nil {
-			e.lose(l, ReasonReleased, nil, false)
+			e.lose(l, ReasonReleased, nil)
 		}
 	case Drop:
 		if l := e.tenure(ev.Name, ev.Token); l != nil {
 			if ev.Reason == ReasonSuspended {
 				e.loseAll(ReasonSuspended, nil)
 			} else {
-				e.lose(l, ev.Reason, nil, true)
+				e.lose(l, ev.Reason, nil)
 			}
 		}
 	case Revoke:
 		e.loseAll(ReasonRevoked, nil)
+	case Adopt:
+		e.adopt(now, ev)
 	}
 }
 
@@ -207,6 +209,20 @@ func (e *Engine) want(now Instant, ev Want) {
 	}
 	l.want, l.campaign = true, ev.Campaign
 	l.nextAttempt, l.failures = now.Mono, 0
+}
+
+func (e *Engine) adopt(now Instant, ev Adopt) {
+	if l := e.leases[ev.Name]; l != nil {
+		e.emit(AcquireFailed{Name: ev.Name, Busy: true})
+		return
+	}
+	e.holder = ev.Holder
+	e.emit(IdentityChanged{Holder: e.holder})
+	l := &lease{name: ev.Name, phase: held, holder: ev.Holder, token: ev.Token, seq: ev.Seq,
+		anchor: now, deadline: now.Mono + ev.Remaining, renewDue: now.Mono, lastProgress: now.Mono}
+	e.leases[l.name] = l
+	e.order = append(e.order, l)
+	e.emit(Acquired{Name: l.name, Holder: l.holder, Token: l.token, Seq: l.seq, Anchor: l.anchor, Deadline: l.deadline})
 }
 
 func (e *Engine) acquireDone(now Instant, d AcquireDone) {
@@ -285,7 +301,7 @@ func (e *Engine) renewDone(now Instant, d RenewDone) {
 		}
 		l.renewing = false
 		if d.Err != nil || i >= len(d.Outcomes) {
-			e.lose(l, ReasonRenewError, d.Err, true)
+			e.lose(l, ReasonRenewError, d.Err)
 			continue
 		}
 		o := d.Outcomes[i]
@@ -300,9 +316,9 @@ func (e *Engine) renewDone(now Instant, d RenewDone) {
 				e.grantChainWrites(l)
 			}
 		case o.Grant.Holder == (Holder{}) || o.Grant.Remaining <= 0:
-			e.lose(l, ReasonExpiredAtStore, nil, false)
+			e.lose(l, ReasonExpiredAtStore, nil)
 		case o.Grant.Holder != l.holder || o.Grant.Token != l.token:
-			e.lose(l, ReasonSuperseded, nil, false)
+			e.lose(l, ReasonSuperseded, nil)
 		default:
 			// Same holder, same token, another seq: no renewal or chain
 			// write of this client was in flight, so a clone moved it.
@@ -329,12 +345,12 @@ func (e *Engine) check(now Instant) {
 			e.loseAll(ReasonSuspended, nil)
 			return
 		case ReasonExpiredLocally:
-			e.lose(l, ReasonExpiredLocally, nil, true)
+			e.lose(l, ReasonExpiredLocally, nil)
 		}
 		switch {
 		case l.phase != held:
 		case e.cfg.ProgressTimeout > 0 && now.Mono-l.lastProgress >= e.cfg.ProgressTimeout:
-			e.lose(l, ReasonProgressStalled, nil, true)
+			e.lose(l, ReasonProgressStalled, nil)
 		}
 	}
 }
@@ -374,15 +390,14 @@ func (e *Engine) schedule(now Instant) {
 	e.emit(SendRenew{Items: batch, TTL: e.cfg.TTL, SentAt: now, Deadline: earliest})
 }
 
-// lose ends a held tenure; with release it also gives the lease back at
-// the store, best effort, so the next holder need not wait for expiry.
-func (e *Engine) lose(l *lease, r Reason, err error, release bool) {
+// lose ends a held tenure. It does not release the lease at the store:
+// the work under the tenure may still be stopping (for up to the grace),
+// and nobody else may hold the lease before it has. Its owner releases it
+// once the work has stopped (Lease.Release, Client.Do, the CLI after the
+// command died); otherwise it expires by its TTL.
+func (e *Engine) lose(l *lease, r Reason, err error) {
 	e.emit(Lost{Name: l.name, Token: l.token, Reason: r, Err: err})
 	l.phase, l.renewing, l.want = idle, false, false
-	if release {
-		e.giveBack(l, l.holder, l.token)
-		return
-	}
 	e.remove(l)
 }
 
@@ -401,13 +416,16 @@ func (e *Engine) giveBack(l *lease, h Holder, token int64) {
 }
 
 // loseAll ends every held tenure and regenerates the identity: what ended
-// them (a clone, a suspension, a revoke) concerns the whole process.
-// A clone's sibling is left its lease: only after a seq mismatch is nothing
-// released.
+// them (a clone, a suspension, a revoke) concerns the whole process. A
+// revoke, asked for by the holder itself, also releases them at once, so
+// that it can acquire again with fresh tokens.
 func (e *Engine) loseAll(r Reason, err error) {
 	for _, l := range e.order {
 		if !l.removed && l.phase == held {
-			e.lose(l, r, err, r != ReasonSeqMismatch)
+			e.lose(l, r, err)
+			if r == ReasonRevoked {
+				e.giveBack(l, l.holder, l.token)
+			}
 		}
 	}
 	e.regenerate()

@@ -154,8 +154,7 @@ func TestFailClosed(t *testing.T) {
 		lost := only[Lost](t, acts)
 		require.Equal(t, ReasonRenewError, lost.Reason)
 		require.ErrorIs(t, lost.Err, errStore)
-		rel := only[SendRelease](t, acts)
-		require.Equal(t, int64(7), rel.Token, "a lost tenure is released best effort so handover is quick")
+		none[SendRelease](t, acts) // the work may still be stopping: releasing is its owner's call
 	})
 	t.Run("RenewTimeoutStandsDownBeforeExpiry", func(t *testing.T) {
 		t.Parallel()
@@ -256,7 +255,8 @@ func TestProgressStallStopsRenewals(t *testing.T) {
 	lost := only[Lost](t, acts)
 	require.Equal(t, ReasonProgressStalled, lost.Reason)
 	require.Equal(t, progressAt+bound, h.now.Mono)
-	require.Equal(t, a.Token, only[SendRelease](t, acts).Token, "a wedged leader hands over at once")
+	require.Equal(t, a.Token, lost.Token)
+	none[SendRelease](t, acts) // the wedged work still runs: the lease expires by its TTL
 	_, ok := h.e.Next()
 	require.False(t, ok, "nothing is renewed after the stall")
 }

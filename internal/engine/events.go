@@ -97,20 +97,34 @@ type Drop struct {
 	Reason Reason
 }
 
+// Adopt makes the engine hold a tenure exactly as another process holds
+// it, identity included, trusted for Remaining from now: what a snapshot
+// of that process restored a second time would believe. It exists for
+// fault injection; the engine answers with [Acquired], or with
+// [AcquireFailed] (Busy) when it already has the name.
+type Adopt struct {
+	Name      string
+	Holder    Holder
+	Token     int64
+	Seq       int64
+	Remaining time.Duration
+}
+
 // Revoke drops every tenure and regenerates the identity; campaigns in
 // progress go on with the new identity.
 type Revoke struct{}
 
-func (Tick) event()        {}
-func (Want) event()        {}
-func (Unwant) event()      {}
-func (AcquireDone) event() {}
-func (RenewDone) event()   {}
-func (ReleaseDone) event() {}
-func (Notified) event()    {}
-func (Progress) event()    {}
+func (Tick) event()            {}
+func (Want) event()            {}
+func (Unwant) event()          {}
+func (AcquireDone) event()     {}
+func (RenewDone) event()       {}
+func (ReleaseDone) event()     {}
+func (Notified) event()        {}
+func (Progress) event()        {}
 func (ChainWriteBegin) event() {}
 func (ChainWriteEnd) event()   {}
-func (Release) event()     {}
-func (Drop) event()        {}
-func (Revoke) event()      {}
+func (Release) event()         {}
+func (Drop) event()            {}
+func (Adopt) event()           {}
+func (Revoke) event()          {}

@@ -32,9 +32,9 @@ func FuzzEngine(f *testing.F) {
 }
 
 type heldTenure struct {
-	holder Holder
-	token  int64
-	seq    int64
+	holder  Holder
+	token   int64
+	seq     int64
 	window  Window
 	writes  int // chain writes granted and not ended
 	waiting int // chain writes asked for and not granted

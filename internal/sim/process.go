@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/tenure-dev/tenure"
@@ -37,6 +38,7 @@ type proc struct {
 	pending      []*pending
 	tenure       *tenure_
 	chainWaiting []tenure_ // chain writes asked for, not yet granted
+	afterRelease []int64   // tokens whose release must be answered before campaigning again
 	ids          int
 }
 
@@ -111,6 +113,7 @@ func (w *world) clone(p *proc) {
 	c.ids = p.ids
 	c.blind, c.blindUntil = p.blind, p.blindUntil
 	c.chainWaiting = append([]tenure_(nil), p.chainWaiting...)
+	c.afterRelease = append([]int64(nil), p.afterRelease...)
 	w.tracef("clone p%d as p%d", p.uid, c.uid)
 	c.eng = p.eng.Clone(c.newInstance, c.jitter)
 	if p.tenure != nil {
@@ -182,6 +185,12 @@ func (p *proc) step(ev engine.Event) {
 		p.do(a)
 	}
 	p.arm()
+	if rd, ok := ev.(engine.ReleaseDone); ok {
+		if i := slices.Index(p.afterRelease, rd.Token); i >= 0 {
+			p.afterRelease = slices.Delete(p.afterRelease, i, i+1)
+			p.campaign()
+		}
+	}
 }
 
 // arm sets the process's one timer to the engine's next wake-up.
@@ -243,12 +252,22 @@ func (p *proc) do(a engine.Action) {
 	case engine.Lost:
 		w.tracef("p%d lost token %d: reason %d", p.uid, a.Token, a.Reason)
 		p.chainWaiting = nil
-		if t := p.tenure; t != nil && t.token == a.Token {
-			if w.cfg.Mutant == WorkAfterRenewError && (a.Reason == engine.ReasonRenewError || a.Reason == engine.ReasonExpiredLocally) {
-				t.zombie = true
-				return
-			}
-			p.tenure = nil
+		t := p.tenure
+		if t == nil || t.token != a.Token {
+			return
+		}
+		if w.cfg.Mutant == WorkAfterRenewError && (a.Reason == engine.ReasonRenewError || a.Reason == engine.ReasonExpiredLocally) {
+			t.zombie = true
+			return
+		}
+		p.tenure = nil
+		switch a.Reason {
+		case engine.ReasonReleased, engine.ReasonExpiredLocally, engine.ReasonRenewError, engine.ReasonSuspended, engine.ReasonProgressStalled:
+			// The lease may still be ours at the store: its owner gives it
+			// back once the work stopped (Lease.Release), then works on.
+			p.releaseThenCampaign(t.holder, t.token)
+		default:
+			w.after(0, func() { p.run(p.campaign) })
 		}
 	case engine.ChainWritesGranted:
 		waiting := p.chainWaiting
@@ -291,6 +310,11 @@ func (p *proc) token() (*tenure_, bool) {
 func (p *proc) work() {
 	w := p.w
 	p.run(func() {
+		if t, ok := p.token(); ok && !t.zombie && w.rng.IntN(40) == 0 {
+			// The job is done for now: release, and campaign again.
+			p.step(engine.Release{Name: leaseName, Token: t.token})
+			return
+		}
 		if t, ok := p.token(); ok {
 			w.report.Writes++
 			w.checkLive(p, t)
@@ -300,6 +324,23 @@ func (p *proc) work() {
 	if !p.dead {
 		w.after(w.between(100*time.Millisecond, 300*time.Millisecond), p.work)
 	}
+}
+
+func (p *proc) campaign() { p.step(engine.Want{Name: leaseName, Campaign: true}) }
+
+// releaseThenCampaign releases a tenure at the store, as its owner does
+// once the work under it stopped, and campaigns again when that is done.
+func (p *proc) releaseThenCampaign(h engine.Holder, token int64) {
+	w := p.w
+	done := engine.ReleaseDone{Name: leaseName, Token: token}
+	w.request(p, w.cfg.TTL/3, func(ctx context.Context) engine.Event {
+		if w.store.Release(ctx, tenure.ReleaseParams{Name: leaseName, Holder: holder(h), Token: tenure.Token(token)}) == nil {
+			w.released[token] = true
+		}
+		return done
+	}, func(error) engine.Event { return done })
+	// The answer, or its timeout, arrives as a ReleaseDone; campaign then.
+	p.afterRelease = append(p.afterRelease, token)
 }
 
 // write sends one fenced write over the network; it is judged when it

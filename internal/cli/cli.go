@@ -1,0 +1,304 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/tenure-dev/tenure"
+	"github.com/tenure-dev/tenure/internal/storeurl"
+)
+
+// Exit codes of the tenure command (see the package documentation).
+const (
+	ExitOK          = 0
+	ExitFailure     = 1
+	ExitUsage       = 64 // EX_USAGE
+	ExitUnavailable = 69 // EX_UNAVAILABLE
+	ExitNotAcquired = 75 // EX_TEMPFAIL
+	ExitNotMigrated = 78 // EX_CONFIG
+	ExitLost        = 79
+	ExitCannotExec  = 126
+	ExitNotFound    = 127
+	ExitSignalBase  = 128
+)
+
+// Environment variables set for the command run under a lease.
+const (
+	EnvToken  = "TENURE_TOKEN"
+	EnvLease  = "TENURE_LEASE"
+	EnvHolder = "TENURE_HOLDER"
+)
+
+// Main runs the tenure command with args (without the program name),
+// writing to stdout and stderr, and returns the exit code. It handles the
+// signals its subcommands need itself: run forwards SIGINT, SIGTERM and
+// SIGHUP to its command, status --watch stops on them. ctx ending stops
+// the subcommand as SIGTERM would.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	e := &env{
+		stdin:   os.Stdin,
+		stdout:  stdout,
+		stderr:  stderr,
+		getenv:  os.Getenv,
+		environ: os.Environ,
+	}
+	return e.main(ctx, args)
+}
+
+// env is what a subcommand may touch of the outside world.
+type env struct {
+	stdin          *os.File
+	stdout, stderr io.Writer
+	getenv         func(string) string
+	environ        func() []string
+}
+
+// action runs a subcommand with its positional arguments, after its flags
+// were parsed.
+type action func(ctx context.Context, e *env, args []string) error
+
+// command describes one subcommand.
+type command struct {
+	summary  string // one line for the command list
+	synopsis string // the usage line, after "tenure "
+	about    string // what it does, for `tenure help NAME`
+	// interspersed lets flags follow positional arguments.
+	interspersed bool
+	// setup defines the flags on fs and returns the action that uses them.
+	setup func(fs *flag.FlagSet) action
+}
+
+// commandTable lists the subcommands. To add one, add an entry here (the
+// demo subcommand is wired the same way).
+func commandTable() map[string]*command {
+	return map[string]*command{
+		"run":     runCommand(),
+		"status":  statusCommand(),
+		"release": releaseCommand(),
+		"migrate": migrateCommand(),
+		"version": versionCommand(),
+		"help":    helpCommand(),
+	}
+}
+
+func (e *env) main(ctx context.Context, args []string) int {
+	if len(args) == 0 {
+		fmt.Fprint(e.stderr, overview())
+		return e.exit(usagef("", "no command given"))
+	}
+	name := args[0]
+	switch name {
+	case "-h", "-help", "--help":
+		name = "help"
+	case "-version", "--version":
+		name = "version"
+	}
+	cmd, ok := commandTable()[name]
+	if !ok {
+		return e.exit(usagef("", "unknown command %q; the commands are %s", name, strings.Join(commandNames(), ", ")))
+	}
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	act := cmd.setup(fs)
+	pos, err := parseArgs(fs, args[1:], cmd.interspersed)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(e.stdout, commandHelp(name, cmd))
+		return ExitOK
+	}
+	if err != nil {
+		return e.exit(usagef(name, "%v", err))
+	}
+	return e.exit(act(ctx, e, pos))
+}
+
+func commandNames() []string {
+	var names []string
+	for n := range commandTable() {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// parseArgs parses fs from args and returns the positional arguments. With
+// interspersed, flags may also follow positional arguments; "--" ends the
+// flags either way.
+func parseArgs(fs *flag.FlagSet, args []string, interspersed bool) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if !interspersed || len(rest) == 0 {
+			return append(pos, rest...), nil
+		}
+		if used := len(args) - len(rest); used > 0 && args[used-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}
+
+// usageError is a mistake in the command line.
+type usageError struct {
+	cmd string
+	msg string
+}
+
+func usagef(cmd, format string, args ...any) error {
+	return &usageError{cmd: cmd, msg: fmt.Sprintf(format, args...)}
+}
+
+func (e *usageError) Error() string {
+	if e.cmd == "" {
+		return e.msg + " (see `tenure help`)"
+	}
+	return fmt.Sprintf("%s: %s (see `tenure help %s`)", e.cmd, e.msg, e.cmd)
+}
+
+// exitError ends a subcommand with a code of its choosing. A nil err
+// prints nothing: the line was printed already, or the code is the run
+// command's own.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit status %d", e.code)
+	}
+	return e.err.Error()
+}
+
+func (e *exitError) Unwrap() error { return e.err }
+
+// exitCode is the one place where errors become exit codes.
+func exitCode(err error) int {
+	var ee *exitError
+	var ue *usageError
+	switch {
+	case err == nil:
+		return ExitOK
+	case errors.As(err, &ee):
+		return ee.code
+	case errors.As(err, &ue), errors.Is(err, tenure.ErrInvalid):
+		return ExitUsage
+	case errors.Is(err, tenure.ErrNotMigrated):
+		return ExitNotMigrated
+	case errors.Is(err, tenure.ErrHeld):
+		return ExitNotAcquired
+	case errors.Is(err, tenure.ErrLost):
+		return ExitLost
+	case errors.Is(err, tenure.ErrUnavailable), errors.Is(err, tenure.ErrClosed):
+		return ExitUnavailable
+	}
+	return ExitFailure
+}
+
+// exit prints err as one line and returns its exit code.
+func (e *env) exit(err error) int {
+	code := exitCode(err)
+	var ee *exitError
+	if err != nil && (!errors.As(err, &ee) || ee.err != nil) {
+		msg := message(err)
+		if code == ExitNotMigrated && !strings.Contains(msg, "tenure migrate") {
+			msg += "; run `tenure migrate` as the schema's owner"
+		}
+		e.errorf("%s", msg)
+	}
+	return code
+}
+
+// errorf prints one line on standard error, prefixed "tenure: ".
+func (e *env) errorf(format string, args ...any) {
+	fmt.Fprintf(e.stderr, "tenure: %s\n", message(fmt.Errorf(format, args...)))
+}
+
+// message renders err on one line without a repeated "tenure: " prefix.
+func message(err error) string {
+	msg := strings.Join(strings.Fields(err.Error()), " ")
+	for {
+		rest, ok := strings.CutPrefix(msg, "tenure: ")
+		if !ok {
+			return msg
+		}
+		msg = rest
+	}
+}
+
+// durationValue is a flag holding a non-negative duration, with an error
+// that says how to write one.
+type durationValue struct{ d *time.Duration }
+
+func durationFlag(fs *flag.FlagSet, name string, def time.Duration, usage string) *time.Duration {
+	d := def
+	fs.Var(durationValue{&d}, name, usage)
+	return &d
+}
+
+func (v durationValue) String() string {
+	if v.d == nil {
+		return ""
+	}
+	return v.d.String()
+}
+
+func (v durationValue) Set(s string) error {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("%q is not a duration; write a number with a unit, such as 30s, 2m or 1500ms", s)
+	}
+	if d < 0 {
+		return fmt.Errorf("%q is negative", s)
+	}
+	*v.d = d
+	return nil
+}
+
+// storeUsage documents the --store flag of every command that opens a
+// store.
+const storeUsage = "store `URL`: postgres://…, postgresql://… or sqlite:PATH (default $" + storeurl.EnvVar + ", else the SQLite file in $XDG_STATE_HOME/tenure)"
+
+// openStore resolves and opens the store of a --store flag value.
+func (e *env) openStore(ctx context.Context, flagValue string) (*storeurl.Opened, error) {
+	t, err := storeurl.Resolve(flagValue, e.getenv)
+	if err != nil {
+		return nil, err
+	}
+	return t.Open(ctx, storeurl.Options{})
+}
+
+// flagSet reports whether the flag name was given on the command line.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == name {
+			set = true
+		}
+	})
+	return set
+}
+
+// storeTimeout bounds one store call made outside the lease loop (get,
+// release, list).
+const storeTimeout = 10 * time.Second
+
+func withStoreTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, storeTimeout)
+}
+
+// remaining renders a remaining time for people.
+func remaining(d time.Duration) string {
+	return d.Round(time.Millisecond).String()
+}

@@ -1,0 +1,596 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tenure-dev/tenure"
+	"github.com/tenure-dev/tenure/internal/storeurl"
+	"github.com/tenure-dev/tenure/internal/testutil"
+	"github.com/tenure-dev/tenure/store/pgstore/pgstoretest"
+	"github.com/tenure-dev/tenure/store/sqlitestore"
+)
+
+func TestMain(m *testing.M) { testutil.VerifyTestMain(m) }
+
+type outcome struct {
+	code           int
+	stdout, stderr string
+}
+
+// cli runs Main with args and buffers; the environment is the test's, so
+// every test names its store with --store.
+func cli(t *testing.T, args ...string) outcome {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	code := Main(context.Background(), args, &stdout, &stderr)
+	return outcome{code: code, stdout: stdout.String(), stderr: stderr.String()}
+}
+
+// cliEnv runs the command with the environment variables vars only.
+func cliEnv(t *testing.T, vars map[string]string, args ...string) outcome {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	e := &env{
+		stdin:   nil,
+		stdout:  &stdout,
+		stderr:  &stderr,
+		getenv:  func(k string) string { return vars[k] },
+		environ: func() []string { return nil },
+	}
+	code := e.main(context.Background(), args)
+	return outcome{code: code, stdout: stdout.String(), stderr: stderr.String()}
+}
+
+// requireOneLine checks that stderr is exactly one "tenure: " line.
+func requireOneLine(t *testing.T, o outcome) {
+	t.Helper()
+	require.Regexp(t, `^tenure: [^\n]+\n$`, o.stderr)
+	require.NotContains(t, o.stderr, "goroutine ")
+}
+
+func sqliteURL(t *testing.T) string {
+	t.Helper()
+	return "sqlite:" + filepath.Join(t.TempDir(), "tenure.db")
+}
+
+func openSQLite(t *testing.T, url string) *sqlitestore.Store {
+	t.Helper()
+	st, err := sqlitestore.Open(context.Background(), strings.TrimPrefix(url, "sqlite:"), sqlitestore.Config{})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, st.Close()) })
+	return st
+}
+
+func closedPort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	return addr
+}
+
+func TestUsageErrors(t *testing.T) {
+	t.Parallel()
+	db := sqliteURL(t)
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"UnknownCommand", []string{"bogus"}, `unknown command "bogus"`},
+		{"RunWithoutName", []string{"run", "--store", db, "--", "true"}, "--name is required"},
+		{"RunWithoutCommand", []string{"run", "--name", "x", "--store", db}, "no command to run"},
+		{"RunUnknownFlag", []string{"run", "--bogus", "--name", "x", "--", "true"}, "flag provided but not defined: -bogus"},
+		{"RunFlagWithoutValue", []string{"run", "--name"}, "flag needs an argument: -name"},
+		{"DurationWithoutUnit", []string{"run", "--name", "x", "--ttl", "5", "--", "true"}, `"5" is not a duration; write a number with a unit`},
+		{"DurationGarbage", []string{"run", "--name", "x", "--grace", "soon", "--", "true"}, `"soon" is not a duration`},
+		{"NegativeDuration", []string{"run", "--name", "x", "--ttl", "-1s", "--", "true"}, `"-1s" is negative`},
+		{"ZeroTTL", []string{"run", "--name", "x", "--ttl", "0s", "--", "true"}, "--ttl must be positive"},
+		{"TTLTooShort", []string{"run", "--name", "x", "--ttl", "100ms", "--store", db, "--", "true"}, "TTL (100ms) must be at least 500ms"},
+		{"GraceDoesNotFit", []string{"run", "--name", "x", "--ttl", "2s", "--grace", "10s", "--store", db, "--", "true"}, "Grace (10s) leaves no time to renew"},
+		{"GraceDoesNotFitDefaultTTL", []string{"run", "--name", "x", "--grace", "20s", "--store", db, "--", "true"}, "--grace 20s"},
+		{"WaitTimeoutWithoutWait", []string{"run", "--name", "x", "--wait-timeout", "1s", "--", "true"}, "--wait-timeout needs --wait"},
+		{"BadName", []string{"run", "--name", "a\x01b", "--", "true"}, "control character"},
+		{"BadLabel", []string{"run", "--name", "x", "--label", strings.Repeat("l", 200), "--store", db, "--", "true"}, "label"},
+		{"UnsupportedStore", []string{"run", "--name", "x", "--store", "redis://localhost", "--", "true"}, "not supported"},
+		{"StoreWithoutScheme", []string{"status", "--store", "/var/lib/x.db"}, "sqlite:/var/lib/x.db"},
+		{"StoreBadURLHidesPassword", []string{"status", "--store", "postgres://u:hunter22@h:port/db"}, "not a valid URL"},
+		{"StatusBadInterval", []string{"status", "--watch", "--interval", "0s", "--store", db}, "--interval must be positive"},
+		{"StatusBadName", []string{"status", "--store", db, "a\x7fb"}, "control character"},
+		{"ReleaseNoName", []string{"release", "--store", db}, "takes one lease NAME"},
+		{"ReleaseTwoNames", []string{"release", "--force", "a", "b", "--store", db}, "takes one lease NAME, got 2"},
+		{"MigrateArgument", []string{"migrate", "now"}, "takes no arguments"},
+		{"MigrateGrantWithoutPrint", []string{"migrate", "--grant", "app"}, "--grant needs --print"},
+		{"MigratePrintSQLite", []string{"migrate", "--print", "--store", db}, "no SQL to print"},
+		{"VersionArgument", []string{"version", "x"}, "takes no arguments"},
+		{"HelpUnknown", []string{"help", "bogus"}, `unknown command "bogus"`},
+		{"HelpTwo", []string{"help", "run", "status"}, "at most one"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			o := cli(t, tc.args...)
+			require.Equal(t, ExitUsage, o.code, o.stderr)
+			requireOneLine(t, o)
+			require.Contains(t, o.stderr, tc.want)
+			require.NotContains(t, o.stderr, "hunter22")
+			require.Empty(t, o.stdout)
+		})
+	}
+
+	t.Run("NoArguments", func(t *testing.T) {
+		t.Parallel()
+		o := cli(t)
+		require.Equal(t, ExitUsage, o.code)
+		require.Contains(t, o.stderr, "Usage:")
+		require.True(t, strings.HasSuffix(o.stderr, "tenure: no command given (see `tenure help`)\n"), o.stderr)
+	})
+}
+
+func TestHelp(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{{"help"}, {"--help"}, {"-h"}} {
+		o := cli(t, args...)
+		require.Equal(t, ExitOK, o.code)
+		require.Empty(t, o.stderr)
+		for _, want := range []string{"tenure run --name NAME", "tenure status", "tenure release NAME", "tenure migrate", "Exit codes:", "79", "tenure_schema"} {
+			require.Contains(t, o.stdout, want)
+		}
+	}
+	for _, args := range [][]string{{"help", "run"}, {"run", "-h"}, {"run", "--help"}} {
+		o := cli(t, args...)
+		require.Equal(t, ExitOK, o.code)
+		require.Contains(t, o.stdout, "Usage: tenure run --name NAME")
+		for _, flag := range []string{"--name NAME", "--ttl duration (default 30s)", "--wait", "--wait-timeout duration", "--label", "--grace duration", "--store URL"} {
+			require.Contains(t, o.stdout, flag)
+		}
+	}
+	for _, name := range commandNames() {
+		o := cli(t, "help", name)
+		require.Equal(t, ExitOK, o.code)
+		require.Contains(t, o.stdout, "Usage: tenure "+name)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	t.Parallel()
+	o := cli(t, "version")
+	require.Equal(t, ExitOK, o.code)
+	require.Regexp(t, `^tenure \S+ go\S+ \w+/\w+\n$`, o.stdout)
+	require.Equal(t, o, cli(t, "--version"))
+}
+
+func TestExitCode(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		err  error
+		want int
+	}{
+		{nil, ExitOK},
+		{errors.New("boom"), ExitFailure},
+		{usagef("run", "x"), ExitUsage},
+		{fmt.Errorf("x: %w", tenure.ErrInvalid), ExitUsage},
+		{fmt.Errorf("x: %w", tenure.ErrUnavailable), ExitUnavailable},
+		{fmt.Errorf("x: %w", tenure.ErrClosed), ExitUnavailable},
+		{fmt.Errorf("x: %w", tenure.ErrNotMigrated), ExitNotMigrated},
+		{&tenure.HeldError{Name: "x"}, ExitNotAcquired},
+		{&tenure.LostError{Name: "x"}, ExitLost},
+		{&exitError{code: 42}, 42},
+		{fmt.Errorf("wrapped: %w", &exitError{code: ExitLost, err: tenure.ErrUnavailable}), ExitLost},
+	} {
+		require.Equal(t, tc.want, exitCode(tc.err), "%v", tc.err)
+	}
+	require.Equal(t, "a: b", message(errors.New("tenure: tenure: a:\n\tb")))
+}
+
+func TestParseArgs(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args         []string
+		interspersed bool
+		pos          []string
+		json         bool
+	}{
+		{[]string{"a", "--json", "b"}, true, []string{"a", "b"}, true},
+		{[]string{"--json", "a"}, true, []string{"a"}, true},
+		{[]string{"a", "--", "--json"}, true, []string{"a", "--json"}, false},
+		{[]string{"a", "--json"}, false, []string{"a", "--json"}, false},
+		{[]string{"--json", "--", "cmd", "--x"}, false, []string{"cmd", "--x"}, true},
+	} {
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		var json bool
+		fs.BoolVar(&json, "json", false, "")
+		pos, err := parseArgs(fs, tc.args, tc.interspersed)
+		require.NoError(t, err)
+		require.Equal(t, tc.pos, pos, "%q", tc.args)
+		require.Equal(t, tc.json, json, "%q", tc.args)
+	}
+}
+
+func TestRunOnSQLite(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+
+	t.Run("CommandGetsTokenAndExitStatusPassesThrough", func(t *testing.T) {
+		t.Parallel()
+		db := sqliteURL(t)
+		o := cli(t, "run", "--name", "job", "--label", "cron", "--store", db, "--",
+			"sh", "-c", `echo "$TENURE_LEASE $TENURE_TOKEN $TENURE_HOLDER $TENURE_STORE"; exit 3`)
+		require.Equal(t, 3, o.code)
+		require.Empty(t, o.stderr)
+		require.Regexp(t, `^job 1 cron/[a-z2-7]{26} `+regexp.QuoteMeta(db)+"\n$", o.stdout)
+
+		st := openSQLite(t, db)
+		rec, err := st.Get(ctx, "job")
+		require.NoError(t, err)
+		require.Equal(t, tenure.StateReleased, rec.State)
+		require.EqualValues(t, 1, rec.Token)
+
+		o = cli(t, "run", "--name", "job", "--store", db, "--", "sh", "-c", `echo $TENURE_TOKEN`)
+		require.Equal(t, ExitOK, o.code)
+		require.Equal(t, "2\n", o.stdout)
+	})
+
+	t.Run("HeldExits75NamingHolder", func(t *testing.T) {
+		t.Parallel()
+		db := sqliteURL(t)
+		st := openSQLite(t, db)
+		h := testutil.Holder(t, "other")
+		g, err := st.Acquire(ctx, tenure.AcquireParams{Name: "job", Holder: h, TTL: time.Minute})
+		require.NoError(t, err)
+		o := cli(t, "run", "--name", "job", "--store", db, "--", "sh", "-c", "echo ran")
+		require.Equal(t, ExitNotAcquired, o.code)
+		requireOneLine(t, o)
+		require.Empty(t, o.stdout)
+		require.Contains(t, o.stderr, fmt.Sprintf(`lease "job" is held by %s with token %d for another `, h, g.Token))
+		require.Contains(t, o.stderr, "by the store's clock")
+
+		o = cli(t, "run", "--name", "job", "--wait", "--wait-timeout", "200ms", "--store", db, "--", "sh", "-c", "echo ran")
+		require.Equal(t, ExitNotAcquired, o.code)
+		require.Empty(t, o.stdout)
+		lines := strings.Split(strings.TrimSpace(o.stderr), "\n")
+		require.Len(t, lines, 2, o.stderr)
+		require.Contains(t, lines[0], "waiting for it")
+		require.Contains(t, lines[1], fmt.Sprintf(`gave up waiting for lease "job" after --wait-timeout 200ms: it is held by %s with token %d`, h, g.Token))
+	})
+
+	t.Run("CommandNotFoundIs127", func(t *testing.T) {
+		t.Parallel()
+		db := sqliteURL(t)
+		o := cli(t, "run", "--name", "job", "--store", db, "--", "/nonexistent/tenure-test-command")
+		require.Equal(t, ExitNotFound, o.code)
+		requireOneLine(t, o)
+		require.Contains(t, o.stderr, "cannot start")
+		// The lease was given back: the next run gets it at once.
+		require.Equal(t, ExitOK, cli(t, "run", "--name", "job", "--store", db, "--", "true").code)
+	})
+
+	t.Run("CommandNotExecutableIs126", func(t *testing.T) {
+		t.Parallel()
+		db := sqliteURL(t)
+		script := filepath.Join(t.TempDir(), "job.sh")
+		require.NoError(t, os.WriteFile(script, []byte("#!/bin/sh\n"), 0o600))
+		o := cli(t, "run", "--name", "job", "--store", db, "--", script)
+		require.Equal(t, ExitCannotExec, o.code)
+		requireOneLine(t, o)
+	})
+}
+
+func TestStatusOnSQLite(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := sqliteURL(t)
+
+	o := cli(t, "status", "--store", db)
+	require.Equal(t, ExitOK, o.code)
+	require.Equal(t, "no leases\n", o.stdout)
+	o = cli(t, "status", "--json", "--store", db)
+	require.Equal(t, ExitOK, o.code)
+	require.JSONEq(t, `{"leases":[]}`, o.stdout)
+
+	st := openSQLite(t, db)
+	h := testutil.Holder(t, "worker")
+	g, err := st.Acquire(ctx, tenure.AcquireParams{Name: "held", Holder: h, TTL: time.Minute})
+	require.NoError(t, err)
+
+	o = cli(t, "status", "--store", db)
+	require.Equal(t, ExitOK, o.code, o.stderr)
+	require.Regexp(t, `(?m)^NAME\s+STATE\s+HOLDER\s+TOKEN\s+ACQUIRED\s+EXPIRES IN$`, o.stdout)
+	require.Regexp(t, `(?m)^held\s+held\s+`+regexp.QuoteMeta(h.String())+fmt.Sprintf(`\s+%d\s+\d{4}-\d\d-\d\dT\S+Z\s+\d`, g.Token), o.stdout)
+
+	o = cli(t, "status", "held", "--json", "never", "--store", db) // flags after names
+	require.Equal(t, ExitOK, o.code, o.stderr)
+	var snap struct {
+		Leases []map[string]any `json:"leases"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(o.stdout), &snap))
+	require.Len(t, snap.Leases, 2)
+	held, never := snap.Leases[0], snap.Leases[1]
+	require.Equal(t, "held", held["state"])
+	require.Equal(t, h.String(), held["holder"])
+	require.EqualValues(t, g.Token, held["token"])
+	require.Greater(t, held["expires_in_ms"], float64(0))
+	require.LessOrEqual(t, held["expires_in_ms"], float64(time.Minute.Milliseconds()))
+	require.Equal(t, "absent", never["state"])
+	require.Nil(t, never["acquired_at"])
+
+	t.Run("Watch", func(t *testing.T) {
+		t.Parallel()
+		w := newLineWriter()
+		wctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		var stderr bytes.Buffer
+		code := make(chan int, 1)
+		go func() {
+			code <- Main(wctx, []string{"status", "--watch", "--json", "--interval", "20ms", "--store", db, "held"}, w, &stderr)
+		}()
+		for range 3 {
+			select {
+			case line := <-w.lines:
+				require.Contains(t, line, `"state":"held"`)
+			case <-time.After(10 * time.Second):
+				t.Fatal("status --watch printed no snapshot")
+			}
+		}
+		cancel()
+		select {
+		case c := <-code:
+			require.Equal(t, ExitOK, c, stderr.String())
+		case <-time.After(10 * time.Second):
+			t.Fatal("status --watch did not stop")
+		}
+	})
+}
+
+func TestReleaseOnSQLite(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+
+	t.Run("Force", func(t *testing.T) {
+		t.Parallel()
+		db := sqliteURL(t)
+		st := openSQLite(t, db)
+		h := testutil.Holder(t, "stuck")
+		g, err := st.Acquire(ctx, tenure.AcquireParams{Name: "job", Holder: h, TTL: time.Minute})
+		require.NoError(t, err)
+
+		o := cli(t, "release", "job", "--force", "--store", db)
+		require.Equal(t, ExitOK, o.code, o.stderr)
+		require.Contains(t, o.stdout, fmt.Sprintf("its holder %s with token %d is now fenced", h, g.Token))
+		rec, err := st.Get(ctx, "job")
+		require.NoError(t, err)
+		require.Equal(t, tenure.StateReleased, rec.State)
+
+		o = cli(t, "release", "--force", "job", "--store", db)
+		require.Equal(t, ExitOK, o.code)
+		require.Contains(t, o.stdout, "is not held (released")
+
+		g2, err := st.Acquire(ctx, tenure.AcquireParams{Name: "job", Holder: testutil.Holder(t, "next"), TTL: time.Minute})
+		require.NoError(t, err)
+		require.Greater(t, g2.Token, g.Token)
+
+		o = cli(t, "release", "--force", "absent", "--store", db)
+		require.Equal(t, ExitFailure, o.code)
+		requireOneLine(t, o)
+		require.Contains(t, o.stderr, "does not exist")
+	})
+
+	t.Run("Own", func(t *testing.T) {
+		t.Parallel()
+		db := sqliteURL(t)
+		st := openSQLite(t, db)
+		h := testutil.Holder(t, "me")
+		g, err := st.Acquire(ctx, tenure.AcquireParams{Name: "job", Holder: h, TTL: time.Minute})
+		require.NoError(t, err)
+
+		o := cliEnv(t, map[string]string{}, "release", "job", "--store", db)
+		require.Equal(t, ExitUsage, o.code)
+		require.Contains(t, o.stderr, "needs TENURE_HOLDER and TENURE_TOKEN")
+
+		for _, bad := range []map[string]string{
+			{EnvHolder: "no-slash", EnvToken: "1"},
+			{EnvHolder: "a/b", EnvToken: "x"},
+			{EnvHolder: "a/b", EnvToken: "-3"},
+		} {
+			o = cliEnv(t, bad, "release", "job", "--store", db)
+			require.Equal(t, ExitUsage, o.code, "%v", bad)
+			requireOneLine(t, o)
+		}
+
+		o = cliEnv(t, map[string]string{EnvHolder: testutil.Holder(t, "me").String(), EnvToken: g.Token.String()}, "release", "job", "--store", db)
+		require.Equal(t, ExitNotAcquired, o.code)
+		requireOneLine(t, o)
+		require.Contains(t, o.stderr, fmt.Sprintf("is held by %s with token %d, not by", h, g.Token))
+
+		o = cliEnv(t, map[string]string{EnvHolder: h.String(), EnvToken: g.Token.String()}, "release", "job", "--store", db)
+		require.Equal(t, ExitOK, o.code, o.stderr)
+		require.Equal(t, fmt.Sprintf("released lease \"job\" (token %d)\n", g.Token), o.stdout)
+		rec, err := st.Get(ctx, "job")
+		require.NoError(t, err)
+		require.Equal(t, tenure.StateReleased, rec.State)
+	})
+}
+
+func TestMigrate(t *testing.T) {
+	t.Parallel()
+
+	t.Run("SQLite", func(t *testing.T) {
+		t.Parallel()
+		o := cli(t, "migrate", "--store", sqliteURL(t))
+		require.Equal(t, ExitOK, o.code, o.stderr)
+		require.Contains(t, o.stdout, "schema version")
+	})
+
+	t.Run("PrintNeedsNoServer", func(t *testing.T) {
+		t.Parallel()
+		o := cli(t, "migrate", "--print", "--grant", "app", "--store", "postgres://u:pw@"+closedPort(t)+"/db?tenure_schema=ops&tenure_prefix=job_")
+		require.Equal(t, ExitOK, o.code, o.stderr)
+		require.Contains(t, o.stdout, `CREATE TABLE IF NOT EXISTS "ops"."job_leases"`)
+		require.Contains(t, o.stdout, `"ops"."job_fence"`)
+		require.Contains(t, o.stdout, `GRANT`)
+		require.Contains(t, o.stdout, `"app"`)
+	})
+}
+
+func TestPostgres(t *testing.T) {
+	t.Parallel()
+	owner := pgstoretest.Pool(t, pgx.QueryExecModeCacheStatement, "")
+	url := func(t *testing.T) string {
+		t.Helper()
+		schema := testutil.UniqueName(t)
+		t.Cleanup(func() { pgstoretest.DropSchema(t, owner, schema) })
+		sep := "?"
+		if strings.Contains(testutil.PostgresURL(), "?") {
+			sep = "&"
+		}
+		return testutil.PostgresURL() + sep + storeurl.ParamSchema + "=" + schema
+	}
+
+	t.Run("NotMigratedIs78", func(t *testing.T) {
+		t.Parallel()
+		u := url(t)
+		for _, args := range [][]string{
+			{"status", "--store", u},
+			{"status", "job", "--store", u},
+			{"run", "--name", "job", "--store", u, "--", "true"},
+			{"run", "--name", "job", "--wait", "--store", u, "--", "true"},
+			{"release", "--force", "job", "--store", u},
+		} {
+			o := cli(t, args...)
+			require.Equal(t, ExitNotMigrated, o.code, "%q: %s", args, o.stderr)
+			requireOneLine(t, o)
+			require.Contains(t, o.stderr, "tenure migrate")
+		}
+		o := cli(t, "migrate", "--store", u)
+		require.Equal(t, ExitOK, o.code, o.stderr)
+		require.Contains(t, o.stdout, "migrated the PostgreSQL store")
+		o = cli(t, "migrate", "--store", u)
+		require.Equal(t, ExitOK, o.code, o.stderr)
+		o = cli(t, "status", "--store", u)
+		require.Equal(t, ExitOK, o.code, o.stderr)
+		require.Equal(t, "no leases\n", o.stdout)
+	})
+
+	t.Run("UnreachableIs69", func(t *testing.T) {
+		t.Parallel()
+		u := "postgres://alice:Sup3rSecret@" + closedPort(t) + "/db?sslmode=disable"
+		for _, args := range [][]string{
+			{"status", "--store", u},
+			{"run", "--name", "job", "--store", u, "--", "true"},
+			{"migrate", "--store", u},
+		} {
+			o := cli(t, args...)
+			require.Equal(t, ExitUnavailable, o.code, "%q: %s", args, o.stderr)
+			requireOneLine(t, o)
+			require.Contains(t, o.stderr, "cannot reach PostgreSQL at postgres://alice:xxxxx@")
+			require.NotContains(t, o.stderr, "Sup3rSecret")
+		}
+	})
+
+	t.Run("RunAndStatus", func(t *testing.T) {
+		t.Parallel()
+		u := url(t)
+		require.Equal(t, ExitOK, cli(t, "migrate", "--store", u).code)
+		o := cli(t, "run", "--name", "job", "--ttl", "2s", "--store", u, "--", "sh", "-c", "echo $TENURE_TOKEN")
+		require.Equal(t, ExitOK, o.code, o.stderr)
+		o2 := cli(t, "status", "--json", "job", "--store", u)
+		require.Equal(t, ExitOK, o2.code, o2.stderr)
+		require.Contains(t, o2.stdout, `"token":`+strings.TrimSpace(o.stdout)+`,`)
+		require.Contains(t, o2.stdout, `"state":"released"`)
+	})
+}
+
+// lineWriter hands every line written to it to the lines channel.
+type lineWriter struct {
+	mu    sync.Mutex
+	buf   []byte
+	lines chan string
+}
+
+func newLineWriter() *lineWriter { return &lineWriter{lines: make(chan string, 100)} }
+
+func (w *lineWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf = append(w.buf, p...)
+	for {
+		i := bytes.IndexByte(w.buf, '\n')
+		if i < 0 {
+			return len(p), nil
+		}
+		select {
+		case w.lines <- string(w.buf[:i]):
+		default:
+		}
+		w.buf = w.buf[i+1:]
+	}
+}
+
+func TestRunStore(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+
+	t.Run("PollsForReleasesWhileWaiting", func(t *testing.T) {
+		t.Parallel()
+		st := openSQLite(t, sqliteURL(t))
+		s := &runStore{Store: st, name: "job", poll: 5 * time.Millisecond}
+		s.waiting.Store(true)
+		h := testutil.Holder(t, "other")
+		g, err := st.Acquire(ctx, tenure.AcquireParams{Name: "job", Holder: h, TTL: time.Minute})
+		require.NoError(t, err)
+
+		lctx, cancel := context.WithCancel(ctx)
+		notified := make(chan string, 10)
+		listened := make(chan error, 1)
+		go func() { listened <- s.Listen(lctx, func(n string) { notified <- n }) }()
+		defer func() {
+			cancel()
+			require.ErrorIs(t, <-listened, context.Canceled)
+		}()
+		require.NoError(t, st.Release(ctx, tenure.ReleaseParams{Name: "job", Holder: h, Token: g.Token}))
+		select {
+		case n := <-notified:
+			require.Equal(t, "job", n)
+		case <-time.After(10 * time.Second):
+			t.Fatal("no notification of the release")
+		}
+	})
+
+	t.Run("NoPollingListensUntilDone", func(t *testing.T) {
+		t.Parallel()
+		s := &runStore{Store: openSQLite(t, sqliteURL(t)), name: "job"}
+		lctx, cancel := context.WithCancel(ctx)
+		cancel()
+		require.ErrorIs(t, s.Listen(lctx, func(string) { t.Error("notified") }), context.Canceled)
+	})
+}
+
+func TestLossReason(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, "renew error: pgstore: renew: timeout",
+		lossReason(&tenure.LostError{Reason: tenure.LossRenewError, Cause: errors.New("pgstore: renew:\ntimeout")}))
+	require.Contains(t, lossReason(&tenure.LostError{Reason: tenure.LossExpiredAtStore}), "tenure release --force")
+	require.Equal(t, "unknown reason", lossReason(nil))
+	require.True(t, storeReachable(&tenure.LostError{Reason: tenure.LossSuspended}))
+	require.False(t, storeReachable(&tenure.LostError{Reason: tenure.LossRenewError}))
+	require.False(t, storeReachable(&tenure.LostError{Reason: tenure.LossSuperseded}))
+	require.False(t, storeReachable(errors.New("x")))
+}

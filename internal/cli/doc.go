@@ -1,0 +1,59 @@
+// Package cli is the tenure command: [Main] parses the arguments, runs one
+// subcommand and returns the process's exit code. Each subcommand has its
+// own [flag.FlagSet]; flags are written --name or -name, and in status,
+// release and migrate they may follow the positional arguments.
+//
+// # Commands
+//
+//   - run: acquire a lease (or wait for it) and run a command under it, in
+//     its own process group, with TENURE_TOKEN, TENURE_LEASE and
+//     TENURE_HOLDER in its environment. SIGINT, SIGTERM and SIGHUP are
+//     forwarded to the command's group. When the tenure is lost the group
+//     gets SIGTERM, and SIGKILL after --grace; the client declares the
+//     loss --grace before its local deadline, which is itself a safety
+//     margin before the store can expire the lease, so the command is dead
+//     before anyone else can be granted the lease. The client's own
+//     release on loss is held back until the command is dead, for the same
+//     reason. When the command exits the lease is released, so a waiter
+//     takes over at once (on SQLite, which cannot notify, a waiter reads
+//     the lease every 100 ms).
+//   - status: the leases as the store sees them, by the store's clock; as
+//     a table, or one JSON object per snapshot with --json; again every
+//     --interval with --watch.
+//   - release: give up the caller's own lease (TENURE_HOLDER and
+//     TENURE_TOKEN must match it), or with --force expire anyone's, keeping
+//     the token counter so its old holder is fenced.
+//   - migrate: create or upgrade the store's schema, or print its SQL.
+//   - version, help.
+//
+// Subcommands live in a table built by commandTable; adding one is adding
+// an entry there.
+//
+// # Exit codes
+//
+//	0    success; under run, the command's own exit status passes through
+//	     (128+N when signal N ended it)
+//	1    any other error
+//	64   usage: unknown command or flag, bad duration, name or store URL,
+//	     a --grace that does not fit --ttl (EX_USAGE)
+//	69   the store could not be opened or reached (EX_UNAVAILABLE)
+//	75   not acquired: the lease is held by someone else, or --wait-timeout
+//	     ran out; the message names the holder, its token and its remaining
+//	     time by the store's clock (EX_TEMPFAIL: try again later)
+//	78   the store's schema is not migrated: run tenure migrate (EX_CONFIG)
+//	79   the tenure was lost while the command ran, and the command was
+//	     stopped
+//	126  the command could not be executed; 127 it was not found
+//	128+N  run was interrupted by signal N while waiting for the lease
+//
+// 79 is deliberately outside sysexits.h (64–78), the shell's 126–127 and
+// the signal range (128+): it says "the job was stopped because its lease
+// was lost", which a scheduler must tell apart from the job's own failure
+// (here the job was interrupted from outside, and another holder may
+// already be doing the work) and from "not acquired" (nothing ran). A command may exit with any of these codes
+// itself; tenure prints a line on standard error whenever the code is its
+// own.
+//
+// Every error is one line on standard error beginning "tenure: ", never a
+// stack trace; passwords in store URLs are masked.
+package cli

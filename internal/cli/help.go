@@ -1,0 +1,130 @@
+package cli
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+func helpCommand() *command {
+	return &command{
+		summary:  "show how to use tenure or one of its commands",
+		synopsis: "help [COMMAND]",
+		about:    "Help prints the overview of tenure, or the flags of one command.",
+		setup: func(fs *flag.FlagSet) action {
+			return func(_ context.Context, e *env, args []string) error {
+				switch len(args) {
+				case 0:
+					fmt.Fprint(e.stdout, overview())
+					return nil
+				case 1:
+					cmd, ok := commandTable()[args[0]]
+					if !ok {
+						return usagef("help", "unknown command %q; the commands are %s", args[0], strings.Join(commandNames(), ", "))
+					}
+					fmt.Fprint(e.stdout, commandHelp(args[0], cmd))
+					return nil
+				}
+				return usagef("help", "takes at most one command name, got %d arguments", len(args))
+			}
+		},
+	}
+}
+
+// order lists the commands in the order help shows them; commands missing
+// here come after, by name.
+var order = []string{"run", "status", "release", "migrate", "demo", "version", "help"}
+
+func orderedNames() []string {
+	names := commandNames()
+	rank := func(n string) int {
+		if i := slices.Index(order, n); i >= 0 {
+			return i
+		}
+		return len(order)
+	}
+	slices.SortStableFunc(names, func(a, b string) int { return rank(a) - rank(b) })
+	return names
+}
+
+// overview is the text of `tenure help`.
+func overview() string {
+	var b strings.Builder
+	b.WriteString(`tenure runs a job under a lease with a fencing token: one holder at a time,
+and a holder that is paused, partitioned or superseded has its job stopped
+before the store can give the lease to anyone else.
+
+Usage:
+`)
+	table := commandTable()
+	for _, n := range orderedNames() {
+		fmt.Fprintf(&b, "  tenure %s\n", table[n].synopsis)
+	}
+	b.WriteString(`
+Commands:
+`)
+	for _, n := range orderedNames() {
+		fmt.Fprintf(&b, "  %-8s %s\n", n, table[n].summary)
+	}
+	b.WriteString(`
+The store is given by --store URL, else by the TENURE_STORE environment
+variable, else it is the SQLite file at $XDG_STATE_HOME/tenure/tenure.db
+(~/.local/state/tenure/tenure.db when XDG_STATE_HOME is unset).
+
+Store URLs:
+  postgres://USER:PASSWORD@HOST:PORT/DATABASE?PARAMS  (or postgresql://…)
+      PostgreSQL, with libpq's conventions: missing parts come from PGHOST,
+      PGPORT, PGUSER, PGPASSWORD, PGDATABASE, ~/.pgpass; sslmode and the
+      other libpq parameters work. tenure_schema=SCHEMA and
+      tenure_prefix=PREFIX choose where tenure's tables and functions live
+      (default: schema public, prefix tenure_). Passwords are never printed.
+  sqlite:PATH
+      An SQLite file on this host, created when missing (one host only).
+
+Exit codes:
+  0      success; under run, the command's own exit status passes through
+         (128+N when signal N ended it)
+  1      any other error
+  64     usage: unknown command or flag, bad duration, name or store URL,
+         or a --grace that does not fit --ttl
+  69     the store could not be opened or reached
+  75     not acquired: the lease is held by someone else, or --wait-timeout
+         ran out; the message names the holder, its token and its remaining
+         time by the store's clock
+  78     the store is not migrated: run tenure migrate
+  79     the lease was lost while the command ran, and the command was
+         stopped (SIGTERM, then SIGKILL after --grace)
+  126    the command could not be executed; 127: it was not found
+  128+N  run was interrupted by signal N while waiting for the lease
+
+Run 'tenure help COMMAND' for the flags of a command.
+`)
+	return b.String()
+}
+
+// commandHelp is the text of `tenure help NAME` and `tenure NAME -h`.
+func commandHelp(name string, cmd *command) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Usage: tenure %s\n\n%s\n", cmd.synopsis, cmd.about)
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	cmd.setup(fs)
+	first := true
+	fs.VisitAll(func(f *flag.Flag) {
+		if first {
+			b.WriteString("\nFlags:\n")
+			first = false
+		}
+		meta, usage := flag.UnquoteUsage(f)
+		line := "  --" + f.Name
+		if meta != "" {
+			line += " " + meta
+		}
+		if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0s" && !strings.Contains(usage, "(default") {
+			line += " (default " + f.DefValue + ")"
+		}
+		fmt.Fprintf(&b, "%s\n      %s\n", line, usage)
+	})
+	return b.String()
+}

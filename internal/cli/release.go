@@ -1,0 +1,128 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/tenure-dev/tenure"
+)
+
+// releaseAttempts bounds how often release --force retries when the lease
+// changes hands under it.
+const releaseAttempts = 3
+
+func releaseCommand() *command {
+	return &command{
+		summary:      "release a lease: your own, or anyone's with --force",
+		synopsis:     "release NAME [--force] [--store URL]",
+		interspersed: true,
+		about: `Release expires the lease NAME at the store now, keeping its token counter,
+so the next holder gets a greater token and takes over at once.
+
+Without --force it releases only the caller's own tenure: TENURE_HOLDER and
+TENURE_TOKEN, which tenure run gives its command, must match the lease. The
+tenure run above then sees its tenure end at its next renewal and stops
+the command like any loss, so make the release the command's last act.
+
+With --force an operator expires whoever holds the lease. Its holder is
+fenced from then on: tenure_check_lease refuses its token at once, and
+tenure_fence refuses it as soon as a greater token is recorded. If it runs
+under tenure run, its command is stopped at its next renewal.`,
+		setup: func(fs *flag.FlagSet) action {
+			var o releaseOptions
+			fs.BoolVar(&o.force, "force", false, "expire the lease whoever holds it")
+			fs.StringVar(&o.store, "store", "", storeUsage)
+			return o.run
+		},
+	}
+}
+
+type releaseOptions struct {
+	force bool
+	store string
+}
+
+func (o *releaseOptions) run(ctx context.Context, e *env, args []string) error {
+	if len(args) != 1 {
+		return usagef("release", "takes one lease NAME, got %d arguments", len(args))
+	}
+	name := args[0]
+	if err := tenure.ValidateName(name); err != nil {
+		return usagef("release", "%s", message(err))
+	}
+	var (
+		own   tenure.Holder
+		token tenure.Token
+	)
+	if !o.force {
+		var err error
+		if own, token, err = ownTenure(e.getenv); err != nil {
+			return err
+		}
+	}
+	opened, err := e.openStore(ctx, o.store)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = opened.Close() }() // Nothing is left to do about a failed close.
+
+	for range releaseAttempts {
+		sctx, cancel := withStoreTimeout(ctx)
+		rec, err := opened.Store.Get(sctx, name)
+		cancel()
+		if errors.Is(err, tenure.ErrNotFound) {
+			return fmt.Errorf("lease %q does not exist in %s; nothing to release", name, opened.Target.Display)
+		}
+		if err != nil {
+			return opened.Target.Wrap(err)
+		}
+		if rec.State != tenure.StateHeld {
+			fmt.Fprintf(e.stdout, "lease %q is not held (%s, last token %d); nothing to release\n", name, rec.State, rec.Token)
+			return nil
+		}
+		if !o.force && (rec.Holder != own || rec.Token != token) {
+			return &exitError{code: ExitNotAcquired, err: fmt.Errorf("lease %q is held by %s with token %d, not by %s with token %d; not released (an operator may use --force)",
+				name, rec.Holder, rec.Token, own, token)}
+		}
+		sctx, cancel = withStoreTimeout(ctx)
+		err = opened.Store.Release(sctx, tenure.ReleaseParams{Name: name, Holder: rec.Holder, Token: rec.Token})
+		cancel()
+		if errors.Is(err, tenure.ErrNotHeld) {
+			continue // It changed hands or expired between the two calls: look again.
+		}
+		if err != nil {
+			return opened.Target.Wrap(err)
+		}
+		if o.force {
+			fmt.Fprintf(e.stdout, "released lease %q; its holder %s with token %d is now fenced: tenure_check_lease refuses token %d at once and tenure_fence refuses it once a greater token is recorded; the next holder gets a greater token\n",
+				name, rec.Holder, rec.Token, rec.Token)
+		} else {
+			fmt.Fprintf(e.stdout, "released lease %q (token %d)\n", name, rec.Token)
+		}
+		return nil
+	}
+	return fmt.Errorf("lease %q changed hands %d times while being released; try again", name, releaseAttempts)
+}
+
+// ownTenure reads the caller's tenure from TENURE_HOLDER and TENURE_TOKEN,
+// as tenure run sets them.
+func ownTenure(getenv func(string) string) (tenure.Holder, tenure.Token, error) {
+	hs, ts := getenv(EnvHolder), getenv(EnvToken)
+	if hs == "" || ts == "" {
+		return tenure.Holder{}, 0, usagef("release", "without --force, release gives up the caller's own lease and needs %s and %s, which tenure run sets for its command; to expire someone else's lease add --force", EnvHolder, EnvToken)
+	}
+	i := strings.LastIndex(hs, "/")
+	h := tenure.Holder{Label: hs[:max(i, 0)], Instance: hs[i+1:]}
+	if i < 0 || h.Validate() != nil {
+		return tenure.Holder{}, 0, usagef("release", "%s=%q is not a holder; it must be label/instance, as tenure run sets it", EnvHolder, hs)
+	}
+	t, err := strconv.ParseInt(ts, 10, 64)
+	if err != nil || t <= 0 {
+		return tenure.Holder{}, 0, usagef("release", "%s=%q is not a token; it must be a positive integer, as tenure run sets it", EnvToken, ts)
+	}
+	return h, tenure.Token(t), nil
+}

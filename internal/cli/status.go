@@ -1,0 +1,215 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os/signal"
+	"text/tabwriter"
+	"time"
+
+	"github.com/tenure-dev/tenure"
+	"github.com/tenure-dev/tenure/internal/storeurl"
+)
+
+// DefaultInterval is the default of status's --interval.
+const DefaultInterval = time.Second
+
+// stateAbsent is the state status reports for a name the store has never
+// seen.
+const stateAbsent = "absent"
+
+func statusCommand() *command {
+	return &command{
+		summary:      "show leases as the store sees them",
+		synopsis:     "status [NAME...] [--json] [--watch [--interval 1s]] [--store URL]",
+		interspersed: true,
+		about: `Status shows the leases NAME..., or every lease the store knows: state (held,
+expired, released, or absent for a name never used), holder (label/instance),
+fencing token, renewal seq, when the current or last tenure was acquired and
+how long it has left, all by the store's clock.
+
+With --json it prints one JSON object per snapshot, on one line:
+  {"leases":[{"name":"nightly","state":"held","holder":"host1/3f…","label":"host1",
+   "instance":"3f…","token":12,"seq":40,"acquired_at":"2025-01-31T02:00:00.123456Z",
+   "expires_in_ms":27403}]}
+acquired_at is null and holder, label and instance are empty for an absent
+lease; expires_in_ms is 0 unless the lease is held.
+
+With --watch it prints a snapshot every --interval until interrupted; a
+snapshot that fails prints one error line and the watch goes on.`,
+		setup: func(fs *flag.FlagSet) action {
+			var o statusOptions
+			fs.BoolVar(&o.json, "json", false, "print JSON, one object per snapshot")
+			fs.BoolVar(&o.watch, "watch", false, "print a snapshot every --interval until interrupted")
+			o.interval = durationFlag(fs, "interval", DefaultInterval, "with --watch, the `duration` between snapshots")
+			fs.StringVar(&o.store, "store", "", storeUsage)
+			return o.run
+		},
+	}
+}
+
+type statusOptions struct {
+	json     bool
+	watch    bool
+	interval *time.Duration
+	store    string
+}
+
+// leaseJSON is one lease in status --json.
+type leaseJSON struct {
+	Name        string     `json:"name"`
+	State       string     `json:"state"`
+	Holder      string     `json:"holder"`
+	Label       string     `json:"label"`
+	Instance    string     `json:"instance"`
+	Token       int64      `json:"token"`
+	Seq         int64      `json:"seq"`
+	AcquiredAt  *time.Time `json:"acquired_at"`
+	ExpiresInMS int64      `json:"expires_in_ms"`
+}
+
+type snapshotJSON struct {
+	Leases []leaseJSON `json:"leases"`
+}
+
+func (o *statusOptions) run(ctx context.Context, e *env, names []string) error {
+	for _, n := range names {
+		if err := tenure.ValidateName(n); err != nil {
+			return usagef("status", "%s", message(err))
+		}
+	}
+	if o.watch && *o.interval <= 0 {
+		return usagef("status", "--interval must be positive")
+	}
+	opened, err := e.openStore(ctx, o.store)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = opened.Close() }() // Nothing is left to do about a failed close.
+	if len(names) == 0 {
+		if _, ok := opened.Store.(tenure.Lister); !ok {
+			return usagef("status", "this store cannot list its leases; name them")
+		}
+	}
+	if !o.watch {
+		leases, err := snapshot(ctx, opened, names)
+		if err != nil {
+			return err
+		}
+		return o.print(e.stdout, leases)
+	}
+	ctx, stop := signal.NotifyContext(ctx, forwarded...)
+	defer stop()
+	tick := time.NewTicker(*o.interval)
+	defer tick.Stop()
+	for {
+		leases, err := snapshot(ctx, opened, names)
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case errors.Is(err, tenure.ErrNotMigrated), errors.Is(err, tenure.ErrInvalid):
+			return err
+		case err != nil:
+			e.errorf("%s", message(err))
+		default:
+			if err := o.print(e.stdout, leases); err != nil {
+				return err
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
+// snapshot reads names, or every lease, from the store.
+func snapshot(ctx context.Context, opened *storeurl.Opened, names []string) ([]leaseJSON, error) {
+	ctx, cancel := withStoreTimeout(ctx)
+	defer cancel()
+	var recs []tenure.Record
+	if len(names) == 0 {
+		all, err := opened.Store.(tenure.Lister).List(ctx)
+		if err != nil {
+			return nil, opened.Target.Wrap(err)
+		}
+		recs = all
+	}
+	for _, n := range names {
+		r, err := opened.Store.Get(ctx, n)
+		if errors.Is(err, tenure.ErrNotFound) {
+			r = tenure.Record{Grant: tenure.Grant{Name: n}}
+		} else if err != nil {
+			return nil, opened.Target.Wrap(err)
+		}
+		recs = append(recs, r)
+	}
+	leases := make([]leaseJSON, len(recs))
+	for i, r := range recs {
+		l := leaseJSON{
+			Name:     r.Name,
+			State:    stateAbsent,
+			Holder:   r.Holder.String(),
+			Label:    r.Holder.Label,
+			Instance: r.Holder.Instance,
+			Token:    int64(r.Token),
+			Seq:      r.Seq,
+		}
+		if r.State != 0 {
+			l.State = r.State.String()
+			at := r.AcquiredAt.UTC()
+			l.AcquiredAt = &at
+		}
+		if r.State == tenure.StateHeld {
+			l.ExpiresInMS = r.Remaining.Milliseconds()
+		}
+		leases[i] = l
+	}
+	return leases, nil
+}
+
+func (o *statusOptions) print(w io.Writer, leases []leaseJSON) error {
+	if o.json {
+		b, err := json.Marshal(snapshotJSON{Leases: leases})
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(w, "%s\n", b)
+		return err
+	}
+	if len(leases) == 0 {
+		_, err := fmt.Fprintln(w, "no leases")
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tSTATE\tHOLDER\tTOKEN\tACQUIRED\tEXPIRES IN")
+	for _, l := range leases {
+		holder, token, acquired, expires := dash(l.Holder), "-", "-", "-"
+		if l.Token > 0 {
+			token = fmt.Sprint(l.Token)
+		}
+		if l.AcquiredAt != nil {
+			acquired = l.AcquiredAt.Format("2006-01-02T15:04:05.000Z07:00")
+		}
+		if l.State == tenure.StateHeld.String() {
+			expires = remaining(time.Duration(l.ExpiresInMS) * time.Millisecond)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", l.Name, l.State, holder, token, acquired, expires)
+	}
+	if o.watch {
+		fmt.Fprintln(tw)
+	}
+	return tw.Flush()
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

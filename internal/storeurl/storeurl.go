@@ -1,0 +1,467 @@
+package storeurl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/tenure-dev/tenure"
+	"github.com/tenure-dev/tenure/store/pgstore"
+	"github.com/tenure-dev/tenure/store/sqlitestore"
+)
+
+// EnvVar names the environment variable that holds the store URL when no
+// --store flag gives one.
+const EnvVar = "TENURE_STORE"
+
+// Query parameters of a PostgreSQL URL that are tenure's own; [Parse]
+// removes them before the URL reaches pgx.
+const (
+	// ParamSchema sets the schema of the tenure objects (pgstore.Config.Schema).
+	ParamSchema = "tenure_schema"
+	// ParamPrefix sets the prefix of their names (pgstore.Config.TablePrefix).
+	ParamPrefix = "tenure_prefix"
+)
+
+// DefaultConnectTimeout bounds opening a PostgreSQL store and its first
+// round trip when [Options.ConnectTimeout] is zero, and each later
+// connection attempt unless the URL sets connect_timeout.
+const DefaultConnectTimeout = 10 * time.Second
+
+// applicationName is set on PostgreSQL sessions unless the URL or PGAPPNAME
+// names one, so they are easy to find in pg_stat_activity.
+const applicationName = "tenure"
+
+// mask replaces every secret in what this package prints.
+const mask = "xxxxx"
+
+// Supported lists the URL forms accepted, for messages.
+const Supported = "postgres://…, postgresql://… or sqlite:PATH"
+
+// Kind is the kind of store a URL names.
+type Kind string
+
+// The kinds of store [Parse] knows.
+const (
+	Postgres Kind = "postgres"
+	SQLite   Kind = "sqlite"
+)
+
+// later are schemes of stores tenure will support but this build does not.
+var later = map[string]string{
+	"redis":  "Redis",
+	"rediss": "Redis",
+	"etcd":   "etcd",
+	"consul": "Consul",
+}
+
+// Target is a parsed store URL: what to open, and how to show it.
+type Target struct {
+	// Kind says which store the URL names.
+	Kind Kind
+	// Display is the URL with every password replaced by xxxxx, safe to
+	// print and log.
+	Display string
+	// Default reports that no URL was given and the default SQLite file is
+	// used.
+	Default bool
+	// Path is the SQLite file, as given (Kind SQLite).
+	Path string
+	// PG names the schema and table prefix of a PostgreSQL store, from the
+	// URL's tenure_schema and tenure_prefix parameters (Kind Postgres).
+	PG pgstore.Config
+
+	connString string   // PostgreSQL URL without tenure's parameters
+	secrets    []string // what Redact masks
+}
+
+// Resolve returns the target of flagValue when it is non-empty, else of
+// the TENURE_STORE variable read with getenv, else the default SQLite file.
+func Resolve(flagValue string, getenv func(string) string) (Target, error) {
+	if flagValue != "" {
+		return Parse(flagValue)
+	}
+	if raw := getenv(EnvVar); raw != "" {
+		t, err := Parse(raw)
+		if err != nil {
+			return Target{}, fmt.Errorf("%w (from %s)", err, EnvVar)
+		}
+		return t, nil
+	}
+	path, err := sqlitestore.DefaultPath()
+	if err != nil {
+		return Target{}, newError(tenure.ErrInvalid, err, "storeurl: no store URL given and no default SQLite file: %v; pass --store or set %s", err, EnvVar)
+	}
+	return Target{Kind: SQLite, Display: "sqlite:" + path, Default: true, Path: path}, nil
+}
+
+// Parse parses a store URL (see the package documentation). It reads no
+// file and no environment variable except HOME, for a leading ~/ in an
+// SQLite path.
+func Parse(raw string) (Target, error) {
+	raw = strings.TrimSpace(raw)
+	scheme, rest, ok := strings.Cut(raw, ":")
+	if !ok || !schemeSyntax.MatchString(scheme) {
+		hint := ""
+		if strings.ContainsAny(raw, "/.") && !strings.Contains(raw, "://") {
+			hint = fmt.Sprintf(" (for an SQLite file write sqlite:%s)", raw)
+		}
+		return Target{}, newError(tenure.ErrInvalid, nil, "storeurl: store URL %q has no scheme; use %s%s", roughRedact(raw), Supported, hint)
+	}
+	switch s := strings.ToLower(scheme); s {
+	case "postgres", "postgresql":
+		return parsePostgres(raw)
+	case "sqlite":
+		return parseSQLite(raw, rest)
+	default:
+		if name, ok := later[s]; ok {
+			return Target{}, newError(tenure.ErrInvalid, nil, "storeurl: the %s store (%s://) is not supported by this build of tenure yet; use %s", name, s, Supported)
+		}
+		return Target{}, newError(tenure.ErrInvalid, nil, "storeurl: store URL scheme %q is not supported; use %s", scheme, Supported)
+	}
+}
+
+var schemeSyntax = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*$`)
+
+func parseSQLite(raw, rest string) (Target, error) {
+	path := rest
+	if after, ok := strings.CutPrefix(rest, "//"); ok {
+		if !strings.HasPrefix(after, "/") {
+			return Target{}, newError(tenure.ErrInvalid, nil, "storeurl: store URL %q names a host; an SQLite store is a local file: use sqlite:PATH or sqlite:///ABSOLUTE/PATH", raw)
+		}
+		path = after
+	}
+	if path == "" {
+		return Target{}, newError(tenure.ErrInvalid, nil, "storeurl: store URL %q has no file path; use sqlite:PATH, e.g. sqlite:/var/lib/myjob/tenure.db", raw)
+	}
+	if after, ok := strings.CutPrefix(path, "~/"); ok {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return Target{}, newError(tenure.ErrInvalid, err, "storeurl: store URL %q starts with ~/ but the home directory is unknown: %v; use an absolute path", raw, err)
+		}
+		path = filepath.Join(home, after)
+	}
+	return Target{Kind: SQLite, Display: "sqlite:" + path, Path: path}, nil
+}
+
+func parsePostgres(raw string) (Target, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		reason := err.Error()
+		if ue, ok := errors.AsType[*url.Error](err); ok {
+			reason = ue.Err.Error() // url.Error repeats the URL, password included
+		}
+		return Target{}, newError(tenure.ErrInvalid, nil, "storeurl: store URL %q is not a valid URL: %s", roughRedact(raw), roughRedact(reason))
+	}
+	if u.Opaque != "" || !strings.HasPrefix(raw[len(u.Scheme)+1:], "//") {
+		return Target{}, newError(tenure.ErrInvalid, nil, "storeurl: store URL %q is not a valid PostgreSQL URL; write it as postgres://USER@HOST:PORT/DATABASE", roughRedact(raw))
+	}
+	t := Target{Kind: Postgres}
+	if u.User != nil {
+		if pw, ok := u.User.Password(); ok && pw != "" {
+			t.secrets = append(t.secrets, pw)
+		}
+	}
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		return Target{}, newError(tenure.ErrInvalid, nil, "storeurl: store URL %q is not a valid URL: its query has a bad escape or separator", roughRedact(raw))
+	}
+	for key, values := range q {
+		if isSecretParam(key) {
+			for _, v := range values {
+				if v != "" {
+					t.secrets = append(t.secrets, v)
+				}
+			}
+		}
+	}
+	t.Display = t.Redact(displayURL(u))
+	for _, p := range []struct {
+		key string
+		dst *string
+	}{{ParamSchema, &t.PG.Schema}, {ParamPrefix, &t.PG.TablePrefix}} {
+		vs, ok := q[p.key]
+		if !ok {
+			continue
+		}
+		if len(vs) != 1 || vs[0] == "" {
+			return Target{}, newError(tenure.ErrInvalid, nil, "storeurl: store URL %s: %s must be given once, with a value", t.Display, p.key)
+		}
+		*p.dst = vs[0]
+		q.Del(p.key)
+	}
+	if _, err := t.PG.Objects(); err != nil {
+		return Target{}, newError(tenure.ErrInvalid, err, "storeurl: store URL %s: %s or %s: %v", t.Display, ParamSchema, ParamPrefix, err)
+	}
+	if t.PG.Schema != "" || t.PG.TablePrefix != "" {
+		u.RawQuery = q.Encode()
+	}
+	t.connString = withSlashes(u.String(), u.Scheme)
+	return t, nil
+}
+
+// withSlashes puts back the "//" that url.URL.String drops when a URL has
+// neither host nor path ("postgres://?sslmode=disable"): without it pgx
+// would not read the string as a URL.
+func withSlashes(s, scheme string) string {
+	if rest, ok := strings.CutPrefix(s, scheme+":"); ok && !strings.HasPrefix(rest, "//") {
+		return scheme + "://" + rest
+	}
+	return s
+}
+
+func isSecretParam(key string) bool {
+	k := strings.ToLower(key)
+	return k == "password" || k == "sslpassword"
+}
+
+// displayURL renders u with every password replaced by the mask.
+func displayURL(u *url.URL) string {
+	c := *u
+	if c.User != nil {
+		if _, ok := c.User.Password(); ok {
+			c.User = url.UserPassword(c.User.Username(), mask)
+		}
+	}
+	q := c.Query()
+	masked := false
+	for key := range q {
+		if isSecretParam(key) {
+			q[key] = []string{mask}
+			masked = true
+		}
+	}
+	if masked {
+		c.RawQuery = q.Encode()
+	}
+	return withSlashes(c.String(), c.Scheme)
+}
+
+// roughRedact masks what looks like a password in a string that is not a
+// valid URL: everything between the scheme and the last '@', and every
+// password parameter.
+func roughRedact(s string) string {
+	if i := strings.Index(s, "://"); i >= 0 {
+		if at := strings.LastIndex(s, "@"); at > i {
+			s = s[:i+3] + mask + s[at:]
+		}
+	}
+	return secretParam.ReplaceAllString(s, "${1}="+mask)
+}
+
+var secretParam = regexp.MustCompile(`(?i)((?:ssl)?password)=[^&\s]*`)
+
+// Redact returns s with every secret of t masked. Every message this
+// package returns has been through it; use it on messages of errors that
+// come from the store's client library.
+func (t Target) Redact(s string) string {
+	for _, secret := range t.secrets {
+		for _, form := range []string{secret, url.QueryEscape(secret), url.PathEscape(secret)} {
+			s = strings.ReplaceAll(s, form, mask)
+		}
+	}
+	return s
+}
+
+// MigrationSQL returns the SQL that creates or upgrades the store's schema,
+// for a DBA to review and apply. An SQLite store migrates itself when it is
+// opened and has none: that is an error matching [tenure.ErrInvalid].
+func (t Target) MigrationSQL() (string, error) {
+	if t.Kind != Postgres {
+		return "", newError(tenure.ErrInvalid, nil, "storeurl: the SQLite store creates and upgrades its schema itself when it opens %s; there is no SQL to print", t.Path)
+	}
+	s, err := t.PG.MigrationSQL()
+	if err != nil {
+		return "", newError(tenure.ErrInvalid, err, "storeurl: %v", err)
+	}
+	return s, nil
+}
+
+// GrantSQL returns the SQL that grants role what the store needs at run
+// time. Like [Target.MigrationSQL] it exists for PostgreSQL only.
+func (t Target) GrantSQL(role string) (string, error) {
+	if t.Kind != Postgres {
+		return "", newError(tenure.ErrInvalid, nil, "storeurl: an SQLite store has no roles to grant; it needs a file and directory this user can write (%s)", t.Path)
+	}
+	s, err := t.PG.GrantSQL(role)
+	if err != nil {
+		return "", newError(tenure.ErrInvalid, err, "storeurl: %v", err)
+	}
+	return s, nil
+}
+
+// Options tunes [Target.Open]. The zero value means the defaults.
+type Options struct {
+	// ConnectTimeout bounds connecting to a server store and the first
+	// round trip that proves it answers. Default DefaultConnectTimeout.
+	ConnectTimeout time.Duration
+}
+
+// Opened is an open store and what the tenure command needs besides the
+// [tenure.Store] itself.
+type Opened struct {
+	Target Target
+	Store  tenure.Store
+
+	pg     *pgstore.Store
+	pool   *pgxpool.Pool
+	sqlite *sqlitestore.Store
+}
+
+// Open opens the store t names. A PostgreSQL store is asked one round trip
+// before Open returns, so an unreachable server, a refused login or a
+// missing database fails here (matching [tenure.ErrUnavailable]); its
+// tables are not checked (calls on an unmigrated schema fail with
+// [tenure.ErrNotMigrated]). An SQLite file is created and migrated when
+// needed.
+func (t Target) Open(ctx context.Context, opts Options) (*Opened, error) {
+	timeout := opts.ConnectTimeout
+	if timeout <= 0 {
+		timeout = DefaultConnectTimeout
+	}
+	switch t.Kind {
+	case SQLite:
+		st, err := sqlitestore.Open(ctx, t.Path, sqlitestore.Config{})
+		if err != nil {
+			kind := tenure.ErrUnavailable
+			if errors.Is(err, tenure.ErrInvalid) {
+				kind = tenure.ErrInvalid
+			}
+			return nil, newError(kind, err, "storeurl: cannot open the SQLite store %s: %v", t.Display, err)
+		}
+		return &Opened{Target: t, Store: st, sqlite: st}, nil
+	case Postgres:
+		return t.openPostgres(ctx, timeout)
+	}
+	return nil, newError(tenure.ErrInvalid, nil, "storeurl: store target has no kind; make it with Parse or Resolve")
+}
+
+func (t Target) openPostgres(ctx context.Context, timeout time.Duration) (*Opened, error) {
+	cfg, err := pgxpool.ParseConfig(t.connString)
+	if err != nil {
+		return nil, newError(tenure.ErrInvalid, nil, "storeurl: store URL %s: %s", t.Display, t.Redact(err.Error()))
+	}
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		cfg.ConnConfig.ConnectTimeout = timeout
+	}
+	if _, ok := cfg.ConnConfig.RuntimeParams["application_name"]; !ok {
+		cfg.ConnConfig.RuntimeParams["application_name"] = applicationName
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, newError(tenure.ErrInvalid, nil, "storeurl: store URL %s: %s", t.Display, t.Redact(err.Error()))
+	}
+	pctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if err := pool.Ping(pctx); err != nil {
+		pool.Close()
+		return nil, newError(tenure.ErrUnavailable, nil, "storeurl: cannot reach PostgreSQL at %s: %s", t.Display, t.Redact(oneLine(err.Error())))
+	}
+	st, err := pgstore.New(pool, t.PG)
+	if err != nil {
+		pool.Close()
+		return nil, newError(tenure.ErrInvalid, err, "storeurl: %s", t.Redact(err.Error()))
+	}
+	return &Opened{Target: t, Store: st, pg: st, pool: pool}, nil
+}
+
+// Migrate creates or upgrades the store's schema and returns a sentence
+// saying what it did. A PostgreSQL store needs DDL rights for it; an
+// SQLite store was already migrated by Open.
+func (o *Opened) Migrate(ctx context.Context) (string, error) {
+	if o.pg == nil {
+		return fmt.Sprintf("the SQLite store %s is at schema version %d (it migrates itself when opened)",
+			o.Target.Display, sqlitestore.SchemaVersion), nil
+	}
+	if err := o.pg.Migrate(ctx); err != nil {
+		return "", o.Target.Wrap(err)
+	}
+	obj := o.pg.Objects()
+	return fmt.Sprintf("migrated the PostgreSQL store %s: schema %q, tables %s and %s, fence function %s",
+		o.Target.Display, obj.Schema, obj.Leases, obj.Fences, obj.FenceFunc), nil
+}
+
+// CloseTimeout bounds how long [Opened.Close] waits for PostgreSQL
+// connections to close.
+const CloseTimeout = 2 * time.Second
+
+// Close closes the store and the connections it opened. It waits at most
+// [CloseTimeout] for PostgreSQL connections: pgx gives a connection broken
+// by a timeout up to 15 s to say goodbye to a server that may be
+// partitioned away, and a command that is about to exit must not wait for
+// that. Connections still closing then are abandoned to the process's exit,
+// and Close reports it with an error matching [tenure.ErrUnavailable].
+func (o *Opened) Close() error {
+	err := o.Store.Close()
+	if err != nil {
+		err = o.Target.Wrap(err)
+	}
+	if o.pool == nil {
+		return err
+	}
+	closed := make(chan struct{})
+	go func() {
+		o.pool.Close()
+		close(closed)
+	}()
+	t := time.NewTimer(CloseTimeout)
+	defer t.Stop()
+	select {
+	case <-closed:
+		return err
+	case <-t.C:
+		return errors.Join(err, newError(tenure.ErrUnavailable, nil,
+			"storeurl: the connections to %s did not close within %s; abandoned", o.Target.Display, CloseTimeout))
+	}
+}
+
+// Wrap returns err with its message redacted and on one line, keeping
+// what it matches with errors.Is and errors.As. Use it on every error of
+// the store before printing it.
+func (t Target) Wrap(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &redacted{msg: t.Redact(oneLine(err.Error())), err: err}
+}
+
+type redacted struct {
+	msg string
+	err error
+}
+
+func (e *redacted) Error() string { return e.msg }
+func (e *redacted) Unwrap() error { return e.err }
+
+// oneLine joins a multi-line message (pgx indents continuation lines).
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}
+
+// storeError is this package's error: a message already redacted, the
+// sentinel it matches, and the cause (whose message may hold a secret and
+// is never shown).
+type storeError struct {
+	msg   string
+	kind  error
+	cause error
+}
+
+func newError(kind, cause error, format string, args ...any) error {
+	return &storeError{msg: fmt.Sprintf(format, args...), kind: kind, cause: cause}
+}
+
+func (e *storeError) Error() string { return e.msg }
+
+// Is matches the sentinel the error was classified as.
+func (e *storeError) Is(target error) bool { return target == e.kind }
+
+func (e *storeError) Unwrap() error { return e.cause }

@@ -1,0 +1,335 @@
+package storeurl_test
+
+import (
+	"context"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tenure-dev/tenure"
+	"github.com/tenure-dev/tenure/internal/storeurl"
+	"github.com/tenure-dev/tenure/internal/testutil"
+	"github.com/tenure-dev/tenure/store/pgstore"
+	"github.com/tenure-dev/tenure/store/pgstore/pgstoretest"
+)
+
+func TestMain(m *testing.M) { testutil.VerifyTestMain(m) }
+
+func TestParse(t *testing.T) {
+	t.Parallel()
+	home, err := os.UserHomeDir()
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		name, raw string
+		kind      storeurl.Kind
+		display   string
+		path      string
+		pg        pgstore.Config
+	}{
+		{name: "Postgres", raw: "postgres://alice@db.example:5433/jobs?sslmode=disable",
+			kind: storeurl.Postgres, display: "postgres://alice@db.example:5433/jobs?sslmode=disable"},
+		{name: "PostgresQL", raw: "postgresql://db.example/jobs",
+			kind: storeurl.Postgres, display: "postgresql://db.example/jobs"},
+		{name: "UpperCaseScheme", raw: "POSTGRES://db.example/jobs",
+			kind: storeurl.Postgres, display: "postgres://db.example/jobs"},
+		{name: "EverythingFromEnvironment", raw: "postgres://",
+			kind: storeurl.Postgres, display: "postgres://"},
+		{name: "OnlyParameters", raw: "postgres://?sslmode=disable&tenure_schema=ops",
+			kind: storeurl.Postgres, display: "postgres://?sslmode=disable&tenure_schema=ops", pg: pgstore.Config{Schema: "ops"}},
+		{name: "PasswordMasked", raw: "postgres://alice:s3cr3t@db.example/jobs",
+			kind: storeurl.Postgres, display: "postgres://alice:xxxxx@db.example/jobs"},
+		{name: "AtSignInPassword", raw: "postgres://alice:pa@55word@db.example/jobs",
+			kind: storeurl.Postgres, display: "postgres://alice:xxxxx@db.example/jobs"},
+		{name: "PasswordParamsMasked", raw: "postgres://db.example/jobs?password=s3cr3t&sslpassword=k3y",
+			kind: storeurl.Postgres, display: "postgres://db.example/jobs?password=xxxxx&sslpassword=xxxxx"},
+		{name: "SchemaAndPrefix", raw: "postgres://db.example/jobs?tenure_schema=ops&tenure_prefix=lease_&sslmode=disable",
+			kind: storeurl.Postgres, display: "postgres://db.example/jobs?tenure_schema=ops&tenure_prefix=lease_&sslmode=disable",
+			pg: pgstore.Config{Schema: "ops", TablePrefix: "lease_"}},
+		{name: "SurroundingSpace", raw: "  sqlite:/var/lib/job/tenure.db\n",
+			kind: storeurl.SQLite, display: "sqlite:/var/lib/job/tenure.db", path: "/var/lib/job/tenure.db"},
+		{name: "SQLiteAbsolute", raw: "sqlite:/var/lib/job/tenure.db",
+			kind: storeurl.SQLite, display: "sqlite:/var/lib/job/tenure.db", path: "/var/lib/job/tenure.db"},
+		{name: "SQLiteRelative", raw: "sqlite:state/tenure.db",
+			kind: storeurl.SQLite, display: "sqlite:state/tenure.db", path: "state/tenure.db"},
+		{name: "SQLiteTripleSlash", raw: "sqlite:///var/lib/job/tenure.db",
+			kind: storeurl.SQLite, display: "sqlite:/var/lib/job/tenure.db", path: "/var/lib/job/tenure.db"},
+		{name: "SQLiteHome", raw: "sqlite:~/jobs/tenure.db",
+			kind: storeurl.SQLite, display: "sqlite:" + filepath.Join(home, "jobs/tenure.db"), path: filepath.Join(home, "jobs/tenure.db")},
+		{name: "SQLiteLiteralPath", raw: "SQLite:/tmp/a%20b?c.db",
+			kind: storeurl.SQLite, display: "sqlite:/tmp/a%20b?c.db", path: "/tmp/a%20b?c.db"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := storeurl.Parse(tc.raw)
+			require.NoError(t, err)
+			require.Equal(t, tc.kind, got.Kind)
+			require.Equal(t, tc.display, got.Display)
+			require.Equal(t, tc.path, got.Path)
+			require.Equal(t, tc.pg, got.PG)
+			require.False(t, got.Default)
+		})
+	}
+}
+
+func TestParseRefuses(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, raw string
+		want      []string // substrings of the message
+		secret    string   // must not appear in the message
+	}{
+		{name: "Empty", raw: "", want: []string{"has no scheme", "postgres://"}},
+		{name: "BarePath", raw: "/var/lib/tenure.db", want: []string{"has no scheme", "sqlite:/var/lib/tenure.db"}},
+		{name: "Redis", raw: "redis://localhost:6379", want: []string{"Redis", "not supported", "sqlite:PATH"}},
+		{name: "Rediss", raw: "rediss://u:pw1234@localhost:6379", want: []string{"Redis"}, secret: "pw1234"},
+		{name: "Etcd", raw: "etcd://localhost:2379", want: []string{"etcd", "not supported"}},
+		{name: "Consul", raw: "consul://localhost:8500", want: []string{"Consul", "not supported"}},
+		{name: "Unknown", raw: "mysql://localhost/db", want: []string{`scheme "mysql" is not supported`, "postgresql://"}},
+		{name: "SQLiteEmpty", raw: "sqlite:", want: []string{"no file path"}},
+		{name: "SQLiteHost", raw: "sqlite://host/x.db", want: []string{"names a host"}},
+		{name: "PostgresOpaque", raw: "postgres:db.example/jobs", want: []string{"not a valid PostgreSQL URL"}},
+		{name: "PostgresBadPort", raw: "postgres://alice:pa55word@db.example:port/jobs", want: []string{"not a valid URL", "invalid port"}, secret: "pa55word"},
+		{name: "PostgresBadUserinfo", raw: "postgres://alice:pa55word@db.exa mple/jobs", want: []string{"not a valid URL", "xxxxx"}, secret: "pa55word"},
+		{name: "PostgresBadEscape", raw: "postgres://db.example/jobs?password=hunter2%zz", want: []string{"not a valid URL"}, secret: "hunter2"},
+		{name: "SchemaTwice", raw: "postgres://h/db?tenure_schema=a&tenure_schema=b", want: []string{"tenure_schema must be given once"}},
+		{name: "SchemaEmpty", raw: "postgres://h/db?tenure_schema=", want: []string{"tenure_schema must be given once, with a value"}},
+		{name: "PrefixDollar", raw: "postgres://u:pw9876@h/db?tenure_prefix=a$b", want: []string{"TablePrefix", "'$'"}, secret: "pw9876"},
+		{name: "PrefixTooLong", raw: "postgres://h/db?tenure_prefix=" + strings.Repeat("p", 60), want: []string{"TablePrefix", "maximum"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := storeurl.Parse(tc.raw)
+			require.ErrorIs(t, err, tenure.ErrInvalid)
+			msg := err.Error()
+			require.True(t, strings.HasPrefix(msg, "storeurl: "), msg)
+			require.NotContains(t, msg, "\n")
+			for _, w := range tc.want {
+				require.Contains(t, msg, w)
+			}
+			if tc.secret != "" {
+				require.NotContains(t, msg, tc.secret)
+			}
+		})
+	}
+}
+
+func TestResolve(t *testing.T) {
+	t.Parallel()
+	env := func(m map[string]string) func(string) string {
+		return func(k string) string { return m[k] }
+	}
+	t.Run("FlagWins", func(t *testing.T) {
+		t.Parallel()
+		got, err := storeurl.Resolve("sqlite:/a.db", env(map[string]string{storeurl.EnvVar: "sqlite:/b.db"}))
+		require.NoError(t, err)
+		require.Equal(t, "/a.db", got.Path)
+	})
+	t.Run("Environment", func(t *testing.T) {
+		t.Parallel()
+		got, err := storeurl.Resolve("", env(map[string]string{storeurl.EnvVar: "postgres://h/db"}))
+		require.NoError(t, err)
+		require.Equal(t, storeurl.Postgres, got.Kind)
+	})
+	t.Run("EnvironmentNamedInError", func(t *testing.T) {
+		t.Parallel()
+		_, err := storeurl.Resolve("", env(map[string]string{storeurl.EnvVar: "redis://h"}))
+		require.ErrorIs(t, err, tenure.ErrInvalid)
+		require.Contains(t, err.Error(), "(from TENURE_STORE)")
+	})
+}
+
+// TestResolveDefault changes the environment, so it cannot run in parallel.
+func TestResolveDefault(t *testing.T) { //nolint:paralleltest // t.Setenv
+	dir := t.TempDir()
+	t.Setenv("XDG_STATE_HOME", dir)
+	got, err := storeurl.Resolve("", func(string) string { return "" })
+	require.NoError(t, err)
+	require.True(t, got.Default)
+	require.Equal(t, storeurl.SQLite, got.Kind)
+	require.Equal(t, filepath.Join(dir, "tenure", "tenure.db"), got.Path)
+	require.Equal(t, "sqlite:"+got.Path, got.Display)
+}
+
+func TestRedact(t *testing.T) {
+	t.Parallel()
+	tg, err := storeurl.Parse("postgres://alice:p%40ss%2Fword@h/db?sslpassword=k%20ey")
+	require.NoError(t, err)
+	for _, in := range []string{"p@ss/word", "p%40ss%2Fword", "p@ss%2Fword", "k ey", "k+ey", "k%20ey"} {
+		require.Equal(t, "a xxxxx b", tg.Redact("a "+in+" b"), in)
+	}
+	require.Equal(t, "postgres://alice:xxxxx@h/db?sslpassword=xxxxx", tg.Display)
+	require.Equal(t, "nothing secret", tg.Redact("nothing secret"))
+}
+
+func TestMigrationSQL(t *testing.T) {
+	t.Parallel()
+	t.Run("Postgres", func(t *testing.T) {
+		t.Parallel()
+		tg, err := storeurl.Parse("postgres://h/db?tenure_schema=ops&tenure_prefix=job_")
+		require.NoError(t, err)
+		s, err := tg.MigrationSQL()
+		require.NoError(t, err)
+		require.Contains(t, s, `"ops"."job_leases"`)
+		require.Contains(t, s, `"ops"."job_fence"`)
+		g, err := tg.GrantSQL("runner")
+		require.NoError(t, err)
+		require.Contains(t, g, `"runner"`)
+	})
+	t.Run("SQLiteHasNone", func(t *testing.T) {
+		t.Parallel()
+		tg, err := storeurl.Parse("sqlite:/x.db")
+		require.NoError(t, err)
+		_, err = tg.MigrationSQL()
+		require.ErrorIs(t, err, tenure.ErrInvalid)
+		require.Contains(t, err.Error(), "itself")
+		_, err = tg.GrantSQL("runner")
+		require.ErrorIs(t, err, tenure.ErrInvalid)
+	})
+}
+
+func TestOpenSQLite(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+
+	t.Run("CreatesAndServes", func(t *testing.T) {
+		t.Parallel()
+		path := filepath.Join(t.TempDir(), "sub", "tenure.db")
+		tg, err := storeurl.Parse("sqlite:" + path)
+		require.NoError(t, err)
+		o, err := tg.Open(ctx, storeurl.Options{})
+		require.NoError(t, err)
+		g, err := o.Store.Acquire(ctx, tenure.AcquireParams{Name: "job", Holder: testutil.Holder(t, "t"), TTL: time.Minute})
+		require.NoError(t, err)
+		require.Positive(t, g.Token)
+		msg, err := o.Migrate(ctx)
+		require.NoError(t, err)
+		require.Contains(t, msg, "schema version")
+		require.NoError(t, o.Close())
+		_, err = os.Stat(path)
+		require.NoError(t, err)
+	})
+
+	t.Run("DirectoryIsUnavailable", func(t *testing.T) {
+		t.Parallel()
+		tg, err := storeurl.Parse("sqlite:" + t.TempDir())
+		require.NoError(t, err)
+		_, err = tg.Open(ctx, storeurl.Options{})
+		require.ErrorIs(t, err, tenure.ErrUnavailable)
+		require.Contains(t, err.Error(), "is a directory")
+	})
+}
+
+// pgURL returns the test server's URL with tenure's parameters added.
+func pgURL(t *testing.T, userinfo *url.Userinfo, host string, params map[string]string) string {
+	t.Helper()
+	u, err := url.Parse(testutil.PostgresURL())
+	require.NoError(t, err)
+	if userinfo != nil {
+		u.User = userinfo
+	}
+	if host != "" {
+		u.Host = host
+	}
+	q := u.Query()
+	for k, v := range params {
+		q.Set(k, v)
+	}
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+func TestOpenPostgres(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	owner := pgstoretest.Pool(t, pgx.QueryExecModeCacheStatement, "")
+
+	t.Run("MigrateAndServe", func(t *testing.T) {
+		t.Parallel()
+		schema := testutil.UniqueName(t)
+		t.Cleanup(func() { pgstoretest.DropSchema(t, owner, schema) })
+		tg, err := storeurl.Parse(pgURL(t, nil, "", map[string]string{"tenure_schema": schema, "tenure_prefix": "x_"}))
+		require.NoError(t, err)
+		require.Equal(t, pgstore.Config{Schema: schema, TablePrefix: "x_"}, tg.PG)
+		o, err := tg.Open(ctx, storeurl.Options{})
+		require.NoError(t, err)
+		defer func() { require.NoError(t, o.Close()) }()
+
+		_, err = o.Store.Get(ctx, "job")
+		require.ErrorIs(t, err, tenure.ErrNotMigrated)
+
+		msg, err := o.Migrate(ctx)
+		require.NoError(t, err)
+		require.Contains(t, msg, schema)
+		require.Contains(t, msg, "x_leases")
+		g, err := o.Store.Acquire(ctx, tenure.AcquireParams{Name: "job", Holder: testutil.Holder(t, "t"), TTL: time.Minute})
+		require.NoError(t, err)
+		require.Positive(t, g.Token)
+
+		var app string
+		require.NoError(t, owner.QueryRow(ctx,
+			"SELECT application_name FROM pg_stat_activity WHERE application_name = 'tenure' LIMIT 1").Scan(&app))
+		require.Equal(t, "tenure", app)
+	})
+
+	t.Run("EverythingInParameters", func(t *testing.T) {
+		t.Parallel()
+		u, err := url.Parse(testutil.PostgresURL())
+		require.NoError(t, err)
+		q := u.Query()
+		q.Set("host", u.Hostname())
+		q.Set("port", u.Port())
+		q.Set("user", u.User.Username())
+		q.Set("dbname", strings.TrimPrefix(u.Path, "/"))
+		q.Set("tenure_schema", testutil.UniqueName(t))
+		tg, err := storeurl.Parse("postgres://?" + q.Encode())
+		require.NoError(t, err)
+		o, err := tg.Open(ctx, storeurl.Options{})
+		require.NoError(t, err)
+		_, err = o.Store.Get(ctx, "job")
+		require.ErrorIs(t, err, tenure.ErrNotMigrated)
+		require.NoError(t, o.Close())
+	})
+
+	t.Run("UnreachableIsUnavailableAndRedacted", func(t *testing.T) {
+		t.Parallel()
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		addr := ln.Addr().String()
+		require.NoError(t, ln.Close())
+		tg, err := storeurl.Parse(pgURL(t, url.UserPassword("alice", "Sup3rSecret"), addr, nil))
+		require.NoError(t, err)
+		_, err = tg.Open(ctx, storeurl.Options{ConnectTimeout: 5 * time.Second})
+		require.ErrorIs(t, err, tenure.ErrUnavailable)
+		require.Contains(t, err.Error(), "cannot reach PostgreSQL at postgres://alice:xxxxx@"+addr)
+		require.NotContains(t, err.Error(), "Sup3rSecret")
+		require.NotContains(t, err.Error(), "\n")
+	})
+
+	t.Run("BadParameterIsInvalid", func(t *testing.T) {
+		t.Parallel()
+		tg, err := storeurl.Parse(pgURL(t, url.UserPassword("alice", "Sup3rSecret"), "", map[string]string{"sslmode": "sometimes"}))
+		require.NoError(t, err)
+		_, err = tg.Open(ctx, storeurl.Options{})
+		require.ErrorIs(t, err, tenure.ErrInvalid)
+		require.Contains(t, err.Error(), "sslmode")
+		require.NotContains(t, err.Error(), "Sup3rSecret")
+	})
+
+	t.Run("WrapRedactsAndKeepsSentinels", func(t *testing.T) {
+		t.Parallel()
+		tg, err := storeurl.Parse("postgres://u:Sup3rSecret@h/db")
+		require.NoError(t, err)
+		err = tg.Wrap(&tenure.HeldError{Name: "Sup3rSecret\nx"})
+		require.ErrorIs(t, err, tenure.ErrHeld)
+		require.NotContains(t, err.Error(), "Sup3rSecret")
+		require.NotContains(t, err.Error(), "\n")
+		require.NoError(t, tg.Wrap(nil))
+	})
+}
