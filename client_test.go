@@ -146,7 +146,7 @@ func TestAcquireGivesTokenAndRefusesOthers(t *testing.T) {
 		require.Equal(t, a.client.Holder(), l.Holder())
 		require.Equal(t, "billing", l.Name())
 
-		time.Sleep(time.Second)
+		elapse(time.Second)
 		_, err = b.client.Acquire(t.Context(), "billing")
 		var held *tenure.HeldError
 		require.ErrorAs(t, err, &held)
@@ -169,7 +169,7 @@ func TestRenewalsKeepTheLeaseAndItsToken(t *testing.T) {
 		l, err := b.client.Acquire(t.Context(), "billing")
 		require.NoError(t, err)
 		tok := l.Token()
-		time.Sleep(5*ttl + time.Second)
+		elapse(5*ttl + time.Second)
 		require.Equal(t, tok, l.Token())
 		require.NoError(t, l.Err())
 		rec, err := b.store.Get(t.Context(), "billing")
@@ -195,7 +195,7 @@ func TestReleaseHandsOverAtOnceWithAGreaterToken(t *testing.T) {
 			require.NoError(t, err)
 			got <- l
 		}()
-		time.Sleep(5 * time.Second)
+		elapse(5 * time.Second)
 		synctest.Wait()
 		require.Empty(t, got, "the follower waits while the lease is held")
 
@@ -237,7 +237,7 @@ func TestRenewErrorFailsClosedAtOnce(t *testing.T) {
 		b := setup(t, store, tenure.Config{TTL: ttl})
 		l, err := b.client.Acquire(t.Context(), "billing")
 		require.NoError(t, err)
-		time.Sleep(time.Second)
+		elapse(time.Second)
 		store.failRenew.Store(true)
 		start := time.Now()
 		<-l.Done()
@@ -329,7 +329,7 @@ func TestChainWritesKeepTheLease(t *testing.T) {
 				w, err := l.BeginChainWrite()
 				require.NoError(t, err)
 				w.Commit(advance(t, b, w))
-				time.Sleep(ttl / 7)
+				elapse(ttl / 7)
 			}
 			require.NoError(t, l.Err())
 			require.Positive(t, l.Token())
@@ -346,7 +346,7 @@ func TestChainWritesKeepTheLease(t *testing.T) {
 			l, err := b.client.Acquire(t.Context(), "billing")
 			require.NoError(t, err)
 			store.holdRenew.Store(true) // the next renewal waits in the store
-			time.Sleep(ttl/3 + time.Millisecond)
+			elapse(ttl/3 + time.Millisecond)
 			synctest.Wait()
 			begun := make(chan *tenure.ChainWrite, 1)
 			go func() {
@@ -360,7 +360,7 @@ func TestChainWritesKeepTheLease(t *testing.T) {
 			w := <-begun
 			require.Equal(t, int64(2), w.Seq(), "the write presents the renewed seq")
 			w.Commit(advance(t, b, w))
-			time.Sleep(ttl)
+			elapse(ttl)
 			require.NoError(t, l.Err())
 		})
 	})
@@ -373,7 +373,7 @@ func TestChainWritesKeepTheLease(t *testing.T) {
 			w, err := l.BeginChainWrite()
 			require.NoError(t, err)
 			w.Abort()
-			time.Sleep(ttl)
+			elapse(ttl)
 			require.NoError(t, l.Err())
 		})
 	})
@@ -410,7 +410,7 @@ func TestProgressGate(t *testing.T) {
 			require.Equal(t, tenure.LossProgressStalled, lostReason(t, l))
 			// The wedged work may still run: nothing renews the lease, and
 			// nothing releases it before its owner does; it expires.
-			time.Sleep(ttl)
+			elapse(ttl)
 			rec, err := b.store.Get(t.Context(), "billing")
 			require.NoError(t, err)
 			require.Equal(t, tenure.StateExpired, rec.State)
@@ -423,7 +423,7 @@ func TestProgressGate(t *testing.T) {
 			l, err := b.client.Acquire(t.Context(), "billing")
 			require.NoError(t, err)
 			for range 60 {
-				time.Sleep(time.Second)
+				elapse(time.Second)
 				l.Progress()
 			}
 			require.NoError(t, l.Err())
@@ -554,10 +554,10 @@ func TestAllLeasesRenewInOneRoundTripPerInterval(t *testing.T) {
 			_, err := b.client.Acquire(t.Context(), fmt.Sprintf("lease-%04d", i))
 			require.NoError(t, err)
 		}
-		time.Sleep(time.Second)
+		elapse(time.Second)
 		synctest.Wait()
 		calls0, renewed0 := store.renewCalls.Load(), store.renewed.Load()
-		time.Sleep(10 * ttl / 3)
+		elapse(10 * ttl / 3)
 		synctest.Wait()
 		require.Equal(t, int64(10), store.renewCalls.Load()-calls0, "one round trip per renew interval")
 		require.Equal(t, int64(10*n), store.renewed.Load()-renewed0, "each carrying every lease")
@@ -596,7 +596,7 @@ func TestLeaseContextEndsWithTheTenure(t *testing.T) {
 		require.NoError(t, err)
 		ctx, cancel := l.WithContext(t.Context())
 		defer cancel()
-		time.Sleep(ttl)
+		elapse(ttl)
 		require.NoError(t, ctx.Err(), "alive while the tenure lasts")
 		b.client.Revoke()
 		<-ctx.Done()
@@ -605,3 +605,9 @@ func TestLeaseContextEndsWithTheTenure(t *testing.T) {
 		require.Equal(t, tenure.LossRevoked, lost.Reason)
 	})
 }
+
+// elapse moves the bubble's virtual clock forward by d. Inside
+// synctest.Test, time.Sleep returns when the fake clock reaches its end,
+// after every other goroutine of the bubble is blocked: it is the clock,
+// not a stand-in for synchronisation.
+func elapse(d time.Duration) { time.Sleep(d) }
