@@ -595,7 +595,7 @@ func TestExitCodes(t *testing.T) {
 			{"run", "--name", "job", "--ttl", "2s", "--grace", "5s", "--", "true"},
 			{"run", "--name", "job", "--ttl", "2", "--", "true"},
 			{"run", "--nmae", "job", "--", "true"},
-			{"status", "--store", "etcd://localhost:2379"},
+			{"status", "--store", "mysql://localhost:3306"},
 			{"frobnicate"},
 		} {
 			p := run(t, env, args...)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tenure-dev/tenure"
+	"github.com/tenure-dev/tenure/internal/registrycli"
 	"github.com/tenure-dev/tenure/internal/storeurl"
 )
 
@@ -19,10 +20,12 @@ import (
 const (
 	ExitOK          = 0
 	ExitFailure     = 1
-	ExitUsage       = 64 // EX_USAGE
-	ExitUnavailable = 69 // EX_UNAVAILABLE
-	ExitNotAcquired = 75 // EX_TEMPFAIL
-	ExitNotMigrated = 78 // EX_CONFIG
+	ExitNoOwner     = registrycli.ExitNoOwner   // owner: the resource has no owner
+	ExitOwnerDead   = registrycli.ExitOwnerDead // owner: the resource's owner is dead
+	ExitUsage       = 64                        // EX_USAGE
+	ExitUnavailable = 69                        // EX_UNAVAILABLE
+	ExitNotAcquired = 75                        // EX_TEMPFAIL
+	ExitNotMigrated = 78                        // EX_CONFIG
 	ExitLost        = 79
 	ExitCannotExec  = 126
 	ExitNotFound    = 127
@@ -71,20 +74,29 @@ type command struct {
 	about    string // what it does, for `tenure help NAME`
 	// interspersed lets flags follow positional arguments.
 	interspersed bool
+	// raw passes the arguments to the action unparsed: the command parses
+	// its own flags.
+	raw bool
+	// hidden leaves the command out of the overview and the command list
+	// of messages; `tenure help NAME` still describes it.
+	hidden bool
 	// setup defines the flags on fs and returns the action that uses them.
 	setup func(fs *flag.FlagSet) action
 }
 
-// commandTable lists the subcommands. To add one, add an entry here (the
-// demo subcommand is wired the same way).
+// commandTable lists the subcommands. To add one, add an entry here.
 func commandTable() map[string]*command {
 	return map[string]*command{
-		"run":     runCommand(),
-		"status":  statusCommand(),
-		"release": releaseCommand(),
-		"migrate": migrateCommand(),
-		"version": versionCommand(),
-		"help":    helpCommand(),
+		"run":         runCommand(),
+		"status":      statusCommand(),
+		"release":     releaseCommand(),
+		"migrate":     migrateCommand(),
+		"agents":      agentsCommand(),
+		"owner":       ownerCommand(),
+		"demo":        demoCommand(),
+		"demo-worker": demoWorkerCommand(),
+		"version":     versionCommand(),
+		"help":        helpCommand(),
 	}
 }
 
@@ -108,6 +120,9 @@ func (e *env) main(ctx context.Context, args []string) int {
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
 	act := cmd.setup(fs)
+	if cmd.raw {
+		return e.exit(act(ctx, e, args[1:]))
+	}
 	pos, err := parseArgs(fs, args[1:], cmd.interspersed)
 	if errors.Is(err, flag.ErrHelp) {
 		fmt.Fprint(e.stdout, commandHelp(name, cmd))
@@ -119,10 +134,13 @@ func (e *env) main(ctx context.Context, args []string) int {
 	return e.exit(act(ctx, e, pos))
 }
 
+// commandNames lists the commands that are not hidden, by name.
 func commandNames() []string {
 	var names []string
-	for n := range commandTable() {
-		names = append(names, n)
+	for n, cmd := range commandTable() {
+		if !cmd.hidden {
+			names = append(names, n)
+		}
 	}
 	sort.Strings(names)
 	return names
@@ -268,7 +286,7 @@ func (v durationValue) Set(s string) error {
 
 // storeUsage documents the --store flag of every command that opens a
 // store.
-const storeUsage = "store `URL`: postgres://…, postgresql://… or sqlite:PATH (default $" + storeurl.EnvVar + ", else the SQLite file in $XDG_STATE_HOME/tenure)"
+const storeUsage = "store `URL`: postgres://…, sqlite:PATH, redis://…, etcd://HOST:PORT[,HOST:PORT] or consul://HOST:PORT (default $" + storeurl.EnvVar + ", else the SQLite file in $XDG_STATE_HOME/tenure)"
 
 // openStore resolves and opens the store of a --store flag value.
 func (e *env) openStore(ctx context.Context, flagValue string) (*storeurl.Opened, error) {

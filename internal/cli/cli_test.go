@@ -23,6 +23,7 @@ import (
 	"github.com/tenure-dev/tenure"
 	"github.com/tenure-dev/tenure/internal/storeurl"
 	"github.com/tenure-dev/tenure/internal/testutil"
+	"github.com/tenure-dev/tenure/registry"
 	"github.com/tenure-dev/tenure/store/pgstore/pgstoretest"
 	"github.com/tenure-dev/tenure/store/sqlitestore"
 )
@@ -110,7 +111,9 @@ func TestUsageErrors(t *testing.T) {
 		{"WaitTimeoutWithoutWait", []string{"run", "--name", "x", "--wait-timeout", "1s", "--", "true"}, "--wait-timeout needs --wait"},
 		{"BadName", []string{"run", "--name", "a\x01b", "--", "true"}, "control character"},
 		{"BadLabel", []string{"run", "--name", "x", "--label", strings.Repeat("l", 200), "--store", db, "--", "true"}, "label"},
-		{"UnsupportedStore", []string{"run", "--name", "x", "--store", "redis://localhost", "--", "true"}, "not supported"},
+		{"UnsupportedStore", []string{"run", "--name", "x", "--store", "mysql://localhost", "--", "true"}, "not supported"},
+		{"TTLBelowEtcdMinimum", []string{"run", "--name", "x", "--ttl", "1s", "--store", "etcd://" + closedPort(t), "--", "true"}, "--ttl: storeurl: TTL 1s is below etcd's minimum lease TTL of 2s"},
+		{"TTLBelowConsulMinimum", []string{"run", "--name", "x", "--ttl", "5s", "--store", "consul://" + closedPort(t), "--", "true"}, "session_ttl_min"},
 		{"StoreWithoutScheme", []string{"status", "--store", "/var/lib/x.db"}, "sqlite:/var/lib/x.db"},
 		{"StoreBadURLHidesPassword", []string{"status", "--store", "postgres://u:hunter22@h:port/db"}, "not a valid URL"},
 		{"StatusBadInterval", []string{"status", "--watch", "--interval", "0s", "--store", db}, "--interval must be positive"},
@@ -119,7 +122,17 @@ func TestUsageErrors(t *testing.T) {
 		{"ReleaseTwoNames", []string{"release", "--force", "a", "b", "--store", db}, "takes one lease NAME, got 2"},
 		{"MigrateArgument", []string{"migrate", "now"}, "takes no arguments"},
 		{"MigrateGrantWithoutPrint", []string{"migrate", "--grant", "app"}, "--grant needs --print"},
-		{"MigratePrintSQLite", []string{"migrate", "--print", "--store", db}, "no SQL to print"},
+		{"MigratePrintRedis", []string{"migrate", "--print", "--store", "redis://" + closedPort(t)}, "the Redis store keeps no schema"},
+		{"MigrateGrantSQLite", []string{"migrate", "--print", "--grant", "app", "--store", db}, "no roles to grant"},
+		{"AgentsOnSQLite", []string{"agents", "--store", db}, "lives in PostgreSQL, not in the SQLite store " + db},
+		{"OwnerOnDefaultSQLite", []string{"owner", "sandbox-1"}, "lives in PostgreSQL, not in the SQLite store"},
+		{"AgentsArgument", []string{"agents", "x", "--store", db}, "takes no arguments"},
+		{"OwnerNoResource", []string{"owner", "--json", "--store", db}, "takes one RESOURCE, got 0"},
+		{"OwnerBadResource", []string{"owner", "a\x01b", "--store", db}, "resource"},
+		{"OwnerUnknownFlag", []string{"owner", "r", "--bogus"}, "flag provided but not defined: -bogus"},
+		{"DemoArgument", []string{"demo", "now"}, "takes no arguments"},
+		{"DemoStore", []string{"demo", "--store", db}, "flag provided but not defined: -store"},
+		{"DemoTTLOutOfRange", []string{"demo", "--ttl", "10ms"}, "--ttl 10ms must be between 1s and 1m"},
 		{"VersionArgument", []string{"version", "x"}, "takes no arguments"},
 		{"HelpUnknown", []string{"help", "bogus"}, `unknown command "bogus"`},
 		{"HelpTwo", []string{"help", "run", "status"}, "at most one"},
@@ -150,10 +163,20 @@ func TestHelp(t *testing.T) {
 		o := cli(t, args...)
 		require.Equal(t, ExitOK, o.code)
 		require.Empty(t, o.stderr)
-		for _, want := range []string{"tenure run --name NAME", "tenure status", "tenure release NAME", "tenure migrate", "Exit codes:", "79", "tenure_schema"} {
+		for _, want := range []string{"tenure run --name NAME", "tenure status", "tenure release NAME", "tenure migrate",
+			"tenure agents [--json]", "tenure owner RESOURCE [--json]", "tenure demo [--ttl 2s]",
+			"Exit codes:", "\n  3 ", "\n  4 ", "79", "tenure_schema", "redis://", "etcd://", "consul://", "tenure_session_ttl_min"} {
 			require.Contains(t, o.stdout, want)
 		}
+		require.NotContains(t, o.stdout, "demo-worker")
 	}
+	o := cli(t, "help", "demo-worker")
+	require.Equal(t, ExitOK, o.code)
+	require.Contains(t, o.stdout, "internal to tenure demo")
+	o = cli(t, "help", "demo")
+	require.Equal(t, ExitOK, o.code)
+	require.Contains(t, o.stdout, "always uses SQLite files of its own")
+	require.Contains(t, o.stdout, "--ttl duration (default 2s)")
 	for _, args := range [][]string{{"help", "run"}, {"run", "-h"}, {"run", "--help"}} {
 		o := cli(t, args...)
 		require.Equal(t, ExitOK, o.code)
@@ -439,12 +462,24 @@ func TestMigrate(t *testing.T) {
 		require.Contains(t, o.stdout, "schema version")
 	})
 
+	t.Run("PrintSQLite", func(t *testing.T) {
+		t.Parallel()
+		db := sqliteURL(t)
+		o := cli(t, "migrate", "--print", "--store", db)
+		require.Equal(t, ExitOK, o.code, o.stderr)
+		require.Contains(t, o.stdout, "CREATE TABLE IF NOT EXISTS tenure_leases")
+		require.Contains(t, o.stdout, fmt.Sprintf("PRAGMA user_version = %d;", sqlitestore.SchemaVersion))
+		_, err := os.Stat(strings.TrimPrefix(db, "sqlite:"))
+		require.ErrorIs(t, err, os.ErrNotExist, "migrate --print created the file")
+	})
+
 	t.Run("PrintNeedsNoServer", func(t *testing.T) {
 		t.Parallel()
 		o := cli(t, "migrate", "--print", "--grant", "app", "--store", "postgres://u:pw@"+closedPort(t)+"/db?tenure_schema=ops&tenure_prefix=job_")
 		require.Equal(t, ExitOK, o.code, o.stderr)
 		require.Contains(t, o.stdout, `CREATE TABLE IF NOT EXISTS "ops"."job_leases"`)
 		require.Contains(t, o.stdout, `"ops"."job_fence"`)
+		require.Contains(t, o.stdout, `CREATE TABLE IF NOT EXISTS "ops"."job_agents"`)
 		require.Contains(t, o.stdout, `GRANT`)
 		require.Contains(t, o.stdout, `"app"`)
 	})
@@ -479,9 +514,16 @@ func TestPostgres(t *testing.T) {
 			requireOneLine(t, o)
 			require.Contains(t, o.stderr, "tenure migrate")
 		}
+		for _, args := range [][]string{{"agents", "--store", u}, {"owner", "r", "--store", u}} {
+			o := cli(t, args...)
+			require.Equal(t, ExitNotMigrated, o.code, "%q: %s", args, o.stderr)
+			requireOneLine(t, o)
+			require.Contains(t, o.stderr, "tenure migrate")
+		}
 		o := cli(t, "migrate", "--store", u)
 		require.Equal(t, ExitOK, o.code, o.stderr)
 		require.Contains(t, o.stdout, "migrated the PostgreSQL store")
+		require.Contains(t, o.stdout, "fleet registry tables tenure_agents, tenure_owners and tenure_reassignments")
 		o = cli(t, "migrate", "--store", u)
 		require.Equal(t, ExitOK, o.code, o.stderr)
 		o = cli(t, "status", "--store", u)
@@ -496,6 +538,7 @@ func TestPostgres(t *testing.T) {
 			{"status", "--store", u},
 			{"run", "--name", "job", "--store", u, "--", "true"},
 			{"migrate", "--store", u},
+			{"agents", "--store", u},
 		} {
 			o := cli(t, args...)
 			require.Equal(t, ExitUnavailable, o.code, "%q: %s", args, o.stderr)
@@ -515,6 +558,54 @@ func TestPostgres(t *testing.T) {
 		require.Equal(t, ExitOK, o2.code, o2.stderr)
 		require.Contains(t, o2.stdout, `"token":`+strings.TrimSpace(o.stdout)+`,`)
 		require.Contains(t, o2.stdout, `"state":"released"`)
+	})
+
+	t.Run("Fleet", func(t *testing.T) {
+		t.Parallel()
+		ctx := context.Background()
+		schema := testutil.UniqueName(t)
+		t.Cleanup(func() { pgstoretest.DropSchema(t, owner, schema) })
+		u := testutil.PostgresURL()
+		if strings.Contains(u, "?") {
+			u += "&"
+		} else {
+			u += "?"
+		}
+		u += storeurl.ParamSchema + "=" + schema
+		require.Equal(t, ExitOK, cli(t, "migrate", "--store", u).code)
+
+		o := cli(t, "agents", "--store", u)
+		require.Equal(t, ExitOK, o.code, o.stderr)
+		require.Contains(t, o.stderr, "no agent has registered")
+		o = cli(t, "agents", "--json", "--store", u)
+		require.Equal(t, ExitOK, o.code, o.stderr)
+		require.JSONEq(t, `{"agents":[]}`, o.stdout)
+
+		reg, err := registry.New(owner, registry.Config{Schema: schema})
+		require.NoError(t, err)
+		g, err := reg.Register(ctx, registry.RegisterParams{ID: "host-1", Address: "10.0.0.1:7000"})
+		require.NoError(t, err)
+		_, err = reg.Place(ctx, "sandbox-1", registry.PlaceParams{})
+		require.NoError(t, err)
+
+		o = cli(t, "owner", "sandbox-1", "--store", u)
+		require.Equal(t, ExitOK, o.code, o.stderr)
+		require.Contains(t, o.stdout, "sandbox-1: owned by host-1 (10.0.0.1:7000), alive")
+		o = cli(t, "agents", "--store", u)
+		require.Equal(t, ExitOK, o.code, o.stderr)
+		require.Regexp(t, `(?m)^host-1\s+alive\s+\S+\s+1\s+10\.0\.0\.1:7000`, o.stdout)
+
+		o = cli(t, "owner", "--json", "sandbox-2", "--store", u)
+		require.Equal(t, ExitNoOwner, o.code, o.stderr)
+		require.Contains(t, o.stdout, `{"resource":"sandbox-2","outcome":"no_owner",`)
+
+		require.NoError(t, reg.Deregister(ctx, g))
+		o = cli(t, "owner", "--", "sandbox-1", "--store", u)
+		require.Equal(t, ExitUsage, o.code, "after --, --store is a second resource: %s", o.stderr)
+		o = cli(t, "owner", "sandbox-1", "--store", u)
+		require.Equal(t, ExitOwnerDead, o.code, o.stderr)
+		require.Contains(t, o.stdout, "sandbox-1: owned by host-1, dead: deregistered")
+		require.Contains(t, o.stderr, "do not place sandbox-1 elsewhere")
 	})
 }
 
@@ -593,4 +684,31 @@ func TestLossReason(t *testing.T) {
 	require.False(t, storeReachable(&tenure.LostError{Reason: tenure.LossRenewError}))
 	require.False(t, storeReachable(&tenure.LostError{Reason: tenure.LossSuperseded}))
 	require.False(t, storeReachable(errors.New("x")))
+}
+
+func TestUnreachableServersAre69(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ url, want string }{
+		{"redis://:Sup3rSecret@" + closedPort(t), "cannot reach Redis at redis://:xxxxx@"},
+		{"etcd://alice:Sup3rSecret@" + closedPort(t) + "," + closedPort(t), "cannot reach etcd at etcd://alice:xxxxx@"},
+		{"consul://" + closedPort(t), "cannot reach Consul at consul://"},
+	} {
+		t.Run(tc.url[:strings.Index(tc.url, ":")], func(t *testing.T) {
+			t.Parallel()
+			started := time.Now()
+			for _, args := range [][]string{
+				{"status", "--store", tc.url},
+				{"run", "--name", "job", "--store", tc.url, "--", "true"},
+				{"release", "--force", "job", "--store", tc.url},
+				{"migrate", "--store", tc.url},
+			} {
+				o := cli(t, args...)
+				require.Equal(t, ExitUnavailable, o.code, "%q: %s", args, o.stderr)
+				requireOneLine(t, o)
+				require.Contains(t, o.stderr, tc.want)
+				require.NotContains(t, o.stderr, "Sup3rSecret")
+			}
+			require.Less(t, time.Since(started), storeurl.DefaultConnectTimeout, "a refused connection took long to report")
+		})
+	}
 }

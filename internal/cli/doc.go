@@ -1,7 +1,8 @@
 // Package cli is the tenure command: [Main] parses the arguments, runs one
 // subcommand and returns the process's exit code. Each subcommand has its
 // own [flag.FlagSet]; flags are written --name or -name, and in status,
-// release and migrate they may follow the positional arguments.
+// release, migrate, agents and owner they may follow the positional
+// arguments.
 //
 // # Commands
 //
@@ -23,8 +24,22 @@
 //   - release: give up the caller's own lease (TENURE_HOLDER and
 //     TENURE_TOKEN must match it), or with --force expire anyone's, keeping
 //     the token counter so its old holder is fenced.
-//   - migrate: create or upgrade the store's schema, or print its SQL.
+//   - migrate: create or upgrade the store's schema (on PostgreSQL the
+//     fleet registry's too), or print its SQL (PostgreSQL and SQLite).
+//     Redis, etcd and Consul keep no schema: migrate says so.
+//   - agents, owner: the fleet registry ([registrycli.Agents],
+//     [registrycli.Owner]) in the PostgreSQL database of the store URL;
+//     another store is refused with exit 64.
+//   - demo: the story of a paused leader, with and without fencing
+//     ([demo.Main]), always on SQLite files of its own, so it needs no
+//     server. Its workers are tenure itself, run as the hidden command
+//     demo-worker ([demo.Worker]), which is internal.
 //   - version, help.
+//
+// The store comes from --store, else TENURE_STORE, else the default SQLite
+// file; [storeurl] parses it. A --ttl below the store's minimum (etcd 2 s,
+// Consul its servers' session_ttl_min) is refused before anything is
+// opened.
 //
 // Subcommands live in a table built by commandTable; adding one is adding
 // an entry there.
@@ -32,10 +47,14 @@
 // # Exit codes
 //
 //	0    success; under run, the command's own exit status passes through
-//	     (128+N when signal N ended it)
-//	1    any other error
+//	     (128+N when signal N ended it); for owner, the owner is alive
+//	1    any other error; for demo, the story did not come out as it must
+//	3    owner: the resource has no owner
+//	4    owner: the resource's owner is dead; do not place it elsewhere
 //	64   usage: unknown command or flag, bad duration, name or store URL,
-//	     a --grace that does not fit --ttl (EX_USAGE)
+//	     a --grace that does not fit --ttl, a --ttl below the store's
+//	     minimum, agents or owner on a store other than PostgreSQL
+//	     (EX_USAGE)
 //	69   the store could not be opened or reached (EX_UNAVAILABLE)
 //	75   not acquired: the lease is held by someone else, or --wait-timeout
 //	     ran out; the message names the holder, its token and its remaining
@@ -44,7 +63,11 @@
 //	79   the tenure was lost while the command ran, and the command was
 //	     stopped
 //	126  the command could not be executed; 127 it was not found
-//	128+N  run was interrupted by signal N while waiting for the lease
+//	128+N  run was interrupted by signal N while waiting for the lease, or
+//	       demo by signal N
+//
+// 3 and 4 are answers, not failures (see [registrycli]): a script branches
+// on them.
 //
 // 79 is deliberately outside sysexits.h (64–78), the shell's 126–127 and
 // the signal range (128+): it says "the job was stopped because its lease

@@ -35,7 +35,7 @@ func helpCommand() *command {
 
 // order lists the commands in the order help shows them; commands missing
 // here come after, by name.
-var order = []string{"run", "status", "release", "migrate", "demo", "version", "help"}
+var order = []string{"run", "status", "release", "migrate", "agents", "owner", "demo", "version", "help"}
 
 func orderedNames() []string {
 	names := commandNames()
@@ -69,6 +69,9 @@ Commands:
 		fmt.Fprintf(&b, "  %-8s %s\n", n, table[n].summary)
 	}
 	b.WriteString(`
+Start with 'tenure demo': it needs no server and no setup.
+`)
+	b.WriteString(`
 The store is given by --store URL, else by the TENURE_STORE environment
 variable, else it is the SQLite file at $XDG_STATE_HOME/tenure/tenure.db
 (~/.local/state/tenure/tenure.db when XDG_STATE_HOME is unset).
@@ -82,13 +85,32 @@ Store URLs:
       (default: schema public, prefix tenure_). Passwords are never printed.
   sqlite:PATH
       An SQLite file on this host, created when missing (one host only).
+  redis://[USER:PASSWORD@]HOST:PORT[/DB]  (rediss://… for TLS)
+      One Redis server (not a cluster). go-redis's URL parameters work
+      (dial_timeout, …); tenure_prefix=PREFIX sets the key prefix
+      (default tenure:).
+  etcd://[USER:PASSWORD@]HOST:PORT[,HOST:PORT…]
+      An etcd v3 cluster's endpoints (port 2379 when omitted), plain gRPC.
+      tenure_prefix=PREFIX sets the key prefix (default tenure/). etcd
+      refuses leases shorter than 2s.
+  consul://HOST:PORT
+      The local Consul agent (port 8500 when omitted). CONSUL_HTTP_TOKEN and
+      the consul command's other variables are honoured. tenure_prefix=PREFIX
+      sets the key prefix (default tenure/), tenure_session_ttl_min=D the
+      servers' session_ttl_min (default 10s: a shorter --ttl is refused),
+      tenure_lock_delay=D the sessions' lock-delay (default 0).
+  The fleet registry (agents, owner) lives in PostgreSQL only. Redis, etcd
+  and Consul keep no schema: migrate has nothing to do there.
 
 Exit codes:
   0      success; under run, the command's own exit status passes through
-         (128+N when signal N ended it)
-  1      any other error
+         (128+N when signal N ended it); owner: the owner is alive
+  1      any other error; demo: the story did not come out as it must
+  3      owner: the resource has no owner
+  4      owner: the resource's owner is dead (do not place it elsewhere)
   64     usage: unknown command or flag, bad duration, name or store URL,
-         or a --grace that does not fit --ttl
+         a --grace that does not fit --ttl, a --ttl below the store's
+         minimum, or agents/owner on a store other than PostgreSQL
   69     the store could not be opened or reached
   75     not acquired: the lease is held by someone else, or --wait-timeout
          ran out; the message names the holder, its token and its remaining
@@ -97,7 +119,8 @@ Exit codes:
   79     the lease was lost while the command ran, and the command was
          stopped (SIGTERM, then SIGKILL after --grace)
   126    the command could not be executed; 127: it was not found
-  128+N  run was interrupted by signal N while waiting for the lease
+  128+N  run was interrupted by signal N while waiting for the lease, or
+         demo by signal N
 
 Run 'tenure help COMMAND' for the flags of a command.
 `)

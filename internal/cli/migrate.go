@@ -14,14 +14,17 @@ func migrateCommand() *command {
 		summary:      "create or upgrade the store's schema, or print its SQL",
 		synopsis:     "migrate [--print [--grant ROLE]] [--store URL]",
 		interspersed: true,
-		about: `Migrate creates or upgrades tenure's tables, token sequence and fence
-functions in the store (PostgreSQL: in the schema and with the prefix the URL
-names, as the schema's owner; it is safe to run concurrently and again).
+		about: `Migrate creates or upgrades the store's schema. On PostgreSQL it creates
+tenure's tables, token sequence and fence functions, and the fleet
+registry's tables, in the schema and with the prefix the URL names; run it
+as the schema's owner. It is safe to run concurrently and again.
 
-With --print it connects to nothing and prints the SQL instead, for a DBA to
-review and apply; --grant ROLE adds the grants a run-time role needs (no
-DDL). An SQLite store creates its schema itself when it is opened, so
-migrate only reports its version, and there is no SQL to print.`,
+With --print it connects to nothing and prints the SQL instead, for a DBA
+to review and apply; --grant ROLE adds the grants a run-time role needs (no
+DDL). An SQLite store creates its schema itself when it is opened: migrate
+only reports its version, and --print prints that schema. Redis, etcd and
+Consul keep no schema: migrate checks that the store answers and says there
+is nothing to migrate, and --print is refused.`,
 		setup: func(fs *flag.FlagSet) action {
 			var o migrateOptions
 			fs.BoolVar(&o.print, "print", false, "print the SQL instead of applying it")

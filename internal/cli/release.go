@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/tenure-dev/tenure"
+	"github.com/tenure-dev/tenure/internal/storeurl"
 )
 
 // releaseAttempts bounds how often release --force retries when the lease
@@ -29,9 +30,10 @@ tenure run above then sees its tenure end at its next renewal and stops
 the command like any loss, so make the release the command's last act.
 
 With --force an operator expires whoever holds the lease. Its holder is
-fenced from then on: tenure_check_lease refuses its token at once, and
-tenure_fence refuses it as soon as a greater token is recorded. If it runs
-under tenure run, its command is stopped at its next renewal.`,
+fenced from then on: a fence refuses its token as soon as a greater token
+is recorded (on PostgreSQL, tenure_fence does, and tenure_check_lease
+refuses it at once). If it runs under tenure run, its command is stopped
+at its next renewal.`,
 		setup: func(fs *flag.FlagSet) action {
 			var o releaseOptions
 			fs.BoolVar(&o.force, "force", false, "expire the lease whoever holds it")
@@ -97,10 +99,14 @@ func (o *releaseOptions) run(ctx context.Context, e *env, args []string) error {
 		if err != nil {
 			return opened.Target.Wrap(err)
 		}
-		if o.force {
+		switch {
+		case o.force && opened.Target.Kind == storeurl.Postgres:
 			fmt.Fprintf(e.stdout, "released lease %q; its holder %s with token %d is now fenced: tenure_check_lease refuses token %d at once and tenure_fence refuses it once a greater token is recorded; the next holder gets a greater token\n",
 				name, rec.Holder, rec.Token, rec.Token)
-		} else {
+		case o.force:
+			fmt.Fprintf(e.stdout, "released lease %q; its holder %s with token %d is now fenced: a fence refuses token %d once a greater token is recorded; the next holder gets a greater token\n",
+				name, rec.Holder, rec.Token, rec.Token)
+		default:
 			fmt.Fprintf(e.stdout, "released lease %q (token %d)\n", name, rec.Token)
 		}
 		return nil

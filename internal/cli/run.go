@@ -61,7 +61,7 @@ command exits the lease is released, so a waiter takes over at once.`,
 		setup: func(fs *flag.FlagSet) action {
 			var o runOptions
 			fs.StringVar(&o.name, "name", "", "the lease `NAME` (required)")
-			o.ttl = durationFlag(fs, "ttl", tenure.DefaultTTL, "the lease's lifetime at the store without renewal, a `duration` of at least 500ms")
+			o.ttl = durationFlag(fs, "ttl", tenure.DefaultTTL, "the lease's lifetime at the store without renewal, a `duration` of at least 500ms (etcd: 2s; Consul: the servers' session_ttl_min, 10s by default)")
 			fs.BoolVar(&o.wait, "wait", false, "wait for the lease when it is held, instead of exiting 75")
 			o.waitTimeout = durationFlag(fs, "wait-timeout", 0, "with --wait, give up (exit 75) after this `duration`; 0 waits for ever")
 			fs.StringVar(&o.label, "label", "", "the human part of the holder identity, shown by status (default the host name)")
@@ -137,6 +137,9 @@ func (o *runOptions) run(ctx context.Context, e *env, args []string) error {
 	target, err := storeurl.Resolve(o.store, e.getenv)
 	if err != nil {
 		return err
+	}
+	if err := target.CheckTTL(cfg.TTL); err != nil {
+		return usagef("run", "--ttl: %s", message(err))
 	}
 	opened, err := target.Open(ctx, storeurl.Options{})
 	if err != nil {

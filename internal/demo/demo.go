@@ -185,7 +185,10 @@ func scene(ctx context.Context, cfg Config, fenced bool, path string, out io.Wri
 		for {
 			select {
 			case <-ctx.Done():
-				return fmt.Errorf("the scene did not finish within %s: %w", sceneTimeout, ctx.Err())
+				if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+					return fmt.Errorf("the scene did not finish within %s", sceneTimeout)
+				}
+				return fmt.Errorf("interrupted: %w", ctx.Err())
 			case ev, open := <-events:
 				if !open {
 					return errors.New("the workers exited before the scene finished")

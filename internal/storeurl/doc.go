@@ -12,15 +12,41 @@
 //     are tenure's own and are removed before the rest reaches pgx:
 //     tenure_schema sets [pgstore.Config.Schema] (default public) and
 //     tenure_prefix sets [pgstore.Config.TablePrefix] (default tenure_),
-//     so several independent sets of leases can share one database.
+//     so several independent sets of leases can share one database. The
+//     fleet registry ([registry.Config]) lives in the same schema with the
+//     same prefix.
 //   - sqlite:PATH: an SQLite file on this host, created when missing. PATH
 //     is taken literally (no percent-decoding); a leading ~/ means the home
 //     directory; sqlite:///abs/path is accepted too.
+//   - redis://[USER:PASSWORD@]HOST:PORT[/DB] (rediss:// for TLS): one Redis
+//     server, parsed by go-redis ([redis.ParseURL], whose parameters such
+//     as dial_timeout work). tenure_prefix sets
+//     [redisstore.Config.KeyPrefix] (default tenure:).
+//   - etcd://[USER:PASSWORD@]HOST:PORT[,HOST:PORT...]: an etcd cluster's
+//     endpoints (port 2379 when omitted, 127.0.0.1:2379 when no host is
+//     given), plain gRPC. tenure_prefix sets [etcdstore.Config.KeyPrefix]
+//     (default tenure/). etcd refuses leases shorter than
+//     [etcdstore.MinTTL].
+//   - consul://HOST:PORT: the local Consul agent (port 8500 when omitted;
+//     with no host, $CONSUL_HTTP_ADDR or 127.0.0.1:8500). The consul
+//     command's environment is honoured (CONSUL_HTTP_TOKEN,
+//     CONSUL_HTTP_SSL, CONSUL_CACERT, ...); credentials in the URL are
+//     refused. tenure_prefix sets [consulstore.Config.KeyPrefix] (default
+//     tenure/), tenure_session_ttl_min the servers' session_ttl_min
+//     ([consulstore.Config.MinSessionTTL], default 10s) and
+//     tenure_lock_delay the sessions' lock-delay
+//     ([consulstore.Config.LockDelay], default 0).
 //   - nothing: the SQLite file at $XDG_STATE_HOME/tenure/tenure.db, or
 //     ~/.local/state/tenure/tenure.db ([sqlitestore.DefaultPath]).
 //
-// Other schemes, redis://, etcd:// and consul:// among them, are refused
-// with an error naming the supported ones.
+// Other schemes are refused with an error naming the supported ones, and so
+// are parameters an etcd or Consul URL does not know.
+//
+// # Minimum TTL
+//
+// [Target.CheckTTL] refuses a lease TTL the store would not honour as
+// asked: below 2 s on etcd, which refuses it, and below the servers'
+// session_ttl_min on Consul, which would hold the lease that much longer.
 //
 // # Secrets
 //

@@ -14,7 +14,11 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tenure-dev/tenure"
+	"github.com/tenure-dev/tenure/registry"
+	"github.com/tenure-dev/tenure/store/consulstore"
+	"github.com/tenure-dev/tenure/store/etcdstore"
 	"github.com/tenure-dev/tenure/store/pgstore"
+	"github.com/tenure-dev/tenure/store/redisstore"
 	"github.com/tenure-dev/tenure/store/sqlitestore"
 )
 
@@ -27,7 +31,8 @@ const EnvVar = "TENURE_STORE"
 const (
 	// ParamSchema sets the schema of the tenure objects (pgstore.Config.Schema).
 	ParamSchema = "tenure_schema"
-	// ParamPrefix sets the prefix of their names (pgstore.Config.TablePrefix).
+	// ParamPrefix sets the prefix of their names (pgstore.Config.TablePrefix);
+	// in a Redis, etcd or Consul URL, the store's key prefix.
 	ParamPrefix = "tenure_prefix"
 )
 
@@ -44,7 +49,7 @@ const applicationName = "tenure"
 const mask = "xxxxx"
 
 // Supported lists the URL forms accepted, for messages.
-const Supported = "postgres://…, postgresql://… or sqlite:PATH"
+const Supported = "postgres://…, postgresql://…, sqlite:PATH, redis://…, rediss://…, etcd://HOST:PORT[,HOST:PORT] or consul://HOST:PORT"
 
 // Kind is the kind of store a URL names.
 type Kind string
@@ -53,14 +58,27 @@ type Kind string
 const (
 	Postgres Kind = "postgres"
 	SQLite   Kind = "sqlite"
+	Redis    Kind = "redis"
+	Etcd     Kind = "etcd"
+	Consul   Kind = "consul"
 )
 
-// later are schemes of stores tenure will support but this build does not.
-var later = map[string]string{
-	"redis":  "Redis",
-	"rediss": "Redis",
-	"etcd":   "etcd",
-	"consul": "Consul",
+// Name is the kind's name for people: PostgreSQL, SQLite, Redis, etcd or
+// Consul.
+func (k Kind) Name() string {
+	switch k {
+	case Postgres:
+		return "PostgreSQL"
+	case SQLite:
+		return "SQLite"
+	case Redis:
+		return "Redis"
+	case Etcd:
+		return "etcd"
+	case Consul:
+		return "Consul"
+	}
+	return string(k)
 }
 
 // Target is a parsed store URL: what to open, and how to show it.
@@ -78,8 +96,24 @@ type Target struct {
 	// PG names the schema and table prefix of a PostgreSQL store, from the
 	// URL's tenure_schema and tenure_prefix parameters (Kind Postgres).
 	PG pgstore.Config
+	// Redis is the configuration of a Redis store: its key prefix, from the
+	// URL's tenure_prefix parameter (Kind Redis).
+	Redis redisstore.Config
+	// Etcd is the configuration of an etcd store: its key prefix, from the
+	// URL's tenure_prefix parameter (Kind Etcd).
+	Etcd etcdstore.Config
+	// Consul is the configuration of a Consul store, from the URL's
+	// tenure_prefix, tenure_session_ttl_min and tenure_lock_delay
+	// parameters (Kind Consul).
+	Consul consulstore.Config
+	// Endpoints are the etcd endpoints, host:port each (Kind Etcd), or the
+	// Consul agent's host:port, none for the Consul client's default:
+	// $CONSUL_HTTP_ADDR, else 127.0.0.1:8500 (Kind Consul).
+	Endpoints []string
 
-	connString string   // PostgreSQL URL without tenure's parameters
+	connString string   // PostgreSQL or Redis URL without tenure's parameters
+	user       string   // etcd user name
+	password   string   // etcd password
 	secrets    []string // what Redact masks
 }
 
@@ -121,10 +155,13 @@ func Parse(raw string) (Target, error) {
 		return parsePostgres(raw)
 	case "sqlite":
 		return parseSQLite(raw, rest)
+	case "redis", "rediss":
+		return parseRedis(raw)
+	case "etcd":
+		return parseEtcd(raw)
+	case "consul":
+		return parseConsul(raw)
 	default:
-		if name, ok := later[s]; ok {
-			return Target{}, newError(tenure.ErrInvalid, nil, "storeurl: the %s store (%s://) is not supported by this build of tenure yet; use %s", name, s, Supported)
-		}
 		return Target{}, newError(tenure.ErrInvalid, nil, "storeurl: store URL scheme %q is not supported; use %s", scheme, Supported)
 	}
 }
@@ -201,6 +238,9 @@ func parsePostgres(raw string) (Target, error) {
 	if _, err := t.PG.Objects(); err != nil {
 		return Target{}, newError(tenure.ErrInvalid, err, "storeurl: store URL %s: %s or %s: %v", t.Display, ParamSchema, ParamPrefix, err)
 	}
+	if _, err := t.registryConfig().Objects(); err != nil {
+		return Target{}, newError(tenure.ErrInvalid, err, "storeurl: store URL %s: %s or %s: %v", t.Display, ParamSchema, ParamPrefix, err)
+	}
 	if t.PG.Schema != "" || t.PG.TablePrefix != "" {
 		u.RawQuery = q.Encode()
 	}
@@ -272,30 +312,97 @@ func (t Target) Redact(s string) string {
 }
 
 // MigrationSQL returns the SQL that creates or upgrades the store's schema,
-// for a DBA to review and apply. An SQLite store migrates itself when it is
-// opened and has none: that is an error matching [tenure.ErrInvalid].
+// for a DBA to review and apply: for PostgreSQL, pgstore's schema followed
+// by the fleet registry's; for SQLite, the schema [sqlitestore.Open] creates
+// itself. Redis, etcd and Consul keep no schema: for them it fails with an
+// error matching [tenure.ErrInvalid].
 func (t Target) MigrationSQL() (string, error) {
-	if t.Kind != Postgres {
-		return "", newError(tenure.ErrInvalid, nil, "storeurl: the SQLite store creates and upgrades its schema itself when it opens %s; there is no SQL to print", t.Path)
+	switch t.Kind {
+	case Postgres:
+	case SQLite:
+		s, err := sqlitestore.SchemaSQL()
+		if err != nil {
+			return "", newError(tenure.ErrInvalid, err, "storeurl: %v", err)
+		}
+		return s, nil
+	default:
+		return "", newError(tenure.ErrInvalid, nil, "storeurl: the %s store keeps no schema: there is no SQL to print, and tenure migrate has nothing to do", t.Kind.Name())
 	}
-	s, err := t.PG.MigrationSQL()
+	leases, err := t.PG.MigrationSQL()
 	if err != nil {
 		return "", newError(tenure.ErrInvalid, err, "storeurl: %v", err)
 	}
-	return s, nil
+	fleet, err := t.registryConfig().MigrationSQL()
+	if err != nil {
+		return "", newError(tenure.ErrInvalid, err, "storeurl: %v", err)
+	}
+	return strings.TrimRight(leases, "\n") + "\n\n" + fleet, nil
 }
 
-// GrantSQL returns the SQL that grants role what the store needs at run
-// time. Like [Target.MigrationSQL] it exists for PostgreSQL only.
+// GrantSQL returns the SQL that grants role what the store and the fleet
+// registry need at run time. Like [Target.MigrationSQL] it exists for
+// PostgreSQL only.
 func (t Target) GrantSQL(role string) (string, error) {
-	if t.Kind != Postgres {
+	switch t.Kind {
+	case Postgres:
+	case SQLite:
 		return "", newError(tenure.ErrInvalid, nil, "storeurl: an SQLite store has no roles to grant; it needs a file and directory this user can write (%s)", t.Path)
+	default:
+		return "", newError(tenure.ErrInvalid, nil, "storeurl: the %s store has no SQL roles to grant; give the credentials in its URL what its package documentation lists", t.Kind.Name())
 	}
-	s, err := t.PG.GrantSQL(role)
+	leases, err := t.PG.GrantSQL(role)
 	if err != nil {
 		return "", newError(tenure.ErrInvalid, err, "storeurl: %v", err)
 	}
-	return s, nil
+	fleet, err := t.registryConfig().GrantSQL(role)
+	if err != nil {
+		return "", newError(tenure.ErrInvalid, err, "storeurl: %v", err)
+	}
+	return strings.TrimRight(leases, "\n") + "\n" + fleet, nil
+}
+
+// RegistryConfig returns the configuration of the fleet registry that
+// lives next to a PostgreSQL store: the same schema and table prefix. The
+// registry exists for PostgreSQL only; for another store RegistryConfig
+// fails with an error matching [tenure.ErrInvalid].
+func (t Target) RegistryConfig() (registry.Config, error) {
+	if t.Kind != Postgres {
+		return registry.Config{}, newError(tenure.ErrInvalid, nil,
+			"storeurl: the fleet registry (tenure agents, tenure owner) lives in PostgreSQL, not in the %s store %s; pass --store postgres://… or set %s",
+			t.Kind.Name(), t.Display, EnvVar)
+	}
+	return t.registryConfig(), nil
+}
+
+func (t Target) registryConfig() registry.Config {
+	return registry.Config{Schema: t.PG.Schema, TablePrefix: t.PG.TablePrefix}
+}
+
+// CheckTTL refuses a lease TTL below the store's minimum, with an error
+// matching [tenure.ErrInvalid] that says what to do: etcd refuses TTLs
+// below [etcdstore.MinTTL], and Consul would hold a shorter lease with a
+// session of its servers' session_ttl_min (see [consulstore.Config]), so
+// the lease would outlive a crashed holder by far more than asked.
+func (t Target) CheckTTL(ttl time.Duration) error {
+	switch t.Kind {
+	case Etcd:
+		if ttl < etcdstore.MinTTL {
+			return newError(tenure.ErrInvalid, nil, "storeurl: TTL %s is below etcd's minimum lease TTL of %s; use %s or more", ttl, etcdstore.MinTTL, etcdstore.MinTTL)
+		}
+	case Consul:
+		if minimum := t.consulMinTTL(); ttl < minimum {
+			return newError(tenure.ErrInvalid, nil, "storeurl: TTL %s is below the Consul servers' minimum session TTL of %s (their session_ttl_min); use %s or more, or, when the servers' session_ttl_min is lower, give it as %s in the store URL",
+				ttl, minimum, minimum, ParamSessionTTLMin)
+		}
+	}
+	return nil
+}
+
+func (t Target) consulMinTTL() time.Duration {
+	if t.Consul.MinSessionTTL > 0 {
+		return t.Consul.MinSessionTTL
+	}
+	return consulstore.DefaultMinSessionTTL
 }
 
 // Options tunes [Target.Open]. The zero value means the defaults.
@@ -314,12 +421,16 @@ type Opened struct {
 	pg     *pgstore.Store
 	pool   *pgxpool.Pool
 	sqlite *sqlitestore.Store
+	// closeClient closes the client of a Redis, etcd or Consul store.
+	closeClient func() error
+	// prefix is the key prefix of a Redis, etcd or Consul store.
+	prefix string
 }
 
-// Open opens the store t names. A PostgreSQL store is asked one round trip
+// Open opens the store t names. A server store is asked one round trip
 // before Open returns, so an unreachable server, a refused login or a
-// missing database fails here (matching [tenure.ErrUnavailable]); its
-// tables are not checked (calls on an unmigrated schema fail with
+// missing database fails here (matching [tenure.ErrUnavailable]); tables
+// are not checked (calls on an unmigrated PostgreSQL schema fail with
 // [tenure.ErrNotMigrated]). An SQLite file is created and migrated when
 // needed.
 func (t Target) Open(ctx context.Context, opts Options) (*Opened, error) {
@@ -340,6 +451,12 @@ func (t Target) Open(ctx context.Context, opts Options) (*Opened, error) {
 		return &Opened{Target: t, Store: st, sqlite: st}, nil
 	case Postgres:
 		return t.openPostgres(ctx, timeout)
+	case Redis:
+		return t.openRedis(ctx, timeout)
+	case Etcd:
+		return t.openEtcd(ctx, timeout)
+	case Consul:
+		return t.openConsul(ctx, timeout)
 	}
 	return nil, newError(tenure.ErrInvalid, nil, "storeurl: store target has no kind; make it with Parse or Resolve")
 }
@@ -373,20 +490,51 @@ func (t Target) openPostgres(ctx context.Context, timeout time.Duration) (*Opene
 	return &Opened{Target: t, Store: st, pg: st, pool: pool}, nil
 }
 
+// Registry returns the fleet registry next to an open PostgreSQL store,
+// using its connections (see [Target.RegistryConfig]). For another store it
+// fails with an error matching [tenure.ErrInvalid].
+func (o *Opened) Registry() (*registry.Registry, error) {
+	cfg, err := o.Target.RegistryConfig()
+	if err != nil {
+		return nil, err
+	}
+	reg, err := registry.New(o.pool, cfg)
+	if err != nil {
+		return nil, newError(tenure.ErrInvalid, err, "storeurl: %s", o.Target.Redact(err.Error()))
+	}
+	return reg, nil
+}
+
 // Migrate creates or upgrades the store's schema and returns a sentence
-// saying what it did. A PostgreSQL store needs DDL rights for it; an
-// SQLite store was already migrated by Open.
+// saying what it did. A PostgreSQL store needs DDL rights for it, and gets
+// the fleet registry's tables too; an SQLite store was already migrated by
+// Open; Redis, etcd and Consul keep no schema, and Migrate only says so.
 func (o *Opened) Migrate(ctx context.Context) (string, error) {
-	if o.pg == nil {
-		return fmt.Sprintf("the SQLite store %s is at schema version %d (it migrates itself when opened)",
+	switch {
+	case o.sqlite != nil:
+		return fmt.Sprintf("the SQLite store %s is at schema version %d (it creates and upgrades its schema itself when opened)",
 			o.Target.Display, sqlitestore.SchemaVersion), nil
+	case o.pg == nil:
+		return fmt.Sprintf("the %s store %s keeps no schema: nothing to migrate (its keys live under the prefix %q)",
+			o.Target.Kind.Name(), o.Target.Display, o.prefix), nil
 	}
 	if err := o.pg.Migrate(ctx); err != nil {
 		return "", o.Target.Wrap(err)
 	}
+	reg, err := o.Registry()
+	if err != nil {
+		return "", err
+	}
+	if err := reg.Migrate(ctx); err != nil {
+		return "", o.Target.Wrap(err)
+	}
 	obj := o.pg.Objects()
-	return fmt.Sprintf("migrated the PostgreSQL store %s: schema %q, tables %s and %s, fence function %s",
-		o.Target.Display, obj.Schema, obj.Leases, obj.Fences, obj.FenceFunc), nil
+	fleet, err := o.Target.registryConfig().Objects()
+	if err != nil {
+		return "", newError(tenure.ErrInvalid, err, "storeurl: %s", o.Target.Redact(err.Error()))
+	}
+	return fmt.Sprintf("migrated the PostgreSQL store %s: schema %q, tables %s and %s, fence function %s; fleet registry tables %s, %s and %s",
+		o.Target.Display, obj.Schema, obj.Leases, obj.Fences, obj.FenceFunc, fleet.Agents, fleet.Owners, fleet.Reassignments), nil
 }
 
 // CloseTimeout bounds how long [Opened.Close] waits for PostgreSQL
@@ -403,6 +551,11 @@ func (o *Opened) Close() error {
 	err := o.Store.Close()
 	if err != nil {
 		err = o.Target.Wrap(err)
+	}
+	if o.closeClient != nil {
+		if cerr := o.closeClient(); cerr != nil {
+			err = errors.Join(err, o.Target.Wrap(cerr))
+		}
 	}
 	if o.pool == nil {
 		return err

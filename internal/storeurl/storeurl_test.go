@@ -87,11 +87,26 @@ func TestParseRefuses(t *testing.T) {
 	}{
 		{name: "Empty", raw: "", want: []string{"has no scheme", "postgres://"}},
 		{name: "BarePath", raw: "/var/lib/tenure.db", want: []string{"has no scheme", "sqlite:/var/lib/tenure.db"}},
-		{name: "Redis", raw: "redis://localhost:6379", want: []string{"Redis", "not supported", "sqlite:PATH"}},
-		{name: "Rediss", raw: "rediss://u:pw1234@localhost:6379", want: []string{"Redis"}, secret: "pw1234"},
-		{name: "Etcd", raw: "etcd://localhost:2379", want: []string{"etcd", "not supported"}},
-		{name: "Consul", raw: "consul://localhost:8500", want: []string{"Consul", "not supported"}},
-		{name: "Unknown", raw: "mysql://localhost/db", want: []string{`scheme "mysql" is not supported`, "postgresql://"}},
+		{name: "Unknown", raw: "mysql://localhost/db", want: []string{`scheme "mysql" is not supported`, "postgresql://", "redis://", "etcd://", "consul://"}},
+		{name: "RedisOpaque", raw: "redis:localhost:6379", want: []string{"not a valid redis URL", "redis://"}},
+		{name: "RedisBadDB", raw: "redis://u:pw1234@localhost:6379/zero", want: []string{"invalid database number", "u:xxxxx@"}, secret: "pw1234"},
+		{name: "RedisUnknownOption", raw: "redis://localhost:6379?bogus=1", want: []string{"unexpected option: bogus"}},
+		{name: "RedisPrefixTwice", raw: "redis://localhost?tenure_prefix=a&tenure_prefix=b", want: []string{"tenure_prefix must be given once"}},
+		{name: "RedisPrefixControl", raw: "redis://localhost?tenure_prefix=a%01b", want: []string{"tenure_prefix", "control character"}},
+		{name: "RedisBadPort", raw: "rediss://u:pw1234@localhost:port", want: []string{"not a valid URL", "invalid port"}, secret: "pw1234"},
+		{name: "EtcdBadPort", raw: "etcd://127.0.0.1:2379,127.0.0.1:x", want: []string{`endpoint "127.0.0.1:x" is not HOST:PORT`}},
+		{name: "EtcdPortRange", raw: "etcd://127.0.0.1:99999", want: []string{"from 1 to 65535"}},
+		{name: "EtcdEmptyEndpoint", raw: "etcd://a:1,,b:2", want: []string{"an empty endpoint"}},
+		{name: "EtcdPath", raw: "etcd://a:1/x", want: []string{"has a path"}},
+		{name: "EtcdUnknownParam", raw: "etcd://a:1?dial_timeout=1s", want: []string{`parameter "dial_timeout" is not known`, "tenure_prefix"}},
+		{name: "EtcdPasswordWithoutUser", raw: "etcd://:pw1234@a:1", want: []string{"no user name"}, secret: "pw1234"},
+		{name: "EtcdOpaque", raw: "etcd:a:1", want: []string{"not a valid etcd URL"}},
+		{name: "ConsulCredentials", raw: "consul://tok:pw1234@a:8500", want: []string{"CONSUL_HTTP_TOKEN"}, secret: "pw1234"},
+		{name: "ConsulSeveralAgents", raw: "consul://a:1,b:2", want: []string{"several agents"}},
+		{name: "ConsulBadDuration", raw: "consul://a:1?tenure_session_ttl_min=soon", want: []string{"tenure_session_ttl_min", "not a duration"}},
+		{name: "ConsulNegativeDuration", raw: "consul://a:1?tenure_lock_delay=-1s", want: []string{"tenure_lock_delay", "not a duration"}},
+		{name: "ConsulUnknownParam", raw: "consul://a:1?token=x", want: []string{`parameter "token" is not known`}},
+		{name: "ConsulPath", raw: "consul://a:1/v1", want: []string{"has a path"}},
 		{name: "SQLiteEmpty", raw: "sqlite:", want: []string{"no file path"}},
 		{name: "SQLiteHost", raw: "sqlite://host/x.db", want: []string{"names a host"}},
 		{name: "PostgresOpaque", raw: "postgres:db.example/jobs", want: []string{"not a valid PostgreSQL URL"}},
@@ -139,7 +154,7 @@ func TestResolve(t *testing.T) {
 	})
 	t.Run("EnvironmentNamedInError", func(t *testing.T) {
 		t.Parallel()
-		_, err := storeurl.Resolve("", env(map[string]string{storeurl.EnvVar: "redis://h"}))
+		_, err := storeurl.Resolve("", env(map[string]string{storeurl.EnvVar: "mysql://h"}))
 		require.ErrorIs(t, err, tenure.ErrInvalid)
 		require.Contains(t, err.Error(), "(from TENURE_STORE)")
 	})
@@ -178,20 +193,36 @@ func TestMigrationSQL(t *testing.T) {
 		require.NoError(t, err)
 		require.Contains(t, s, `"ops"."job_leases"`)
 		require.Contains(t, s, `"ops"."job_fence"`)
+		require.Contains(t, s, `"ops"."job_agents"`)
+		require.Contains(t, s, `"ops"."job_owners"`)
 		g, err := tg.GrantSQL("runner")
 		require.NoError(t, err)
 		require.Contains(t, g, `"runner"`)
+		require.Contains(t, g, `"ops"."job_leases"`)
+		require.Contains(t, g, `"ops"."job_agents"`)
 	})
-	t.Run("SQLiteHasNone", func(t *testing.T) {
+	t.Run("SQLitePrintsItsSchema", func(t *testing.T) {
 		t.Parallel()
 		tg, err := storeurl.Parse("sqlite:/x.db")
 		require.NoError(t, err)
-		_, err = tg.MigrationSQL()
-		require.ErrorIs(t, err, tenure.ErrInvalid)
-		require.Contains(t, err.Error(), "itself")
+		s, err := tg.MigrationSQL()
+		require.NoError(t, err)
+		require.Contains(t, s, "CREATE TABLE IF NOT EXISTS tenure_leases")
 		_, err = tg.GrantSQL("runner")
 		require.ErrorIs(t, err, tenure.ErrInvalid)
 	})
+	for _, raw := range []string{"redis://h", "etcd://h", "consul://h"} {
+		t.Run("NoneFor"+raw[:strings.Index(raw, ":")], func(t *testing.T) {
+			t.Parallel()
+			tg, err := storeurl.Parse(raw)
+			require.NoError(t, err)
+			_, err = tg.MigrationSQL()
+			require.ErrorIs(t, err, tenure.ErrInvalid)
+			require.Contains(t, err.Error(), "keeps no schema")
+			_, err = tg.GrantSQL("runner")
+			require.ErrorIs(t, err, tenure.ErrInvalid)
+		})
+	}
 }
 
 func TestOpenSQLite(t *testing.T) {
@@ -268,6 +299,12 @@ func TestOpenPostgres(t *testing.T) {
 		require.NoError(t, err)
 		require.Contains(t, msg, schema)
 		require.Contains(t, msg, "x_leases")
+		require.Contains(t, msg, "x_agents")
+		reg, err := o.Registry()
+		require.NoError(t, err)
+		agents, err := reg.Agents(ctx)
+		require.NoError(t, err)
+		require.Empty(t, agents)
 		g, err := o.Store.Acquire(ctx, tenure.AcquireParams{Name: "job", Holder: testutil.Holder(t, "t"), TTL: time.Minute})
 		require.NoError(t, err)
 		require.Positive(t, g.Token)

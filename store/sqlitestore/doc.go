@@ -116,7 +116,9 @@
 //
 // Schema changes are applied by [Open] in one IMMEDIATE transaction and
 // versioned with PRAGMA user_version, so several processes may open a new
-// file at once.
+// file at once: the switch to WAL, which SQLite may refuse at once with
+// SQLITE_BUSY while another process makes it, is retried within
+// [Config.BusyTimeout]. [SchemaSQL] prints the schema for review.
 //
 // # File location
 //

@@ -22,7 +22,7 @@ import (
 // test binary re-executed with childRole set runs one child body from
 // TestMain instead of the tests.
 const (
-	childRole  = "TENURE_SQLITESTORE_CHILD"  // "open" or "race"
+	childRole  = "TENURE_SQLITESTORE_CHILD"  // "open", "openmany" or "race"
 	childPath  = "TENURE_SQLITESTORE_PATH"   // the database file
 	childIndex = "TENURE_SQLITESTORE_INDEX"  // 0, 1, ...
 	childWant  = "TENURE_SQLITESTORE_GRANTS" // tenures a "race" child must win
@@ -64,6 +64,11 @@ func runChild(role string) error {
 		defer st.Close()
 		_, err = st.Acquire(ctx, tenure.AcquireParams{Name: "open-" + os.Getenv(childIndex), Holder: holder, TTL: time.Minute})
 		return err
+	case "openmany":
+		if err := awaitStart(); err != nil {
+			return err
+		}
+		return openMany(ctx, os.Getenv(childPath), holder)
 	case "race":
 		want, err := strconv.Atoi(os.Getenv(childWant))
 		if err != nil {

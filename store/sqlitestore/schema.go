@@ -6,6 +6,7 @@ import (
 	"embed"
 	"fmt"
 	"path"
+	"strings"
 )
 
 // migrations holds the schema steps, applied in order; the file numbered n
@@ -53,4 +54,31 @@ func (s *Store) migrate(ctx context.Context) error {
 		_, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", SchemaVersion))
 		return err
 	})
+}
+
+// SchemaSQL returns the whole schema of [SchemaVersion] as one SQL script,
+// for people to read (`tenure migrate --print`) or to apply with the sqlite3
+// shell. [Open] needs none of it: it creates and upgrades the schema of the
+// file it opens. The script switches the file to WAL, creates what is
+// missing in one IMMEDIATE transaction and sets PRAGMA user_version, so a
+// file it made is one Open accepts as it is. Apply it to a new file only:
+// Open is what upgrades an existing one.
+func SchemaSQL() (string, error) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "-- tenure SQLite schema, version %d (PRAGMA user_version).\n", SchemaVersion)
+	b.WriteString("-- sqlitestore.Open creates it itself; this script is for review or for the sqlite3 shell.\n")
+	b.WriteString("PRAGMA journal_mode = WAL;\n")
+	b.WriteString("BEGIN IMMEDIATE;\n")
+	for i, name := range migrationFiles {
+		text, err := migrations.ReadFile(path.Join("migrations", name))
+		if err != nil {
+			return "", fmt.Errorf("sqlitestore: embedded migration %s is missing: %w", name, err)
+		}
+		fmt.Fprintf(&b, "\n-- Migration %s (user_version %d)\n", name, i+1)
+		b.WriteString(strings.TrimRight(string(text), "\n"))
+		b.WriteString("\n")
+	}
+	fmt.Fprintf(&b, "\nPRAGMA user_version = %d;\n", SchemaVersion)
+	b.WriteString("COMMIT;\n")
+	return b.String(), nil
 }

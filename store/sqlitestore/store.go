@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/tenure-dev/tenure"
 )
@@ -73,7 +75,8 @@ var (
 // Open opens the lease database at path, creating the file (mode 0600) and
 // its parent directory (mode 0700) when they are missing, switches it to
 // WAL journal mode and creates or upgrades the schema. Several processes may
-// Open the same path at once. The returned [Store] owns its connections:
+// Open the same path at once; each waits for the others' locks for up to
+// [Config.BusyTimeout]. The returned [Store] owns its connections:
 // [Store.Close] closes them.
 //
 // A path that cannot hold a database (a directory, a file that is not a
@@ -151,8 +154,54 @@ func dsn(abs string, cfg Config) string {
 	return u.String()
 }
 
-// setup switches the file to WAL and migrates the schema.
+// Bounds of the pause between two attempts of [Store.setup].
+const (
+	setupRetryMin = time.Millisecond
+	setupRetryMax = 50 * time.Millisecond
+)
+
+// setup switches the file to WAL and migrates the schema. Some of the locks
+// this takes on a fresh file are refused with SQLITE_BUSY at once, without
+// SQLite's busy handler: switching to WAL upgrades a read lock, and SQLite
+// answers busy rather than wait when another connection is doing the same
+// (waiting could deadlock). Processes that open a fresh file together meet
+// exactly that, so setup tries again, after a short random pause, until it
+// succeeds or the busy timeout has passed since it began.
 func (s *Store) setup(ctx context.Context) error {
+	deadline := time.Now().Add(s.cfg.BusyTimeout)
+	pause := setupRetryMin
+	for {
+		err := s.setupOnce(ctx)
+		if err == nil || !isBusy(err) {
+			return err
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return err
+		}
+		wait := time.NewTimer(min(pause/2+rand.N(pause), left))
+		select {
+		case <-wait.C:
+		case <-ctx.Done():
+			wait.Stop()
+			return s.classify("open", ctx.Err())
+		}
+		pause = min(2*pause, setupRetryMax)
+	}
+}
+
+// isBusy reports whether err is SQLite's SQLITE_BUSY or SQLITE_LOCKED.
+func isBusy(err error) bool {
+	var se *sqlite.Error
+	if !errors.As(err, &se) {
+		return false
+	}
+	code := se.Code() & 0xff
+	return code == sqlite3.SQLITE_BUSY || code == sqlite3.SQLITE_LOCKED
+}
+
+// setupOnce is one attempt of [Store.setup].
+func (s *Store) setupOnce(ctx context.Context) error {
 	var mode string
 	if err := s.db.QueryRowContext(ctx, "PRAGMA journal_mode = WAL").Scan(&mode); err != nil {
 		return s.classify("open", err)

@@ -1,0 +1,110 @@
+package main
+
+import (
+	"fmt"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tenure-dev/tenure/internal/cli"
+	"github.com/tenure-dev/tenure/internal/storeurl"
+	"github.com/tenure-dev/tenure/internal/testutil"
+	"github.com/tenure-dev/tenure/store/consulstore/consulstoretest"
+	"github.com/tenure-dev/tenure/store/etcdstore/etcdtest"
+	"github.com/tenure-dev/tenure/store/redisstore/redisstoretest"
+)
+
+// TestServerStores runs status, run, run --wait and release --force
+// against real Redis, etcd and Consul servers, each under a key prefix of
+// the test's own. etcd and Consul are started for the test; Redis is the
+// shared test server, whose keys under the prefix are deleted afterwards.
+func TestServerStores(t *testing.T) {
+	t.Parallel()
+	t.Run("Redis", func(t *testing.T) {
+		t.Parallel()
+		client := redisstoretest.Client(t)
+		prefix := redisstoretest.Prefix(t, client)
+		u, err := url.Parse(redisstoretest.URL())
+		require.NoError(t, err)
+		q := u.Query()
+		q.Set(storeurl.ParamPrefix, prefix)
+		u.RawQuery = q.Encode()
+		serverStore(t, u.String(), "Redis")
+	})
+	t.Run("Etcd", func(t *testing.T) {
+		t.Parallel()
+		srv := etcdtest.Own(t)
+		serverStore(t, "etcd://"+strings.TrimPrefix(srv.Endpoint, "http://")+"?tenure_prefix="+testutil.UniqueName(t)+"/", "etcd")
+	})
+	t.Run("Consul", func(t *testing.T) {
+		t.Parallel()
+		agent, err := consulstoretest.StartAgent()
+		testutil.NeedServer(t, "Consul", err)
+		t.Cleanup(func() { require.NoError(t, agent.Stop()) })
+		// Without the agent's session_ttl_min in the URL, a short TTL is
+		// refused before anything is contacted.
+		short := run(t, testEnv(t), "run", "--name", "nightly", "--ttl", "2s", "--store", "consul://"+agent.HTTPAddr, "--", "true")
+		require.Equal(t, cli.ExitUsage, short.code)
+		require.Contains(t, short.stderr.rest(), "session_ttl_min")
+		serverStore(t, fmt.Sprintf("consul://%s?%s=%s&%s=%s/", agent.HTTPAddr,
+			storeurl.ParamSessionTTLMin, consulstoretest.SessionTTLMin, storeurl.ParamPrefix, testutil.UniqueName(t)), "Consul")
+	})
+}
+
+// serverStore plays one holder, one waiter and an operator on the store
+// at storeURL, whose kind is called kind in messages.
+func serverStore(t *testing.T, storeURL, kind string) {
+	t.Helper()
+	env := testEnv(t, storeurl.EnvVar+"="+storeURL)
+
+	m := run(t, env, "migrate")
+	require.Equal(t, 0, m.code, m.stderr.all())
+	require.Contains(t, m.stdout.rest(), fmt.Sprintf("the %s store %s keeps no schema: nothing to migrate", kind, storeURL))
+	p := run(t, env, "migrate", "--print")
+	require.Equal(t, cli.ExitUsage, p.code)
+	require.Regexp(t, `^tenure: storeurl: the \S+ store keeps no schema`, p.stderr.rest())
+
+	flags := []string{"run", "--name", "nightly", "--ttl", "2s", "--grace", "500ms"}
+	a := start(t, env, append(append(flags, "--label", "a"), blockingChild...)...)
+	held := a.stdout.await(startedLine)
+	first := atoi(t, held[3])
+
+	st := status(t, env, "nightly")
+	require.Equal(t, "held", st.State)
+	require.Equal(t, "a/"+held[2], st.Holder)
+	require.Equal(t, first, st.Token)
+	require.Positive(t, st.ExpiresInMS)
+	require.Equal(t, "absent", status(t, env, "never").State)
+	table := run(t, env, "status")
+	require.Equal(t, 0, table.code, table.stderr.all())
+	require.Regexp(t, fmt.Sprintf(`(?m)^nightly\s+held\s+a/%s\s+%d\s`, held[2], first), table.stdout.rest())
+
+	busy := run(t, env, append(flags, "--label", "c", "--", "sh", "-c", "echo ran")...)
+	require.Equal(t, cli.ExitNotAcquired, busy.code)
+	require.Empty(t, busy.stdout.rest())
+	require.Regexp(t, fmt.Sprintf(`^tenure: lease "nightly" is held by a/%s with token %d for another \S+ by the store's clock; not acquired`, held[2], first), busy.stderr.rest())
+
+	b := start(t, env, append(append(flags, "--label", "b", "--wait"), "--", "sh", "-c", `echo "started $TENURE_HOLDER $TENURE_TOKEN"`)...)
+	b.stderr.await(`waiting for it$`)
+
+	r := run(t, env, "release", "--force", "nightly")
+	require.Equal(t, 0, r.code, r.stderr.all())
+	require.Contains(t, r.stdout.rest(), fmt.Sprintf("its holder a/%s with token %d is now fenced", held[2], first))
+
+	// The holder learns of it at its next renewal and stops its command;
+	// the waiter takes over with a greater token.
+	require.Equal(t, cli.ExitLost, a.wait(), a.stderr.all())
+	a.stderr.await(fmt.Sprintf(`^tenure: lost lease "nightly" with token %d: `, first))
+	next := b.stdout.await(startedLine)
+	require.Equal(t, "b", next[1])
+	require.Greater(t, atoi(t, next[3]), first)
+	require.Equal(t, 0, b.wait(), b.stderr.all())
+
+	after := status(t, env, "nightly")
+	require.Equal(t, "released", after.State)
+	require.Equal(t, atoi(t, next[3]), after.Token)
+	require.Less(t, time.Duration(after.ExpiresInMS)*time.Millisecond, time.Millisecond)
+}
