@@ -201,16 +201,6 @@ func ident(schema, name string) string {
 	return pgx.Identifier{schema, name}.Sanitize()
 }
 
-// quoteLiteral quotes s as an SQL string literal that reads the same
-// whatever standard_conforming_strings says.
-func quoteLiteral(s string) string {
-	q := "'" + strings.ReplaceAll(s, "'", "''") + "'"
-	if strings.Contains(s, `\`) {
-		q = "E" + strings.ReplaceAll(q, `\`, `\\`)
-	}
-	return q
-}
-
 // agentColumns is the column list every query that reports an agent selects,
 // in the order [scanAgent] reads it. It expects the agents table as "a" and a
 // relation "now" with the statement's clock_timestamp() as "t"; every

@@ -168,16 +168,6 @@ func ident(schema, name string) string {
 	return pgx.Identifier{schema, name}.Sanitize()
 }
 
-// quoteLiteral quotes s as an SQL string literal that reads the same
-// whatever standard_conforming_strings says.
-func quoteLiteral(s string) string {
-	q := "'" + strings.ReplaceAll(s, "'", "''") + "'"
-	if strings.Contains(s, `\`) {
-		q = "E" + strings.ReplaceAll(q, `\`, `\\`)
-	}
-	return q
-}
-
 // sqlNames holds the quoted names substituted into the embedded SQL, once,
 // at construction.
 type sqlNames struct {

@@ -1,0 +1,178 @@
+// Package pgmigrate applies versioned, embedded SQL migrations to one
+// PostgreSQL schema, for the packages that keep tables there (pgstore and
+// registry). Every set of migrations of a schema runs under the same
+// transaction-scoped advisory lock, so sets never run at once and may be
+// applied in either order; each set records its applied versions in a
+// table of its own. Migrations are idempotent to apply: a version already
+// recorded is skipped, and versions recorded by a newer library are left
+// alone.
+package pgmigrate
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Migration is one file NNN_name.up.sql.
+type Migration struct {
+	Version int
+	Name    string
+	SQL     string // with the owner's {{placeholders}}
+}
+
+// Set is the migrations of one package, ready to apply or print.
+type Set struct {
+	// Owner names the package in messages ("pgstore", "registry").
+	Owner string
+	// Schema is the schema the migrations create objects in.
+	Schema string
+	// Table is the quoted, schema-qualified table that records applied
+	// versions.
+	Table string
+	// Render substitutes the owner's quoted names into SQL.
+	Render     func(sql string) string
+	Migrations []Migration
+}
+
+var fileName = regexp.MustCompile(`^(\d{3})_([a-z0-9_]+)\.up\.sql$`)
+
+// Load reads the migrations in dir of fsys, which must be numbered 001,
+// 002, … without gaps.
+func Load(owner string, fsys fs.FS, dir string) ([]Migration, error) {
+	entries, err := fs.ReadDir(fsys, dir)
+	if err != nil {
+		return nil, fmt.Errorf("%s: embedded migrations are missing: %w", owner, err)
+	}
+	ms := make([]Migration, 0, len(entries))
+	for _, e := range entries {
+		m := fileName.FindStringSubmatch(e.Name())
+		if m == nil {
+			return nil, fmt.Errorf("%s: embedded migration %q is not named NNN_name.up.sql", owner, e.Name())
+		}
+		version, err := strconv.Atoi(m[1])
+		if err != nil {
+			return nil, fmt.Errorf("%s: embedded migration %q: %w", owner, e.Name(), err)
+		}
+		if version != len(ms)+1 {
+			return nil, fmt.Errorf("%s: embedded migration %q: expected version %03d", owner, e.Name(), len(ms)+1)
+		}
+		text, err := fs.ReadFile(fsys, dir+"/"+e.Name())
+		if err != nil {
+			return nil, fmt.Errorf("%s: embedded migration %q: %w", owner, e.Name(), err)
+		}
+		ms = append(ms, Migration{Version: version, Name: m[2], SQL: string(text)})
+	}
+	return ms, nil
+}
+
+// lockKey names the advisory lock that serialises every migration of one
+// schema; hashtextextended turns it into the lock's key.
+func lockKey(schema string) string { return "tenure migrate " + schema }
+
+// createSchema creates the schema when it is missing. Not CREATE SCHEMA IF
+// NOT EXISTS: that demands the database's CREATE privilege even when the
+// schema exists. The dollar quoting is safe because the owners refuse '$'
+// in names.
+func createSchema(schema string) string {
+	return "DO $tenure$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = " +
+		QuoteLiteral(schema) + ") THEN CREATE SCHEMA " + pgx.Identifier{schema}.Sanitize() + "; END IF; END $tenure$"
+}
+
+func (s Set) createTable() string {
+	return "CREATE TABLE IF NOT EXISTS " + s.Table + ` (
+    version    integer     PRIMARY KEY,
+    name       text        NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT clock_timestamp()
+)`
+}
+
+// Error is a failed step of Apply: Op says which, Err is the server's or
+// the driver's error, for the owner to interpret.
+type Error struct {
+	Op  string
+	Err error
+}
+
+func (e *Error) Error() string { return e.Op + ": " + e.Err.Error() }
+func (e *Error) Unwrap() error { return e.Err }
+
+// Apply runs the set's missing migrations in tx, under the schema's
+// advisory lock, and records them. The caller begins and commits tx.
+func (s Set) Apply(ctx context.Context, tx pgx.Tx) error {
+	step := func(op, sql string, args ...any) error {
+		if _, err := tx.Exec(ctx, sql, args...); err != nil {
+			return &Error{Op: op, Err: err}
+		}
+		return nil
+	}
+	if err := step("migrate", "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", lockKey(s.Schema)); err != nil {
+		return err
+	}
+	if err := step(fmt.Sprintf("migrate: create schema %q", s.Schema), createSchema(s.Schema)); err != nil {
+		return err
+	}
+	if err := step("migrate", s.createTable()); err != nil {
+		return err
+	}
+	rows, err := tx.Query(ctx, "SELECT version FROM "+s.Table)
+	if err != nil {
+		return &Error{Op: "migrate", Err: err}
+	}
+	applied, err := pgx.CollectRows(rows, pgx.RowTo[int])
+	if err != nil {
+		return &Error{Op: "migrate", Err: err}
+	}
+	for _, m := range s.Migrations {
+		if slices.Contains(applied, m.Version) {
+			continue
+		}
+		op := fmt.Sprintf("migrate: apply %s %03d_%s", s.Owner, m.Version, m.Name)
+		if err := step(op, s.Render(m.SQL)); err != nil {
+			return err
+		}
+		if err := step(op, "INSERT INTO "+s.Table+" (version, name) VALUES ($1, $2)", m.Version, m.Name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Script returns the set as one SQL script for a DBA to review and run
+// (psql -v ON_ERROR_STOP=1 -f): the same lock, the same objects, every
+// version recorded, safe to run again. header is written first, one
+// comment line per line.
+func (s Set) Script(header ...string) string {
+	var b strings.Builder
+	for _, h := range header {
+		fmt.Fprintf(&b, "-- %s\n", h)
+	}
+	b.WriteString("BEGIN;\n")
+	fmt.Fprintf(&b, "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0));\n", QuoteLiteral(lockKey(s.Schema)))
+	b.WriteString(createSchema(s.Schema) + ";\n")
+	b.WriteString(s.createTable() + ";\n")
+	for _, m := range s.Migrations {
+		fmt.Fprintf(&b, "\n-- %s migration %03d_%s\n", s.Owner, m.Version, m.Name)
+		b.WriteString(strings.TrimRight(s.Render(m.SQL), "\n") + "\n")
+		fmt.Fprintf(&b, "INSERT INTO %s (version, name) VALUES (%d, %s) ON CONFLICT (version) DO NOTHING;\n",
+			s.Table, m.Version, QuoteLiteral(m.Name))
+	}
+	b.WriteString("\nCOMMIT;\n")
+	return b.String()
+}
+
+// QuoteLiteral quotes s as an SQL string literal that reads the same
+// whatever standard_conforming_strings says.
+func QuoteLiteral(s string) string {
+	q := "'" + strings.ReplaceAll(s, "'", "''") + "'"
+	if strings.Contains(s, `\`) {
+		q = "E" + strings.ReplaceAll(q, `\`, `\\`)
+	}
+	return q
+}
