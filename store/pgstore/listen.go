@@ -3,12 +3,12 @@ package pgstore
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tenure-dev/tenure"
+	"github.com/tenure-dev/tenure/internal/reconnect"
 )
 
 // Backoff between attempts to (re)establish the listening connection.
@@ -43,30 +43,13 @@ func (s *Store) Listen(ctx context.Context, notify func(name string)) error {
 	stop := context.AfterFunc(s.done, cancel)
 	defer stop()
 
-	backoff := listenBackoffMin
-	for {
-		start := time.Now()
-		listened := s.listenOnce(ctx, notify)
-		if ctx.Err() != nil {
-			if s.closed.Load() {
-				return closedError("listen")
-			}
-			return ctx.Err()
-		}
-		if listened && time.Since(start) > listenBackoffMax {
-			// A connection that served for a while earns a quick retry;
-			// one that keeps dying at once backs off.
-			backoff = listenBackoffMin
-		}
-		wait := backoff/2 + rand.N(backoff/2+1)
-		backoff = min(2*backoff, listenBackoffMax)
-		timer := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-		case <-timer.C:
-		}
+	reconnect.Loop(ctx, listenBackoffMin, listenBackoffMax, func(ctx context.Context) bool {
+		return s.listenOnce(ctx, notify)
+	})
+	if s.closed.Load() {
+		return closedError("listen")
 	}
+	return ctx.Err()
 }
 
 // listenOnce takes a connection, listens and delivers notifications until

@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tenure-dev/tenure"
+	"github.com/tenure-dev/tenure/internal/reconnect"
 )
 
 const (
@@ -46,30 +46,13 @@ func (s *Store) Listen(ctx context.Context, notify func(name string)) error {
 	stop := context.AfterFunc(s.done, cancel)
 	defer stop()
 
-	backoff := listenBackoffMin
-	for {
-		start := time.Now()
-		worked := s.listenOnce(ctx, notify)
-		if ctx.Err() != nil {
-			if s.closed.Load() {
-				return closedError("listen")
-			}
-			return ctx.Err()
-		}
-		if worked && time.Since(start) > listenBackoffMax {
-			// A subscription that served for a while earns a quick retry;
-			// one that keeps dying at once backs off.
-			backoff = listenBackoffMin
-		}
-		wait := backoff/2 + rand.N(backoff/2+1)
-		backoff = min(2*backoff, listenBackoffMax)
-		timer := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-		case <-timer.C:
-		}
+	reconnect.Loop(ctx, listenBackoffMin, listenBackoffMax, func(ctx context.Context) bool {
+		return s.listenOnce(ctx, notify)
+	})
+	if s.closed.Load() {
+		return closedError("listen")
 	}
+	return ctx.Err()
 }
 
 // listenOnce subscribes on a new connection and delivers messages until
