@@ -286,7 +286,7 @@ func (v durationValue) Set(s string) error {
 
 // storeUsage documents the --store flag of every command that opens a
 // store.
-const storeUsage = "store `URL`: postgres://…, sqlite:PATH, redis://…, etcd://HOST:PORT[,HOST:PORT] or consul://HOST:PORT (default $" + storeurl.EnvVar + ", else the SQLite file in $XDG_STATE_HOME/tenure)"
+const storeUsage = "store `URL`: postgres://…, sqlite:PATH, redis://…, etcd://HOST:PORT[,HOST:PORT], consul://HOST:PORT or always:REASON (default $" + storeurl.EnvVar + ", else the SQLite file in $XDG_STATE_HOME/tenure)"
 
 // openStore resolves and opens the store of a --store flag value.
 func (e *env) openStore(ctx context.Context, flagValue string) (*storeurl.Opened, error) {

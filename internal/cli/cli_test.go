@@ -712,3 +712,33 @@ func TestUnreachableServersAre69(t *testing.T) {
 		})
 	}
 }
+
+func TestAlwaysLeaderStore(t *testing.T) {
+	t.Parallel()
+	const store = "always:the%20nightly%20report%20is%20idempotent"
+
+	t.Run("RunSaysSoAndRuns", func(t *testing.T) {
+		t.Parallel()
+		o := cli(t, "run", "--name", "report", "--store", store, "--", "sh", "-c", `echo "$TENURE_TOKEN"`)
+		require.Equal(t, ExitOK, o.code)
+		require.Equal(t, "1\n", o.stdout)
+		requireOneLine(t, o)
+		require.Contains(t, o.stderr, "without mutual exclusion; reason: the nightly report is idempotent")
+	})
+	t.Run("StatusShowsTheReason", func(t *testing.T) {
+		t.Parallel()
+		o := cli(t, "status", "--store", store)
+		require.Equal(t, ExitOK, o.code, o.stderr)
+		require.Contains(t, o.stdout, "always-leader store: every holder leads, without mutual exclusion; reason: the nightly report is idempotent")
+		o = cli(t, "status", "--json", "--store", store)
+		require.Equal(t, ExitOK, o.code, o.stderr)
+		require.Contains(t, o.stdout, `"always_leader_reason":"the nightly report is idempotent"`)
+	})
+	t.Run("NoReasonIsAUsageError", func(t *testing.T) {
+		t.Parallel()
+		o := cli(t, "status", "--store", "always:")
+		require.Equal(t, ExitUsage, o.code)
+		requireOneLine(t, o)
+		require.Contains(t, o.stderr, "reason")
+	})
+}

@@ -99,6 +99,10 @@ Store URLs:
       sets the key prefix (default tenure/), tenure_session_ttl_min=D the
       servers' session_ttl_min (default 10s: a shorter --ttl is refused),
       tenure_lock_delay=D the sessions' lock-delay (default 0).
+  always:REASON
+      No store: every holder leads at once, for genuinely idempotent jobs.
+      The written REASON (percent-encoding allowed) is required and is
+      printed by run and status. Tokens are constant: nothing is fenced.
   The fleet registry (agents, owner) lives in PostgreSQL only. Redis, etcd
   and Consul keep no schema: migrate has nothing to do there.
 

@@ -146,6 +146,9 @@ func (o *runOptions) run(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer func() { _ = opened.Close() }() // Nothing is left to do about a failed close.
+	if target.Kind == storeurl.AlwaysLeader {
+		e.errorf("always-leader store: %q runs here without mutual exclusion; reason: %s", o.name, target.Reason)
+	}
 
 	store := &runStore{Store: opened.Store, name: o.name}
 	if o.wait {

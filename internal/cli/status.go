@@ -57,6 +57,7 @@ type statusOptions struct {
 	watch    bool
 	interval *time.Duration
 	store    string
+	reason   string // of an always-leader store
 }
 
 // leaseJSON is one lease in status --json.
@@ -74,6 +75,8 @@ type leaseJSON struct {
 
 type snapshotJSON struct {
 	Leases []leaseJSON `json:"leases"`
+	// AlwaysLeader is the written reason of an always-leader store.
+	AlwaysLeader string `json:"always_leader_reason,omitempty"`
 }
 
 func (o *statusOptions) run(ctx context.Context, e *env, names []string) error {
@@ -95,6 +98,7 @@ func (o *statusOptions) run(ctx context.Context, e *env, names []string) error {
 			return usagef("status", "this store cannot list its leases; name them")
 		}
 	}
+	o.reason = opened.Target.Reason
 	if !o.watch {
 		leases, err := snapshot(ctx, opened, names)
 		if err != nil {
@@ -175,12 +179,15 @@ func snapshot(ctx context.Context, opened *storeurl.Opened, names []string) ([]l
 
 func (o *statusOptions) print(w io.Writer, leases []leaseJSON) error {
 	if o.json {
-		b, err := json.Marshal(snapshotJSON{Leases: leases})
+		b, err := json.Marshal(snapshotJSON{Leases: leases, AlwaysLeader: o.reason})
 		if err != nil {
 			return err
 		}
 		_, err = fmt.Fprintf(w, "%s\n", b)
 		return err
+	}
+	if o.reason != "" {
+		fmt.Fprintf(w, "always-leader store: every holder leads, without mutual exclusion; reason: %s\n", o.reason)
 	}
 	if len(leases) == 0 {
 		_, err := fmt.Fprintln(w, "no leases")

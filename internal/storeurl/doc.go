@@ -36,6 +36,9 @@
 //     ([consulstore.Config.MinSessionTTL], default 10s) and
 //     tenure_lock_delay the sessions' lock-delay
 //     ([consulstore.Config.LockDelay], default 0).
+//   - always:REASON: [alwaysleader], for genuinely idempotent jobs: every
+//     holder leads at once. The reason is required (percent-encoding
+//     allowed) and is shown by the tenure command's run and status.
 //   - nothing: the SQLite file at $XDG_STATE_HOME/tenure/tenure.db, or
 //     ~/.local/state/tenure/tenure.db ([sqlitestore.DefaultPath]).
 //

@@ -15,6 +15,7 @@ import (
 
 	"github.com/tenure-dev/tenure"
 	"github.com/tenure-dev/tenure/registry"
+	"github.com/tenure-dev/tenure/store/alwaysleader"
 	"github.com/tenure-dev/tenure/store/consulstore"
 	"github.com/tenure-dev/tenure/store/etcdstore"
 	"github.com/tenure-dev/tenure/store/pgstore"
@@ -49,7 +50,7 @@ const applicationName = "tenure"
 const mask = "xxxxx"
 
 // Supported lists the URL forms accepted, for messages.
-const Supported = "postgres://…, postgresql://…, sqlite:PATH, redis://…, rediss://…, etcd://HOST:PORT[,HOST:PORT] or consul://HOST:PORT"
+const Supported = "postgres://…, postgresql://…, sqlite:PATH, redis://…, rediss://…, etcd://HOST:PORT[,HOST:PORT], consul://HOST:PORT or always:REASON"
 
 // Kind is the kind of store a URL names.
 type Kind string
@@ -61,6 +62,9 @@ const (
 	Redis    Kind = "redis"
 	Etcd     Kind = "etcd"
 	Consul   Kind = "consul"
+	// AlwaysLeader is store/alwaysleader: every holder leads, for
+	// genuinely idempotent jobs, with a written reason.
+	AlwaysLeader Kind = "always"
 )
 
 // Name is the kind's name for people: PostgreSQL, SQLite, Redis, etcd or
@@ -77,6 +81,8 @@ func (k Kind) Name() string {
 		return "etcd"
 	case Consul:
 		return "Consul"
+	case AlwaysLeader:
+		return "always-leader"
 	}
 	return string(k)
 }
@@ -110,6 +116,9 @@ type Target struct {
 	// Consul agent's host:port, none for the Consul client's default:
 	// $CONSUL_HTTP_ADDR, else 127.0.0.1:8500 (Kind Consul).
 	Endpoints []string
+	// Reason is why an always-leader store may run the job anywhere, any
+	// number of times at once (Kind AlwaysLeader).
+	Reason string
 
 	connString string   // PostgreSQL or Redis URL without tenure's parameters
 	user       string   // etcd user name
@@ -161,9 +170,23 @@ func Parse(raw string) (Target, error) {
 		return parseEtcd(raw)
 	case "consul":
 		return parseConsul(raw)
+	case "always":
+		return parseAlways(raw, rest)
 	default:
 		return Target{}, newError(tenure.ErrInvalid, nil, "storeurl: store URL scheme %q is not supported; use %s", scheme, Supported)
 	}
+}
+
+// parseAlways reads always:REASON; the reason may be percent-encoded.
+func parseAlways(raw, rest string) (Target, error) {
+	reason, err := url.PathUnescape(rest)
+	if err != nil {
+		return Target{}, newError(tenure.ErrInvalid, err, "storeurl: store URL %q: the reason is not valid percent-encoding: %v", raw, err)
+	}
+	if _, err := alwaysleader.New(reason); err != nil {
+		return Target{}, newError(tenure.ErrInvalid, err, "storeurl: store URL %q: %v; write always:REASON, e.g. always:the%%20report%%20is%%20idempotent", raw, err)
+	}
+	return Target{Kind: AlwaysLeader, Display: "always:" + reason, Reason: reason}, nil
 }
 
 var schemeSyntax = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*$`)
@@ -457,6 +480,12 @@ func (t Target) Open(ctx context.Context, opts Options) (*Opened, error) {
 		return t.openEtcd(ctx, timeout)
 	case Consul:
 		return t.openConsul(ctx, timeout)
+	case AlwaysLeader:
+		st, err := alwaysleader.New(t.Reason)
+		if err != nil {
+			return nil, newError(tenure.ErrInvalid, err, "storeurl: %v", err)
+		}
+		return &Opened{Target: t, Store: st}, nil
 	}
 	return nil, newError(tenure.ErrInvalid, nil, "storeurl: store target has no kind; make it with Parse or Resolve")
 }
@@ -514,6 +543,8 @@ func (o *Opened) Migrate(ctx context.Context) (string, error) {
 	case o.sqlite != nil:
 		return fmt.Sprintf("the SQLite store %s is at schema version %d (it creates and upgrades its schema itself when opened)",
 			o.Target.Display, sqlitestore.SchemaVersion), nil
+	case o.Target.Kind == AlwaysLeader:
+		return "the always-leader store keeps nothing: nothing to migrate", nil
 	case o.pg == nil:
 		return fmt.Sprintf("the %s store %s keeps no schema: nothing to migrate (its keys live under the prefix %q)",
 			o.Target.Kind.Name(), o.Target.Display, o.prefix), nil

@@ -64,6 +64,10 @@ func TestParse(t *testing.T) {
 			kind: storeurl.SQLite, display: "sqlite:" + filepath.Join(home, "jobs/tenure.db"), path: filepath.Join(home, "jobs/tenure.db")},
 		{name: "SQLiteLiteralPath", raw: "SQLite:/tmp/a%20b?c.db",
 			kind: storeurl.SQLite, display: "sqlite:/tmp/a%20b?c.db", path: "/tmp/a%20b?c.db"},
+		{name: "AlwaysLeader", raw: "always:the report is idempotent",
+			kind: storeurl.AlwaysLeader, display: "always:the report is idempotent"},
+		{name: "AlwaysLeaderEncoded", raw: "always:the%20report%20is%20idempotent",
+			kind: storeurl.AlwaysLeader, display: "always:the report is idempotent"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -108,6 +112,9 @@ func TestParseRefuses(t *testing.T) {
 		{name: "ConsulUnknownParam", raw: "consul://a:1?token=x", want: []string{`parameter "token" is not known`}},
 		{name: "ConsulPath", raw: "consul://a:1/v1", want: []string{"has a path"}},
 		{name: "SQLiteEmpty", raw: "sqlite:", want: []string{"no file path"}},
+		{name: "AlwaysLeaderNoReason", raw: "always:", want: []string{"reason", "always:REASON"}},
+		{name: "AlwaysLeaderBlankReason", raw: "always:%20%20", want: []string{"reason"}},
+		{name: "AlwaysLeaderBadEscape", raw: "always:50%", want: []string{"percent-encoding"}},
 		{name: "SQLiteHost", raw: "sqlite://host/x.db", want: []string{"names a host"}},
 		{name: "PostgresOpaque", raw: "postgres:db.example/jobs", want: []string{"not a valid PostgreSQL URL"}},
 		{name: "PostgresBadPort", raw: "postgres://alice:pa55word@db.example:port/jobs", want: []string{"not a valid URL", "invalid port"}, secret: "pa55word"},
