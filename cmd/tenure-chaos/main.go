@@ -1,0 +1,15 @@
+// Command tenure-chaos runs tenure's chaos harness: real worker processes
+// holding a lease over a real store while a nemesis injects faults, and a
+// checker over what reached the fenced resource. See internal/chaos and
+// docs/RELIABILITY.md.
+package main
+
+import (
+	"os"
+
+	"github.com/tenure-dev/tenure/internal/chaos"
+)
+
+func main() {
+	os.Exit(chaos.Main(os.Args[1:], os.Stdout, os.Stderr))
+}

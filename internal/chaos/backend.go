@@ -1,0 +1,333 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/tenure-dev/tenure"
+	"github.com/tenure-dev/tenure/fence/pgfence"
+	"github.com/tenure-dev/tenure/fence/redisfence"
+	"github.com/tenure-dev/tenure/store/consulstore"
+	"github.com/tenure-dev/tenure/store/etcdstore"
+	"github.com/tenure-dev/tenure/store/pgstore"
+	"github.com/tenure-dev/tenure/store/redisstore"
+)
+
+// Backends the harness runs cells on.
+var Backends = []string{"postgres", "redis", "etcd", "consul"}
+
+// fenceResource is the resource name every fenced write presents.
+const fenceResource = "chaos"
+
+// spec is what a worker process needs to reach its cell: passed as JSON
+// on its command line, so a forked child inherits it with the rest.
+type spec struct {
+	Backend   string        `json:"backend"`
+	StoreAddr string        `json:"store"` // the slot's faultnet proxy
+	PGURL     string        `json:"pg,omitempty"`
+	RedisAddr string        `json:"redis,omitempty"`
+	Schema    string        `json:"schema,omitempty"`
+	Prefix    string        `json:"prefix,omitempty"`
+	Lease     string        `json:"lease"`
+	TTL       time.Duration `json:"ttl"`
+	Gap       time.Duration `json:"gap"`
+	Work      time.Duration `json:"work"`
+	History   string        `json:"history"`
+	Slot      int           `json:"slot"`
+	App       string        `json:"app"`
+}
+
+// resource is the data the workers protect: a fenced copy and an unfenced
+// twin, each a read-modify-write chain of writes numbered 1, 2, 3, ...
+type resource interface {
+	// begin is called once per tenure, before its first write.
+	begin(ctx context.Context, l *tenure.Lease, tok tenure.Token) error
+	// fenced appends wid to the fenced chain, presenting tok.
+	fenced(ctx context.Context, l *tenure.Lease, tok tenure.Token, wid string) error
+	// twin does the same work on the twin with no check at all.
+	twin(ctx context.Context, tok tenure.Token, wid string) error
+	// rows reads a chain back (resFenced or resTwin).
+	rows(ctx context.Context, res string) ([]Row, error)
+	close()
+}
+
+// pgURL returns u pointed at addr (host:port) with an application name.
+func pgURL(u, addr, app string) (string, error) {
+	p, err := url.Parse(u)
+	if err != nil {
+		return "", fmt.Errorf("chaos: postgres url: %w", err)
+	}
+	if addr != "" {
+		p.Host = addr
+	}
+	q := p.Query()
+	q.Set("application_name", app)
+	q.Set("connect_timeout", "2")
+	p.RawQuery = q.Encode()
+	return p.String(), nil
+}
+
+func pgHost(u string) (string, error) {
+	p, err := url.Parse(u)
+	if err != nil {
+		return "", fmt.Errorf("chaos: postgres url: %w", err)
+	}
+	host := p.Host
+	if !strings.Contains(host, ":") {
+		host += ":5432"
+	}
+	return host, nil
+}
+
+// openWorker connects a worker to its store (through its proxy) and its
+// resource. The postgres cell keeps the leases and the resource in one
+// database, reached through the proxy, and writes with the strict check
+// ([pgfence.StrictTx]); the other cells write to a PostgreSQL table (or,
+// for redis, a Redis hash) with the token fence.
+func openWorker(ctx context.Context, sp spec) (tenure.Store, resource, func(), error) {
+	switch sp.Backend {
+	case "postgres":
+		u, err := pgURL(sp.PGURL, sp.StoreAddr, sp.App)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		pool, err := pgxpool.New(ctx, u)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("chaos: postgres pool: %w", err)
+		}
+		st, err := pgstore.New(pool, pgstore.Config{Schema: sp.Schema})
+		if err != nil {
+			pool.Close()
+			return nil, nil, nil, err
+		}
+		res, err := newPGResource(pool, sp.Schema, true)
+		if err != nil {
+			pool.Close()
+			return nil, nil, nil, err
+		}
+		return st, res, func() { _ = st.Close(); pool.Close() }, nil
+	case "redis":
+		rdb := redis.NewClient(&redis.Options{Addr: sp.StoreAddr, DialTimeout: time.Second, ContextTimeoutEnabled: true, MaxRetries: -1})
+		st, err := redisstore.New(rdb, redisstore.Config{KeyPrefix: sp.Prefix + "lease:"})
+		if err != nil {
+			_ = rdb.Close()
+			return nil, nil, nil, err
+		}
+		res, err := newRedisResource(sp.RedisAddr, sp.Prefix)
+		if err != nil {
+			_ = rdb.Close()
+			return nil, nil, nil, err
+		}
+		return st, res, func() { _ = st.Close(); _ = rdb.Close(); res.close() }, nil
+	case "etcd", "consul":
+		u, err := pgURL(sp.PGURL, "", sp.App)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		pool, err := pgxpool.New(ctx, u)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("chaos: postgres pool: %w", err)
+		}
+		res, err := newPGResource(pool, sp.Schema, false)
+		if err != nil {
+			pool.Close()
+			return nil, nil, nil, err
+		}
+		var st tenure.Store
+		var closeStore func()
+		if sp.Backend == "etcd" {
+			cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"http://" + sp.StoreAddr}, DialTimeout: time.Second, Logger: zap.NewNop()})
+			if err != nil {
+				pool.Close()
+				return nil, nil, nil, fmt.Errorf("chaos: etcd client: %w", err)
+			}
+			es, err := etcdstore.New(cli, etcdstore.Config{KeyPrefix: sp.Prefix})
+			if err != nil {
+				_ = cli.Close()
+				pool.Close()
+				return nil, nil, nil, err
+			}
+			st, closeStore = es, func() { _ = es.Close(); _ = cli.Close() }
+		} else {
+			cli, tr, err := consulClient(sp.StoreAddr)
+			if err != nil {
+				pool.Close()
+				return nil, nil, nil, err
+			}
+			cs, err := consulstore.New(cli, consulstore.Config{KeyPrefix: sp.Prefix, MinSessionTTL: 500 * time.Millisecond})
+			if err != nil {
+				pool.Close()
+				return nil, nil, nil, err
+			}
+			st, closeStore = cs, func() { _ = cs.Close(); tr.CloseIdleConnections() }
+		}
+		return st, res, func() { closeStore(); pool.Close() }, nil
+	}
+	return nil, nil, nil, fmt.Errorf("chaos: %w: unknown backend %q (want one of %v)", tenure.ErrInvalid, sp.Backend, Backends)
+}
+
+// pgResource keeps both chains in PostgreSQL tables (n primary key). A
+// write reads the chain's head and inserts the next link; a second write
+// computed from the same head overwrites the first (a lost update), which
+// the checker sees as an acknowledged write gone missing.
+type pgResource struct {
+	pool   *pgxpool.Pool
+	fencer *pgfence.Fencer
+	strict bool
+	tables map[string]string
+}
+
+func newPGResource(pool *pgxpool.Pool, schema string, strict bool) (*pgResource, error) {
+	f, err := pgfence.New(pgstore.Config{Schema: schema})
+	if err != nil {
+		return nil, err
+	}
+	q := pgx.Identifier{schema}.Sanitize()
+	return &pgResource{pool: pool, fencer: f, strict: strict, tables: map[string]string{
+		resFenced: q + ".chaos_fenced", resTwin: q + ".chaos_twin",
+	}}, nil
+}
+
+// pgTablesSQL creates the two chains.
+func pgTablesSQL(schema string) string {
+	q := pgx.Identifier{schema}.Sanitize()
+	return fmt.Sprintf(`CREATE TABLE %[1]s.chaos_fenced (n bigint PRIMARY KEY, token bigint NOT NULL, wid text NOT NULL);
+CREATE TABLE %[1]s.chaos_twin (n bigint PRIMARY KEY, token bigint NOT NULL, wid text NOT NULL);`, q)
+}
+
+func (r *pgResource) begin(context.Context, *tenure.Lease, tenure.Token) error { return nil }
+
+// link reads the head of a chain and writes the next link.
+func (r *pgResource) link(ctx context.Context, tx pgx.Tx, res string, tok tenure.Token, wid string) error {
+	var head int64
+	if err := tx.QueryRow(ctx, "SELECT coalesce(max(n), 0) FROM "+r.tables[res]).Scan(&head); err != nil {
+		return err
+	}
+	_, err := tx.Exec(ctx, "INSERT INTO "+r.tables[res]+" (n, token, wid) VALUES ($1, $2, $3) ON CONFLICT (n) DO UPDATE SET token = excluded.token, wid = excluded.wid",
+		head+1, int64(tok), wid)
+	return err
+}
+
+func (r *pgResource) fenced(ctx context.Context, l *tenure.Lease, tok tenure.Token, wid string) error {
+	if r.strict {
+		return r.fencer.StrictTx(ctx, r.pool, l, func(ctx context.Context, tx pgx.Tx) error {
+			return r.link(ctx, tx, resFenced, tok, wid)
+		})
+	}
+	return pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
+		if err := r.fencer.Fence(ctx, tx, fenceResource, tok); err != nil {
+			return err
+		}
+		return r.link(ctx, tx, resFenced, tok, wid)
+	})
+}
+
+func (r *pgResource) twin(ctx context.Context, tok tenure.Token, wid string) error {
+	return pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error { return r.link(ctx, tx, resTwin, tok, wid) })
+}
+
+func (r *pgResource) rows(ctx context.Context, res string) ([]Row, error) {
+	rows, err := r.pool.Query(ctx, "SELECT n, token, wid FROM "+r.tables[res]+" ORDER BY n")
+	if err != nil {
+		return nil, fmt.Errorf("chaos: read %s: %w", res, err)
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (Row, error) {
+		var r Row
+		err := row.Scan(&r.N, &r.Token, &r.WID)
+		r.Writer, _ = splitWID(r.WID)
+		return r, err
+	})
+}
+
+func (r *pgResource) close() { r.pool.Close() }
+
+// redisResource keeps each chain in a hash: field "n" is the head, field
+// "w:<n>" the link "token|wid". The fenced chain is written with
+// redisfence.HSet; a new tenure first moves the fence with
+// redisfence.Check, so that its reads come after every write of its
+// predecessors that will ever be accepted.
+type redisResource struct {
+	rdb    *redis.Client
+	fencer *redisfence.Fencer
+	keys   map[string]string
+}
+
+func newRedisResource(addr, prefix string) (*redisResource, error) {
+	f, err := redisfence.New(redisfence.Config{KeyPrefix: prefix + "fence:"})
+	if err != nil {
+		return nil, err
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: addr, DialTimeout: time.Second, ContextTimeoutEnabled: true, MaxRetries: -1})
+	return &redisResource{rdb: rdb, fencer: f, keys: map[string]string{resFenced: prefix + "fenced", resTwin: prefix + "twin"}}, nil
+}
+
+func (r *redisResource) begin(ctx context.Context, _ *tenure.Lease, tok tenure.Token) error {
+	return r.fencer.Check(ctx, r.rdb, fenceResource, tok)
+}
+
+func (r *redisResource) head(ctx context.Context, res string) (int64, error) {
+	s, err := r.rdb.HGet(ctx, r.keys[res], "n").Result()
+	if errors.Is(err, redis.Nil) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseInt(s, 10, 64)
+}
+
+func (r *redisResource) fenced(ctx context.Context, _ *tenure.Lease, tok tenure.Token, wid string) error {
+	n, err := r.head(ctx, resFenced)
+	if err != nil {
+		return err
+	}
+	return r.fencer.HSet(ctx, r.rdb, fenceResource, tok, r.keys[resFenced], map[string]string{
+		"n": strconv.FormatInt(n+1, 10), "w:" + strconv.FormatInt(n+1, 10): tok.String() + "|" + wid,
+	})
+}
+
+func (r *redisResource) twin(ctx context.Context, tok tenure.Token, wid string) error {
+	n, err := r.head(ctx, resTwin)
+	if err != nil {
+		return err
+	}
+	return r.rdb.HSet(ctx, r.keys[resTwin], "n", n+1, "w:"+strconv.FormatInt(n+1, 10), tok.String()+"|"+wid).Err()
+}
+
+func (r *redisResource) rows(ctx context.Context, res string) ([]Row, error) {
+	m, err := r.rdb.HGetAll(ctx, r.keys[res]).Result()
+	if err != nil {
+		return nil, fmt.Errorf("chaos: read %s: %w", res, err)
+	}
+	var out []Row
+	for k, v := range m {
+		if !strings.HasPrefix(k, "w:") {
+			continue
+		}
+		n, err := strconv.ParseInt(k[2:], 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("chaos: %s: bad field %q", res, k)
+		}
+		tokStr, wid, ok := strings.Cut(v, "|")
+		tok, err := strconv.ParseInt(tokStr, 10, 64)
+		if !ok || err != nil {
+			return nil, fmt.Errorf("chaos: %s: bad link %q", res, v)
+		}
+		w, _ := splitWID(wid)
+		out = append(out, Row{N: n, Token: tok, Writer: w, WID: wid})
+	}
+	return out, nil
+}
+
+func (r *redisResource) close() { _ = r.rdb.Close() }

@@ -1,0 +1,236 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tenure-dev/tenure/internal/testutil"
+)
+
+func TestMain(m *testing.M) { testutil.VerifyTestMain(m) }
+
+// ciCell is the length of each backend's cell in CI: long enough for well
+// over MinCycles holder changes at one fault every ciFaultEvery, and for
+// the negative control to bite. Consul's takeovers are the slowest (its
+// sessions outlive their TTL by up to the TTL again, and a restarted
+// server gives every session a fresh TTL), so its cell runs longer.
+const (
+	ciCell       = 50 * time.Second
+	ciConsulCell = 80 * time.Second
+	ciFaultEvery = 2 * time.Second
+)
+
+// TestCells builds tenure-chaos and runs one short cell per backend. The
+// cells run one after another, not in parallel: each is five processes
+// racing a nemesis on a two-core machine, and the takeover times are part
+// of what it measures.
+func TestCells(t *testing.T) {
+	if testing.Short() {
+		t.Skip("chaos cells take a minute each")
+	}
+	exe := filepath.Join(t.TempDir(), "tenure-chaos")
+	build := exec.Command("go", "build", "-o", exe, "github.com/tenure-dev/tenure/cmd/tenure-chaos")
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, "build tenure-chaos: %s", out)
+	seed := rand.Uint64N(1_000_000_000) + 1
+	t.Logf("seed %d (replay a cell: tenure-chaos -backend B -seed %d -duration %s -fault-every %s; consul: -duration %s)", seed, seed, ciCell, ciFaultEvery, ciConsulCell)
+	for _, b := range Backends {
+		t.Run(b, func(t *testing.T) {
+			needBackend(t, b)
+			dir := t.TempDir()
+			d := ciCell
+			if b == "consul" {
+				d = ciConsulCell
+			}
+			// A run whose faults did not bite, or whose negative control
+			// shows nothing, proves nothing either way: it is invalid, and
+			// is run once more with the next seed. A violation at the fenced
+			// resource fails at once.
+			for attempt, cellSeed := 1, seed; ; attempt, cellSeed = attempt+1, cellSeed+1 {
+				ctx, cancel := context.WithTimeout(t.Context(), d+90*time.Second)
+				cmd := exec.CommandContext(ctx, exe, "-backend", b, "-seed", fmt.Sprint(cellSeed),
+					"-duration", d.String(), "-fault-every", ciFaultEvery.String(), "-out", filepath.Join(dir, fmt.Sprint(attempt)))
+				out, err := cmd.CombinedOutput()
+				cancel()
+				t.Logf("%s", out)
+				if err == nil && strings.Contains(string(out), ": PASS") {
+					return
+				}
+				invalid := !strings.Contains(string(out), "violations at the fenced resource") &&
+					(strings.Contains(string(out), "faults did not bite") || strings.Contains(string(out), "not exercising"))
+				if !invalid || attempt == 2 {
+					require.NoError(t, err, "cell %s seed %d failed; its history is under %s", b, cellSeed, dir)
+					require.Contains(t, string(out), ": PASS")
+					return
+				}
+				t.Logf("cell %s seed %d was invalid; running it again with seed %d", b, cellSeed, cellSeed+1)
+			}
+		})
+	}
+}
+
+// needBackend skips (or, under CI, fails) when the cell's servers are
+// missing.
+func needBackend(t *testing.T, b string) {
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	if b != "redis" {
+		conn, err := pgx.Connect(ctx, testutil.PostgresURL())
+		if err == nil {
+			_ = conn.Close(ctx)
+		}
+		testutil.NeedServer(t, "PostgreSQL on "+testutil.PostgresURL(), err)
+	}
+	switch b {
+	case "redis":
+		addr := os.Getenv("TENURE_CHAOS_REDIS")
+		if addr == "" {
+			addr = "127.0.0.1:6379"
+		}
+		rdb := redis.NewClient(&redis.Options{Addr: addr})
+		err := rdb.Ping(ctx).Err()
+		_ = rdb.Close()
+		testutil.NeedServer(t, "Redis on "+addr, err)
+	case "etcd":
+		_, err := binary(EtcdBinEnv, "etcd")
+		testutil.NeedServer(t, "etcd ("+EtcdBinEnv+")", err)
+	case "consul":
+		_, err := binary(ConsulBinEnv, "consul")
+		testutil.NeedServer(t, "consul ("+ConsulBinEnv+")", err)
+	}
+}
+
+// w is a history-building helper for the checker tests.
+type hb struct {
+	evs []Event
+	t   int64
+}
+
+func (h *hb) add(e Event) {
+	h.t += int64(time.Second)
+	e.T = h.t
+	h.evs = append(h.evs, e)
+}
+
+func rows(specs ...string) []Row {
+	var out []Row
+	for i, s := range specs {
+		var tok int64
+		var wid string
+		_, err := fmt.Sscanf(s, "%d %s", &tok, &wid)
+		if err != nil {
+			panic(err)
+		}
+		w, _ := splitWID(wid)
+		out = append(out, Row{N: int64(i + 1), Token: tok, Writer: w, WID: wid})
+	}
+	return out
+}
+
+// TestChecker feeds the checker histories with one broken invariant each
+// and asserts that it is found, and histories that are fine.
+func TestChecker(t *testing.T) {
+	t.Parallel()
+	base := func() *hb {
+		h := &hb{}
+		h.add(Event{Kind: kindStart, Proc: "1:1", Detail: "worker"})
+		h.add(Event{Kind: kindStart, Proc: "2:1", Detail: "worker"})
+		h.add(Event{Kind: kindAcquired, Proc: "1:1", Token: 1})
+		h.add(Event{Kind: kindAcquired, Proc: "2:1", Token: 2})
+		return h
+	}
+	cases := []struct {
+		name   string
+		hist   func() *hb
+		fenced []Row
+		want   string // "" = no violation
+	}{
+		{"Clean", base, rows("1 1:1/1", "1 1:1/2", "2 2:1/1"), ""},
+		{"Stale", base, rows("1 1:1/1", "2 2:1/1", "1 1:1/2"), invStale},
+		{"TwoWriters", base, rows("1 1:1/1", "1 2:1/1"), invWriters},
+		{"Reused", func() *hb {
+			h := base()
+			h.add(Event{Kind: kindAcquired, Proc: "3:1", Token: 2})
+			return h
+		}, rows("1 1:1/1"), invReused},
+		{"Lost", func() *hb {
+			h := base()
+			h.add(Event{Kind: kindDone, Proc: "1:1", Res: resFenced, WID: "1:1/9", Token: 1, Result: resultOK})
+			return h
+		}, rows("1 1:1/1"), invLost},
+		{"Overwritten", func() *hb {
+			h := base()
+			h.add(Event{Kind: kindDone, Proc: "1:1", Res: resFenced, WID: "1:1/1", Token: 1, Result: resultOK})
+			return h
+		}, rows("2 1:1/1"), invLost},
+		{"CloneBeforeSplit", func() *hb {
+			h := base()
+			h.add(Event{Kind: kindStart, Proc: "3:1", Parent: "2:1", Counter: 3, Detail: "clone"})
+			return h
+		}, rows("2 2:1/1", "2 2:1/2", "2 3:1/1"), ""},
+		{"CloneAfterSplit", func() *hb {
+			h := base()
+			h.add(Event{Kind: kindStart, Proc: "3:1", Parent: "2:1", Counter: 2, Detail: "clone"})
+			return h
+		}, rows("2 2:1/1", "2 3:1/1", "2 2:1/2"), invWriters},
+		{"SiblingClones", func() *hb {
+			h := base()
+			h.add(Event{Kind: kindStart, Proc: "3:1", Parent: "2:1", Counter: 2, Detail: "clone"})
+			h.add(Event{Kind: kindStart, Proc: "4:1", Parent: "2:1", Counter: 2, Detail: "clone"})
+			return h
+		}, rows("2 2:1/1", "2 3:1/1", "2 4:1/1"), invWriters},
+		{"ForkIsNoClone", func() *hb {
+			h := base()
+			h.add(Event{Kind: kindStart, Proc: "3:1", Parent: "2:1", Detail: "fork"})
+			return h
+		}, rows("2 2:1/1", "2 3:1/1"), invWriters},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			v := check(tc.hist().evs, tc.fenced, nil, time.Second)
+			if tc.want == "" {
+				require.Zero(t, v.Fenced.Total(), "%v", v.Fenced.Examples)
+				return
+			}
+			require.Positive(t, v.Fenced.Count[tc.want], "want %s, got %v", tc.want, v.Fenced.Examples)
+		})
+	}
+}
+
+// TestCycles checks what counts as "fault → lease lost → new holder".
+func TestCycles(t *testing.T) {
+	t.Parallel()
+	h := &hb{}
+	h.add(Event{Kind: kindAcquired, Proc: "1:1", Token: 1})
+	h.add(Event{Kind: kindFault, Fault: faultPause, Target: "1:1", Token: 1})
+	h.add(Event{Kind: kindAcquired, Proc: "2:1", Token: 2})
+	h.add(Event{Kind: kindDone, Proc: "2:1", Res: resFenced, Token: 2, WID: "2:1/1", Result: resultOK})
+	h.add(Event{Kind: kindFault, Fault: faultDelay, Target: "1:1", Token: 1}) // not the holder: no bite
+	h.add(Event{Kind: kindAcquired, Proc: "3:1", Token: 3})
+	h.add(Event{Kind: kindFault, Fault: faultRestart, Target: targetStore, Token: 0})
+	h.add(Event{Kind: kindAcquired, Proc: "1:1", Token: 4})
+	n, lat := cycles(h.evs, time.Second)
+	require.Equal(t, 2, n)
+	require.Equal(t, []time.Duration{2 * time.Second, time.Second}, lat)
+}
+
+// TestSchedule checks that a seed replays the nemesis's schedule.
+func TestSchedule(t *testing.T) {
+	t.Parallel()
+	a := Schedule(42, "postgres", 2*time.Second, 20)
+	require.Equal(t, a, Schedule(42, "postgres", 2*time.Second, 20))
+	require.NotEqual(t, a, Schedule(43, "postgres", 2*time.Second, 20))
+	require.True(t, strings.HasPrefix(a[0], "+"))
+}

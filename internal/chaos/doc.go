@@ -1,0 +1,69 @@
+// Package chaos is tenure's chaos harness (Tier 1 and Tier 2 of the
+// evidence; Tier 0, the deterministic simulation, is internal/sim): real
+// worker processes holding one lease with the real library over a real
+// store, a nemesis injecting faults, and a checker over what reached the
+// fenced resource. The command is cmd/tenure-chaos; its results are in
+// docs/RELIABILITY.md.
+//
+// # A cell
+//
+// A cell is one backend (postgres, redis, etcd, consul), N worker
+// processes (default 5: re-executions of tenure-chaos in the worker role),
+// TTL 2 s, a duration and a seed. Each worker reaches its store through a
+// faultnet proxy of its own, campaigns for the cell's lease, and while it
+// holds it loops: check [tenure.Lease.Token], do 5 ms of "work", then make
+// one read-modify-write write (append the next link to a chain) to the
+// fenced resource and the same write to an unfenced twin:
+//
+//   - postgres: leases and chains in one database through the proxy; the
+//     fenced chain is written in pgfence.StrictTx (the strict check on the
+//     lease row, which advances the renewal chain, so clones are safe).
+//   - redis: chains in Redis hashes; the fenced one is written with
+//     redisfence.HSet, and every new tenure first moves the fence with
+//     redisfence.Check so that its reads follow every write of its
+//     predecessors that will ever be accepted.
+//   - etcd, consul: the harness starts the server (Consul as a server agent
+//     with its Raft log on disk, so a restart keeps its indexes, which are
+//     its tokens); the fenced chain is a PostgreSQL table written with
+//     pgfence.Fence, the token fence (tokens from any store work with it).
+//
+// The twin is written whatever the fence said, with the same token: the
+// negative control of the same run.
+//
+// # The nemesis
+//
+// One fault every FaultEvery (±50%), kinds and parameters drawn from the
+// seed, mostly aimed at the current holder (asked of the store): SIGSTOP
+// for 0.5–5 × TTL (biased toward the long end); SIGKILL and restart; cut, black-holed (0.5–3 × TTL) or
+// delayed (50–400 ms for 1–3 × TTL) store connections; pg_terminate_backend
+// of the holder's sessions (postgres, etcd, consul); a restart of the store
+// server (etcd, consul); a ±1–4 week jump of the holder's library wall
+// clock (tenure.Config.Clock); a clone: a second process that adopts the
+// holder's tenure state ([tenure.Client.AdoptClone], postgres only, where
+// the fence is strict: a token fence cannot tell clones apart); and a fork:
+// the holder starts a child with its environment, command line and history
+// file descriptor. The same seed replays the same schedule of kinds, waits
+// and parameters; which process is hit depends on who holds the lease.
+//
+// # The history and the checker
+//
+// Every process appends JSON lines to one history file (O_APPEND, one
+// write per event): starts, grants, losses, every write attempt and
+// outcome, snapshots, clock shifts, faults. Each line carries the process's
+// ground truth, pid and start time from /proc, which no library state can
+// copy. After the run the checker reads the history and both chains and
+// fails the cell on any violation at the fenced resource:
+//
+//   - no stale acceptance: along the chain, tokens never go down;
+//   - one writer per token, by ground truth; a clone's writes after the
+//     split (the parent's snapshot, taken between two writes) count as a
+//     second writer, as in internal/sim;
+//   - tokens strictly grow across holder changes along the chain;
+//   - no token granted twice, store restarts included;
+//   - no acknowledged write lost: every write a worker saw commit is in
+//     the chain, with its token.
+//
+// A run with fewer than [MinCycles] "fault → lease lost → new holder"
+// cycles is invalid ("faults did not bite"), and a run whose twin shows no
+// violation fails as "not exercising".
+package chaos

@@ -1,0 +1,480 @@
+package chaos
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/tenure-dev/tenure"
+	"github.com/tenure-dev/tenure/internal/faultnet"
+	"github.com/tenure-dev/tenure/store/consulstore"
+	"github.com/tenure-dev/tenure/store/etcdstore"
+	"github.com/tenure-dev/tenure/store/pgstore"
+	"github.com/tenure-dev/tenure/store/redisstore"
+)
+
+// CellConfig describes one cell: a backend, its workers, a duration and a
+// seed for the nemesis.
+type CellConfig struct {
+	Backend    string
+	Workers    int
+	TTL        time.Duration
+	Duration   time.Duration
+	Seed       uint64
+	FaultEvery time.Duration // mean time between faults
+	Gap        time.Duration // pause between a worker's write pairs
+	Work       time.Duration // time between a write's lease check and the write
+	Out        string        // directory for the cell's history and logs
+	Exe        string        // the tenure-chaos binary, re-executed as workers
+	PGURL      string
+	RedisAddr  string
+}
+
+// CellResult is one cell's outcome.
+type CellResult struct {
+	Config  CellConfig
+	Verdict Verdict
+	History string
+	Elapsed time.Duration
+	// Failures lists why the cell failed; empty when it passed.
+	Failures []string
+}
+
+// MinCycles is how many "fault → lease lost → new holder" cycles a run
+// needs to count.
+const MinCycles = 5
+
+// Passed reports whether the cell passed.
+func (r *CellResult) Passed() bool { return len(r.Failures) == 0 }
+
+// Summary is one line about the cell.
+func (r *CellResult) Summary() string {
+	v := r.Verdict
+	status := "PASS"
+	if !r.Passed() {
+		status = "FAIL: " + strings.Join(r.Failures, "; ")
+	}
+	return fmt.Sprintf("%s seed %d: %d faults, %d cycles, %d grants, %d clones, fenced writes %d ok / %d fenced / %d unknown, violations %d, twin violations %d (%s): %s",
+		r.Config.Backend, r.Config.Seed, sum(v.Faults), v.Cycles, v.Grants, v.Clones,
+		v.Writes[resFenced][resultOK], v.Writes[resFenced][resultFenced], v.Writes[resFenced][resultUnknown],
+		v.Fenced.Total(), v.Twin.Total(), formatCounts(v.Twin.Count), status)
+}
+
+func sum(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
+func formatCounts(m map[string]int) string {
+	var parts []string
+	for _, k := range []string{invStale, invWriters, invGrow, invReused, invLost} {
+		if m[k] > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
+		}
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// cell is a running cell.
+type cell struct {
+	cfg    CellConfig
+	spec   spec
+	hist   *historyWriter
+	store  tenure.Store // the harness's own, direct connection
+	reader resource     // direct, to read the chains back
+	server *server      // etcd or consul, when the harness started one
+	pgPool *pgxpool.Pool
+	logf   *os.File
+	slots  []*slot
+
+	mu     sync.Mutex
+	procs  map[string]*procInfo
+	tokens map[int64]string
+	ending bool
+	wg     sync.WaitGroup // heals, restarts, readers
+}
+
+// slot is one worker position: a proxy and the current main process.
+type slot struct {
+	i     int
+	proxy *faultnet.Proxy
+	app   string
+
+	mu      sync.Mutex
+	cmd     *exec.Cmd
+	stdin   io.WriteCloser
+	replies chan string
+}
+
+type procInfo struct {
+	gtid string
+	pid  int
+	slot int
+	main bool
+}
+
+// RunCell runs one cell and checks it.
+func RunCell(ctx context.Context, cfg CellConfig) (*CellResult, error) {
+	start := time.Now()
+	dir := filepath.Join(cfg.Out, fmt.Sprintf("%s-%d", cfg.Backend, cfg.Seed))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("chaos: %w", err)
+	}
+	histPath := filepath.Join(dir, "history.jsonl")
+	_ = os.Remove(histPath)
+	c := &cell{cfg: cfg, procs: map[string]*procInfo{}, tokens: map[int64]string{}}
+	var err error
+	if c.hist, err = openHistory(histPath, groundTruth(), 0); err != nil {
+		return nil, err
+	}
+	defer c.hist.close()
+	if c.logf, err = os.Create(filepath.Join(dir, "workers.log")); err != nil {
+		return nil, fmt.Errorf("chaos: %w", err)
+	}
+	defer c.logf.Close()
+	id := randomHex(4)
+	c.spec = spec{Backend: cfg.Backend, PGURL: cfg.PGURL, RedisAddr: cfg.RedisAddr, Lease: "chaos-" + id,
+		TTL: cfg.TTL, Gap: cfg.Gap, Work: cfg.Work, History: histPath}
+	target, cleanup, err := c.setup(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	defer cleanup()
+	for i := 1; i <= cfg.Workers; i++ {
+		p, err := faultnet.Listen(target)
+		if err != nil {
+			return nil, fmt.Errorf("chaos: proxy: %w", err)
+		}
+		defer p.Close()
+		s := &slot{i: i, proxy: p, app: fmt.Sprintf("chaos_%s_w%d", id, i), replies: make(chan string, 1)}
+		c.slots = append(c.slots, s)
+		if err := c.startMain(s); err != nil {
+			return nil, err
+		}
+	}
+	runCtx, cancel := context.WithTimeout(ctx, cfg.Duration)
+	c.nemesis(runCtx)
+	cancel()
+	c.teardown()
+	res := &CellResult{Config: cfg, History: histPath}
+	events, err := readHistory(histPath)
+	if err != nil {
+		return nil, err
+	}
+	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer rcancel()
+	fenced, err := c.reader.rows(rctx, resFenced)
+	if err != nil {
+		return nil, err
+	}
+	twin, err := c.reader.rows(rctx, resTwin)
+	if err != nil {
+		return nil, err
+	}
+	res.Verdict = check(events, fenced, twin, cfg.TTL)
+	res.Elapsed = time.Since(start)
+	v := res.Verdict
+	if n := v.Fenced.Total(); n > 0 {
+		res.Failures = append(res.Failures, fmt.Sprintf("%d violations at the fenced resource: %s", n, strings.Join(v.Fenced.Examples, " | ")))
+	}
+	if v.Cycles < MinCycles {
+		res.Failures = append(res.Failures, fmt.Sprintf("faults did not bite: %d fault → lease lost → new holder cycles, want at least %d (run invalid)", v.Cycles, MinCycles))
+	}
+	if v.Twin.Total() == 0 {
+		res.Failures = append(res.Failures, "not exercising: the unfenced twin shows no violation")
+	}
+	if err := writeJSON(filepath.Join(dir, "verdict.json"), res); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("chaos: %w", err)
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		return fmt.Errorf("chaos: %w", err)
+	}
+	return nil
+}
+
+// setup prepares the backend: namespaces, migrations, tables, servers,
+// the harness's own store and reader. It returns the address the proxies
+// forward to and a cleanup.
+func (c *cell) setup(ctx context.Context, id string) (string, func(), error) {
+	var cleanups []func()
+	cleanup := func() {
+		for i := len(cleanups) - 1; i >= 0; i-- {
+			cleanups[i]()
+		}
+	}
+	fail := func(err error) (string, func(), error) { cleanup(); return "", nil, err }
+	b := c.cfg.Backend
+	if b == "postgres" || b == "etcd" || b == "consul" {
+		c.spec.Schema = "chaos_" + id
+		u, err := pgURL(c.cfg.PGURL, "", "chaos_harness_"+id)
+		if err != nil {
+			return fail(err)
+		}
+		pool, err := pgxpool.New(ctx, u)
+		if err != nil {
+			return fail(fmt.Errorf("chaos: postgres: %w", err))
+		}
+		c.pgPool = pool
+		cleanups = append(cleanups, func() {
+			dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			_, _ = pool.Exec(dctx, "DROP SCHEMA IF EXISTS "+c.spec.Schema+" CASCADE")
+			pool.Close()
+		})
+		ps, err := pgstore.New(pool, pgstore.Config{Schema: c.spec.Schema})
+		if err != nil {
+			return fail(err)
+		}
+		if err := ps.Migrate(ctx); err != nil {
+			return fail(fmt.Errorf("chaos: migrate: %w", err))
+		}
+		if _, err := pool.Exec(ctx, pgTablesSQL(c.spec.Schema)); err != nil {
+			return fail(fmt.Errorf("chaos: create tables: %w", err))
+		}
+		res, err := newPGResource(pool, c.spec.Schema, false)
+		if err != nil {
+			return fail(err)
+		}
+		c.reader = res
+		if b == "postgres" {
+			c.store = ps
+			host, err := pgHost(c.cfg.PGURL)
+			if err != nil {
+				return fail(err)
+			}
+			return host, cleanup, nil
+		}
+	}
+	switch b {
+	case "redis":
+		c.spec.Prefix = "tenure-chaos:" + id + ":"
+		rdb := redis.NewClient(&redis.Options{Addr: c.cfg.RedisAddr, ContextTimeoutEnabled: true})
+		if err := rdb.Ping(ctx).Err(); err != nil {
+			_ = rdb.Close()
+			return fail(fmt.Errorf("chaos: redis on %s: %w", c.cfg.RedisAddr, err))
+		}
+		cleanups = append(cleanups, func() {
+			dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			iter := rdb.Scan(dctx, 0, c.spec.Prefix+"*", 1000).Iterator()
+			for iter.Next(dctx) {
+				_ = rdb.Del(dctx, iter.Val()).Err()
+			}
+			_ = rdb.Close()
+		})
+		st, err := redisstore.New(rdb, redisstore.Config{KeyPrefix: c.spec.Prefix + "lease:"})
+		if err != nil {
+			return fail(err)
+		}
+		res, err := newRedisResource(c.cfg.RedisAddr, c.spec.Prefix)
+		if err != nil {
+			return fail(err)
+		}
+		cleanups = append(cleanups, res.close)
+		c.store, c.reader = st, res
+		return c.cfg.RedisAddr, cleanup, nil
+	case "etcd":
+		c.spec.Prefix = "chaos/" + id + "/"
+		s, err := startEtcd(ctx)
+		if err != nil {
+			return fail(err)
+		}
+		c.server = s
+		cleanups = append(cleanups, func() { _ = s.stop() })
+		cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"http://" + s.addr}, DialTimeout: time.Second, Logger: zap.NewNop()})
+		if err != nil {
+			return fail(fmt.Errorf("chaos: etcd client: %w", err))
+		}
+		cleanups = append(cleanups, func() { _ = cli.Close() })
+		st, err := etcdstore.New(cli, etcdstore.Config{KeyPrefix: c.spec.Prefix})
+		if err != nil {
+			return fail(err)
+		}
+		c.store = st
+		return s.addr, cleanup, nil
+	case "consul":
+		c.spec.Prefix = "chaos/" + id + "/"
+		s, err := startConsul(ctx)
+		if err != nil {
+			return fail(err)
+		}
+		c.server = s
+		cleanups = append(cleanups, func() { _ = s.stop() })
+		cli, tr, err := consulClient(s.addr)
+		if err != nil {
+			return fail(err)
+		}
+		cleanups = append(cleanups, tr.CloseIdleConnections)
+		st, err := consulstore.New(cli, consulstore.Config{KeyPrefix: c.spec.Prefix, MinSessionTTL: 500 * time.Millisecond})
+		if err != nil {
+			return fail(err)
+		}
+		c.store = st
+		return s.addr, cleanup, nil
+	}
+	return fail(fmt.Errorf("chaos: %w: unknown backend %q (want one of %v)", tenure.ErrInvalid, b, Backends))
+}
+
+// specFor returns the worker spec of slot s.
+func (c *cell) specFor(s *slot) spec {
+	sp := c.spec
+	sp.StoreAddr = s.proxy.Addr()
+	sp.Slot = s.i
+	sp.App = s.app
+	return sp
+}
+
+// launch starts a worker process with extra flags; its stdout lines are
+// handled by c.readLines. stdin is returned when wantStdin.
+func (c *cell) launch(s *slot, wantStdin bool, extra ...string) (*exec.Cmd, io.WriteCloser, error) {
+	b, err := json.Marshal(c.specFor(s))
+	if err != nil {
+		return nil, nil, fmt.Errorf("chaos: %w", err)
+	}
+	args := append([]string{"worker", "-spec", string(b)}, extra...)
+	cmd := exec.Command(c.cfg.Exe, args...)
+	cmd.Stderr = c.logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, nil, fmt.Errorf("chaos: %w", err)
+	}
+	cmd.Stdout = w
+	var stdin io.WriteCloser
+	if wantStdin {
+		if stdin, err = cmd.StdinPipe(); err != nil {
+			return nil, nil, fmt.Errorf("chaos: %w", err)
+		}
+	}
+	if err := cmd.Start(); err != nil {
+		_ = r.Close()
+		_ = w.Close()
+		return nil, nil, fmt.Errorf("chaos: start worker: %w", err)
+	}
+	_ = w.Close()
+	c.wg.Add(2)
+	go func() { defer c.wg.Done(); c.readLines(s, cmd.Process.Pid, r) }()
+	go func() { defer c.wg.Done(); _ = cmd.Wait() }()
+	return cmd, stdin, nil
+}
+
+// startMain starts (or restarts) the main worker of slot s.
+func (c *cell) startMain(s *slot) error {
+	cmd, stdin, err := c.launch(s, true)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.cmd, s.stdin = cmd, stdin
+	s.mu.Unlock()
+	return nil
+}
+
+// readLines reads what a worker (and any child that inherited its stdout)
+// prints: "hello <gtid>", "held <token> <gtid>", "state ...".
+func (c *cell) readLines(s *slot, mainPid int, r io.ReadCloser) {
+	defer r.Close()
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		switch {
+		case len(f) == 2 && f[0] == "hello":
+			pid, _ := strconv.Atoi(strings.SplitN(f[1], ":", 2)[0])
+			c.mu.Lock()
+			c.procs[f[1]] = &procInfo{gtid: f[1], pid: pid, slot: s.i, main: pid == mainPid && pid != 0}
+			c.mu.Unlock()
+		case len(f) == 3 && f[0] == "held":
+			tok, _ := strconv.ParseInt(f[1], 10, 64)
+			c.mu.Lock()
+			c.tokens[tok] = f[2]
+			c.mu.Unlock()
+		case len(f) >= 2 && f[0] == "state":
+			select {
+			case s.replies <- strings.Join(f[1:], " "):
+			default:
+			}
+		}
+	}
+}
+
+// teardown ends every fault and every process the cell started.
+func (c *cell) teardown() {
+	c.mu.Lock()
+	c.ending = true
+	procs := make([]*procInfo, 0, len(c.procs))
+	for _, p := range c.procs {
+		procs = append(procs, p)
+	}
+	c.mu.Unlock()
+	for _, s := range c.slots {
+		s.proxy.Restore()
+		s.proxy.SetDelay(0)
+	}
+	// Kill the processes the history names, checking that each pid still
+	// belongs to the process that logged it.
+	for _, p := range procs {
+		if gt, err := procGroundTruth(p.pid); err == nil && gt == p.gtid {
+			_ = syscall.Kill(p.pid, syscall.SIGKILL)
+		}
+	}
+	for _, s := range c.slots {
+		s.mu.Lock()
+		if s.cmd != nil {
+			_ = s.cmd.Process.Kill()
+		}
+		if s.stdin != nil {
+			_ = s.stdin.Close()
+		}
+		s.mu.Unlock()
+	}
+	c.wg.Wait()
+}
+
+// procGroundTruth reads another process's ground truth.
+func procGroundTruth(pid int) (string, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return "", err
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return "", errors.New("chaos: bad stat")
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) <= 19 {
+		return "", errors.New("chaos: bad stat")
+	}
+	return fmt.Sprintf("%d:%s", pid, f[19]), nil
+}

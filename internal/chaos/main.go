@@ -1,0 +1,233 @@
+package chaos
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/tenure-dev/tenure"
+)
+
+// postgresURL is TENURE_TEST_PG_URL or the local default.
+func postgresURL() string {
+	if u := os.Getenv("TENURE_TEST_PG_URL"); u != "" {
+		return u
+	}
+	return "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+}
+
+// Main runs the tenure-chaos command with args (without the program name)
+// and returns its exit code.
+func Main(args []string, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if len(args) > 0 && args[0] == "worker" {
+		if err := workerMain(ctx, args[1:]); err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+		return 0
+	}
+	if err := harnessMain(ctx, args, stdout); err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	return 0
+}
+
+func workerMain(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("tenure-chaos worker", flag.ContinueOnError)
+	var a workerArgs
+	specJSON := fs.String("spec", "", "the cell's worker spec (JSON)")
+	fs.StringVar(&a.adopt, "adopt", "", "run as a clone of this tenure state (base64 JSON)")
+	fs.StringVar(&a.parent, "parent", "", "ground truth of the process cloned or forked from")
+	fs.Int64Var(&a.counter, "ctr", 0, "the parent's write counter at the snapshot")
+	fs.DurationVar(&a.life, "life", 0, "exit after this long (0: run until killed)")
+	fs.BoolVar(&a.forked, "forked", false, "run as a forked child")
+	fs.IntVar(&a.histFD, "histfd", 0, "append to this inherited file descriptor instead of opening the history")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := json.Unmarshal([]byte(*specJSON), &a.spec); err != nil {
+		return fmt.Errorf("chaos: worker: bad -spec: %w", err)
+	}
+	return runWorker(ctx, a)
+}
+
+const usage = `tenure-chaos runs chaos cells: N worker processes holding one lease over a
+real store, writing through a fenced resource and an unfenced twin, while a
+nemesis pauses, kills, partitions, delays, clones and forks them, shifts their
+clocks, terminates their sessions and restarts the store. After every cell a
+checker reads the history and both resources; any violation at the fenced
+resource fails the cell, and so do fewer than %d fault → lease lost → new
+holder cycles ("faults did not bite") and a twin without violations ("not
+exercising").
+
+Short (CI) run:   tenure-chaos -backend all -duration 50s -fault-every 2s
+Replay a seed:    tenure-chaos -backend redis -seed 1234
+Long run:         tenure-chaos -long -report docs
+
+Environment: TENURE_TEST_PG_URL (PostgreSQL), TENURE_CHAOS_REDIS (Redis
+address, default 127.0.0.1:6379), TENURE_ETCD_BIN, TENURE_CONSUL_BIN.
+
+Flags:
+`
+
+func harnessMain(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("tenure-chaos", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), usage, MinCycles)
+		fs.PrintDefaults()
+	}
+	backend := fs.String("backend", "all", "postgres, redis, etcd, consul, a comma-separated list, or all")
+	workers := fs.Int("workers", 5, "worker processes per cell")
+	ttl := fs.Duration("ttl", 2*time.Second, "lease TTL")
+	duration := fs.Duration("duration", 60*time.Second, "length of each cell")
+	seed := fs.Uint64("seed", 0, "nemesis seed (0: random; printed either way)")
+	seeds := fs.Int("seeds", 1, "seeds per backend (seed, seed+1, ...)")
+	every := fs.Duration("fault-every", 2500*time.Millisecond, "mean time between faults")
+	gap := fs.Duration("gap", time.Millisecond, "pause between a worker's write pairs")
+	work := fs.Duration("work", 5*time.Millisecond, "time between a write's lease check and the write (the work it carries)")
+	out := fs.String("out", "", "directory for histories and verdicts (default: a new temporary directory)")
+	long := fs.Bool("long", false, "long mode: 6 minutes per cell, 2 seeds per backend, and write the report")
+	report := fs.String("report", "", "write RELIABILITY.md and timeline.svg into this directory")
+	parallel := fs.Int("parallel", 1, "cells run at once")
+	rereport := fs.String("rereport", "", "write the report (-report) from the verdicts of an earlier run's -out directory, run nothing")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *long {
+		setIfUnset(fs, "duration", func() { *duration = 6 * time.Minute })
+		setIfUnset(fs, "seeds", func() { *seeds = 2 })
+		setIfUnset(fs, "report", func() { *report = "docs" })
+	}
+	if *rereport != "" {
+		return reReport(*rereport, *report, args)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("chaos: %w", err)
+	}
+	if *out == "" {
+		if *out, err = os.MkdirTemp("", "tenure-chaos-"); err != nil {
+			return fmt.Errorf("chaos: %w", err)
+		}
+	}
+	if *seed == 0 {
+		*seed = uint64(time.Now().UnixNano()%1_000_000_000) + 1
+	}
+	list := Backends
+	if *backend != "all" {
+		list = strings.Split(*backend, ",")
+	}
+	redisAddr := os.Getenv("TENURE_CHAOS_REDIS")
+	if redisAddr == "" {
+		redisAddr = "127.0.0.1:6379"
+	}
+	var cfgs []CellConfig
+	for _, b := range list {
+		for i := range *seeds {
+			cfgs = append(cfgs, CellConfig{Backend: b, Workers: *workers, TTL: *ttl, Duration: *duration, Seed: *seed + uint64(i),
+				FaultEvery: *every, Gap: *gap, Work: *work, Out: *out, Exe: exe, PGURL: postgresURL(), RedisAddr: redisAddr})
+		}
+	}
+	results := make([]*CellResult, len(cfgs))
+	errs := make([]error, len(cfgs))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, max(*parallel, 1))
+	for i, cfg := range cfgs {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			mu.Lock()
+			fmt.Fprintf(stdout, "cell %s seed %d: %s, %d workers, TTL %s, a fault every %s (replay: tenure-chaos -backend %s -seed %d -duration %s -fault-every %s)\n",
+				cfg.Backend, cfg.Seed, cfg.Duration, cfg.Workers, cfg.TTL, cfg.FaultEvery, cfg.Backend, cfg.Seed, cfg.Duration, cfg.FaultEvery)
+			mu.Unlock()
+			res, err := RunCell(ctx, cfg)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs[i] = fmt.Errorf("chaos: cell %s seed %d: %w", cfg.Backend, cfg.Seed, err)
+				return
+			}
+			results[i] = res
+			fmt.Fprintln(stdout, res.Summary())
+			fmt.Fprintf(stdout, "  history: %s\n", res.History)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	failed := 0
+	for _, r := range results {
+		if !r.Passed() {
+			failed++
+		}
+	}
+	if *report != "" {
+		cmdline := "tenure-chaos " + strings.Join(args, " ")
+		if err := WriteReport(*report, cmdline, results); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "report: %s\n", filepath.Join(*report, "RELIABILITY.md"))
+	}
+	if failed > 0 {
+		return fmt.Errorf("chaos: %d of %d cells failed", failed, len(results))
+	}
+	return nil
+}
+
+// reReport rebuilds the report from the verdict.json files under out.
+func reReport(out, report string, args []string) error {
+	if report == "" {
+		return fmt.Errorf("chaos: %w: -rereport needs -report", tenure.ErrInvalid)
+	}
+	paths, err := filepath.Glob(filepath.Join(out, "*", "verdict.json"))
+	if err != nil {
+		return fmt.Errorf("chaos: %w", err)
+	}
+	var results []*CellResult
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return fmt.Errorf("chaos: %w", err)
+		}
+		var r CellResult
+		if err := json.Unmarshal(b, &r); err != nil {
+			return fmt.Errorf("chaos: %s: %w", p, err)
+		}
+		results = append(results, &r)
+	}
+	order := map[string]int{}
+	for i, b := range Backends {
+		order[b] = i
+	}
+	sort.SliceStable(results, func(i, j int) bool { return order[results[i].Config.Backend] < order[results[j].Config.Backend] })
+	cmdline := os.Getenv("TENURE_CHAOS_CMDLINE")
+	if cmdline == "" {
+		cmdline = "tenure-chaos " + strings.Join(args, " ")
+	}
+	return WriteReport(report, cmdline, results)
+}
+
+func setIfUnset(fs *flag.FlagSet, name string, set func()) {
+	seen := false
+	fs.Visit(func(f *flag.Flag) { seen = seen || f.Name == name })
+	if !seen {
+		set()
+	}
+}

@@ -1,0 +1,300 @@
+package chaos
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/tenure-dev/tenure"
+)
+
+// Fault kinds.
+const (
+	faultPause     = "pause"     // SIGSTOP the holder for 0.5–5 × TTL (biased long), then SIGCONT
+	faultKill      = "kill"      // SIGKILL the holder; its slot restarts
+	faultCut       = "cut"       // close the holder's store connections
+	faultBlackHole = "blackhole" // partition the holder from its store for 0.5–3 × TTL
+	faultDelay     = "delay"     // 50–400 ms latency on the holder's store connection for 1–3 × TTL
+	faultTerminate = "terminate" // pg_terminate_backend of the holder's sessions
+	faultRestart   = "restart"   // kill the store server and start it again with its data
+	faultClock     = "clock"     // shift the holder's library wall clock by ±1–4 weeks
+	faultClone     = "clone"     // start a second process with the holder's tenure (snapshot restored twice)
+	faultFork      = "fork"      // the holder starts a child with its environment and files
+)
+
+// targetStore is the Target of faults that hit the store server itself.
+const targetStore = "store"
+
+// faultKinds returns the faults a backend gets, each repeated by weight.
+func faultKinds(backend string) []string {
+	k := []string{faultPause, faultPause, faultPause, faultPause, faultPause, faultKill, faultKill, faultCut, faultBlackHole, faultBlackHole,
+		faultDelay, faultClock, faultClock, faultFork}
+	if backend != "redis" {
+		k = append(k, faultTerminate)
+	}
+	if backend == "etcd" || backend == "consul" {
+		k = append(k, faultRestart)
+	}
+	if backend == "postgres" {
+		k = append(k, faultClone, faultClone)
+	}
+	return k
+}
+
+// draw is one round of the nemesis's schedule, drawn whole from the
+// seeded source before anything is looked up, so that a seed replays the
+// same schedule of kinds, times and parameters.
+type draw struct {
+	wait   time.Duration
+	kind   string
+	factor float64 // in [0, 1): scales the fault's duration within its range
+	slot   int     // fallback target when nobody holds the lease
+	sign   int64
+	weeks  int64
+	// phase delays the fault after the holder was looked up, so that it
+	// lands at a random point of the holder's work loop rather than just
+	// after a store round trip (the lookup's reply and the holder's own
+	// arrive together).
+	phase time.Duration
+}
+
+// Schedule returns the nemesis's first n rounds for a seed, for replay
+// and tests.
+func Schedule(seed uint64, backend string, every time.Duration, n int) []string {
+	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	kinds := faultKinds(backend)
+	var out []string
+	for range n {
+		d := nextDraw(rng, kinds, every, 5)
+		out = append(out, fmt.Sprintf("+%s %s %.3f", d.wait.Round(time.Millisecond), d.kind, d.factor))
+	}
+	return out
+}
+
+func nextDraw(rng *rand.Rand, kinds []string, every time.Duration, slots int) draw {
+	d := draw{
+		wait:   every/2 + time.Duration(rng.Int64N(int64(every))),
+		kind:   kinds[rng.IntN(len(kinds))],
+		factor: rng.Float64(),
+		slot:   1 + rng.IntN(slots),
+		sign:   1,
+		weeks:  1 + rng.Int64N(4),
+		phase:  time.Duration(rng.Int64N(int64(20 * time.Millisecond))),
+	}
+	if rng.IntN(2) == 0 {
+		d.sign = -1
+	}
+	return d
+}
+
+// nemesis injects one fault every FaultEvery (±50%) until ctx ends.
+func (c *cell) nemesis(ctx context.Context) {
+	rng := rand.New(rand.NewPCG(c.cfg.Seed, c.cfg.Seed^0x9e3779b97f4a7c15))
+	kinds := faultKinds(c.cfg.Backend)
+	for {
+		d := nextDraw(rng, kinds, c.cfg.FaultEvery, c.cfg.Workers)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(d.wait):
+		}
+		c.inject(ctx, d)
+	}
+}
+
+// holder returns the current token and the process holding it, if known.
+func (c *cell) holder(ctx context.Context) (int64, *procInfo) {
+	gctx, cancel := context.WithTimeout(ctx, c.cfg.TTL)
+	defer cancel()
+	rec, err := c.store.Get(gctx, c.spec.Lease)
+	if err != nil || rec.State != tenure.StateHeld {
+		return 0, nil
+	}
+	tok := int64(rec.Token)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if g, ok := c.tokens[tok]; ok {
+		return tok, c.procs[g]
+	}
+	return tok, nil
+}
+
+func (c *cell) mainOf(slot int) *procInfo {
+	s := c.slots[slot-1]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, p := range c.procs {
+		if p.pid == s.cmd.Process.Pid && p.main {
+			return p
+		}
+	}
+	return nil
+}
+
+// inject carries out one drawn fault against the current holder (or, if
+// nobody holds the lease, against the drawn slot's worker) and logs it.
+func (c *cell) inject(ctx context.Context, d draw) {
+	tok, p := c.holder(ctx)
+	if p == nil {
+		p = c.mainOf(d.slot)
+	}
+	if p == nil {
+		return
+	}
+	time.Sleep(d.phase)
+	ttl := c.cfg.TTL
+	s := c.slots[p.slot-1]
+	ev := Event{Kind: kindFault, Fault: d.kind, Target: p.gtid, Token: tok, Slot: p.slot}
+	span := func(lo, hi float64) time.Duration { return time.Duration((lo + (hi-lo)*d.factor) * float64(ttl)) }
+	switch d.kind {
+	case faultPause:
+		// Biased toward the long end, so that most pauses outlast the
+		// store's expiry of the holder's lease (Consul's sessions live up
+		// to twice their TTL) and a successor takes over meanwhile.
+		dur := time.Duration((0.5 + 4.5*math.Sqrt(d.factor)) * float64(ttl))
+		ev.Dur = int64(dur)
+		c.hist.log(ev)
+		_ = syscall.Kill(p.pid, syscall.SIGSTOP)
+		c.later(ctx, dur, func() {
+			_ = syscall.Kill(p.pid, syscall.SIGCONT)
+			c.hist.log(Event{Kind: kindHeal, Fault: d.kind, Target: p.gtid, Slot: p.slot})
+		})
+	case faultKill:
+		c.hist.log(ev)
+		_ = syscall.Kill(p.pid, syscall.SIGKILL)
+		if p.main {
+			c.later(ctx, span(0.1, 0.5), func() {
+				c.mu.Lock()
+				ending := c.ending
+				c.mu.Unlock()
+				if !ending {
+					_ = c.startMain(s)
+				}
+			})
+		}
+	case faultCut:
+		c.hist.log(ev)
+		s.proxy.Cut()
+	case faultBlackHole:
+		dur := span(0.5, 3)
+		ev.Dur = int64(dur)
+		c.hist.log(ev)
+		s.proxy.BlackHole()
+		c.later(ctx, dur, func() {
+			s.proxy.Restore()
+			c.hist.log(Event{Kind: kindHeal, Fault: d.kind, Slot: p.slot})
+		})
+	case faultDelay:
+		dur := span(1, 3)
+		ev.Dur = int64(dur)
+		ev.Detail = (50*time.Millisecond + time.Duration(d.factor*float64(350*time.Millisecond))).String()
+		c.hist.log(ev)
+		s.proxy.SetDelay(50*time.Millisecond + time.Duration(d.factor*float64(350*time.Millisecond)))
+		c.later(ctx, dur, func() {
+			s.proxy.SetDelay(0)
+			c.hist.log(Event{Kind: kindHeal, Fault: d.kind, Slot: p.slot})
+		})
+	case faultTerminate:
+		c.hist.log(ev)
+		tctx, cancel := context.WithTimeout(ctx, ttl)
+		defer cancel()
+		_, _ = c.pgPool.Exec(tctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1", s.app)
+	case faultRestart:
+		ev.Target = targetStore
+		c.hist.log(ev)
+		c.server.kill()
+		c.later(ctx, span(0.1, 1), func() {
+			if err := c.server.launch(context.WithoutCancel(ctx)); err != nil {
+				c.hist.log(Event{Kind: kindHeal, Fault: d.kind, Detail: "restart failed: " + err.Error()})
+				return
+			}
+			c.hist.log(Event{Kind: kindHeal, Fault: d.kind, Target: targetStore})
+		})
+	case faultClock:
+		off := d.sign * d.weeks * int64(7*24*time.Hour)
+		ev.Dur = off
+		if !c.tell(s, p, "clock "+strconv.FormatInt(off, 10)) {
+			return
+		}
+		c.hist.log(ev)
+	case faultClone:
+		c.clone(ctx, s, p, ev)
+	case faultFork:
+		if !c.tell(s, p, "fork") {
+			return
+		}
+		c.hist.log(ev)
+	}
+}
+
+// tell sends a control command to p, which must be its slot's main
+// worker (children have no control channel).
+func (c *cell) tell(s *slot, p *procInfo, cmd string) bool {
+	if !p.main {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stdin == nil {
+		return false
+	}
+	_, err := fmt.Fprintln(s.stdin, cmd)
+	return err == nil
+}
+
+// clone asks the holder for a snapshot of its tenure and starts a second
+// process that adopts it.
+func (c *cell) clone(ctx context.Context, s *slot, p *procInfo, ev Event) {
+	select {
+	case <-s.replies:
+	default:
+	}
+	if !c.tell(s, p, "snapshot") {
+		return
+	}
+	var reply string
+	select {
+	case reply = <-s.replies:
+	case <-time.After(c.cfg.TTL / 2):
+		return
+	case <-ctx.Done():
+		return
+	}
+	counter, state, ok := strings.Cut(reply, " ")
+	if !ok {
+		return
+	}
+	if b, err := base64.StdEncoding.DecodeString(state); err == nil {
+		var st tenure.TenureState
+		if json.Unmarshal(b, &st) == nil {
+			ev.Token = int64(st.Token)
+		}
+	}
+	c.hist.log(ev)
+	_, _, _ = c.launch(s, false, "-adopt", state, "-parent", p.gtid, "-ctr", counter, "-life", (3 * c.cfg.TTL).String())
+}
+
+// later runs fn after d, or at once when ctx ends; the cell waits for it.
+func (c *cell) later(ctx context.Context, d time.Duration, fn func()) {
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		select {
+		case <-time.After(d):
+		case <-ctx.Done():
+		}
+		fn()
+	}()
+}
