@@ -49,21 +49,14 @@ func (r *Registry) Migrate(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	tx, err := r.pool.Begin(ctx)
-	if err != nil {
-		return interpretError(op, err)
-	}
-	defer func() {
-		_ = tx.Rollback(context.WithoutCancel(ctx)) // After Commit this is a no-op; after a failure the failure is the error to report.
-	}()
-	if err := set.Apply(ctx, tx); err != nil {
+	if err := set.Run(ctx, r.pool); err != nil {
 		var step *pgmigrate.Error
 		if errors.As(err, &step) {
 			return interpretError(step.Op, step.Err)
 		}
 		return interpretError(op, err)
 	}
-	return interpretError(op, tx.Commit(ctx))
+	return nil
 }
 
 // MigrationSQL returns the registry's whole schema for c as one SQL script,

@@ -103,6 +103,27 @@ type Error struct {
 func (e *Error) Error() string { return e.Op + ": " + e.Err.Error() }
 func (e *Error) Unwrap() error { return e.Err }
 
+// Run applies the set in a transaction of its own begun on db (a pool or
+// a connection). Every error it returns is an [*Error].
+func (s Set) Run(ctx context.Context, db interface {
+	Begin(ctx context.Context) (pgx.Tx, error)
+}) error {
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		return &Error{Op: "migrate", Err: err}
+	}
+	defer func() {
+		_ = tx.Rollback(context.WithoutCancel(ctx)) // After Commit this is a no-op; after a failure the failure is the error to report.
+	}()
+	if err := s.Apply(ctx, tx); err != nil {
+		return err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return &Error{Op: "migrate", Err: err}
+	}
+	return nil
+}
+
 // Apply runs the set's missing migrations in tx, under the schema's
 // advisory lock, and records them. The caller begins and commits tx.
 func (s Set) Apply(ctx context.Context, tx pgx.Tx) error {
