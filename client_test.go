@@ -611,3 +611,32 @@ func TestLeaseContextEndsWithTheTenure(t *testing.T) {
 // after every other goroutine of the bubble is blocked: it is the clock,
 // not a stand-in for synchronisation.
 func elapse(d time.Duration) { time.Sleep(d) }
+
+func TestAdoptedCloneLosesTheChainRace(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		a := setup(t, nil, tenure.Config{TTL: ttl})
+		b := setup(t, a.store, tenure.Config{TTL: ttl})
+		original, err := a.client.Acquire(t.Context(), "billing")
+		require.NoError(t, err)
+		elapse(time.Second)
+		clone, err := b.client.AdoptClone(t.Context(), original.State())
+		require.NoError(t, err)
+		require.Equal(t, original.Token(), clone.Token(), "a clone carries the very same token")
+		require.Equal(t, original.Holder(), clone.Holder())
+
+		elapse(ttl)
+		survivors := 0
+		for _, l := range []*tenure.Lease{original, clone} {
+			if l.Err() == nil {
+				survivors++
+				continue
+			}
+			require.Equal(t, tenure.LossSeqMismatch, lostReason(t, l))
+		}
+		require.Equal(t, 1, survivors, "the renewal chain leaves exactly one of the two")
+
+		_, err = b.client.AdoptClone(t.Context(), tenure.TenureState{Name: "other", Holder: original.Holder(), Token: 1, Seq: 1})
+		require.ErrorIs(t, err, tenure.ErrInvalid, "a clone of nothing live is refused")
+	})
+}
