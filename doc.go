@@ -67,6 +67,19 @@
 // [Client.Revoke] from that hook: it ends every tenure and regenerates the
 // identity before anything else runs.
 //
+// # Clones
+//
+// Two byte-identical clones of one process (a snapshot restored twice, a
+// fork) share identity, token and seq, and a fence that accepts equal
+// tokens cannot tell them apart. The renewal chain can: each renewal is a
+// compare-and-set on the seq, so the clone that renews second finds the
+// chain moved, stands down ([LossSeqMismatch]) and takes a new identity. A
+// [ChainWrite] (pgfence.StrictTx) advances the same chain inside the
+// resource's own transaction, so that of two clones only one can ever
+// write; chain writes and renewals of a tenure never overlap, so a moved
+// chain always means a clone. [Client.AdoptClone] makes such a clone on
+// purpose, for fault injection.
+//
 // # Followers
 //
 // A refused acquisition returns the current holder and its remaining time
