@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/tenure-dev/tenure/internal/testutil"
@@ -97,14 +96,8 @@ func needBackend(t *testing.T, b string) {
 	}
 	switch b {
 	case "redis":
-		addr := os.Getenv("TENURE_CHAOS_REDIS")
-		if addr == "" {
-			addr = "127.0.0.1:6379"
-		}
-		rdb := redis.NewClient(&redis.Options{Addr: addr})
-		err := rdb.Ping(ctx).Err()
-		_ = rdb.Close()
-		testutil.NeedServer(t, "Redis on "+addr, err)
+		_, err := binary(RedisBinEnv, "redis-server")
+		testutil.NeedServer(t, "redis-server ("+RedisBinEnv+")", err)
 	case "etcd":
 		_, err := binary(EtcdBinEnv, "etcd")
 		testutil.NeedServer(t, "etcd ("+EtcdBinEnv+")", err)

@@ -18,7 +18,9 @@
 //   - postgres: leases and chains in one database through the proxy; the
 //     fenced chain is written in pgfence.StrictTx (the strict check on the
 //     lease row, which advances the renewal chain, so clones are safe).
-//   - redis: chains in Redis hashes; the fenced one is written with
+//   - redis: the harness starts a redis-server that fsyncs every write
+//     before replying, so a restart keeps the token counter and both
+//     chains; chains in Redis hashes; the fenced one is written with
 //     redisfence.HSet, and every new tenure first moves the fence with
 //     redisfence.Check so that its reads follow every write of its
 //     predecessors that will ever be accepted.
@@ -34,10 +36,13 @@
 //
 // One fault every FaultEvery (±50%), kinds and parameters drawn from the
 // seed, mostly aimed at the current holder (asked of the store): SIGSTOP
-// for 0.5–5 × TTL (biased toward the long end); SIGKILL and restart; cut, black-holed (0.5–3 × TTL) or
-// delayed (50–400 ms for 1–3 × TTL) store connections; pg_terminate_backend
-// of the holder's sessions (postgres, etcd, consul); a restart of the store
-// server (etcd, consul); a ±1–4 week jump of the holder's library wall
+// for 0.5–5 × TTL (biased toward the long end); SIGKILL and restart; cut,
+// black-holed (0.5–3 × TTL) or delayed (50–400 ms for 1–3 × TTL) store
+// connections; lost replies (each of the holder's store connections loses
+// the next reply after the server carried out the request:
+// faultnet.Proxy.LoseReplies); pg_terminate_backend of the holder's
+// sessions (postgres, etcd, consul); a restart of the store server (redis,
+// etcd, consul: the servers the harness starts); a ±1–4 week jump of the holder's library wall
 // clock (tenure.Config.Clock); a clone: a second process that adopts the
 // holder's tenure state ([tenure.Client.AdoptClone], postgres only, where
 // the fence is strict: a token fence cannot tell clones apart); and a fork:

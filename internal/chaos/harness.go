@@ -43,7 +43,6 @@ type CellConfig struct {
 	Out        string        // directory for the cell's history and logs
 	Exe        string        // the tenure-chaos binary, re-executed as workers
 	PGURL      string
-	RedisAddr  string
 }
 
 // CellResult is one cell's outcome.
@@ -104,7 +103,7 @@ type cell struct {
 	hist   *historyWriter
 	store  tenure.Store // the harness's own, direct connection
 	reader resource     // direct, to read the chains back
-	server *server      // etcd or consul, when the harness started one
+	server *server      // redis, etcd or consul: the harness starts them
 	pgPool *pgxpool.Pool
 	logf   *os.File
 	slots  []*slot
@@ -155,7 +154,7 @@ func RunCell(ctx context.Context, cfg CellConfig) (*CellResult, error) {
 	}
 	defer c.logf.Close()
 	id := randomHex(4)
-	c.spec = spec{Backend: cfg.Backend, PGURL: cfg.PGURL, RedisAddr: cfg.RedisAddr, Lease: "chaos-" + id,
+	c.spec = spec{Backend: cfg.Backend, PGURL: cfg.PGURL, Lease: "chaos-" + id,
 		TTL: cfg.TTL, Gap: cfg.Gap, Work: cfg.Work, History: histPath}
 	target, cleanup, err := c.setup(ctx, id)
 	if err != nil {
@@ -278,31 +277,26 @@ func (c *cell) setup(ctx context.Context, id string) (string, func(), error) {
 	switch b {
 	case "redis":
 		c.spec.Prefix = "tenure-chaos:" + id + ":"
-		rdb := redis.NewClient(&redis.Options{Addr: c.cfg.RedisAddr, ContextTimeoutEnabled: true})
-		if err := rdb.Ping(ctx).Err(); err != nil {
-			_ = rdb.Close()
-			return fail(fmt.Errorf("chaos: redis on %s: %w", c.cfg.RedisAddr, err))
+		s, err := startRedis(ctx)
+		if err != nil {
+			return fail(err)
 		}
-		cleanups = append(cleanups, func() {
-			dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			iter := rdb.Scan(dctx, 0, c.spec.Prefix+"*", 1000).Iterator()
-			for iter.Next(dctx) {
-				_ = rdb.Del(dctx, iter.Val()).Err()
-			}
-			_ = rdb.Close()
-		})
+		c.server = s
+		c.spec.RedisAddr = s.addr
+		cleanups = append(cleanups, func() { _ = s.stop() })
+		rdb := redis.NewClient(&redis.Options{Addr: s.addr, ContextTimeoutEnabled: true})
+		cleanups = append(cleanups, func() { _ = rdb.Close() })
 		st, err := redisstore.New(rdb, redisstore.Config{KeyPrefix: c.spec.Prefix + "lease:"})
 		if err != nil {
 			return fail(err)
 		}
-		res, err := newRedisResource(c.cfg.RedisAddr, c.spec.Prefix)
+		res, err := newRedisResource(s.addr, c.spec.Prefix)
 		if err != nil {
 			return fail(err)
 		}
 		cleanups = append(cleanups, res.close)
 		c.store, c.reader = st, res
-		return c.cfg.RedisAddr, cleanup, nil
+		return s.addr, cleanup, nil
 	case "etcd":
 		c.spec.Prefix = "chaos/" + id + "/"
 		s, err := startEtcd(ctx)

@@ -78,8 +78,11 @@ Short (CI) run:   tenure-chaos -backend all -duration 50s -fault-every 2s
 Replay a seed:    tenure-chaos -backend redis -seed 1234
 Long run:         tenure-chaos -long -report docs
 
-Environment: TENURE_TEST_PG_URL (PostgreSQL), TENURE_CHAOS_REDIS (Redis
-address, default 127.0.0.1:6379), TENURE_ETCD_BIN, TENURE_CONSUL_BIN.
+Environment: TENURE_TEST_PG_URL (PostgreSQL, default
+postgres://postgres@127.0.0.1:5432/test); the harness starts its own Redis,
+etcd and Consul servers from TENURE_REDIS_BIN (default redis-server on
+PATH), TENURE_ETCD_BIN and TENURE_CONSUL_BIN (tools/etcd/ensure.sh and
+tools/consul/ensure.sh build them).
 
 Flags:
 `
@@ -131,15 +134,11 @@ func harnessMain(ctx context.Context, args []string, stdout io.Writer) error {
 	if *backend != "all" {
 		list = strings.Split(*backend, ",")
 	}
-	redisAddr := os.Getenv("TENURE_CHAOS_REDIS")
-	if redisAddr == "" {
-		redisAddr = "127.0.0.1:6379"
-	}
 	var cfgs []CellConfig
 	for _, b := range list {
 		for i := range *seeds {
 			cfgs = append(cfgs, CellConfig{Backend: b, Workers: *workers, TTL: *ttl, Duration: *duration, Seed: *seed + uint64(i),
-				FaultEvery: *every, Gap: *gap, Work: *work, Out: *out, Exe: exe, PGURL: postgresURL(), RedisAddr: redisAddr})
+				FaultEvery: *every, Gap: *gap, Work: *work, Out: *out, Exe: exe, PGURL: postgresURL()})
 		}
 	}
 	results := make([]*CellResult, len(cfgs))

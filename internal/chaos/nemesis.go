@@ -17,16 +17,17 @@ import (
 
 // Fault kinds.
 const (
-	faultPause     = "pause"     // SIGSTOP the holder for 0.5–5 × TTL (biased long), then SIGCONT
-	faultKill      = "kill"      // SIGKILL the holder; its slot restarts
-	faultCut       = "cut"       // close the holder's store connections
-	faultBlackHole = "blackhole" // partition the holder from its store for 0.5–3 × TTL
-	faultDelay     = "delay"     // 50–400 ms latency on the holder's store connection for 1–3 × TTL
-	faultTerminate = "terminate" // pg_terminate_backend of the holder's sessions
-	faultRestart   = "restart"   // kill the store server and start it again with its data
-	faultClock     = "clock"     // shift the holder's library wall clock by ±1–4 weeks
-	faultClone     = "clone"     // start a second process with the holder's tenure (snapshot restored twice)
-	faultFork      = "fork"      // the holder starts a child with its environment and files
+	faultPause     = "pause"      // SIGSTOP the holder for 0.5–5 × TTL (biased long), then SIGCONT
+	faultKill      = "kill"       // SIGKILL the holder; its slot restarts
+	faultCut       = "cut"        // close the holder's store connections
+	faultBlackHole = "blackhole"  // partition the holder from its store for 0.5–3 × TTL
+	faultDelay     = "delay"      // 50–400 ms latency on the holder's store connection for 1–3 × TTL
+	faultLoseReply = "lose-reply" // the holder's store connections each lose their next reply, after the server carried out the request
+	faultTerminate = "terminate"  // pg_terminate_backend of the holder's sessions
+	faultRestart   = "restart"    // kill the store server and start it again with its data
+	faultClock     = "clock"      // shift the holder's library wall clock by ±1–4 weeks
+	faultClone     = "clone"      // start a second process with the holder's tenure (snapshot restored twice)
+	faultFork      = "fork"       // the holder starts a child with its environment and files
 )
 
 // targetStore is the Target of faults that hit the store server itself.
@@ -35,11 +36,11 @@ const targetStore = "store"
 // faultKinds returns the faults a backend gets, each repeated by weight.
 func faultKinds(backend string) []string {
 	k := []string{faultPause, faultPause, faultPause, faultPause, faultPause, faultKill, faultKill, faultCut, faultBlackHole, faultBlackHole,
-		faultDelay, faultClock, faultClock, faultFork}
+		faultDelay, faultLoseReply, faultLoseReply, faultClock, faultClock, faultFork}
 	if backend != "redis" {
 		k = append(k, faultTerminate)
 	}
-	if backend == "etcd" || backend == "consul" {
+	if backend != "postgres" { // the harness starts these servers, so it can restart them
 		k = append(k, faultRestart)
 	}
 	if backend == "postgres" {
@@ -206,6 +207,9 @@ func (c *cell) inject(ctx context.Context, d draw) {
 			s.proxy.SetDelay(0)
 			c.hist.log(Event{Kind: kindHeal, Fault: d.kind, Slot: p.slot})
 		})
+	case faultLoseReply:
+		c.hist.log(ev)
+		s.proxy.LoseReplies()
 	case faultTerminate:
 		c.hist.log(ev)
 		tctx, cancel := context.WithTimeout(ctx, ttl)

@@ -87,7 +87,7 @@ func WriteReport(dir, cmdline string, results []*CellResult) error {
 		fmt.Fprintf(&b, "| %s | %d / %d | %d / %d | %s | %s |\n", k, f, barFaults, w, barWrites, met, need)
 	}
 	b.WriteString("\n## Faults injected, by type\n\n")
-	kinds := []string{faultPause, faultKill, faultCut, faultBlackHole, faultDelay, faultTerminate, faultRestart, faultClock, faultClone, faultFork}
+	kinds := []string{faultPause, faultKill, faultCut, faultBlackHole, faultDelay, faultLoseReply, faultTerminate, faultRestart, faultClock, faultClone, faultFork}
 	b.WriteString("| backend | " + strings.Join(kinds, " | ") + " |\n|---|" + strings.Repeat("---|", len(kinds)) + "\n")
 	for _, k := range order {
 		a := per[k]
@@ -151,13 +151,15 @@ tenure, the campaign, and store restarts).
 const reportLimits = `
 ## What these runs do not cover
 
-- Dropping only the reply after the server committed: the proxy
-  (internal/faultnet) cuts, black-holes, refuses and delays whole
-  connections; a black hole or cut that lands during a call has the same
-  effect (outcome unknown to the client), but not on purpose.
-- Restarting Redis: the redis cell uses the machine's Redis on 6379, which
-  the harness never restarts; etcd and Consul are started by the harness
-  and restarted with their data.
+- Restarting PostgreSQL: it is the machine's server (and the etcd and
+  consul cells' fenced resource), so the harness never restarts it; it
+  terminates the holder's sessions instead. Redis, etcd and Consul are
+  started by the harness and restarted with their data (Redis with
+  appendfsync always).
+- A lost reply on etcd's connection: gRPC multiplexes calls over one
+  HTTP/2 connection, so the bytes the proxy drops are the next frames,
+  whichever call they answer; on PostgreSQL, Redis and Consul's HTTP/1.1
+  they are the reply to the next request.
 - Clones run in the postgres cell only, where the fence is strict. With a
   token fence (redis, etcd, consul cells) two clones carry the same token
   and both pass until the renewal chain ends one of them; the checker would
@@ -197,8 +199,8 @@ under the lease: first to the **fenced** resource, then the same write to an
 **unfenced twin** that checks nothing (the negative control: same processes,
 same faults, same moments). A nemesis injects a fault every 1.25–3.75 s
 (SIGSTOP of the holder for 0.5–5 × TTL, biased long, SIGKILL and restart, cut /
-black-holed / delayed store connections, pg_terminate_backend, store server
-restarts, wall-clock jumps of ±1–4 weeks through the library's clock, clones
+black-holed / delayed store connections, replies lost after the server
+carried out the request, pg_terminate_backend, store server restarts, wall-clock jumps of ±1–4 weeks through the library's clock, clones
 of the holder's tenure, forked children). Every attempt, outcome and fault is
 in one JSON-lines history with each process's ground-truth identity (pid and
 start time).

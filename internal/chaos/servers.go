@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/consul/api"
+	"github.com/redis/go-redis/v9"
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -25,6 +26,7 @@ import (
 
 // Environment variables naming the server binaries the harness starts.
 const (
+	RedisBinEnv  = "TENURE_REDIS_BIN"
 	EtcdBinEnv   = "TENURE_ETCD_BIN"
 	ConsulBinEnv = "TENURE_CONSUL_BIN"
 )
@@ -32,11 +34,11 @@ const (
 // readyTimeout bounds a server's start or restart.
 const readyTimeout = 60 * time.Second
 
-// server is a store server the harness started and may restart: etcd or a
-// Consul server agent, with its data on disk so a restart keeps it. The
-// packages etcdtest and consulstoretest start servers for tests only (and
-// Consul in -dev mode, which keeps nothing across a restart), so the
-// harness has its own small launcher.
+// server is a store server the harness started and may restart: Redis,
+// etcd or a Consul server agent, with its data on disk so a restart keeps
+// it. The packages redisstoretest, etcdtest and consulstoretest start
+// servers for tests only (and Consul in -dev mode, which keeps nothing
+// across a restart), so the harness has its own small launcher.
 type server struct {
 	what  string
 	bin   string
@@ -88,6 +90,51 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// startRedis starts a redis-server on a free loopback port that appends
+// every write to its log and fsyncs it before replying (appendfsync
+// always), so that a restart keeps every acknowledged write: the token
+// counter and the fenced resource alike.
+func startRedis(ctx context.Context) (*server, error) {
+	bin, err := binary(RedisBinEnv, "redis-server")
+	if err != nil {
+		return nil, err
+	}
+	ports, err := freePorts(1)
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "tenure-chaos-redis-")
+	if err != nil {
+		return nil, fmt.Errorf("chaos: redis data directory: %w", err)
+	}
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0]))
+	s := &server{
+		what: "redis", bin: bin, dir: dir, addr: addr,
+		args: []string{"--port", strconv.Itoa(ports[0]), "--bind", "127.0.0.1", "--dir", dir,
+			"--appendonly", "yes", "--appendfsync", "always", "--save", "", "--protected-mode", "no",
+			"--daemonize", "no", "--logfile", ""},
+	}
+	s.ready = func(ctx context.Context) error {
+		rdb := redis.NewClient(&redis.Options{Addr: addr, DialTimeout: time.Second, MaxRetries: -1})
+		defer rdb.Close()
+		probe, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		got, err := rdb.ConfigGet(probe, "dir").Result()
+		if err != nil {
+			return err
+		}
+		if got["dir"] != dir {
+			return fmt.Errorf("chaos: the redis on %s keeps its data in %q, not %q: it is not the one the harness started", addr, got["dir"], dir)
+		}
+		return nil
+	}
+	if err := s.launch(ctx); err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
+	return s, nil
 }
 
 // startEtcd starts a single-member etcd on free loopback ports.

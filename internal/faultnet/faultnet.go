@@ -27,6 +27,7 @@ type Proxy struct {
 	wg     sync.WaitGroup
 
 	accepted atomic.Int64
+	dropped  atomic.Int64
 
 	mu       sync.Mutex
 	gate     chan struct{} // closed while bytes may flow; open while black-holed
@@ -42,6 +43,9 @@ type Proxy struct {
 type pair struct {
 	client net.Conn
 	done   chan struct{} // closed when the pair is closed
+	// loseReply makes the next bytes from the target vanish and the pair
+	// close: see [Proxy.LoseReplies].
+	loseReply atomic.Bool
 
 	mu     sync.Mutex
 	server net.Conn
@@ -112,6 +116,10 @@ func (p *Proxy) Target() string { return p.target }
 // refused ones included.
 func (p *Proxy) Accepted() int64 { return p.accepted.Load() }
 
+// RepliesLost returns how many replies [Proxy.LoseReplies] has dropped so
+// far.
+func (p *Proxy) RepliesLost() int64 { return p.dropped.Load() }
+
 // Conns returns how many proxied connections are open now.
 func (p *Proxy) Conns() int {
 	p.mu.Lock()
@@ -158,6 +166,19 @@ func (p *Proxy) SetDelay(d time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.delay = max(d, 0)
+}
+
+// LoseReplies arms every connection open now: the next bytes its target
+// sends are discarded, and the connection is then closed in both
+// directions. A request the client sends meanwhile reaches the target and
+// is carried out; the client never learns its outcome, as when a server
+// commits and the network loses its reply. Connections opened later are
+// not affected; an armed connection that stays idle stays armed until it
+// is used or closed.
+func (p *Proxy) LoseReplies() {
+	for _, pr := range p.snapshot() {
+		pr.loseReply.Store(true)
+	}
 }
 
 // Cut closes every connection the proxy has accepted, both sides, at once
@@ -242,19 +263,25 @@ func (p *Proxy) serve(pr *pair) {
 		return
 	}
 	var both sync.WaitGroup
-	both.Go(func() { p.pump(pr, s, pr.client) })
-	p.pump(pr, pr.client, s)
+	both.Go(func() { p.pump(pr, s, pr.client, false) })
+	p.pump(pr, pr.client, s, true)
 	both.Wait()
 }
 
-// pump copies src to dst through the gate and the delay. On a clean end of
-// src it half-closes dst, so protocols that finish by shutting down one
-// direction still work; on any error it closes the pair.
-func (p *Proxy) pump(pr *pair, dst, src net.Conn) {
+// pump copies src to dst through the gate and the delay; reply says that
+// src is the target. On a clean end of src it half-closes dst, so
+// protocols that finish by shutting down one direction still work; on any
+// error it closes the pair.
+func (p *Proxy) pump(pr *pair, dst, src net.Conn, reply bool) {
 	buf := make([]byte, bufSize)
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
+			if reply && pr.loseReply.Load() {
+				p.dropped.Add(1)
+				pr.close()
+				return
+			}
 			if !p.hold(pr) {
 				return
 			}

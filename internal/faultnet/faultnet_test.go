@@ -28,6 +28,13 @@ const patience = 10 * time.Second
 // echoServer answers every line with the same line, until the test ends.
 func echoServer(t *testing.T) string {
 	t.Helper()
+	return recordingServer(t, nil)
+}
+
+// recordingServer is echoServer that also sends every line it receives to
+// seen, when seen is not nil.
+func recordingServer(t *testing.T, seen chan<- string) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	var (
@@ -45,8 +52,20 @@ func echoServer(t *testing.T) string {
 			conns = append(conns, c)
 			mu.Unlock()
 			wg.Go(func() {
-				_, _ = io.Copy(c, c) // Ends when either side closes.
-				_ = c.Close()
+				defer c.Close()
+				r := bufio.NewReader(c)
+				for {
+					line, err := r.ReadString('\n')
+					if err != nil {
+						return // Either side closed.
+					}
+					if seen != nil {
+						seen <- line
+					}
+					if _, err := io.WriteString(c, line); err != nil {
+						return
+					}
+				}
 			})
 		}
 	})
@@ -211,6 +230,33 @@ func TestProxy(t *testing.T) {
 		p.SetDelay(-time.Second)
 		c.send("fast")
 		c.expect("fast")
+	})
+
+	t.Run("LoseRepliesDropsTheReplyAfterTheServerGotTheRequest", func(t *testing.T) {
+		t.Parallel()
+		seen := make(chan string, 4)
+		p := newProxy(t, recordingServer(t, seen))
+		armed := dial(t, p)
+		armed.send("before")
+		armed.expect("before")
+		require.Equal(t, "before\n", <-seen)
+
+		p.LoseReplies()
+		fresh := dial(t, p) // opened after: not armed
+		armed.send("commit")
+		select {
+		case got := <-seen:
+			require.Equal(t, "commit\n", got, "the request must reach the server")
+		case <-time.After(patience):
+			t.Fatal("the request never reached the server")
+		}
+		armed.expectClosed()
+		require.EqualValues(t, 1, p.RepliesLost())
+
+		fresh.send("unaffected")
+		fresh.expect("unaffected")
+		require.Equal(t, "unaffected\n", <-seen)
+		require.EqualValues(t, 1, p.RepliesLost())
 	})
 
 	t.Run("HalfClosePropagates", func(t *testing.T) {
