@@ -23,6 +23,11 @@
 //   - [Check]: moves the fence without writing. It is not atomic with a
 //     write made afterwards; use it to shut out predecessors at once, or to
 //     ask whether a token is still current.
+//   - [StrictHSet]: for leases kept by store/redisstore on the same
+//     server, the strict write: HSET only while the writer's tenure is
+//     held by the server's clock with exactly its holder, token and
+//     renewal seq, advancing the seq in the same step. No fence key: the
+//     lease itself is the fence, and of two clones only one can write.
 //   - [Recorded]: the greatest token accepted so far (0 when none), for
 //     operators and tests.
 //
@@ -71,8 +76,8 @@
 //
 // A fence that accepts equal tokens cannot tell two byte-identical clones
 // of one holder apart: both carry the same token. The renewal chain (seq)
-// in the store breaks that tie; pgfence's strict check is the fence that
-// uses it. The fence also lives only as long as Redis keeps it: a restart
+// in the store breaks that tie; [StrictHSet] (and pgfence's strict check)
+// is the fence that uses it. The fence also lives only as long as Redis keeps it: a restart
 // without appendfsync always, or a failover to a replica, can lose the
 // last fence moves together with the writes they guarded (they are made
 // in one step), after which a stale holder's write is accepted as if those

@@ -274,6 +274,6 @@ func interpretError(op string, err error) error {
 
 // unexpectedReply reports a script reply of the wrong shape.
 func unexpectedReply(op string, reply any) error {
-	return fmt.Errorf("redisfence: %s: %w: unexpected reply %v from the server; does another program write the fence key?",
+	return fmt.Errorf("redisfence: %s: %w: unexpected reply %v from the server; does another program write these keys?",
 		op, tenure.ErrUnavailable, reply)
 }

@@ -93,8 +93,9 @@ func pgHost(u string) (string, error) {
 // openWorker connects a worker to its store (through its proxy) and its
 // resource. The postgres cell keeps the leases and the resource in one
 // database, reached through the proxy, and writes with the strict check
-// ([pgfence.StrictTx]); the other cells write to a PostgreSQL table (or,
-// for redis, a Redis hash) with the token fence.
+// ([pgfence.StrictTx]); the redis cell writes a hash on its store's server
+// with the strict check too ([redisfence.StrictHSet]); the etcd and consul
+// cells write to a PostgreSQL table with the token fence.
 func openWorker(ctx context.Context, sp spec) (tenure.Store, resource, func(), error) {
 	switch sp.Backend {
 	case "postgres":
@@ -124,7 +125,7 @@ func openWorker(ctx context.Context, sp spec) (tenure.Store, resource, func(), e
 			_ = rdb.Close()
 			return nil, nil, nil, err
 		}
-		res, err := newRedisResource(sp.RedisAddr, sp.Prefix)
+		res, err := newRedisResource(sp.RedisAddr, sp.Prefix, sp.Prefix+"lease:")
 		if err != nil {
 			_ = rdb.Close()
 			return nil, nil, nil, err
@@ -254,27 +255,26 @@ func (r *pgResource) close() { r.pool.Close() }
 
 // redisResource keeps each chain in a hash: field "n" is the head, field
 // "w:<n>" the link "token|wid". The fenced chain is written with
-// redisfence.HSet; a new tenure first moves the fence with
-// redisfence.Check, so that its reads come after every write of its
-// predecessors that will ever be accepted.
+// redisfence.StrictHSet, the strict check on the lease's own keys, which
+// advances the renewal chain, so clones are in play.
 type redisResource struct {
 	rdb    *redis.Client
-	fencer *redisfence.Fencer
+	leases redisstore.Keys
 	keys   map[string]string
 }
 
-func newRedisResource(addr, prefix string) (*redisResource, error) {
-	f, err := redisfence.New(redisfence.Config{KeyPrefix: prefix + "fence:"})
+// newRedisResource connects to the Redis at addr, where the cell's leases
+// are kept under leasePrefix and its chains under prefix.
+func newRedisResource(addr, prefix, leasePrefix string) (*redisResource, error) {
+	leases, err := redisstore.Config{KeyPrefix: leasePrefix}.Keys()
 	if err != nil {
 		return nil, err
 	}
 	rdb := redis.NewClient(&redis.Options{Addr: addr, DialTimeout: time.Second, ContextTimeoutEnabled: true, MaxRetries: -1})
-	return &redisResource{rdb: rdb, fencer: f, keys: map[string]string{resFenced: prefix + "fenced", resTwin: prefix + "twin"}}, nil
+	return &redisResource{rdb: rdb, leases: leases, keys: map[string]string{resFenced: prefix + "fenced", resTwin: prefix + "twin"}}, nil
 }
 
-func (r *redisResource) begin(ctx context.Context, _ *tenure.Lease, tok tenure.Token) error {
-	return r.fencer.Check(ctx, r.rdb, fenceResource, tok)
-}
+func (r *redisResource) begin(context.Context, *tenure.Lease, tenure.Token) error { return nil }
 
 func (r *redisResource) head(ctx context.Context, res string) (int64, error) {
 	s, err := r.rdb.HGet(ctx, r.keys[res], "n").Result()
@@ -287,12 +287,12 @@ func (r *redisResource) head(ctx context.Context, res string) (int64, error) {
 	return strconv.ParseInt(s, 10, 64)
 }
 
-func (r *redisResource) fenced(ctx context.Context, _ *tenure.Lease, tok tenure.Token, wid string) error {
+func (r *redisResource) fenced(ctx context.Context, l *tenure.Lease, tok tenure.Token, wid string) error {
 	n, err := r.head(ctx, resFenced)
 	if err != nil {
 		return err
 	}
-	return r.fencer.HSet(ctx, r.rdb, fenceResource, tok, r.keys[resFenced], map[string]string{
+	return redisfence.StrictHSet(ctx, r.rdb, r.leases, l, r.keys[resFenced], map[string]string{
 		"n": strconv.FormatInt(n+1, 10), "w:" + strconv.FormatInt(n+1, 10): tok.String() + "|" + wid,
 	})
 }

@@ -20,10 +20,9 @@
 //     lease row, which advances the renewal chain, so clones are safe).
 //   - redis: the harness starts a redis-server that fsyncs every write
 //     before replying, so a restart keeps the token counter and both
-//     chains; chains in Redis hashes; the fenced one is written with
-//     redisfence.HSet, and every new tenure first moves the fence with
-//     redisfence.Check so that its reads follow every write of its
-//     predecessors that will ever be accepted.
+//     chains; the chains are hashes on it, the fenced one written with
+//     redisfence.StrictHSet (the strict check on the lease's own keys,
+//     which advances the renewal chain, so clones are safe).
 //   - etcd, consul: the harness starts the server (Consul as a server agent
 //     with its Raft log on disk, so a restart keeps its indexes, which are
 //     its tokens); the fenced chain is a PostgreSQL table written with
@@ -44,8 +43,9 @@
 // sessions (postgres, etcd, consul); a restart of the store server (redis,
 // etcd, consul: the servers the harness starts); a ±1–4 week jump of the holder's library wall
 // clock (tenure.Config.Clock); a clone: a second process that adopts the
-// holder's tenure state ([tenure.Client.AdoptClone], postgres only, where
-// the fence is strict: a token fence cannot tell clones apart); and a fork:
+// holder's tenure state ([tenure.Client.AdoptClone]; postgres and redis
+// only, where the fence is strict: a token fence cannot tell clones
+// apart); and a fork:
 // the holder starts a child with its environment, command line and history
 // file descriptor. The same seed replays the same schedule of kinds, waits
 // and parameters; which process is hit depends on who holds the lease.

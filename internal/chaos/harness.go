@@ -290,7 +290,7 @@ func (c *cell) setup(ctx context.Context, id string) (string, func(), error) {
 		if err != nil {
 			return fail(err)
 		}
-		res, err := newRedisResource(s.addr, c.spec.Prefix)
+		res, err := newRedisResource(s.addr, c.spec.Prefix, c.spec.Prefix+"lease:")
 		if err != nil {
 			return fail(err)
 		}

@@ -43,7 +43,7 @@ func faultKinds(backend string) []string {
 	if backend != "postgres" { // the harness starts these servers, so it can restart them
 		k = append(k, faultRestart)
 	}
-	if backend == "postgres" {
+	if backend == "postgres" || backend == "redis" { // the fences that tell clones apart
 		k = append(k, faultClone, faultClone)
 	}
 	return k

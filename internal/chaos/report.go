@@ -160,11 +160,12 @@ const reportLimits = `
   HTTP/2 connection, so the bytes the proxy drops are the next frames,
   whichever call they answer; on PostgreSQL, Redis and Consul's HTTP/1.1
   they are the reply to the next request.
-- Clones run in the postgres cell only, where the fence is strict. With a
-  token fence (redis, etcd, consul cells) two clones carry the same token
-  and both pass until the renewal chain ends one of them; the checker would
-  count that as two writers per token, which is the documented limit of
-  token fences (fence/redisfence, "What it cannot do").
+- Clones run in the postgres and redis cells only, where the fence is
+  strict. With a token fence (etcd, consul cells) two clones carry the same
+  token and both pass until the renewal chain ends one of them; the
+  checker would count that as two writers per token, which is the
+  documented limit of token fences (fence/redisfence, "What it cannot
+  do").
 - The nemesis's schedule (kinds, waits, parameters) replays from the seed;
   which process it hits depends on who holds the lease at that moment.
 
@@ -198,20 +199,22 @@ through a loopback TCP proxy of its own, and make read-modify-write writes
 under the lease: first to the **fenced** resource, then the same write to an
 **unfenced twin** that checks nothing (the negative control: same processes,
 same faults, same moments). A nemesis injects a fault every 1.25–3.75 s
-(SIGSTOP of the holder for 0.5–5 × TTL, biased long, SIGKILL and restart, cut /
-black-holed / delayed store connections, replies lost after the server
-carried out the request, pg_terminate_backend, store server restarts, wall-clock jumps of ±1–4 weeks through the library's clock, clones
-of the holder's tenure, forked children). Every attempt, outcome and fault is
+(SIGSTOP of the holder for 0.5–5 × TTL, biased long, SIGKILL and restart,
+cut / black-holed / delayed store connections, replies lost after the
+server carried out the request, pg_terminate_backend, store server
+restarts, wall-clock jumps of ±1–4 weeks through the library's clock,
+clones of the holder's tenure, forked children). Every attempt, outcome and fault is
 in one JSON-lines history with each process's ground-truth identity (pid and
 start time).
 
 Fenced resources: postgres — a table written with pgfence.StrictTx (the
 strict check on the lease row, which advances the renewal chain, so clones
-are in play); redis — a hash written with redisfence.HSet after
-redisfence.Check on acquisition; etcd and consul — a PostgreSQL table
-written with pgfence.Fence (a token fence: tokens from any store work).
-Clones run only where the fence is strict (a token fence cannot tell two
-clones with the same token apart; see fence/redisfence).
+are in play); redis — a hash on the store's own server written with
+redisfence.StrictHSet (the same strict check on the lease's keys); etcd and
+consul — a PostgreSQL table written with pgfence.Fence (a token fence:
+tokens from any store work). Clones run only where the fence is strict (a
+token fence cannot tell two clones with the same token apart; see
+fence/redisfence).
 
 The checker fails a cell on any violation at the fenced resource (stale
 acceptance; two ground-truth writers for one token, a clone's writes after
