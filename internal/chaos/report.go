@@ -138,10 +138,14 @@ Columns: *faults* are the nemesis's injections (each also in the history);
 *cycles* are grants of a new token whose predecessor's holder (or the whole
 store) was hit by a fault after its grant; *rejected* are fenced writes that
 returned ErrFenced; *unknown outcome* are fenced writes that returned any
-other error: a timeout, a cut or terminated connection, or (postgres)
-pgfence.StrictTx refusing to begin because the tenure had already ended, so
-the write was never sent; the checker demands nothing of them beyond the
-invariants. *Violations* are the checker's findings at the fenced resource;
+other error: a timeout, a cut or terminated connection, or (postgres,
+redis) the strict write refusing to begin because the tenure had already
+ended, so the write was never sent; the checker demands nothing of them
+beyond the invariants. The strict writes are seldom *rejected*: a strict
+write waits for a renewal that is due, so a holder that wakes from a pause
+learns of its loss from that renewal before it sends the write; the
+server's refusal is for what the client cannot know (a clone ahead in the
+chain, a pause between the wait and the write). *Violations* are the checker's findings at the fenced resource;
 *negative-control violations* are its findings, by the same rules, in the
 unfenced twin. *Takeover* is the time from the fault to the new holder's
 first acknowledged fenced write (it includes the store's expiry of the old
