@@ -145,11 +145,12 @@ beyond the invariants. The strict writes are seldom *rejected*: a strict
 write waits for a renewal that is due, so a holder that wakes from a pause
 learns of its loss from that renewal before it sends the write; the
 server's refusal is for what the client cannot know (a clone ahead in the
-chain, a pause between the wait and the write). *Violations* are the checker's findings at the fenced resource;
-*negative-control violations* are its findings, by the same rules, in the
-unfenced twin. *Takeover* is the time from the fault to the new holder's
-first acknowledged fenced write (it includes the store's expiry of the old
-tenure, the campaign, and store restarts).
+chain, a pause between the wait and the write). *Violations* are the
+checker's findings at the fenced resource; *negative-control violations*
+are its findings, by the same rules, in the unfenced twin. *Takeover* is
+the time from the fault to the new holder's first acknowledged fenced
+write (it includes the store's expiry of the old tenure, the campaign, and
+store restarts).
 `
 
 const reportLimits = `
@@ -207,9 +208,9 @@ same faults, same moments). A nemesis injects a fault every 1.25–3.75 s
 cut / black-holed / delayed store connections, replies lost after the
 server carried out the request, pg_terminate_backend, store server
 restarts, wall-clock jumps of ±1–4 weeks through the library's clock,
-clones of the holder's tenure, forked children). Every attempt, outcome and fault is
-in one JSON-lines history with each process's ground-truth identity (pid and
-start time).
+clones of the holder's tenure, forked children). Every attempt, outcome
+and fault is in one JSON-lines history with each process's ground-truth
+identity (pid and start time).
 
 Fenced resources: postgres — a table written with pgfence.StrictTx (the
 strict check on the lease row, which advances the renewal chain, so clones
