@@ -165,19 +165,11 @@ func (f *Fencer) HSet(ctx context.Context, c redis.Scripter, resource string, to
 	if err := validate(c, resource, tok); err != nil {
 		return fmt.Errorf("redisfence: hset: %w", err)
 	}
-	switch {
-	case key == "":
-		return fmt.Errorf("redisfence: hset: %w: key is empty", tenure.ErrInvalid)
-	case len(fields) == 0:
-		return fmt.Errorf("redisfence: hset: %w: no fields to set", tenure.ErrInvalid)
-	case len(fields) > MaxFields:
-		return fmt.Errorf("redisfence: hset: %w: %d fields; the maximum is %d", tenure.ErrInvalid, len(fields), MaxFields)
+	if err := validateHash(key, fields); err != nil {
+		return fmt.Errorf("redisfence: hset: %w", err)
 	}
-	args := make([]any, 0, 1+2*len(fields))
-	args = append(args, "hset")
-	for k, v := range fields {
-		args = append(args, k, v)
-	}
+	args := append(make([]any, 0, 1+2*len(fields)), "hset")
+	args = appendFields(args, fields)
 	return f.run(ctx, c, fmt.Sprintf("hset %q fenced by %q", key, resource), resource, tok,
 		[]string{f.Key(resource), key}, args...)
 }
@@ -225,6 +217,28 @@ func (f *Fencer) call(ctx context.Context, c redis.Scripter, op string, tok tenu
 		return false, 0, unexpectedReply(op, reply)
 	}
 	return accepted == 1, tenure.Token(recorded), nil
+}
+
+// validateHash checks the key and the fields of a hash write.
+func validateHash(key string, fields map[string]string) error {
+	switch {
+	case key == "":
+		return fmt.Errorf("%w: key is empty", tenure.ErrInvalid)
+	case len(fields) == 0:
+		return fmt.Errorf("%w: no fields to set", tenure.ErrInvalid)
+	case len(fields) > MaxFields:
+		return fmt.Errorf("%w: %d fields; the maximum is %d", tenure.ErrInvalid, len(fields), MaxFields)
+	}
+	return nil
+}
+
+// appendFields appends fields to a script's arguments as field, value,
+// field, value, ...
+func appendFields(args []any, fields map[string]string) []any {
+	for k, v := range fields {
+		args = append(args, k, v)
+	}
+	return args
 }
 
 // validate checks what every call gets.

@@ -45,15 +45,11 @@ func StrictHSet(ctx context.Context, c redis.Scripter, leases redisstore.Keys, l
 	if err := validate(c, l.Name(), 1); err != nil {
 		return fmt.Errorf("redisfence: strict hset: %w", err)
 	}
-	switch {
-	case leases.Prefix == "":
+	if leases.Prefix == "" {
 		return fmt.Errorf("redisfence: strict hset: %w: the lease keys are empty; pass the store's Keys()", tenure.ErrInvalid)
-	case key == "":
-		return fmt.Errorf("redisfence: strict hset: %w: key is empty", tenure.ErrInvalid)
-	case len(fields) == 0:
-		return fmt.Errorf("redisfence: strict hset: %w: no fields to set", tenure.ErrInvalid)
-	case len(fields) > MaxFields:
-		return fmt.Errorf("redisfence: strict hset: %w: %d fields; the maximum is %d", tenure.ErrInvalid, len(fields), MaxFields)
+	}
+	if err := validateHash(key, fields); err != nil {
+		return fmt.Errorf("redisfence: strict hset: %w", err)
 	}
 	op := fmt.Sprintf("strict hset %q under lease %q", key, l.Name())
 	w, err := l.BeginChainWrite()
@@ -72,11 +68,8 @@ func StrictHSet(ctx context.Context, c redis.Scripter, leases redisstore.Keys, l
 	if tok == 0 {
 		return fmt.Errorf("redisfence: %s: %w: the lease is no longer trusted; do not write", op, tenure.ErrInvalid)
 	}
-	argv := make([]any, 0, 4+2*len(fields))
-	argv = append(argv, h.Label, h.Instance, int64(tok), w.Seq())
-	for k, v := range fields {
-		argv = append(argv, k, v)
-	}
+	argv := append(make([]any, 0, 4+2*len(fields)), h.Label, h.Instance, int64(tok), w.Seq())
+	argv = appendFields(argv, fields)
 	reply, err := strictScript.Run(ctx, c, []string{leases.Record(l.Name()), leases.Held(l.Name()), key}, argv...).Int64Slice()
 	if err != nil {
 		return interpretError(op, err)
