@@ -26,8 +26,8 @@ type Proxy struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	accepted atomic.Int64
-	dropped  atomic.Int64
+	accepted    atomic.Int64
+	repliesLost atomic.Int64
 
 	mu       sync.Mutex
 	gate     chan struct{} // closed while bytes may flow; open while black-holed
@@ -118,7 +118,7 @@ func (p *Proxy) Accepted() int64 { return p.accepted.Load() }
 
 // RepliesLost returns how many replies [Proxy.LoseReplies] has dropped so
 // far.
-func (p *Proxy) RepliesLost() int64 { return p.dropped.Load() }
+func (p *Proxy) RepliesLost() int64 { return p.repliesLost.Load() }
 
 // Conns returns how many proxied connections are open now.
 func (p *Proxy) Conns() int {
@@ -278,7 +278,7 @@ func (p *Proxy) pump(pr *pair, dst, src net.Conn, reply bool) {
 		n, err := src.Read(buf)
 		if n > 0 {
 			if reply && pr.loseReply.Load() {
-				p.dropped.Add(1)
+				p.repliesLost.Add(1)
 				pr.close()
 				return
 			}
