@@ -75,6 +75,11 @@ type Notifier interface {
 	// Listen calls notify with the name of each lease that was released or
 	// taken over, until ctx is done or the store is closed. It reconnects by
 	// itself and returns only then. notify must not block.
+	//
+	// Each time Listen has subscribed (at first, and again after every
+	// reconnection that may have lost announcements) it calls notify with
+	// the empty name: whatever was announced before then is lost, so the
+	// caller looks again at every lease it is waiting for.
 	Listen(ctx context.Context, notify func(name string)) error
 }
 

@@ -158,8 +158,12 @@ func (e *Engine) handle(now Instant, ev Event) {
 	case RenewDone:
 		e.renewDone(now, ev)
 	case Notified:
-		if l := e.leases[ev.Name]; l != nil && l.phase == idle && l.want {
-			l.nextAttempt = min(l.nextAttempt, now.Mono+e.cfg.Jitter(e.cfg.TTL/50))
+		if ev.Name == "" {
+			for _, l := range e.order {
+				e.retrySoon(now, l)
+			}
+		} else if l := e.leases[ev.Name]; l != nil {
+			e.retrySoon(now, l)
 		}
 	case Progress:
 		if l := e.tenure(ev.Name, ev.Token); l != nil {
@@ -328,6 +332,14 @@ func (e *Engine) renewDone(now Instant, d RenewDone) {
 }
 
 // grantChainWrites lets the waiting chain writes of l start.
+// retrySoon brings a waiting campaign's next attempt forward to now, plus
+// a jitter that keeps a crowd of followers from arriving together.
+func (e *Engine) retrySoon(now Instant, l *lease) {
+	if !l.removed && l.phase == idle && l.want {
+		l.nextAttempt = min(l.nextAttempt, now.Mono+e.cfg.Jitter(e.cfg.TTL/50))
+	}
+}
+
 func (e *Engine) grantChainWrites(l *lease) {
 	l.chainWrites += l.chainWaiting
 	l.chainWaiting = 0

@@ -376,11 +376,41 @@ func TestFollowerRetriesAtExpiryWithJitter(t *testing.T) {
 	require.True(t, ok)
 	require.Equal(t, h.now.Mono+remaining+ttl/40, due, "retry at the holder's expiry plus jitter")
 
+	t.Run("NotificationOfAnotherLeaseChangesNothing", func(t *testing.T) {
+		h.step(Notified{Name: "payroll"})
+		still, _ := h.e.Next()
+		require.Equal(t, due, still)
+	})
+
 	t.Run("NotificationBringsItForward", func(t *testing.T) {
 		h.step(Notified{Name: "billing"})
 		due, _ := h.e.Next()
 		require.Equal(t, h.now.Mono+ttl/100, due)
 	})
+}
+
+// TestResubscriptionRetriesEveryCampaign: an empty notification (the
+// store's listener has just subscribed and may have missed releases)
+// brings every waiting campaign forward, not one name.
+func TestResubscriptionRetriesEveryCampaign(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	other := Holder{"worker", "other"}
+	for _, name := range []string{"billing", "payroll"} {
+		send := only[SendAcquire](t, h.step(Want{Name: name, Campaign: true}))
+		h.step(AcquireDone{Name: name, Holder: send.Holder, SentAt: send.SentAt, Held: &Grant{Holder: other, Token: 3, Seq: 4, Remaining: 12 * time.Second}})
+	}
+	h.step(Notified{})
+	due, ok := h.e.Next()
+	require.True(t, ok)
+	require.Equal(t, h.now.Mono+ttl/100, due)
+	var names []string
+	for _, a := range h.tick() {
+		if send, ok := a.(SendAcquire); ok {
+			names = append(names, send.Name)
+		}
+	}
+	require.ElementsMatch(t, []string{"billing", "payroll"}, names)
 }
 
 func TestOneShotAcquireReportsHolder(t *testing.T) {

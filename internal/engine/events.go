@@ -53,7 +53,9 @@ type ReleaseDone struct {
 	Token int64
 }
 
-// Notified reports that the store announced a release or takeover.
+// Notified reports that the store announced a release or takeover of
+// Name; an empty Name means the store's listener has just (re)subscribed
+// and may have missed announcements, so every waiting campaign looks again.
 type Notified struct{ Name string }
 
 // Progress reports that the work under a tenure made progress at At.

@@ -30,7 +30,9 @@ const (
 // Every change under the prefix ends a blocking query, renewals included,
 // so each listener reads the whole prefix once per change. After a failed
 // query Listen waits (100 ms, doubling to 5 s, with jitter) and asks again;
-// changes made meanwhile are reported when it next succeeds. It returns
+// changes made meanwhile are reported when it next succeeds. After its
+// first successful query it calls notify with the empty name: what changed
+// before it cannot be told (see [tenure.Notifier]). It returns
 // ctx's error when ctx is done and an error matching [tenure.ErrClosed]
 // when the store is closed.
 func (s *Store) Listen(ctx context.Context, notify func(name string)) error {
@@ -64,13 +66,14 @@ func (s *Store) Listen(ctx context.Context, notify func(name string)) error {
 			leases, err = s.parseTree(pairs)
 			if err == nil {
 				now := snapshots(leases)
-				if seen != nil {
-					for name := range changed(seen, now) {
-						if ctx.Err() != nil {
-							break
-						}
-						notify(name)
+				if seen == nil {
+					notify("") // the first view: what changed before it is unknown
+				}
+				for name := range changed(seen, now) {
+					if ctx.Err() != nil {
+						break
 					}
+					notify(name)
 				}
 				seen = now
 				index = nextIndex(index, meta.LastIndex)

@@ -28,8 +28,9 @@ const (
 // its leader, or the watch ends for any other reason, Listen watches again
 // from the revision after the last event it delivered, after a pause of
 // 100 ms doubling up to 5 s. If that revision was compacted meanwhile, the
-// events in between are lost and Listen goes on from the current revision
-// (notifications are an optimisation; followers still retry at expiry).
+// events in between are lost and Listen goes on from the current revision.
+// Each time it watches from the current revision (at first, and after such
+// a loss) it calls notify with the empty name (see [tenure.Notifier]).
 //
 // Listen returns ctx's error when ctx is done and an error matching
 // [tenure.ErrClosed] when the store is closed.
@@ -49,8 +50,12 @@ func (s *Store) Listen(ctx context.Context, notify func(name string)) error {
 	var next int64 // the revision to watch from; 0: the current one
 	delay := minRewatchDelay
 	for {
-		opts := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithFilterPut()}
-		if next > 0 {
+		opts := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithFilterPut(), clientv3.WithCreatedNotify()}
+		// A watch from the current revision misses what came before it;
+		// one from the revision after the last event delivered misses
+		// nothing.
+		fresh := next == 0
+		if !fresh {
 			opts = append(opts, clientv3.WithRev(next))
 		}
 		for resp := range s.client.Watch(clientv3.WithRequireLeader(wctx), prefix, opts...) {
@@ -59,6 +64,9 @@ func (s *Store) Listen(ctx context.Context, notify func(name string)) error {
 			}
 			if resp.Err() != nil {
 				continue // the channel closes next
+			}
+			if resp.Created && fresh {
+				notify("")
 			}
 			delay = minRewatchDelay
 			for _, ev := range resp.Events {

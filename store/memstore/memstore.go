@@ -226,6 +226,7 @@ func (s *Store) Listen(ctx context.Context, notify func(name string)) error {
 		delete(s.listeners, l)
 		s.mu.Unlock()
 	}()
+	notify("") // subscribed: nothing announced from now on is missed
 	for {
 		select {
 		case <-ctx.Done():

@@ -26,8 +26,8 @@ const (
 // calling goroutine with the payload, a lease name, for every release and
 // acquisition. When the connection fails it is dropped and a new one is
 // made, after a backoff growing from 50ms to 5s; notifications sent in
-// between are lost, which only delays followers until the expiry they were
-// told.
+// between are lost, so after every LISTEN it calls notify with the empty
+// name (see [tenure.Notifier]).
 //
 // Listen returns ctx's error when ctx is done and an error matching
 // [tenure.ErrClosed] when the store is closed.
@@ -69,6 +69,7 @@ func (s *Store) listenOnce(ctx context.Context, notify func(name string)) bool {
 	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{s.obj.Channel}.Sanitize()); err != nil {
 		return false
 	}
+	notify("") // subscribed; what was announced before this LISTEN is lost
 	s.hookMu.Lock()
 	hook := s.listenHook
 	s.hookMu.Unlock()

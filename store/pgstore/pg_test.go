@@ -287,6 +287,9 @@ func TestListen(t *testing.T) {
 		require.True(t, killed)
 		second := receive(t, pids, "a LISTEN on a new connection")
 		require.NotEqual(t, first, second)
+		// The hook runs after each LISTEN was announced with the empty name.
+		require.Empty(t, receive(t, names, "the announcement of the first LISTEN"))
+		require.Empty(t, receive(t, names, "the announcement of the second LISTEN"))
 
 		g := b.acquire(t, "job", testutil.Holder(t, "a"), time.Minute)
 		require.NoError(t, b.store.Release(t.Context(), tenure.ReleaseParams{Name: g.Name, Holder: g.Holder, Token: g.Token}))
@@ -326,6 +329,8 @@ func TestListen(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, tenure.Token(1), g.Token, "each prefix has its own token sequence")
 		b.acquire(t, "mine", h, time.Minute)
+		got := receive(t, names, "the notification of the subscription")
+		require.Empty(t, got, "LISTEN is announced with the empty name")
 		require.Equal(t, "mine", receive(t, names, "the notification of mine"),
 			"the other prefix's acquisition, made first, is not announced on this channel")
 

@@ -30,7 +30,8 @@ const (
 // connection fails, or stays silent for 15 s and does not answer a ping,
 // Listen subscribes again on a new connection after a backoff growing from
 // 50ms to 5s; messages published in between are lost (Redis pub/sub keeps
-// nothing), which only delays followers until the expiry they were told.
+// nothing), so on every subscription's confirmation it calls notify with
+// the empty name (see [tenure.Notifier]).
 //
 // Listen returns ctx's error when ctx is done and an error matching
 // [tenure.ErrClosed] when the store is closed.
@@ -75,8 +76,13 @@ func (s *Store) listenOnce(ctx context.Context, notify func(name string)) bool {
 		case err == nil:
 			worked = true
 			pinged = false
-			if m, ok := msg.(*redis.Message); ok {
+			switch m := msg.(type) {
+			case *redis.Message:
 				notify(m.Payload)
+			case *redis.Subscription:
+				if m.Kind == "subscribe" {
+					notify("") // subscribed; what was published before is lost
+				}
 			}
 		case isTimeout(err) && !pinged && ctx.Err() == nil:
 			if ps.Ping(ctx) != nil {

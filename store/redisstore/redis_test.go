@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -433,6 +434,19 @@ func (r *recorder) wait(name string, d time.Duration) bool {
 	}
 }
 
+// subscriptions counts the empty notifications: one per subscription.
+func (r *recorder) subscriptions() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, name := range r.names {
+		if name == "" {
+			n++
+		}
+	}
+	return n
+}
+
 // listen runs s.Listen until the test ends.
 func listen(t *testing.T, s *redisstore.Store) *recorder {
 	t.Helper()
@@ -452,6 +466,9 @@ func listen(t *testing.T, s *redisstore.Store) *recorder {
 	return r
 }
 
+// probes numbers the leases awaitListening releases.
+var probes atomic.Int64
+
 // awaitListening releases leases of its own until the listener reports
 // one: a subscriber cannot say when it is subscribed, and messages
 // published before are lost.
@@ -459,8 +476,9 @@ func awaitListening(t *testing.T, s *redisstore.Store, r *recorder) {
 	t.Helper()
 	holder := testutil.Holder(t, "probe")
 	deadline := time.Now().Add(eventTimeout)
-	for i := 0; time.Now().Before(deadline); i++ {
-		name := fmt.Sprintf("probe-%d", i)
+	for time.Now().Before(deadline) {
+		// A name never probed before: one heard earlier proves nothing now.
+		name := fmt.Sprintf("probe-%d", probes.Add(1))
 		g, err := s.Acquire(t.Context(), tenure.AcquireParams{Name: name, Holder: holder, TTL: time.Minute})
 		if err == nil {
 			err = s.Release(t.Context(), tenure.ReleaseParams{Name: name, Holder: holder, Token: g.Token})
@@ -492,6 +510,7 @@ func TestListenReconnects(t *testing.T) {
 		proxy.Cut()
 		awaitListening(t, s, r)
 		require.Greater(t, proxy.Accepted(), before, "the listener connected anew")
+		require.GreaterOrEqual(t, r.subscriptions(), 2, "each subscription is announced with the empty name")
 	})
 
 	t.Run("ServerRestart", func(t *testing.T) {
@@ -502,6 +521,7 @@ func TestListenReconnects(t *testing.T) {
 		awaitListening(t, s, r)
 		srv.Restart(t)
 		awaitListening(t, s, r)
+		require.GreaterOrEqual(t, r.subscriptions(), 2, "each subscription is announced with the empty name")
 	})
 }
 

@@ -41,6 +41,16 @@ func testNotify(t *testing.T, h Harness) {
 		r.await(t, g.Name)
 	})
 
+	t.Run("AnnouncesSubscription", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		r := b.listen(t)
+		// Listen reports with the empty name that it has subscribed (so
+		// that callers look again at what they wait for); b.listen has
+		// seen it deliver, so it has subscribed.
+		r.await(t, "")
+	})
+
 	t.Run("ReturnsOnClose", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, h)
