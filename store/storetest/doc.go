@@ -45,7 +45,8 @@
 //   - Tokens: strictly increasing per name across every kind of tenure change
 //     (promise P2).
 //   - Notify (when [Capabilities.Notify]): releases and takeovers reach a
-//     [tenure.Notifier] listener.
+//     [tenure.Notifier] listener, which announces its subscription with
+//     the empty name.
 //   - Input: every limit of the contract refused with [tenure.ErrInvalid],
 //     with nothing changed.
 //   - Close: every call after [tenure.Store.Close] fails with
