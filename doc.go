@@ -85,6 +85,8 @@
 // A refused acquisition returns the current holder and its remaining time
 // by the store's clock ([HeldError]); a campaign retries when that time is
 // up (plus jitter), or at once when the store announces a release or
-// takeover (stores that implement [Notifier]). Errors back off with jitter
-// up to the renew interval; nothing spins.
+// takeover (stores that implement [Notifier]), and also when the store's
+// listener has just (re)subscribed, since announcements made before then
+// are lost. Errors back off with jitter up to the renew interval; nothing
+// spins.
 package tenure
