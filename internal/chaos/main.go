@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -15,6 +16,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/tenure-dev/tenure"
 )
@@ -127,6 +130,18 @@ func harnessMain(ctx context.Context, args []string, stdout io.Writer) error {
 			return fmt.Errorf("chaos: %w", err)
 		}
 	}
+	// go-redis logs its reconnection attempts through one global logger:
+	// while the nemesis restarts a cell's Redis they would bury the
+	// harness's own output, so they go to a file beside the histories.
+	if err := os.MkdirAll(*out, 0o755); err != nil {
+		return fmt.Errorf("chaos: %w", err)
+	}
+	redisLog, err := os.OpenFile(filepath.Join(*out, "go-redis.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("chaos: %w", err)
+	}
+	defer redisLog.Close()
+	redis.SetLogger(redisLogger{log.New(redisLog, "", log.LstdFlags)})
 	if *seed == 0 {
 		*seed = uint64(time.Now().UnixNano()%1_000_000_000) + 1
 	}
@@ -222,6 +237,11 @@ func reReport(out, report string, args []string) error {
 	}
 	return WriteReport(report, cmdline, results)
 }
+
+// redisLogger writes go-redis's log lines to a file.
+type redisLogger struct{ l *log.Logger }
+
+func (r redisLogger) Printf(_ context.Context, format string, v ...any) { r.l.Printf(format, v...) }
 
 func setIfUnset(fs *flag.FlagSet, name string, set func()) {
 	seen := false
