@@ -14,6 +14,12 @@
 // short identifier-safe name from the test's name plus random characters, and
 // [Holder] makes a holder with a fresh random instance id.
 //
+// # Notifications
+//
+// [Notifications] records what a tenure.Notifier listener reports, so a
+// test can wait for a name (or count the empty name that announces each
+// subscription) without sleeping.
+//
 // # Goroutine leaks
 //
 // Every package whose tests start goroutines calls [VerifyTestMain] from its

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -96,4 +97,17 @@ func TestNeedServerFailsInCI(t *testing.T) {
 	require.True(t, errors.As(err, &exit), "NeedServer did not fail the test with CI set:\n%s", out)
 	require.Contains(t, string(out), "--- FAIL: TestNeedServerHelper")
 	require.Contains(t, string(out), "postgres is unreachable and CI is set: connection refused")
+}
+
+func TestNotifications(t *testing.T) {
+	t.Parallel()
+	n := NewNotifications()
+	require.False(t, n.Wait("job", 10*time.Millisecond), "nothing reported yet")
+	go n.Notify("job")
+	require.True(t, n.Wait("job", 10*time.Second))
+	n.Notify("")
+	n.Notify("")
+	require.Equal(t, 2, n.Count(""))
+	require.Equal(t, 1, n.Count("job"))
+	require.True(t, n.Wait("", 0), "a name already reported needs no wait")
 }

@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -396,7 +394,7 @@ func TestServerDown(t *testing.T) {
 	require.Equal(t, g.Token, r.Token)
 
 	require.NoError(t, b.store.Release(ctx, tenure.ReleaseParams{Name: name, Holder: h, Token: g.Token}))
-	rec.await(t, name)
+	require.True(t, rec.Wait(name, eventTimeout), "no notification for lease %q within %s", name, eventTimeout)
 	next := b.acquire(t, name, h, longTTL)
 	require.Greater(t, next.Token, g.Token, "a token after the restart")
 }
@@ -415,7 +413,7 @@ func TestListen(t *testing.T) {
 		t.Parallel()
 		rec := listen(t, b)
 		g := b.acquire(t, testutil.UniqueName(t), testutil.Holder(t, "holder"), etcdstore.MinTTL)
-		rec.await(t, g.Name)
+		require.True(t, rec.Wait(g.Name, eventTimeout), "no notification for lease %q within %s", g.Name, eventTimeout)
 		require.Equal(t, tenure.StateExpired, b.get(t, g.Name).State, "the notification came when etcd expired the lease")
 	})
 
@@ -434,55 +432,14 @@ func TestListen(t *testing.T) {
 	})
 }
 
-// recorder collects the names a listener was told about.
-type recorder struct {
-	mu    sync.Mutex
-	names []string
-	wake  chan struct{}
-}
-
-func (r *recorder) notify(name string) {
-	r.mu.Lock()
-	r.names = append(r.names, name)
-	r.mu.Unlock()
-	select {
-	case r.wake <- struct{}{}:
-	default:
-	}
-}
-
-// wait waits up to d for name and reports whether it came.
-func (r *recorder) wait(name string, d time.Duration) bool {
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	for {
-		r.mu.Lock()
-		seen := slices.Contains(r.names, name)
-		r.mu.Unlock()
-		if seen {
-			return true
-		}
-		select {
-		case <-r.wake:
-		case <-timer.C:
-			return false
-		}
-	}
-}
-
-func (r *recorder) await(t *testing.T, name string) {
-	t.Helper()
-	require.True(t, r.wait(name, eventTimeout), "no notification for lease %q within %s", name, eventTimeout)
-}
-
 // listen starts a listener on b's store and returns once it hears; it stops
 // the listener when the test ends.
-func listen(t *testing.T, b *bundle) *recorder {
+func listen(t *testing.T, b *bundle) *testutil.Notifications {
 	t.Helper()
-	r := &recorder{wake: make(chan struct{}, 1)}
+	r := testutil.NewNotifications()
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
-	go func() { done <- b.store.Listen(ctx, r.notify) }()
+	go func() { done <- b.store.Listen(ctx, r.Notify) }()
 	t.Cleanup(func() {
 		cancel()
 		select {
@@ -502,7 +459,7 @@ func listen(t *testing.T, b *bundle) *recorder {
 	for time.Now().Before(deadline) {
 		g := b.acquire(t, warmup, h, longTTL)
 		require.NoError(t, b.store.Release(t.Context(), tenure.ReleaseParams{Name: warmup, Holder: h, Token: g.Token}))
-		if r.wait(warmup, 50*time.Millisecond) {
+		if r.Wait(warmup, 50*time.Millisecond) {
 			return r
 		}
 	}

@@ -398,62 +398,13 @@ func TestRestartWithAppendfsyncAlways(t *testing.T) {
 	require.Greater(t, next.Token, g.Token, "the counter survived the crash")
 }
 
-// recorder collects the names a listener was told about.
-type recorder struct {
-	mu    sync.Mutex
-	names []string
-	wake  chan struct{}
-}
-
-func (r *recorder) notify(name string) {
-	r.mu.Lock()
-	r.names = append(r.names, name)
-	r.mu.Unlock()
-	select {
-	case r.wake <- struct{}{}:
-	default:
-	}
-}
-
-// wait waits up to d for name and reports whether it came.
-func (r *recorder) wait(name string, d time.Duration) bool {
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	for {
-		r.mu.Lock()
-		seen := slices.Contains(r.names, name)
-		r.mu.Unlock()
-		if seen {
-			return true
-		}
-		select {
-		case <-r.wake:
-		case <-timer.C:
-			return false
-		}
-	}
-}
-
-// subscriptions counts the empty notifications: one per subscription.
-func (r *recorder) subscriptions() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	n := 0
-	for _, name := range r.names {
-		if name == "" {
-			n++
-		}
-	}
-	return n
-}
-
 // listen runs s.Listen until the test ends.
-func listen(t *testing.T, s *redisstore.Store) *recorder {
+func listen(t *testing.T, s *redisstore.Store) *testutil.Notifications {
 	t.Helper()
-	r := &recorder{wake: make(chan struct{}, 1)}
+	r := testutil.NewNotifications()
 	ctx, cancel := context.WithCancel(context.WithoutCancel(t.Context()))
 	done := make(chan error, 1)
-	go func() { done <- s.Listen(ctx, r.notify) }()
+	go func() { done <- s.Listen(ctx, r.Notify) }()
 	t.Cleanup(func() {
 		cancel()
 		select {
@@ -472,7 +423,7 @@ var probes atomic.Int64
 // awaitListening releases leases of its own until the listener reports
 // one: a subscriber cannot say when it is subscribed, and messages
 // published before are lost.
-func awaitListening(t *testing.T, s *redisstore.Store, r *recorder) {
+func awaitListening(t *testing.T, s *redisstore.Store, r *testutil.Notifications) {
 	t.Helper()
 	holder := testutil.Holder(t, "probe")
 	deadline := time.Now().Add(eventTimeout)
@@ -484,7 +435,7 @@ func awaitListening(t *testing.T, s *redisstore.Store, r *recorder) {
 			err = s.Release(t.Context(), tenure.ReleaseParams{Name: name, Holder: holder, Token: g.Token})
 		}
 		// After an error the wait is a pause before the next try.
-		if heard := r.wait(name, 50*time.Millisecond); heard && err == nil {
+		if heard := r.Wait(name, 50*time.Millisecond); heard && err == nil {
 			return
 		}
 	}
@@ -510,7 +461,7 @@ func TestListenReconnects(t *testing.T) {
 		proxy.Cut()
 		awaitListening(t, s, r)
 		require.Greater(t, proxy.Accepted(), before, "the listener connected anew")
-		require.GreaterOrEqual(t, r.subscriptions(), 2, "each subscription is announced with the empty name")
+		require.GreaterOrEqual(t, r.Count(""), 2, "each subscription is announced with the empty name")
 	})
 
 	t.Run("ServerRestart", func(t *testing.T) {
@@ -521,7 +472,7 @@ func TestListenReconnects(t *testing.T) {
 		awaitListening(t, s, r)
 		srv.Restart(t)
 		awaitListening(t, s, r)
-		require.GreaterOrEqual(t, r.subscriptions(), 2, "each subscription is announced with the empty name")
+		require.GreaterOrEqual(t, r.Count(""), 2, "each subscription is announced with the empty name")
 	})
 }
 

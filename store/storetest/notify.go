@@ -2,8 +2,6 @@ package storetest
 
 import (
 	"context"
-	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,7 +11,7 @@ import (
 	"github.com/tenure-dev/tenure/internal/testutil"
 )
 
-// warmupWait is how long one round of [recorder.ready] waits for its own
+// warmupWait is how long one round of [bundle.ready] waits for its own
 // notification before trying again.
 const warmupWait = 50 * time.Millisecond
 
@@ -28,7 +26,7 @@ func testNotify(t *testing.T, h Harness) {
 		r := b.listen(t)
 		g := b.acquire(t, name(t), testutil.Holder(t, "holder"), longTTL)
 		b.release(t, g)
-		r.await(t, g.Name)
+		await(t, r, g.Name)
 	})
 
 	t.Run("OnTakeover", func(t *testing.T) {
@@ -38,7 +36,7 @@ func testNotify(t *testing.T, h Harness) {
 		r := b.listen(t)
 		b.waitExpiry(t, g.Remaining)
 		b.acquire(t, g.Name, testutil.Holder(t, "next"), longTTL)
-		r.await(t, g.Name)
+		await(t, r, g.Name)
 	})
 
 	t.Run("AnnouncesSubscription", func(t *testing.T) {
@@ -48,7 +46,7 @@ func testNotify(t *testing.T, h Harness) {
 		// Listen reports with the empty name that it has subscribed (so
 		// that callers look again at what they wait for); b.listen has
 		// seen it deliver, so it has subscribed.
-		r.await(t, "")
+		await(t, r, "")
 	})
 
 	t.Run("ReturnsOnClose", func(t *testing.T) {
@@ -73,57 +71,21 @@ func (b *bundle) notifier(t *testing.T) tenure.Notifier {
 	return n
 }
 
-// recorder collects the names a listener was told about.
-type recorder struct {
-	mu    sync.Mutex
-	names []string
-	wake  chan struct{}
-}
-
-func (r *recorder) notify(name string) {
-	r.mu.Lock()
-	r.names = append(r.names, name)
-	r.mu.Unlock()
-	select {
-	case r.wake <- struct{}{}:
-	default:
-	}
-}
-
-func (r *recorder) seen(name string) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return slices.Contains(r.names, name)
-}
-
-// wait waits up to d for name to be notified and reports whether it was.
-func (r *recorder) wait(name string, d time.Duration) bool {
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	for !r.seen(name) {
-		select {
-		case <-r.wake:
-		case <-timer.C:
-			return r.seen(name)
-		}
-	}
-	return true
-}
-
-func (r *recorder) await(t *testing.T, name string) {
+// await waits for r to report name.
+func await(t *testing.T, r *testutil.Notifications, name string) {
 	t.Helper()
-	require.True(t, r.wait(name, eventTimeout), "no notification for lease %q within %s", name, eventTimeout)
+	require.True(t, r.Wait(name, eventTimeout), "no notification for lease %q within %s", name, eventTimeout)
 }
 
 // listen starts listening on the store and returns once the listener is
 // known to receive notifications; it stops it when the test ends.
-func (b *bundle) listen(t *testing.T) *recorder {
+func (b *bundle) listen(t *testing.T) *testutil.Notifications {
 	t.Helper()
 	n := b.notifier(t)
-	r := &recorder{wake: make(chan struct{}, 1)}
+	r := testutil.NewNotifications()
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
-	go func() { done <- n.Listen(ctx, r.notify) }()
+	go func() { done <- n.Listen(ctx, r.Notify) }()
 	t.Cleanup(func() {
 		cancel()
 		select {
@@ -138,7 +100,7 @@ func (b *bundle) listen(t *testing.T) *recorder {
 
 // ready releases a lease of its own until the listener reports it, since a
 // listener cannot say when it has subscribed.
-func (b *bundle) ready(t *testing.T, r *recorder, done <-chan error) {
+func (b *bundle) ready(t *testing.T, r *testutil.Notifications, done <-chan error) {
 	t.Helper()
 	warmup := name(t) + "_warmup"
 	holder := testutil.Holder(t, "warmup")
@@ -152,7 +114,7 @@ func (b *bundle) ready(t *testing.T, r *recorder, done <-chan error) {
 		g, err := b.store.Acquire(t.Context(), tenure.AcquireParams{Name: warmup, Holder: holder, TTL: longTTL})
 		require.NoError(t, err)
 		b.release(t, g)
-		if r.wait(warmup, warmupWait) {
+		if r.Wait(warmup, warmupWait) {
 			return
 		}
 	}

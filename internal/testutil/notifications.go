@@ -1,0 +1,59 @@
+package testutil
+
+import (
+	"sync"
+	"time"
+)
+
+// Notifications records the lease names a [tenure.Notifier] listener
+// reports, so that tests can wait for one. Pass its Notify to Listen. It is
+// safe for concurrent use.
+type Notifications struct {
+	mu    sync.Mutex
+	names []string
+	wake  chan struct{}
+}
+
+// NewNotifications returns an empty record.
+func NewNotifications() *Notifications {
+	return &Notifications{wake: make(chan struct{}, 1)}
+}
+
+// Notify records name; it never blocks.
+func (n *Notifications) Notify(name string) {
+	n.mu.Lock()
+	n.names = append(n.names, name)
+	n.mu.Unlock()
+	select {
+	case n.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Count returns how many times name was reported so far.
+func (n *Notifications) Count(name string) int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	c := 0
+	for _, got := range n.names {
+		if got == name {
+			c++
+		}
+	}
+	return c
+}
+
+// Wait waits up to d for name to be reported (or finds it reported
+// already) and says whether it was.
+func (n *Notifications) Wait(name string, d time.Duration) bool {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	for n.Count(name) == 0 {
+		select {
+		case <-n.wake:
+		case <-timer.C:
+			return n.Count(name) > 0
+		}
+	}
+	return true
+}
