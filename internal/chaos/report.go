@@ -180,8 +180,8 @@ Short cells, as CI runs them (go test ./internal/chaos):
 
 	go build -o tenure-chaos ./cmd/tenure-chaos
 	export TENURE_ETCD_BIN=$(tools/etcd/ensure.sh) TENURE_CONSUL_BIN=$(tools/consul/ensure.sh)
-	./tenure-chaos -backend postgres,redis,etcd -duration 50s -fault-every 2s
-	./tenure-chaos -backend consul -duration 80s -fault-every 2s
+	./tenure-chaos -backend postgres,redis,etcd -duration 50s -fault-every 1s
+	./tenure-chaos -backend consul -duration 150s -fault-every 1s
 
 Long mode (6 minutes per cell, 2 seeds per backend, report into docs/):
 
