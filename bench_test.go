@@ -11,9 +11,9 @@ import (
 // BenchmarkToken measures the hot path every fenced write takes: an atomic
 // load, two clock reads and the trust-window check. It must not allocate.
 func BenchmarkToken(b *testing.B) {
-	store := memstore.New(memstore.Config{})
-	defer store.Close()
-	c, err := tenure.New(store, tenure.Config{})
+	st := memstore.New(memstore.Config{})
+	defer st.Close()
+	c, err := tenure.New(st, tenure.Config{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -10,17 +10,19 @@ import (
 	"time"
 
 	"github.com/tenure-dev/tenure/internal/engine"
+	"github.com/tenure-dev/tenure/internal/identity"
+	"github.com/tenure-dev/tenure/store"
 )
 
-// Client holds leases on one [Store] for one holder process. Create it with
+// Client holds leases on one [store.Store] for one holder process. Create it with
 // [New], run its loop with [Client.Run], and take leases with
 // [Client.Acquire], [Client.Campaign] or [Client.Do]. All its leases are
 // renewed together, in one store round trip per renew interval.
 type Client struct {
-	store Store
+	store store.Store
 	cfg   Config
 	eng   *engine.Engine // owned by the Run goroutine
-	id    atomic.Pointer[Holder]
+	id    atomic.Pointer[store.Holder]
 
 	mu    sync.Mutex
 	inbox []request
@@ -31,11 +33,12 @@ type Client struct {
 }
 
 // request is an engine event from an API call, with the channel that
-// answers a Want or Unwant, or a ChainWriteBegin.
+// answers it: a Want, Unwant or adoption, a ChainWriteBegin, a Release.
 type request struct {
-	event engine.Event
-	reply chan acquireResult
-	chain chan chainGrant
+	event    engine.Event
+	reply    chan acquireResult
+	chain    chan chainGrant
+	released chan error
 }
 
 type acquireResult struct {
@@ -43,18 +46,22 @@ type acquireResult struct {
 	err   error
 }
 
-// New returns a client for store. It validates cfg (see [Config]) and
-// starts nothing; call [Client.Run].
-func New(store Store, cfg Config) (*Client, error) {
-	if store == nil {
+// New returns a client for s. It validates cfg (see [Config.Validate]),
+// and that cfg.TTL is one the store can keep, and starts nothing; call
+// [Client.Run].
+func New(s store.Store, cfg Config) (*Client, error) {
+	if s == nil {
 		return nil, fmt.Errorf("%w: store is nil", ErrInvalid)
 	}
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	if floor := store.MinTTLOf(s); cfg.TTL < floor {
+		return nil, fmt.Errorf("%w: TTL (%s) is below the store's minimum lease of %s; raise TTL", ErrInvalid, cfg.TTL, floor)
+	}
 	c := &Client{
-		store:   store,
+		store:   s,
 		cfg:     cfg,
 		wake:    make(chan struct{}, 1),
 		stopped: make(chan struct{}),
@@ -66,10 +73,10 @@ func New(store Store, cfg Config) (*Client, error) {
 		Grace:            cfg.Grace,
 		SuspendTolerance: cfg.SuspendTolerance,
 		ProgressTimeout:  cfg.ProgressTimeout,
-		NewInstance:      NewInstanceID,
+		NewInstance:      identity.New,
 		Jitter:           jitter,
 	})
-	h := fromEngine(c.eng.Holder())
+	h := c.eng.Holder()
 	c.id.Store(&h)
 	return c, nil
 }
@@ -84,12 +91,6 @@ func jitter(max time.Duration) time.Duration {
 // Holder returns the identity the client acquires with now. It changes
 // after a revoke, a detected suspension or clone.
 func (c *Client) Holder() Holder { return *c.id.Load() }
-
-// Label returns the human part of the identity.
-func (c *Client) Label() string { return c.cfg.Label }
-
-// Instance returns the generated part of the identity.
-func (c *Client) Instance() string { return c.Holder().Instance }
 
 // Config returns the configuration in force, defaults filled in.
 func (c *Client) Config() Config { return c.cfg }
@@ -111,7 +112,7 @@ func (c *Client) Campaign(ctx context.Context, name string) (*Lease, error) {
 }
 
 func (c *Client) want(ctx context.Context, name string, campaign bool) (*Lease, error) {
-	if err := ValidateName(name); err != nil {
+	if err := store.ValidateName(name); err != nil {
 		return nil, err
 	}
 	reply := make(chan acquireResult, 1)
@@ -177,7 +178,3 @@ func (c *Client) enqueue(r request) {
 	default:
 	}
 }
-
-func fromEngine(h engine.Holder) Holder { return Holder{Label: h.Label, Instance: h.Instance} }
-
-func toEngine(h Holder) engine.Holder { return engine.Holder{Label: h.Label, Instance: h.Instance} }

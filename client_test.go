@@ -10,6 +10,9 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/tenure-dev/tenure/internal/snapshot"
+	"github.com/tenure-dev/tenure/store"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/tenure-dev/tenure"
@@ -20,19 +23,19 @@ const ttl = 30 * time.Second
 
 // bundle is one running client over a store, inside a synctest bubble.
 type bundle struct {
-	store  tenure.Store
+	store  store.Store
 	client *tenure.Client
 	log    *transitionLog
 }
 
 // setup starts a client over store (a fresh memstore when nil) and stops it
 // at cleanup, checking that Run returned cleanly.
-func setup(t *testing.T, store tenure.Store, cfg tenure.Config) *bundle {
+func setup(t *testing.T, st store.Store, cfg tenure.Config) *bundle {
 	t.Helper()
-	if store == nil {
+	if st == nil {
 		m := memstore.New(memstore.Config{})
 		t.Cleanup(func() { _ = m.Close() })
-		store = m
+		st = m
 	}
 	log := &transitionLog{}
 	if cfg.OnTransition == nil {
@@ -41,7 +44,7 @@ func setup(t *testing.T, store tenure.Store, cfg tenure.Config) *bundle {
 	if cfg.Label == "" {
 		cfg.Label = "worker"
 	}
-	c, err := tenure.New(store, cfg)
+	c, err := tenure.New(st, cfg)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	ran := make(chan error, 1)
@@ -50,7 +53,7 @@ func setup(t *testing.T, store tenure.Store, cfg tenure.Config) *bundle {
 		cancel()
 		require.NoError(t, <-ran)
 	})
-	return &bundle{store: store, client: c, log: log}
+	return &bundle{store: st, client: c, log: log}
 }
 
 type transitionLog struct {
@@ -70,7 +73,7 @@ func (l *transitionLog) summary() []string {
 	var out []string
 	for _, t := range l.all {
 		s := fmt.Sprintf("%s %s %d", t.Kind, t.Name, t.Token)
-		if t.Kind == tenure.Lost {
+		if t.Kind == tenure.TransitionLost {
 			s += " " + t.Reason.String()
 		}
 		out = append(out, s)
@@ -81,7 +84,7 @@ func (l *transitionLog) summary() []string {
 // faultyStore wraps a store and fails or stalls renewals on demand; a
 // stalled store also stalls releases, as a hung connection would.
 type faultyStore struct {
-	tenure.Store
+	store.Store
 	failRenew  atomic.Bool
 	stallRenew atomic.Bool
 	holdRenew  atomic.Bool // the next renewal waits for release()
@@ -90,7 +93,7 @@ type faultyStore struct {
 	renewed    atomic.Int64
 }
 
-func (s *faultyStore) Renew(ctx context.Context, ps []tenure.RenewParams) ([]tenure.RenewResult, error) {
+func (s *faultyStore) Renew(ctx context.Context, ps []store.RenewParams) ([]store.RenewResult, error) {
 	s.renewCalls.Add(1)
 	if s.holdRenew.CompareAndSwap(true, false) {
 		<-s.held
@@ -106,7 +109,7 @@ func (s *faultyStore) Renew(ctx context.Context, ps []tenure.RenewParams) ([]ten
 	return s.Store.Renew(ctx, ps)
 }
 
-func (s *faultyStore) Release(ctx context.Context, p tenure.ReleaseParams) error {
+func (s *faultyStore) Release(ctx context.Context, p store.ReleaseParams) error {
 	if s.stallRenew.Load() {
 		<-ctx.Done()
 		return fmt.Errorf("%w: %w", tenure.ErrUnavailable, ctx.Err())
@@ -174,7 +177,7 @@ func TestRenewalsKeepTheLeaseAndItsToken(t *testing.T) {
 		require.NoError(t, l.Err())
 		rec, err := b.store.Get(t.Context(), "billing")
 		require.NoError(t, err)
-		require.Equal(t, tenure.StateHeld, rec.State)
+		require.Equal(t, store.StateHeld, rec.State)
 		require.Equal(t, tok, rec.Token)
 		require.Equal(t, int64(16), rec.Seq, "one renewal every TTL/3 over five TTLs")
 		require.Equal(t, rec.Seq, l.Seq())
@@ -212,13 +215,13 @@ func TestReleaseHandsOverAtOnceWithAGreaterToken(t *testing.T) {
 func TestCrashedHolderIsTakenOverAtExpiry(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		store := newFaulty(t)
-		a := setup(t, store, tenure.Config{TTL: ttl})
-		b := setup(t, store.Store, tenure.Config{TTL: ttl, Label: "follower"})
+		st := newFaulty(t)
+		a := setup(t, st, tenure.Config{TTL: ttl})
+		b := setup(t, st.Store, tenure.Config{TTL: ttl, Label: "follower"})
 		first, err := a.client.Acquire(t.Context(), "billing")
 		require.NoError(t, err)
 		acquiredAt := time.Now()
-		store.stallRenew.Store(true) // the holder's store connection hangs
+		st.stallRenew.Store(true) // the holder's store connection hangs
 
 		second, err := b.client.Campaign(t.Context(), "billing")
 		require.NoError(t, err)
@@ -233,12 +236,12 @@ func TestCrashedHolderIsTakenOverAtExpiry(t *testing.T) {
 func TestRenewErrorFailsClosedAtOnce(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		store := newFaulty(t)
-		b := setup(t, store, tenure.Config{TTL: ttl})
+		st := newFaulty(t)
+		b := setup(t, st, tenure.Config{TTL: ttl})
 		l, err := b.client.Acquire(t.Context(), "billing")
 		require.NoError(t, err)
 		elapse(time.Second)
-		store.failRenew.Store(true)
+		st.failRenew.Store(true)
 		start := time.Now()
 		<-l.Done()
 		require.LessOrEqual(t, time.Since(start), ttl/3, "lost at the first failed renewal")
@@ -251,12 +254,12 @@ func TestRenewErrorFailsClosedAtOnce(t *testing.T) {
 func TestStalledRenewalStandsDownBeforeTheStoreExpires(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		store := newFaulty(t)
-		b := setup(t, store, tenure.Config{TTL: ttl, Grace: 5 * time.Second})
+		st := newFaulty(t)
+		b := setup(t, st, tenure.Config{TTL: ttl, Grace: 5 * time.Second})
 		l, err := b.client.Acquire(t.Context(), "billing")
 		require.NoError(t, err)
 		start := time.Now()
-		store.stallRenew.Store(true)
+		st.stallRenew.Store(true)
 		<-l.Done()
 		require.Equal(t, tenure.LossExpiredLocally, lostReason(t, l))
 		// Local deadline: TTL − margin (TTL/10) − grace after the send time.
@@ -295,7 +298,7 @@ func TestCloneIsDetectedByTheRenewalChain(t *testing.T) {
 
 		// A clone restored from the same snapshot renews first with the same
 		// holder, token and seq.
-		res, err := b.store.Renew(t.Context(), []tenure.RenewParams{{Name: "billing", Holder: l.Holder(), Token: l.Token(), Seq: l.Seq(), TTL: ttl}})
+		res, err := b.store.Renew(t.Context(), []store.RenewParams{{Name: "billing", Holder: l.Holder(), Token: l.Token(), Seq: l.Seq(), TTL: ttl}})
 		require.NoError(t, err)
 		require.True(t, res[0].Renewed)
 
@@ -304,7 +307,7 @@ func TestCloneIsDetectedByTheRenewalChain(t *testing.T) {
 		require.NotEqual(t, before, b.client.Holder())
 		rec, err := b.store.Get(t.Context(), "billing")
 		require.NoError(t, err)
-		require.Equal(t, tenure.StateHeld, rec.State, "the surviving clone keeps its lease")
+		require.Equal(t, store.StateHeld, rec.State, "the surviving clone keeps its lease")
 	})
 }
 
@@ -314,7 +317,7 @@ func TestChainWritesKeepTheLease(t *testing.T) {
 	// the write's transaction, and tell the client how it ended.
 	advance := func(t *testing.T, b *bundle, w *tenure.ChainWrite) int64 {
 		l := w.Lease()
-		res, err := b.store.Renew(t.Context(), []tenure.RenewParams{{Name: l.Name(), Holder: l.Holder(), Token: l.Token(), Seq: w.Seq(), TTL: ttl}})
+		res, err := b.store.Renew(t.Context(), []store.RenewParams{{Name: l.Name(), Holder: l.Holder(), Token: l.Token(), Seq: w.Seq(), TTL: ttl}})
 		require.NoError(t, err)
 		require.True(t, res[0].Renewed)
 		return res[0].Grant.Seq
@@ -341,11 +344,11 @@ func TestChainWritesKeepTheLease(t *testing.T) {
 	t.Run("WaitsForTheRenewalInFlight", func(t *testing.T) {
 		t.Parallel()
 		synctest.Test(t, func(t *testing.T) {
-			store := newFaulty(t)
-			b := setup(t, store, tenure.Config{TTL: ttl})
+			st := newFaulty(t)
+			b := setup(t, st, tenure.Config{TTL: ttl})
 			l, err := b.client.Acquire(t.Context(), "billing")
 			require.NoError(t, err)
-			store.holdRenew.Store(true) // the next renewal waits in the store
+			st.holdRenew.Store(true) // the next renewal waits in the store
 			elapse(ttl/3 + time.Millisecond)
 			synctest.Wait()
 			begun := make(chan *tenure.ChainWrite, 1)
@@ -356,7 +359,7 @@ func TestChainWritesKeepTheLease(t *testing.T) {
 			}()
 			synctest.Wait()
 			require.Empty(t, begun, "no chain write while a renewal is in flight")
-			store.release()
+			st.release()
 			w := <-begun
 			require.Equal(t, int64(2), w.Seq(), "the write presents the renewed seq")
 			w.Commit(advance(t, b, w))
@@ -413,7 +416,7 @@ func TestProgressGate(t *testing.T) {
 			elapse(ttl)
 			rec, err := b.store.Get(t.Context(), "billing")
 			require.NoError(t, err)
-			require.Equal(t, tenure.StateExpired, rec.State)
+			require.Equal(t, store.StateExpired, rec.State)
 		})
 	})
 	t.Run("ProgressingWorkKeepsIt", func(t *testing.T) {
@@ -465,7 +468,7 @@ func TestDoReleasesWhenTheWorkReturns(t *testing.T) {
 		require.NotErrorIs(t, err, tenure.ErrLost)
 		rec, err := b.store.Get(t.Context(), "billing")
 		require.NoError(t, err)
-		require.Equal(t, tenure.StateReleased, rec.State)
+		require.Equal(t, store.StateReleased, rec.State)
 		require.Equal(t, tok, rec.Token)
 
 		l, err := b.client.Acquire(t.Context(), "billing")
@@ -498,9 +501,9 @@ func TestTransitionsArriveInOrder(t *testing.T) {
 func TestRunReturnReleasesEverything(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		store := memstore.New(memstore.Config{})
-		defer store.Close()
-		c, err := tenure.New(store, tenure.Config{TTL: ttl})
+		st := memstore.New(memstore.Config{})
+		defer st.Close()
+		c, err := tenure.New(st, tenure.Config{TTL: ttl})
 		require.NoError(t, err)
 		ctx, cancel := context.WithCancel(t.Context())
 		ran := make(chan error, 1)
@@ -516,9 +519,9 @@ func TestRunReturnReleasesEverything(t *testing.T) {
 		for _, l := range leases {
 			<-l.Done()
 			require.Equal(t, tenure.LossClosed, lostReason(t, l))
-			rec, err := store.Get(t.Context(), l.Name())
+			rec, err := st.Get(t.Context(), l.Name())
 			require.NoError(t, err)
-			require.Equal(t, tenure.StateReleased, rec.State)
+			require.Equal(t, store.StateReleased, rec.State)
 		}
 		_, err = c.Acquire(t.Context(), "d")
 		require.ErrorIs(t, err, tenure.ErrClosed)
@@ -547,8 +550,8 @@ func TestCampaignHonoursContext(t *testing.T) {
 func TestAllLeasesRenewInOneRoundTripPerInterval(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		store := newFaulty(t)
-		b := setup(t, store, tenure.Config{TTL: ttl})
+		st := newFaulty(t)
+		b := setup(t, st, tenure.Config{TTL: ttl})
 		const n = 1000
 		for i := range n {
 			_, err := b.client.Acquire(t.Context(), fmt.Sprintf("lease-%04d", i))
@@ -556,11 +559,11 @@ func TestAllLeasesRenewInOneRoundTripPerInterval(t *testing.T) {
 		}
 		elapse(time.Second)
 		synctest.Wait()
-		calls0, renewed0 := store.renewCalls.Load(), store.renewed.Load()
+		calls0, renewed0 := st.renewCalls.Load(), st.renewed.Load()
 		elapse(10 * ttl / 3)
 		synctest.Wait()
-		require.Equal(t, int64(10), store.renewCalls.Load()-calls0, "one round trip per renew interval")
-		require.Equal(t, int64(10*n), store.renewed.Load()-renewed0, "each carrying every lease")
+		require.Equal(t, int64(10), st.renewCalls.Load()-calls0, "one round trip per renew interval")
+		require.Equal(t, int64(10*n), st.renewed.Load()-renewed0, "each carrying every lease")
 	})
 }
 
@@ -620,7 +623,7 @@ func TestAdoptedCloneLosesTheChainRace(t *testing.T) {
 		original, err := a.client.Acquire(t.Context(), "billing")
 		require.NoError(t, err)
 		elapse(time.Second)
-		clone, err := b.client.AdoptClone(t.Context(), original.State())
+		clone, err := adoptClone(t, b.client, snapshot.Take(original))
 		require.NoError(t, err)
 		require.Equal(t, original.Token(), clone.Token(), "a clone carries the very same token")
 		require.Equal(t, original.Holder(), clone.Holder())
@@ -636,7 +639,16 @@ func TestAdoptedCloneLosesTheChainRace(t *testing.T) {
 		}
 		require.Equal(t, 1, survivors, "the renewal chain leaves exactly one of the two")
 
-		_, err = b.client.AdoptClone(t.Context(), tenure.TenureState{Name: "other", Holder: original.Holder(), Token: 1, Seq: 1})
+		_, err = adoptClone(t, b.client, snapshot.Tenure{Name: "other", Holder: original.Holder(), Token: 1, Seq: 1})
 		require.ErrorIs(t, err, tenure.ErrInvalid, "a clone of nothing live is refused")
 	})
+}
+
+// adoptClone makes c hold st as the process it was taken from does.
+func adoptClone(t *testing.T, c *tenure.Client, st snapshot.Tenure) (*tenure.Lease, error) {
+	l, err := snapshot.Adopt(t.Context(), c, st)
+	if err != nil {
+		return nil, err
+	}
+	return l.(*tenure.Lease), nil
 }

@@ -5,28 +5,34 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/tenure-dev/tenure/store"
 )
 
-// Defaults for [Config]'s zero values.
 const (
 	// DefaultTTL is how long a lease lives at the store without renewal.
 	DefaultTTL = 30 * time.Second
-	// DefaultRenewDivisor sets the default renew interval to TTL/3.
-	DefaultRenewDivisor = 3
-	// DefaultSuspendDivisor sets the default suspension tolerance to TTL/20.
-	DefaultSuspendDivisor = 20
-	// MarginDivisor sets the minimum safety margin to TTL/10: a holder
-	// stands down at least that long before the store could expire its
-	// lease (longer when round trips are slow: the margin is
-	// max(TTL/10, 2×last round trip)).
-	MarginDivisor = 10
+	// MinTTL is the shortest TTL a [Client] takes. A store may require
+	// more (etcd: 2 s; Consul: the servers' session_ttl_min).
+	MinTTL = store.MinTTL
+)
+
+// The defaults and limits of the renew interval, the suspension tolerance
+// and the safety margin, as fractions of the TTL.
+const (
+	defaultRenewDivisor   = 3
+	defaultSuspendDivisor = 20
+	// marginDivisor sets the minimum safety margin: a holder stands down at
+	// least TTL/10 before the store could expire its lease (longer when
+	// round trips are slow: the margin is max(TTL/10, 2×last round trip)).
+	marginDivisor = 10
 )
 
 // Config tunes a [Client]. Pass it by value; every zero field means the
 // documented default. [New] validates it and says what to change.
 type Config struct {
 	// Label is the human part of the holder identity, shown in status and
-	// logs. Default: the program's base name. Up to MaxLabelLen bytes, no
+	// logs. Default: the program's base name. Up to 128 bytes, no
 	// control characters. The instance part is generated (promise P5).
 	Label string
 
@@ -72,18 +78,18 @@ type Config struct {
 func (cfg Config) withDefaults() Config {
 	if cfg.Label == "" {
 		cfg.Label = filepath.Base(os.Args[0])
-		if len(cfg.Label) > MaxLabelLen {
-			cfg.Label = cfg.Label[:MaxLabelLen]
+		if len(cfg.Label) > store.MaxLabelLen {
+			cfg.Label = cfg.Label[:store.MaxLabelLen]
 		}
 	}
 	if cfg.TTL == 0 {
 		cfg.TTL = DefaultTTL
 	}
 	if cfg.RenewInterval == 0 {
-		cfg.RenewInterval = cfg.TTL / DefaultRenewDivisor
+		cfg.RenewInterval = cfg.TTL / defaultRenewDivisor
 	}
 	if cfg.SuspendTolerance == 0 {
-		cfg.SuspendTolerance = cfg.TTL / DefaultSuspendDivisor
+		cfg.SuspendTolerance = cfg.TTL / defaultSuspendDivisor
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = NewSystemClock()
@@ -91,11 +97,16 @@ func (cfg Config) withDefaults() Config {
 	return cfg
 }
 
+// Validate reports whether cfg, its zero fields filled with the defaults,
+// makes a working client; [New] calls it. The error matches [ErrInvalid]
+// and says which field to change, and to what.
+func (cfg Config) Validate() error { return cfg.withDefaults().validate() }
+
 func (cfg Config) validate() error {
-	if err := validateText("Label", cfg.Label, MaxLabelLen); err != nil {
+	if err := store.ValidateText("Label", cfg.Label, store.MaxLabelLen); err != nil {
 		return err
 	}
-	margin := cfg.TTL / MarginDivisor
+	margin := cfg.TTL / marginDivisor
 	switch {
 	case cfg.TTL < MinTTL:
 		return fmt.Errorf("%w: TTL (%s) must be at least %s", ErrInvalid, cfg.TTL, MinTTL)
@@ -111,7 +122,7 @@ func (cfg Config) validate() error {
 	case cfg.SuspendTolerance <= 0:
 		return fmt.Errorf("%w: SuspendTolerance (%s) must be positive", ErrInvalid, cfg.SuspendTolerance)
 	case cfg.SuspendTolerance >= margin:
-		return fmt.Errorf("%w: SuspendTolerance (%s) must be below TTL/%d (%s), the minimum safety margin", ErrInvalid, cfg.SuspendTolerance, MarginDivisor, margin)
+		return fmt.Errorf("%w: SuspendTolerance (%s) must be below TTL/%d (%s), the minimum safety margin", ErrInvalid, cfg.SuspendTolerance, marginDivisor, margin)
 	case cfg.ProgressTimeout < 0:
 		return fmt.Errorf("%w: ProgressTimeout (%s) must not be negative (0 turns the progress gate off)", ErrInvalid, cfg.ProgressTimeout)
 	}

@@ -31,9 +31,9 @@ func TestConfigValidation(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			store := memstore.New(memstore.Config{})
-			t.Cleanup(func() { _ = store.Close() })
-			c, err := tenure.New(store, tc.cfg)
+			st := memstore.New(memstore.Config{})
+			t.Cleanup(func() { _ = st.Close() })
+			c, err := tenure.New(st, tc.cfg)
 			if tc.msg == "" {
 				require.NoError(t, err)
 				require.NotNil(t, c)
@@ -48,31 +48,20 @@ func TestConfigValidation(t *testing.T) {
 
 func TestConfigDefaults(t *testing.T) {
 	t.Parallel()
-	store := memstore.New(memstore.Config{})
-	t.Cleanup(func() { _ = store.Close() })
-	c, err := tenure.New(store, tenure.Config{})
+	st := memstore.New(memstore.Config{})
+	t.Cleanup(func() { _ = st.Close() })
+	c, err := tenure.New(st, tenure.Config{})
 	require.NoError(t, err)
 	cfg := c.Config()
 	require.Equal(t, 30*time.Second, cfg.TTL)
 	require.Equal(t, 10*time.Second, cfg.RenewInterval)
 	require.Equal(t, 1500*time.Millisecond, cfg.SuspendTolerance)
 	require.NotEmpty(t, cfg.Label)
-	require.Len(t, c.Instance(), 26)
+	require.Len(t, c.Holder().Instance, 26)
 }
 
 func TestNewRefusesNilStore(t *testing.T) {
 	t.Parallel()
 	_, err := tenure.New(nil, tenure.Config{})
 	require.ErrorIs(t, err, tenure.ErrInvalid)
-}
-
-func TestInstanceIDsAreUnique(t *testing.T) {
-	t.Parallel()
-	seen := map[string]bool{}
-	for range 1000 {
-		id := tenure.NewInstanceID()
-		require.Len(t, id, 26)
-		require.False(t, seen[id], "instance id %s repeated", id)
-		seen[id] = true
-	}
 }

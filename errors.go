@@ -2,66 +2,50 @@ package tenure
 
 import (
 	"errors"
-	"fmt"
-	"time"
+
+	"github.com/tenure-dev/tenure/store"
 )
 
-// Sentinel errors. Errors that carry data are types matching one of these;
-// test with [errors.Is] and [errors.As].
+// Errors a [Client], a store or a fence returns. Errors that carry data are
+// types matching one of these; test with [errors.Is] and [errors.As]. All
+// but ErrLost are defined by package store, for backends, and are the same
+// values here.
 var (
 	// ErrHeld: the lease is held by another tenure. See [HeldError].
-	ErrHeld = errors.New("tenure: lease is held")
+	ErrHeld = store.ErrHeld
 	// ErrNotHeld: the caller does not hold the lease (anymore).
-	ErrNotHeld = errors.New("tenure: lease is not held by this holder")
-	// ErrNotFound: the store has never seen a lease of that name.
-	ErrNotFound = errors.New("tenure: lease not found")
-	// ErrLost: leadership ended while work was running under it.
+	ErrNotHeld = store.ErrNotHeld
+	// ErrLost: leadership ended while work was running under it. See
+	// [LostError].
 	ErrLost = errors.New("tenure: leadership lost")
 	// ErrFenced: a resource refused a write because a greater token was
 	// already accepted. See [FencedError]. Never ignore it (promise P9).
-	ErrFenced = errors.New("tenure: fenced: stale token")
+	ErrFenced = store.ErrFenced
 	// ErrUnavailable: the store could not be reached or did not answer in
 	// time. The call may have been applied.
-	ErrUnavailable = errors.New("tenure: store unavailable")
+	ErrUnavailable = store.ErrUnavailable
 	// ErrClosed: the store or client was closed.
-	ErrClosed = errors.New("tenure: closed")
+	ErrClosed = store.ErrClosed
 	// ErrInvalid: the input was refused before anything was changed.
-	ErrInvalid = errors.New("tenure: invalid argument")
+	ErrInvalid = store.ErrInvalid
 	// ErrNotMigrated: the store's tables or functions are missing or older
 	// than this library; run `tenure migrate` or the store's Migrate.
-	ErrNotMigrated = errors.New("tenure: store schema is not migrated")
+	ErrNotMigrated = store.ErrNotMigrated
 )
 
-// HeldError reports a lease held by another tenure, with what the store
-// said about it.
-type HeldError struct {
-	Name      string
-	Holder    Holder
-	Token     Token
-	Seq       int64
-	Remaining time.Duration // by the store's clock
-}
+// HeldError reports a lease held by another tenure: its holder, token,
+// renewal seq and remaining time by the store's clock. It matches [ErrHeld].
+type HeldError = store.HeldError
 
-func (e *HeldError) Error() string {
-	return fmt.Sprintf("tenure: lease %q is held by %s with token %d for another %s",
-		e.Name, e.Holder, e.Token, e.Remaining.Round(time.Millisecond))
-}
+// FencedError reports a write refused by a fence. It matches [ErrFenced].
+type FencedError = store.FencedError
 
-// Is matches [ErrHeld].
-func (e *HeldError) Is(target error) bool { return target == ErrHeld }
+// Token is a fencing token: it only goes up for a lease name (promise P2),
+// and the zero Token means "not held". Pass it with every write to a
+// fenced resource.
+type Token = store.Token
 
-// FencedError reports a write refused by a fence: Offered was lower than the
-// Recorded token for Resource.
-type FencedError struct {
-	Resource string
-	Offered  Token
-	Recorded Token
-}
-
-func (e *FencedError) Error() string {
-	return fmt.Sprintf("tenure: fenced: resource %q already accepted token %d; token %d is stale (its holder was superseded)",
-		e.Resource, e.Recorded, e.Offered)
-}
-
-// Is matches [ErrFenced].
-func (e *FencedError) Is(target error) bool { return target == ErrFenced }
+// Holder identifies one holder instance (promise P5): a label and an
+// instance id made in memory and regenerated whenever leadership is lost or
+// revoked.
+type Holder = store.Holder

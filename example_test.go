@@ -12,11 +12,11 @@ import (
 // A nightly job runs under a lease; its writes carry the token, and a second
 // worker is refused while the first holds it.
 func Example() {
-	store := memstore.New(memstore.Config{})
-	defer store.Close()
+	st := memstore.New(memstore.Config{})
+	defer st.Close()
 
 	ctx, stop := context.WithCancel(context.Background())
-	worker, _ := tenure.New(store, tenure.Config{Label: "billing-worker"})
+	worker, _ := tenure.New(st, tenure.Config{Label: "billing-worker"})
 	ran := make(chan error, 1)
 	go func() { ran <- worker.Run(ctx) }()
 	defer func() { stop(); <-ran }()
@@ -24,7 +24,7 @@ func Example() {
 	err := worker.Do(ctx, "nightly-invoice-run", func(ctx context.Context, l *tenure.Lease) error {
 		fmt.Println("charging with token", l.Token())
 
-		other, _ := tenure.New(store, tenure.Config{Label: "second-worker"})
+		other, _ := tenure.New(st, tenure.Config{Label: "second-worker"})
 		octx, ostop := context.WithCancel(ctx)
 		oran := make(chan error, 1)
 		go func() { oran <- other.Run(octx) }()
@@ -39,7 +39,7 @@ func Example() {
 	})
 	fmt.Println("done:", err)
 
-	rec, _ := store.Get(ctx, "nightly-invoice-run")
+	rec, _ := st.Get(ctx, "nightly-invoice-run")
 	fmt.Println("after Do the lease is", rec.State)
 	// Output:
 	// charging with token 1

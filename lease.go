@@ -62,7 +62,7 @@ func (l *Lease) Token() Token {
 
 func (l *Lease) drop(r engine.Reason) {
 	if l.ended.CompareAndSwap(false, true) {
-		l.client.enqueue(request{event: engine.Drop{Name: l.name, Token: int64(l.token), Reason: r}})
+		l.client.enqueue(request{event: engine.Drop{Name: l.name, Token: l.token, Reason: r}})
 	}
 }
 
@@ -139,7 +139,7 @@ type ChainWrite struct {
 // or [ErrClosed] once the client's Run has returned.
 func (l *Lease) BeginChainWrite() (*ChainWrite, error) {
 	reply := make(chan chainGrant, 1)
-	l.client.enqueue(request{event: engine.ChainWriteBegin{Name: l.name, Token: int64(l.token)}, chain: reply})
+	l.client.enqueue(request{event: engine.ChainWriteBegin{Name: l.name, Token: l.token}, chain: reply})
 	select {
 	case g := <-reply:
 		if g.err != nil {
@@ -175,7 +175,7 @@ func (w *ChainWrite) Commit(seq int64) {
 		l := w.lease
 		for cur := l.seq.Load(); seq > cur && !l.seq.CompareAndSwap(cur, seq); cur = l.seq.Load() {
 		}
-		l.client.enqueue(request{event: engine.ChainWriteEnd{Name: l.name, Token: int64(l.token), Seq: seq}})
+		l.client.enqueue(request{event: engine.ChainWriteEnd{Name: l.name, Token: l.token, Seq: seq}})
 	}
 }
 
@@ -183,25 +183,32 @@ func (w *ChainWrite) Commit(seq int64) {
 // whether it did. Only the first Commit or Abort counts.
 func (w *ChainWrite) Abort() {
 	if w.ended.CompareAndSwap(false, true) {
-		w.lease.client.enqueue(request{event: engine.ChainWriteEnd{Name: w.lease.name, Token: int64(w.lease.token)}})
+		w.lease.client.enqueue(request{event: engine.ChainWriteEnd{Name: w.lease.name, Token: w.lease.token}})
 	}
 }
 
 // Release ends the tenure now and expires the lease at the store, keeping
 // its token counter, so the next holder takes over at once with a greater
-// token. It returns the tenure's [*LostError] if it had already ended for
-// another reason, and the store's error if the store could not be told (the
-// lease then expires by its TTL).
+// token. After a loss, call it once the work under the tenure has stopped:
+// the lease may still be this holder's at the store, and releasing it lets
+// the next holder in before the TTL runs out.
+//
+// It returns the tenure's [*LostError] if it had already ended for another
+// reason, the store's error if the store could not be told (the lease then
+// expires by its TTL), and [ErrClosed] if the client's Run has returned
+// (Run released every tenure it held).
 func (l *Lease) Release(ctx context.Context) error {
 	l.ended.Store(true)
-	l.client.enqueue(request{event: engine.Release{Name: l.name, Token: int64(l.token)}})
+	reply := make(chan error, 1)
+	l.client.enqueue(request{event: engine.Release{Name: l.name, Holder: l.holder, Token: l.token}, released: reply})
+	var err error
 	select {
-	case <-l.done:
+	case err = <-reply:
 	case <-l.client.stopped:
+		err = fmt.Errorf("%w: the client's Run has returned", ErrClosed)
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	err := l.client.store.Release(ctx, ReleaseParams{Name: l.name, Holder: l.holder, Token: l.token})
 	var lost *LostError
 	if errors.As(l.Err(), &lost) && lost.Reason != LossReleased && lost.Reason != LossClosed {
 		return l.err

@@ -7,7 +7,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tenure-dev/tenure/internal/drive"
 	"github.com/tenure-dev/tenure/internal/engine"
+	"github.com/tenure-dev/tenure/store"
 )
 
 // Run drives the client's lease loop until ctx is done: it sends
@@ -20,17 +22,17 @@ func (c *Client) Run(ctx context.Context) error {
 		return errors.New("tenure: Client.Run called twice; a Client runs once, make a new one")
 	}
 	r := &runner{
-		c:       c,
-		ctx:     ctx,
-		replies: make(chan engine.Event),
-		quit:    make(chan struct{}),
-		leases:  make(map[string]*Lease),
-		waiters: make(map[string]chan acquireResult),
-		fed:     make(map[*Lease]int64),
-		obs:     newObserver(c.cfg.OnTransition),
+		c:        c,
+		ctx:      ctx,
+		replies:  make(chan engine.Event),
+		leases:   make(map[string]*Lease),
+		waiters:  make(map[string]chan acquireResult),
+		releases: make(map[tenureKey][]chan error),
+		fed:      make(map[*Lease]time.Duration),
+		obs:      newObserver(c.cfg.OnTransition),
 	}
 	r.wg.Go(r.obs.run)
-	if n, ok := c.store.(Notifier); ok {
+	if n, ok := c.store.(store.Notifier); ok {
 		r.wg.Go(func() {
 			_ = n.Listen(ctx, func(name string) { c.enqueue(request{event: engine.Notified{Name: name}}) })
 		})
@@ -44,17 +46,24 @@ func (c *Client) Run(ctx context.Context) error {
 // goroutine, except what the store calls and the observer touch through
 // channels.
 type runner struct {
-	c       *Client
-	ctx     context.Context
-	wg      sync.WaitGroup
-	replies chan engine.Event
-	quit    chan struct{}
-	closing bool
+	c        *Client
+	ctx      context.Context
+	wg       sync.WaitGroup
+	replies  chan engine.Event
+	inflight int // store calls whose answer has not been received
+	closing  bool
 
-	leases  map[string]*Lease             // the current tenure per name
-	waiters map[string]chan acquireResult // Acquire and Campaign calls awaiting an answer
-	fed     map[*Lease]int64              // last progress reading fed to the engine
-	obs     *observer
+	leases   map[string]*Lease             // the current tenure per name
+	waiters  map[string]chan acquireResult // Acquire and Campaign calls awaiting an answer
+	releases map[tenureKey][]chan error    // Lease.Release calls awaiting the store's answer
+	fed      map[*Lease]time.Duration      // last progress reading fed to the engine
+	obs      *observer
+}
+
+// tenureKey names one tenure.
+type tenureKey struct {
+	name  string
+	token Token
 }
 
 func (r *runner) loop() {
@@ -77,7 +86,7 @@ func (r *runner) loop() {
 			// Requests made before this reply arrived are seen first, so
 			// the engine sees events in the order they happened.
 			r.drainInbox()
-			r.step(ev)
+			r.reply(ev)
 		case <-timer.C:
 			if armed {
 				r.feedProgress()
@@ -113,6 +122,9 @@ func (r *runner) drainInbox() {
 				continue
 			}
 			l.chainWaiters = append(l.chainWaiters, q.chain)
+		case engine.Release:
+			k := tenureKey{ev.Name, ev.Token}
+			r.releases[k] = append(r.releases[k], q.released)
 		}
 		r.step(q.event)
 	}
@@ -132,9 +144,9 @@ func (r *runner) feedProgress() {
 		return
 	}
 	for _, l := range r.leases {
-		if at := l.progress.Load(); at > r.fed[l] {
+		if at := time.Duration(l.progress.Load()); at > r.fed[l] {
 			r.fed[l] = at
-			r.step(engine.Progress{Name: l.name, Token: int64(l.token), At: engine.Instant{Mono: time.Duration(at)}})
+			r.step(engine.Progress{Name: l.name, Token: l.token, At: engine.Instant{Mono: at}})
 		}
 	}
 }
@@ -150,19 +162,24 @@ func (r *runner) step(ev engine.Event) {
 	}
 }
 
+// reply feeds the engine a store call's answer, and hands a release's
+// answer to those waiting for it.
+func (r *runner) reply(ev engine.Event) {
+	r.inflight--
+	if d, ok := ev.(engine.ReleaseDone); ok {
+		k := tenureKey{d.Name, d.Token}
+		for _, w := range r.releases[k] {
+			w <- d.Err
+		}
+		delete(r.releases, k)
+	}
+	r.step(ev)
+}
+
 func (r *runner) do(a engine.Action) {
 	switch a := a.(type) {
-	case engine.SendAcquire:
-		r.call(func(ctx context.Context) engine.Event { return r.acquire(ctx, a) }, r.c.cfg.RenewInterval)
-	case engine.SendRenew:
-		_, mono := r.c.cfg.Clock.Now()
-		r.call(func(ctx context.Context) engine.Event { return r.renew(ctx, a) }, a.Deadline-mono)
-	case engine.SendRelease:
-		p := ReleaseParams{Name: a.Name, Holder: fromEngine(a.Holder), Token: Token(a.Token)}
-		r.call(func(ctx context.Context) engine.Event {
-			_ = r.c.store.Release(ctx, p) // best effort: expiry covers a failure
-			return engine.ReleaseDone{Name: a.Name, Token: a.Token}
-		}, r.c.cfg.RenewInterval)
+	case engine.SendAcquire, engine.SendRenew, engine.SendRelease:
+		r.call(a)
 	case engine.Acquired:
 		r.acquired(a)
 	case engine.Renewed:
@@ -182,84 +199,52 @@ func (r *runner) do(a engine.Action) {
 	case engine.AcquireFailed:
 		r.answer(a.Name, acquireResult{err: r.acquireError(a)})
 	case engine.IdentityChanged:
-		h := fromEngine(a.Holder)
+		h := a.Holder
 		r.c.id.Store(&h)
 	}
 }
 
-// call runs a store call off the loop, bounded by timeout, and feeds its
-// answer back in.
-func (r *runner) call(f func(ctx context.Context) engine.Event, timeout time.Duration) {
+// call carries out a store action off the loop, bounded by its timeout,
+// and feeds the answer back in. A release is not cut short by ctx: it is
+// the last call a tenure makes, and shutdown waits for it.
+func (r *runner) call(a engine.Action) {
+	_, mono := r.c.cfg.Clock.Now()
+	timeout := drive.Timeout(a, mono, r.c.cfg.RenewInterval)
+	parent := r.ctx
+	if _, ok := a.(engine.SendRelease); ok {
+		parent = context.WithoutCancel(parent)
+		timeout = min(timeout, maxReleaseWait)
+	}
+	r.inflight++
 	r.wg.Go(func() {
-		ctx, cancel := context.WithTimeout(r.ctx, max(timeout, time.Millisecond))
-		ev := f(ctx)
+		ctx, cancel := context.WithTimeout(parent, timeout)
+		ev := drive.Call(ctx, r.c.store, a)
 		cancel()
-		select {
-		case r.replies <- ev:
-		case <-r.quit:
-		}
+		r.replies <- ev
 	})
 }
 
-func (r *runner) acquire(ctx context.Context, a engine.SendAcquire) engine.Event {
-	d := engine.AcquireDone{Name: a.Name, Holder: a.Holder, SentAt: a.SentAt}
-	g, err := r.c.store.Acquire(ctx, AcquireParams{Name: a.Name, Holder: fromEngine(a.Holder), TTL: a.TTL})
-	var held *HeldError
-	switch {
-	case err == nil:
-		d.Grant = &engine.Grant{Holder: a.Holder, Token: int64(g.Token), Seq: g.Seq, Remaining: g.Remaining}
-	case errors.As(err, &held):
-		d.Held = &engine.Grant{Holder: toEngine(held.Holder), Token: int64(held.Token), Seq: held.Seq, Remaining: held.Remaining}
-	default:
-		d.Err = err
-		d.Permanent = errors.Is(err, ErrInvalid) || errors.Is(err, ErrNotMigrated) || errors.Is(err, ErrClosed)
-	}
-	return d
-}
-
-func (r *runner) renew(ctx context.Context, a engine.SendRenew) engine.Event {
-	d := engine.RenewDone{SentAt: a.SentAt, Items: a.Items}
-	ps := make([]RenewParams, len(a.Items))
-	for i, it := range a.Items {
-		ps[i] = RenewParams{Name: it.Name, Holder: fromEngine(it.Holder), Token: Token(it.Token), Seq: it.Seq, TTL: a.TTL}
-	}
-	for len(ps) > 0 {
-		n := min(len(ps), MaxRenewBatch)
-		res, err := r.c.store.Renew(ctx, ps[:n])
-		if err == nil && len(res) != n {
-			err = fmt.Errorf("%w: store answered %d results for %d renewals", ErrUnavailable, len(res), n)
-		}
-		if err != nil {
-			d.Err = err
-			return d
-		}
-		for _, o := range res {
-			d.Outcomes = append(d.Outcomes, engine.RenewOutcome{Renewed: o.Renewed, Grant: engine.Grant{
-				Holder: toEngine(o.Grant.Holder), Token: int64(o.Grant.Token), Seq: o.Grant.Seq, Remaining: o.Grant.Remaining,
-			}})
-		}
-		ps = ps[n:]
-	}
-	return d
-}
+// maxReleaseWait bounds a release at the store: a store that does not
+// answer by then lets the lease expire by its TTL instead.
+const maxReleaseWait = 5 * time.Second
 
 func (r *runner) acquired(a engine.Acquired) {
 	l := &Lease{
 		client: r.c,
 		name:   a.Name,
-		holder: fromEngine(a.Holder),
-		token:  Token(a.Token),
+		holder: a.Holder,
+		token:  a.Token,
 		done:   make(chan struct{}),
 	}
 	l.seq.Store(a.Seq)
 	l.trust.Store(&engine.Window{Anchor: a.Anchor, Deadline: a.Deadline})
 	l.progress.Store(int64(a.Anchor.Mono))
 	r.leases[a.Name] = l
-	r.obs.push(Transition{Name: l.name, Kind: Acquired, Holder: l.holder, Token: l.token, At: time.Now()})
+	r.obs.push(Transition{Name: l.name, Kind: TransitionAcquired, Holder: l.holder, Token: l.token, At: time.Now()})
 	if !r.answer(a.Name, acquireResult{lease: l}) {
 		// Nobody is waiting any more: give it back.
-		r.step(engine.Release{Name: a.Name, Token: a.Token})
-		r.do(engine.SendRelease{Name: a.Name, Holder: a.Holder, Token: a.Token})
+		l.ended.Store(true)
+		r.step(engine.Release{Name: a.Name, Holder: a.Holder, Token: a.Token})
 	}
 }
 
@@ -280,7 +265,7 @@ func (r *runner) lost(a engine.Lost) {
 	}
 	l.chainWaiters = nil
 	l.end(err)
-	r.obs.push(Transition{Name: l.name, Kind: Lost, Holder: l.holder, Token: l.token, Reason: reason, Err: err, At: time.Now()})
+	r.obs.push(Transition{Name: l.name, Kind: TransitionLost, Holder: l.holder, Token: l.token, Reason: reason, Err: err, At: time.Now()})
 }
 
 func (r *runner) answer(name string, res acquireResult) bool {
@@ -297,40 +282,35 @@ func (r *runner) acquireError(a engine.AcquireFailed) error {
 	case a.Busy:
 		return fmt.Errorf("%w: lease %q is already held or being acquired by this client", ErrHeld, a.Name)
 	case a.Held != nil:
-		return &HeldError{Name: a.Name, Holder: fromEngine(a.Held.Holder), Token: Token(a.Held.Token), Seq: a.Held.Seq, Remaining: a.Held.Remaining}
+		return &HeldError{Name: a.Name, Holder: a.Held.Holder, Token: a.Held.Token, Seq: a.Held.Seq, Remaining: a.Held.Remaining}
 	}
 	return a.Err
 }
 
-func (r *runner) tenure(name string, token int64) *Lease {
-	if l := r.leases[name]; l != nil && int64(l.token) == token {
+func (r *runner) tenure(name string, token Token) *Lease {
+	if l := r.leases[name]; l != nil && l.token == token {
 		return l
 	}
 	return nil
 }
 
 // shutdown ends and releases every tenure, answers every waiter, and waits
-// for every goroutine Run started.
+// for every store call still out (acquisitions and renewals fail at once:
+// ctx is done) and every goroutine Run started.
 func (r *runner) shutdown() {
 	r.closing = true
 	r.drainInbox()
-	for name, l := range r.leases {
-		r.step(engine.Release{Name: name, Token: int64(l.token)})
-		r.releaseNow(l)
-	}
 	for name := range r.waiters {
 		r.answer(name, acquireResult{err: fmt.Errorf("%w: the client's Run has returned", ErrClosed)})
+		r.step(engine.Unwant{Name: name})
 	}
-	close(r.quit)
+	for _, l := range r.leases {
+		r.step(engine.Release{Name: l.name, Holder: l.holder, Token: l.token})
+	}
+	for r.inflight > 0 {
+		r.reply(<-r.replies)
+	}
 	close(r.c.stopped)
 	r.obs.close()
 	r.wg.Wait()
-}
-
-// releaseNow releases l at the store with a short timeout of its own: the
-// loop's ctx is already done.
-func (r *runner) releaseNow(l *Lease) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), min(r.c.cfg.RenewInterval, 5*time.Second))
-	defer cancel()
-	_ = r.c.store.Release(ctx, ReleaseParams{Name: l.name, Holder: l.holder, Token: l.token})
 }

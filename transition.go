@@ -11,18 +11,18 @@ import (
 type TransitionKind int
 
 const (
-	// Acquired: a new tenure began, with a new token.
-	Acquired TransitionKind = iota + 1
-	// Lost: a tenure ended; Reason says why.
-	Lost
+	// TransitionAcquired: a new tenure began, with a new token.
+	TransitionAcquired TransitionKind = iota + 1
+	// TransitionLost: a tenure ended; Reason says why.
+	TransitionLost
 )
 
 // String returns "acquired" or "lost".
 func (k TransitionKind) String() string {
 	switch k {
-	case Acquired:
+	case TransitionAcquired:
 		return "acquired"
-	case Lost:
+	case TransitionLost:
 		return "lost"
 	}
 	return fmt.Sprintf("TransitionKind(%d)", int(k))
@@ -100,7 +100,7 @@ type Transition struct {
 	Kind   TransitionKind
 	Holder Holder
 	Token  Token
-	// Reason and Err are set for Lost; Err is a [*LostError].
+	// Reason and Err are set for TransitionLost; Err is a [*LostError].
 	Reason LossReason
 	Err    error
 	// At is the wall-clock time the client noticed, for logs only.

@@ -25,7 +25,7 @@
 // the store and only go up per lease name (promise P2), so a superseded
 // holder's late write is refused.
 //
-// A refusal is an error matching [github.com/tenure-dev/tenure.ErrFenced], never a log line
+// A refusal is an error matching [github.com/tenure-dev/store.ErrFenced], never a log line
 // (promise P9). Checks run in the same transaction as the write they
 // protect, so the check and the write commit or roll back together: a
 // rolled-back write never advances a fence. The HTTP middleware is the

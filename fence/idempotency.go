@@ -5,7 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 
-	"github.com/tenure-dev/tenure"
+	"github.com/tenure-dev/tenure/store"
 )
 
 // idempotencyDomain separates these keys' hash input from every other use
@@ -51,7 +51,7 @@ const IdempotencyKeyPrefix = "tenure-"
 // tok is the tenure's token as the lease reports it. A [tenure.Lease]
 // whose Token is 0 is no longer trusted: still a key, but do not perform
 // the step.
-func IdempotencyKey(lease string, tok tenure.Token, step string) string {
+func IdempotencyKey(lease string, tok store.Token, step string) string {
 	h := sha256.New()
 	var n [8]byte
 	field := func(s string) {

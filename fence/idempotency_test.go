@@ -7,15 +7,16 @@ import (
 	"regexp"
 	"testing"
 
+	"github.com/tenure-dev/tenure/store"
+
 	"github.com/stretchr/testify/require"
 
-	"github.com/tenure-dev/tenure"
 	"github.com/tenure-dev/tenure/fence"
 )
 
 type triple struct {
 	lease string
-	tok   tenure.Token
+	tok   store.Token
 	step  string
 }
 
@@ -89,7 +90,7 @@ func FuzzIdempotencyKey(f *testing.F) {
 	f.Add("x\x00", int64(-1), "", "x", int64(-1), "\x00")
 	f.Add("a", int64(1), "bc", "a\x00", int64(0x0162), "c")
 	f.Fuzz(func(t *testing.T, l1 string, t1 int64, s1 string, l2 string, t2 int64, s2 string) {
-		a, b := triple{l1, tenure.Token(t1), s1}, triple{l2, tenure.Token(t2), s2}
+		a, b := triple{l1, store.Token(t1), s1}, triple{l2, store.Token(t2), s2}
 		ka, kb := key(a), key(b)
 		if !keyFormat.MatchString(ka) {
 			t.Fatalf("key %q of %+v is not in the documented format", ka, a)

@@ -7,10 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tenure-dev/tenure/store"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tenure-dev/tenure"
 	"github.com/tenure-dev/tenure/registry"
 )
 
@@ -276,17 +277,17 @@ func TestUnavailableIsNotAVerdict(t *testing.T) {
 	cancel()
 
 	_, err := b.reg.Owner(ctx, "r")
-	require.ErrorIs(t, err, tenure.ErrUnavailable)
+	require.ErrorIs(t, err, store.ErrUnavailable)
 	require.False(t, errors.Is(err, registry.ErrNoOwner) || errors.Is(err, registry.ErrOwnerDead))
 	beat, err := b.reg.Heartbeat(ctx, g)
-	require.ErrorIs(t, err, tenure.ErrUnavailable)
+	require.ErrorIs(t, err, store.ErrUnavailable)
 	require.Equal(t, g.Seq, beat.Registration.Seq)
 	_, err = b.reg.Place(ctx, "r", registry.PlaceParams{})
-	require.ErrorIs(t, err, tenure.ErrUnavailable)
+	require.ErrorIs(t, err, store.ErrUnavailable)
 
 	// A schema that was never migrated says so.
 	unmigrated, err := registry.New(b.pool, registry.Config{Schema: b.cfg.Schema, TablePrefix: "nothing_here_"})
 	require.NoError(t, err)
 	_, err = unmigrated.Agents(ctxT(t))
-	require.ErrorIs(t, err, tenure.ErrNotMigrated)
+	require.ErrorIs(t, err, store.ErrNotMigrated)
 }

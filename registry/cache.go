@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/tenure-dev/tenure"
+	"github.com/tenure-dev/tenure/store"
 )
 
 // CacheConfig configures a [Cache]. It is passed by value; the zero value
@@ -49,11 +49,11 @@ type cacheEntry struct {
 // NewCache returns an empty cache in front of reg.
 func NewCache(reg *Registry, cfg CacheConfig) (*Cache, error) {
 	if reg == nil {
-		return nil, fmt.Errorf("registry: %w: cache: registry is nil", tenure.ErrInvalid)
+		return nil, fmt.Errorf("registry: %w: cache: registry is nil", store.ErrInvalid)
 	}
 	switch {
 	case cfg.TTL < 0:
-		return nil, fmt.Errorf("registry: %w: cache TTL (%s) must be positive (zero means %s)", tenure.ErrInvalid, cfg.TTL, DefaultCacheTTL)
+		return nil, fmt.Errorf("registry: %w: cache TTL (%s) must be positive (zero means %s)", store.ErrInvalid, cfg.TTL, DefaultCacheTTL)
 	case cfg.TTL == 0:
 		cfg.TTL = DefaultCacheTTL
 	}

@@ -8,9 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tenure-dev/tenure/store"
+
 	"github.com/stretchr/testify/require"
 
-	"github.com/tenure-dev/tenure"
 	"github.com/tenure-dev/tenure/registry"
 )
 
@@ -235,8 +236,8 @@ func TestCache(t *testing.T) {
 		ctx, cancel := context.WithCancel(ctxT(t))
 		cancel()
 		_, err = c.Alive(ctx, "a")
-		require.ErrorIs(t, err, tenure.ErrUnavailable)
+		require.ErrorIs(t, err, store.ErrUnavailable)
 		require.NotErrorIs(t, err, registry.ErrAgentDead)
-		require.ErrorIs(t, c.Refresh(ctx), tenure.ErrUnavailable)
+		require.ErrorIs(t, c.Refresh(ctx), store.ErrUnavailable)
 	})
 }

@@ -7,9 +7,9 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/tenure-dev/tenure/store"
 
-	"github.com/tenure-dev/tenure"
+	"github.com/jackc/pgx/v5"
 )
 
 // Defaults for [Config] and [CacheConfig].
@@ -160,16 +160,16 @@ func (c Config) normalize() (Config, error) {
 	switch {
 	case c.HeartbeatInterval < 0:
 		return c, fmt.Errorf("registry: %w: HeartbeatInterval (%s) must be positive (zero means %s)",
-			tenure.ErrInvalid, c.HeartbeatInterval, DefaultHeartbeatInterval)
+			store.ErrInvalid, c.HeartbeatInterval, DefaultHeartbeatInterval)
 	case c.HeartbeatInterval < MinHeartbeatInterval:
 		return c, fmt.Errorf("registry: %w: HeartbeatInterval (%s) must be at least %s",
-			tenure.ErrInvalid, c.HeartbeatInterval, MinHeartbeatInterval)
+			store.ErrInvalid, c.HeartbeatInterval, MinHeartbeatInterval)
 	case c.StaleAfter < 0:
 		return c, fmt.Errorf("registry: %w: StaleAfter (%s) must be positive (zero means %s)",
-			tenure.ErrInvalid, c.StaleAfter, DefaultStaleAfter)
+			store.ErrInvalid, c.StaleAfter, DefaultStaleAfter)
 	case c.StaleAfter < 2*c.HeartbeatInterval:
 		return c, fmt.Errorf("registry: %w: StaleAfter (%s) must be at least 2 × HeartbeatInterval (%s), or one late heartbeat makes a healthy agent stale",
-			tenure.ErrInvalid, c.StaleAfter, 2*c.HeartbeatInterval)
+			store.ErrInvalid, c.StaleAfter, 2*c.HeartbeatInterval)
 	}
 	return c, nil
 }
@@ -178,17 +178,17 @@ func validateIdent(field, s string, maxLen int) error {
 	switch {
 	case len(s) > maxLen:
 		return fmt.Errorf("registry: %w: %s %q is %d bytes long; the maximum is %d (PostgreSQL truncates longer names)",
-			tenure.ErrInvalid, field, s, len(s), maxLen)
+			store.ErrInvalid, field, s, len(s), maxLen)
 	case !utf8.ValidString(s):
-		return fmt.Errorf("registry: %w: %s %q is not valid UTF-8", tenure.ErrInvalid, field, s)
+		return fmt.Errorf("registry: %w: %s %q is not valid UTF-8", store.ErrInvalid, field, s)
 	case strings.Contains(s, "$"):
 		return fmt.Errorf("registry: %w: %s %q contains '$', which names may not contain; choose another name",
-			tenure.ErrInvalid, field, s)
+			store.ErrInvalid, field, s)
 	}
 	for _, r := range s {
 		if isControl(r) {
 			return fmt.Errorf("registry: %w: %s %q contains the control character %U; choose another name",
-				tenure.ErrInvalid, field, s, r)
+				store.ErrInvalid, field, s, r)
 		}
 	}
 	return nil

@@ -5,9 +5,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tenure-dev/tenure/store"
+
 	"github.com/stretchr/testify/require"
 
-	"github.com/tenure-dev/tenure"
 	"github.com/tenure-dev/tenure/registry"
 )
 
@@ -42,11 +43,11 @@ func TestConfig(t *testing.T) {
 				require.NoError(t, err)
 				return
 			}
-			require.ErrorIs(t, err, tenure.ErrInvalid)
+			require.ErrorIs(t, err, store.ErrInvalid)
 			require.ErrorContains(t, err, tt.wantErr)
 			require.True(t, strings.HasPrefix(err.Error(), "registry: "), err.Error())
 			_, err = registry.New(nil, tt.cfg)
-			require.ErrorIs(t, err, tenure.ErrInvalid)
+			require.ErrorIs(t, err, store.ErrInvalid)
 		})
 	}
 }
@@ -74,10 +75,10 @@ func TestObjectsAndSQL(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, grants, `GRANT SELECT, INSERT, UPDATE ON TABLE "s"."p_agents" TO "app";`)
 	_, err = registry.Config{}.GrantSQL("")
-	require.ErrorIs(t, err, tenure.ErrInvalid)
+	require.ErrorIs(t, err, store.ErrInvalid)
 
 	_, err = registry.New(nil, registry.Config{})
-	require.ErrorIs(t, err, tenure.ErrInvalid)
+	require.ErrorIs(t, err, store.ErrInvalid)
 	_, err = registry.NewCache(nil, registry.CacheConfig{})
-	require.ErrorIs(t, err, tenure.ErrInvalid)
+	require.ErrorIs(t, err, store.ErrInvalid)
 }

@@ -81,7 +81,7 @@
 //     [HeartbeaterConfig.OnConflict]) and `tenure agents` shows it.
 //   - A heartbeat whose reply was lost is not a clone: each heartbeat
 //     carries a random nonce stored on the row, and the [Registration]
-//     returned with an [tenure.ErrUnavailable] error remembers it, so the
+//     returned with an [store.ErrUnavailable] error remembers it, so the
 //     next heartbeat of that process is recognised. A clone that advanced
 //     the chain itself left its own nonce and is still told apart.
 //   - An agent that heartbeats again after being stale is alive again
@@ -128,7 +128,7 @@
 // # Failure modes
 //
 //   - The store is unreachable or answers too late: calls fail with an error
-//     matching [tenure.ErrUnavailable], never with a verdict. A [Cache]
+//     matching [store.ErrUnavailable], never with a verdict. A [Cache]
 //     returns the store's error for an agent it has no positive for; it
 //     does not guess "dead". Writes (Register, Heartbeat, Place, Reassign,
 //     Remove) may have been applied.

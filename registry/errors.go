@@ -5,15 +5,15 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/tenure-dev/tenure/store"
 
-	"github.com/tenure-dev/tenure"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Sentinel errors of the registry. Errors that carry data are types matching
 // one of these; test with [errors.Is] and [errors.As]. Bad input matches
-// [tenure.ErrInvalid], an unreachable store [tenure.ErrUnavailable] and a
-// schema that was never migrated [tenure.ErrNotMigrated].
+// [store.ErrInvalid], an unreachable store [store.ErrUnavailable] and a
+// schema that was never migrated [store.ErrNotMigrated].
 var (
 	// ErrNoOwner: the resource has no ownership record. It never means
 	// that the owner is dead; that is [ErrOwnerDead].
@@ -158,10 +158,10 @@ func (e *IdentityConflictError) Is(target error) bool {
 // the registry's errors. op names the call for the message.
 //
 //   - Missing schema, tables, columns or functions (SQLSTATE 3F000, 42P01,
-//     42703, 42883) match [tenure.ErrNotMigrated].
+//     42703, 42883) match [store.ErrNotMigrated].
 //   - Server-side errors that say the server cannot serve now and every
 //     error that is not the server's (transport, context deadline or
-//     cancellation) match [tenure.ErrUnavailable]: the call may have been
+//     cancellation) match [store.ErrUnavailable]: the call may have been
 //     applied.
 //   - Any other server error is returned as it is, wrapped with op.
 func interpretError(op string, err error) error {
@@ -170,16 +170,16 @@ func interpretError(op string, err error) error {
 	}
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) {
-		return fmt.Errorf("registry: %s: %w (it may have been applied): %w", op, tenure.ErrUnavailable, err)
+		return fmt.Errorf("registry: %s: %w (it may have been applied): %w", op, store.ErrUnavailable, err)
 	}
 	switch code := pgErr.Code; {
 	case code == "3F000" || code == "42P01" || code == "42703" || code == "42883":
 		return fmt.Errorf("registry: %s: %w: run `tenure migrate` (or Registry.Migrate) as the schema's owner: %w",
-			op, tenure.ErrNotMigrated, err)
+			op, store.ErrNotMigrated, err)
 	case code == "42501":
 		return fmt.Errorf("registry: %s: permission denied; grant the run-time role what Config.GrantSQL prints: %w", op, err)
 	case unavailableCode(code):
-		return fmt.Errorf("registry: %s: %w (it may have been applied): %w", op, tenure.ErrUnavailable, err)
+		return fmt.Errorf("registry: %s: %w (it may have been applied): %w", op, store.ErrUnavailable, err)
 	}
 	return fmt.Errorf("registry: %s: %w", op, err)
 }
@@ -207,5 +207,5 @@ func unavailableCode(code string) bool {
 
 // notAttempted is returned when ctx is done before a call starts.
 func notAttempted(op string, err error) error {
-	return fmt.Errorf("registry: %s not attempted: %w: %w", op, tenure.ErrUnavailable, err)
+	return fmt.Errorf("registry: %s not attempted: %w: %w", op, store.ErrUnavailable, err)
 }

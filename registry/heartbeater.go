@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/tenure-dev/tenure"
+	"github.com/tenure-dev/tenure/store"
 )
 
 // deregisterTimeout bounds the deregistration a [Heartbeater] makes on its
@@ -72,14 +72,14 @@ type Heartbeater struct {
 // returned. It starts nothing: call Run.
 func NewHeartbeater(reg *Registry, g Registration, cfg HeartbeaterConfig) (*Heartbeater, error) {
 	if reg == nil {
-		return nil, fmt.Errorf("registry: %w: heartbeater: registry is nil", tenure.ErrInvalid)
+		return nil, fmt.Errorf("registry: %w: heartbeater: registry is nil", store.ErrInvalid)
 	}
 	if err := g.validate(); err != nil {
 		return nil, fmt.Errorf("registry: heartbeater: %w", err)
 	}
 	if g.HeartbeatInterval < MinHeartbeatInterval || g.StaleAfter < 2*g.HeartbeatInterval {
 		return nil, fmt.Errorf("registry: heartbeater: %w: registration of agent %q has heartbeat interval %s and stale after %s; use the Registration that Register returned",
-			tenure.ErrInvalid, g.ID, g.HeartbeatInterval, g.StaleAfter)
+			store.ErrInvalid, g.ID, g.HeartbeatInterval, g.StaleAfter)
 	}
 	return &Heartbeater{reg: reg, cfg: cfg, cur: g}, nil
 }
@@ -112,7 +112,7 @@ func (h *Heartbeater) Registration() Registration {
 // did not lose it), but not twice at once.
 func (h *Heartbeater) Run(ctx context.Context) error {
 	if !h.running.CompareAndSwap(false, true) {
-		return fmt.Errorf("registry: heartbeater: %w: Run is already running", tenure.ErrInvalid)
+		return fmt.Errorf("registry: heartbeater: %w: Run is already running", store.ErrInvalid)
 	}
 	defer h.running.Store(false)
 

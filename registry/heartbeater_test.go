@@ -6,10 +6,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tenure-dev/tenure/store"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tenure-dev/tenure"
 	"github.com/tenure-dev/tenure/registry"
 )
 
@@ -58,7 +59,7 @@ func TestHeartbeaterRun(t *testing.T) {
 		last = waitFor(t, beats, "a heartbeat")
 		require.Equal(t, g.Seq+int64(i)+1, last.Registration.Seq)
 	}
-	require.ErrorIs(t, hb.Run(ctx), tenure.ErrInvalid, "one Run at a time")
+	require.ErrorIs(t, hb.Run(ctx), store.ErrInvalid, "one Run at a time")
 	a, err := b.reg.Agent(ctx, "host")
 	require.NoError(t, err)
 	require.True(t, a.Alive)
@@ -132,8 +133,8 @@ func TestHeartbeaterRetriesWhenUnavailable(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- hb.Run(runCtx) }()
 
-	for err := waitFor(t, errs, "a failed heartbeat"); !errors.Is(err, tenure.ErrNotMigrated); err = waitFor(t, errs, "a failed heartbeat") {
-		require.ErrorIs(t, err, tenure.ErrUnavailable)
+	for err := waitFor(t, errs, "a failed heartbeat"); !errors.Is(err, store.ErrNotMigrated); err = waitFor(t, errs, "a failed heartbeat") {
+		require.ErrorIs(t, err, store.ErrUnavailable)
 	}
 	_, err = b.pool.Exec(ctx, "ALTER TABLE "+pgx.Identifier{b.cfg.Schema, "r_agents_away"}.Sanitize()+" RENAME TO r_agents")
 	require.NoError(t, err)

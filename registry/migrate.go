@@ -7,9 +7,10 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/tenure-dev/tenure/store"
+
 	"github.com/jackc/pgx/v5"
 
-	"github.com/tenure-dev/tenure"
 	"github.com/tenure-dev/tenure/internal/pgmigrate"
 )
 
@@ -90,7 +91,7 @@ func (c Config) GrantSQL(role string) (string, error) {
 		return "", err
 	}
 	if role == "" {
-		return "", fmt.Errorf("registry: grant: %w: role is empty", tenure.ErrInvalid)
+		return "", fmt.Errorf("registry: grant: %w: role is empty", store.ErrInvalid)
 	}
 	r := pgx.Identifier{role}.Sanitize()
 	var b strings.Builder

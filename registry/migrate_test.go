@@ -5,10 +5,11 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/tenure-dev/tenure/store"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tenure-dev/tenure"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/registry"
 	"github.com/tenure-dev/tenure/store/pgstore"
@@ -28,24 +29,24 @@ func TestMigrateWithPgstore(t *testing.T) {
 			t.Cleanup(func() { pgstoretest.DropSchema(t, pool, schema) })
 			reg, err := registry.New(pool, registry.Config{Schema: schema})
 			require.NoError(t, err)
-			store, err := pgstore.New(pool, pgstore.Config{Schema: schema})
+			st, err := pgstore.New(pool, pgstore.Config{Schema: schema})
 			require.NoError(t, err)
-			t.Cleanup(func() { require.NoError(t, store.Close()) })
+			t.Cleanup(func() { require.NoError(t, st.Close()) })
 			ctx := ctxT(t)
 
 			switch order {
 			case "RegistryFirst":
 				require.NoError(t, reg.Migrate(ctx))
-				require.NoError(t, store.Migrate(ctx))
+				require.NoError(t, st.Migrate(ctx))
 			case "PgstoreFirst":
-				require.NoError(t, store.Migrate(ctx))
+				require.NoError(t, st.Migrate(ctx))
 				require.NoError(t, reg.Migrate(ctx))
 			default:
 				var wg sync.WaitGroup
 				errs := make(chan error, 8)
 				for range 4 {
 					wg.Go(func() { errs <- reg.Migrate(ctx) })
-					wg.Go(func() { errs <- store.Migrate(ctx) })
+					wg.Go(func() { errs <- st.Migrate(ctx) })
 				}
 				wg.Wait()
 				close(errs)
@@ -60,7 +61,7 @@ func TestMigrateWithPgstore(t *testing.T) {
 			require.Equal(t, 1, versions)
 			_, err = reg.Register(ctx, registry.RegisterParams{ID: "a", Address: "a:1"})
 			require.NoError(t, err)
-			_, err = store.Acquire(ctx, tenure.AcquireParams{Name: "l", Holder: testutil.Holder(t, "h"), TTL: tenure.MinTTL})
+			_, err = st.Acquire(ctx, store.AcquireParams{Name: "l", Holder: testutil.Holder(t, "h"), TTL: store.MinTTL})
 			require.NoError(t, err)
 		})
 	}

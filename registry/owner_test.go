@@ -10,10 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tenure-dev/tenure/store"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tenure-dev/tenure"
 	"github.com/tenure-dev/tenure/registry"
 )
 
@@ -164,8 +165,8 @@ func TestReassign(t *testing.T) {
 		edit   func(p *registry.ReassignParams)
 		target error
 	}{
-		{"NoReason", func(p *registry.ReassignParams) { p.Reason = "" }, tenure.ErrInvalid},
-		{"ToItself", func(p *registry.ReassignParams) { p.To = "host-a" }, tenure.ErrInvalid},
+		{"NoReason", func(p *registry.ReassignParams) { p.Reason = "" }, store.ErrInvalid},
+		{"ToItself", func(p *registry.ReassignParams) { p.To = "host-a" }, store.ErrInvalid},
 		{"StaleFrom", func(p *registry.ReassignParams) { p.From = "host-b"; p.To = "host-a" }, registry.ErrOwnerChanged},
 		{"DeadTarget", func(p *registry.ReassignParams) { p.To = "host-c" }, registry.ErrAgentDead},
 		{"UnknownTarget", func(p *registry.ReassignParams) { p.To = "host-z" }, registry.ErrUnknownAgent},
@@ -211,7 +212,7 @@ func TestRemove(t *testing.T) {
 	_, err := b.reg.Place(ctx, "sandbox", registry.PlaceParams{})
 	require.NoError(t, err)
 
-	require.ErrorIs(t, b.reg.Remove(ctx, registry.RemoveParams{Resource: "sandbox", Agent: "host-a"}), tenure.ErrInvalid)
+	require.ErrorIs(t, b.reg.Remove(ctx, registry.RemoveParams{Resource: "sandbox", Agent: "host-a"}), store.ErrInvalid)
 	require.ErrorIs(t, b.reg.Remove(ctx, registry.RemoveParams{Resource: "sandbox", Agent: "host-b", Reason: "deleted"}), registry.ErrOwnerChanged)
 	require.ErrorIs(t, b.reg.Remove(ctx, registry.RemoveParams{Resource: "other", Agent: "host-a", Reason: "deleted"}), registry.ErrNoOwner)
 	require.NoError(t, b.reg.Remove(ctx, registry.RemoveParams{Resource: "sandbox", Agent: "host-a", Reason: "sandbox deleted by its user"}))
@@ -226,7 +227,7 @@ func TestRemove(t *testing.T) {
 	require.Equal(t, "sandbox deleted by its user", history[0].Reason)
 }
 
-// TestBadInput: every refused call says why, matches tenure.ErrInvalid and
+// TestBadInput: every refused call says why, matches store.ErrInvalid and
 // writes nothing.
 func TestBadInput(t *testing.T) {
 	t.Parallel()
@@ -317,7 +318,7 @@ func TestBadInput(t *testing.T) {
 	}
 	for _, tt := range tests {
 		err := tt.call()
-		require.ErrorIs(t, err, tenure.ErrInvalid, tt.name)
+		require.ErrorIs(t, err, store.ErrInvalid, tt.name)
 		require.ErrorContains(t, err, tt.want, tt.name)
 		require.True(t, strings.HasPrefix(err.Error(), "registry: "), "%s: %s", tt.name, err)
 	}

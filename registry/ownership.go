@@ -10,9 +10,9 @@ import (
 	"slices"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/tenure-dev/tenure/store"
 
-	"github.com/tenure-dev/tenure"
+	"github.com/jackc/pgx/v5"
 )
 
 // placeAttempts bounds how often Place picks again when the agent it chose
@@ -174,7 +174,7 @@ type PlaceParams struct {
 //     owner, whichever inserted it (Placed true for that one only).
 //   - No agent is alive: an error matching [ErrNoAgents].
 //
-// An error matching [tenure.ErrUnavailable] means the ownership may have
+// An error matching [store.ErrUnavailable] means the ownership may have
 // been created; call Place (or Owner) again to learn it.
 func (r *Registry) Place(ctx context.Context, resource string, p PlaceParams) (Ownership, error) {
 	const op = "place"
@@ -211,7 +211,7 @@ func (r *Registry) Place(ctx context.Context, resource string, p PlaceParams) (O
 		}
 		if !slices.ContainsFunc(live, func(a Agent) bool { return a.ID == chosen }) {
 			return Ownership{}, fmt.Errorf("registry: place resource %q: %w: the policy chose %q, which is not one of the %d live candidates",
-				resource, tenure.ErrInvalid, chosen, len(live))
+				resource, store.ErrInvalid, chosen, len(live))
 		}
 		tag, err := r.pool.Exec(ctx, r.placeSQL, resource, chosen, metadata)
 		if err != nil {
@@ -229,7 +229,7 @@ func (r *Registry) Place(ctx context.Context, resource string, p PlaceParams) (O
 		// between the listing and the insert. Choose again.
 	}
 	return Ownership{}, fmt.Errorf("registry: place resource %q: %w: the chosen agent went stale %d times in a row; try again",
-		resource, tenure.ErrUnavailable, placeAttempts)
+		resource, store.ErrUnavailable, placeAttempts)
 }
 
 // ReassignParams asks [Registry.Reassign] to move a resource.
@@ -249,16 +249,16 @@ func (p ReassignParams) validate() error {
 	if err := ValidateResource(p.Resource); err != nil {
 		return err
 	}
-	if err := validateText("reassign from agent", p.From, MaxAgentIDLen); err != nil {
+	if err := store.ValidateText("reassign from agent", p.From, MaxAgentIDLen); err != nil {
 		return err
 	}
-	if err := validateText("reassign to agent", p.To, MaxAgentIDLen); err != nil {
+	if err := store.ValidateText("reassign to agent", p.To, MaxAgentIDLen); err != nil {
 		return err
 	}
 	if p.From == p.To {
-		return fmt.Errorf("%w: resource %q would be reassigned from agent %q to itself", tenure.ErrInvalid, p.Resource, p.From)
+		return fmt.Errorf("%w: resource %q would be reassigned from agent %q to itself", store.ErrInvalid, p.Resource, p.From)
 	}
-	return validateText("reassign reason", p.Reason, MaxReasonLen)
+	return store.ValidateText("reassign reason", p.Reason, MaxReasonLen)
 }
 
 // Reassign moves a resource from one agent to another: the operator's
@@ -335,7 +335,7 @@ func (p RemoveParams) validate() error {
 	if err := ValidateAgentID(p.Agent); err != nil {
 		return err
 	}
-	return validateText("remove reason", p.Reason, MaxReasonLen)
+	return store.ValidateText("remove reason", p.Reason, MaxReasonLen)
 }
 
 // Remove forgets the ownership of a resource that no longer exists (a

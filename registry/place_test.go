@@ -13,10 +13,11 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/tenure-dev/tenure/store"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tenure-dev/tenure"
 	"github.com/tenure-dev/tenure/registry"
 	"github.com/tenure-dev/tenure/store/pgstore/pgstoretest"
 )
@@ -89,7 +90,7 @@ func TestPlace(t *testing.T) {
 			}
 			return "dead", nil
 		}})
-		require.ErrorIs(t, err, tenure.ErrInvalid)
+		require.ErrorIs(t, err, store.ErrInvalid)
 		require.ErrorContains(t, err, `the policy chose "dead", which is not one of the 1 live candidates`)
 		require.Equal(t, []string{"a"}, seen)
 

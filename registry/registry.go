@@ -11,8 +11,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/tenure-dev/tenure"
+	"github.com/tenure-dev/tenure/internal/identity"
+	"github.com/tenure-dev/tenure/store"
 )
 
 //go:embed queries/*.sql
@@ -47,10 +47,10 @@ type Registry struct {
 // New returns a Registry using pool, with the objects and timings cfg
 // names. It does not touch the database: call [Registry.Migrate] once (as
 // the schema's owner) before the first use, or calls fail with
-// [tenure.ErrNotMigrated]. The registry does not own pool.
+// [store.ErrNotMigrated]. The registry does not own pool.
 func New(pool *pgxpool.Pool, cfg Config) (*Registry, error) {
 	if pool == nil {
-		return nil, fmt.Errorf("registry: %w: pool is nil; create one with pgxpool.New", tenure.ErrInvalid)
+		return nil, fmt.Errorf("registry: %w: pool is nil; create one with pgxpool.New", store.ErrInvalid)
 	}
 	cfg, err := cfg.normalize()
 	if err != nil {
@@ -176,7 +176,7 @@ type RegisterParams struct {
 	Capacity json.RawMessage
 	// Instance identifies this process (promise P5). Leave it empty: a
 	// fresh one is made. Set it only to retry a Register whose outcome was
-	// unknown (an error matching [tenure.ErrUnavailable]) with the instance
+	// unknown (an error matching [store.ErrUnavailable]) with the instance
 	// of that attempt; never persist it across restarts.
 	Instance string
 }
@@ -185,14 +185,14 @@ func (p RegisterParams) validate() error {
 	if err := ValidateAgentID(p.ID); err != nil {
 		return err
 	}
-	if err := validateText("agent address", p.Address, MaxAddressLen); err != nil {
+	if err := store.ValidateText("agent address", p.Address, MaxAddressLen); err != nil {
 		return err
 	}
 	if err := validateLabels(p.Labels); err != nil {
 		return err
 	}
 	if p.Instance != "" {
-		if err := validateText("agent instance", p.Instance, tenure.MaxInstanceLen); err != nil {
+		if err := store.ValidateText("agent instance", p.Instance, store.MaxInstanceLen); err != nil {
 			return err
 		}
 	}
@@ -227,11 +227,11 @@ func (g Registration) validate() error {
 	if err := ValidateAgentID(g.ID); err != nil {
 		return err
 	}
-	if err := validateText("agent instance", g.Instance, tenure.MaxInstanceLen); err != nil {
+	if err := store.ValidateText("agent instance", g.Instance, store.MaxInstanceLen); err != nil {
 		return err
 	}
 	if g.Seq <= 0 {
-		return fmt.Errorf("%w: seq %d of agent %q must be positive; use the Registration that Register returned", tenure.ErrInvalid, g.Seq, g.ID)
+		return fmt.Errorf("%w: seq %d of agent %q must be positive; use the Registration that Register returned", store.ErrInvalid, g.Seq, g.ID)
 	}
 	return nil
 }
@@ -262,7 +262,7 @@ func (g Registration) withPending(nonce string) Registration {
 //     instance is stale (or deregistered it on the way out), and two hosts
 //     configured with one id never overwrite each other.
 //
-// An error matching [tenure.ErrUnavailable] means it may have been applied:
+// An error matching [store.ErrUnavailable] means it may have been applied:
 // retry with p.Instance set to the failed attempt's instance, which
 // [RegisterInstance] makes up front.
 func (r *Registry) Register(ctx context.Context, p RegisterParams) (Registration, error) {
@@ -283,13 +283,13 @@ func (r *Registry) Register(ctx context.Context, p RegisterParams) (Registration
 	}
 	labelsJSON, err := json.Marshal(labels)
 	if err != nil {
-		return Registration{}, fmt.Errorf("registry: register agent %q: %w: labels: %w", p.ID, tenure.ErrInvalid, err)
+		return Registration{}, fmt.Errorf("registry: register agent %q: %w: labels: %w", p.ID, store.ErrInvalid, err)
 	}
 	instance := p.Instance
 	if instance == "" {
-		instance = tenure.NewInstanceID()
+		instance = identity.New()
 	}
-	nonce := tenure.NewInstanceID()
+	nonce := identity.New()
 	qop := fmt.Sprintf("register agent %q", p.ID)
 	for range registerAttempts {
 		var (
@@ -318,14 +318,14 @@ func (r *Registry) Register(ctx context.Context, p RegisterParams) (Registration
 		return g, nil
 	}
 	return Registration{}, fmt.Errorf("registry: %s: %w: the agent row changed under %d attempts in a row; try again",
-		qop, tenure.ErrUnavailable, registerAttempts)
+		qop, store.ErrUnavailable, registerAttempts)
 }
 
 // RegisterInstance returns a fresh instance id for [RegisterParams.Instance]
 // (promise P5: made in memory, never read from disk). Register makes one by
 // itself; make one up front only to be able to retry a Register whose
 // outcome was unknown.
-func RegisterInstance() string { return tenure.NewInstanceID() }
+func RegisterInstance() string { return identity.New() }
 
 // Beat is the outcome of a successful [Registry.Heartbeat].
 type Beat struct {
@@ -360,12 +360,12 @@ type Beat struct {
 // process with this very Registration (a clone) heartbeated first. The
 // caller must stop acting as the agent.
 //
-// On an error matching [tenure.ErrUnavailable] the heartbeat may have been
+// On an error matching [store.ErrUnavailable] the heartbeat may have been
 // applied; the returned Beat's Registration remembers it, and heartbeating
 // with that one recognises the lost reply instead of reporting a conflict.
 // On other errors use g again.
 func (r *Registry) Heartbeat(ctx context.Context, g Registration) (Beat, error) {
-	return r.heartbeat(ctx, g, tenure.NewInstanceID())
+	return r.heartbeat(ctx, g, identity.New())
 }
 
 // heartbeat is Heartbeat with the heartbeat's nonce given.
@@ -393,7 +393,7 @@ func (r *Registry) heartbeat(ctx context.Context, g Registration, nonce string) 
 	}
 	if err != nil {
 		err = interpretError(fmt.Sprintf("heartbeat of agent %q", g.ID), err)
-		if errors.Is(err, tenure.ErrUnavailable) {
+		if errors.Is(err, store.ErrUnavailable) {
 			return Beat{Registration: g.withPending(nonce)}, err
 		}
 		return Beat{Registration: g}, err

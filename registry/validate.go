@@ -4,13 +4,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"unicode/utf8"
 
-	"github.com/tenure-dev/tenure"
+	"github.com/tenure-dev/tenure/store"
 )
 
 // Limits the registry enforces on its input. A call outside them fails with
-// an error matching [tenure.ErrInvalid] and writes nothing.
+// an error matching [store.ErrInvalid] and writes nothing.
 const (
 	// MaxAgentIDLen is the longest agent id, in bytes.
 	MaxAgentIDLen = 255
@@ -31,56 +30,37 @@ const (
 	MaxReasonLen = 1024
 )
 
-// validateText reports whether s is non-empty valid UTF-8 of at most maxLen
-// bytes without control characters.
-func validateText(what, s string, maxLen int) error {
-	switch {
-	case s == "":
-		return fmt.Errorf("%w: %s is empty", tenure.ErrInvalid, what)
-	case len(s) > maxLen:
-		return fmt.Errorf("%w: %s is %d bytes long; the maximum is %d", tenure.ErrInvalid, what, len(s), maxLen)
-	case !utf8.ValidString(s):
-		return fmt.Errorf("%w: %s %q is not valid UTF-8", tenure.ErrInvalid, what, s)
-	}
-	for _, r := range s {
-		if isControl(r) {
-			return fmt.Errorf("%w: %s %q contains the control character %U", tenure.ErrInvalid, what, s, r)
-		}
-	}
-	return nil
-}
-
 // ValidateAgentID reports whether id can be an agent id: non-empty valid
 // UTF-8 of at most [MaxAgentIDLen] bytes without control characters.
-func ValidateAgentID(id string) error { return validateText("agent id", id, MaxAgentIDLen) }
+func ValidateAgentID(id string) error { return store.ValidateText("agent id", id, MaxAgentIDLen) }
 
 // ValidateResource reports whether id can be a resource id: non-empty valid
 // UTF-8 of at most [MaxResourceLen] bytes without control characters.
-func ValidateResource(id string) error { return validateText("resource id", id, MaxResourceLen) }
+func ValidateResource(id string) error { return store.ValidateText("resource id", id, MaxResourceLen) }
 
 func validateLabels(labels map[string]string) error {
 	if len(labels) > MaxLabels {
-		return fmt.Errorf("%w: %d labels; the maximum is %d", tenure.ErrInvalid, len(labels), MaxLabels)
+		return fmt.Errorf("%w: %d labels; the maximum is %d", store.ErrInvalid, len(labels), MaxLabels)
 	}
 	for k, v := range labels {
 		if k == "" {
-			return fmt.Errorf("%w: a label key is empty", tenure.ErrInvalid)
+			return fmt.Errorf("%w: a label key is empty", store.ErrInvalid)
 		}
 		if len(k) > MaxLabelKeyLen {
-			return fmt.Errorf("%w: label key %q is %d bytes long; the maximum is %d", tenure.ErrInvalid, k, len(k), MaxLabelKeyLen)
+			return fmt.Errorf("%w: label key %q is %d bytes long; the maximum is %d", store.ErrInvalid, k, len(k), MaxLabelKeyLen)
 		}
 		for _, r := range k {
 			if !labelKeyRune(r) {
-				return fmt.Errorf("%w: label key %q contains %q; use ASCII letters, digits and . _ / -", tenure.ErrInvalid, k, r)
+				return fmt.Errorf("%w: label key %q contains %q; use ASCII letters, digits and . _ / -", store.ErrInvalid, k, r)
 			}
 		}
 		if len(v) > MaxLabelValueLen {
-			return fmt.Errorf("%w: value of label %q is %d bytes long; the maximum is %d", tenure.ErrInvalid, k, len(v), MaxLabelValueLen)
+			return fmt.Errorf("%w: value of label %q is %d bytes long; the maximum is %d", store.ErrInvalid, k, len(v), MaxLabelValueLen)
 		}
 		if v == "" {
 			continue
 		}
-		if err := validateText(fmt.Sprintf("value of label %q", k), v, MaxLabelValueLen); err != nil {
+		if err := store.ValidateText(fmt.Sprintf("value of label %q", k), v, MaxLabelValueLen); err != nil {
 			return err
 		}
 	}
@@ -99,14 +79,14 @@ func jsonArg(what string, doc json.RawMessage) (*string, error) {
 		return nil, nil
 	}
 	if len(doc) > MaxJSONLen {
-		return nil, fmt.Errorf("%w: %s is %d bytes long; the maximum is %d", tenure.ErrInvalid, what, len(doc), MaxJSONLen)
+		return nil, fmt.Errorf("%w: %s is %d bytes long; the maximum is %d", store.ErrInvalid, what, len(doc), MaxJSONLen)
 	}
 	var v any
 	if err := json.Unmarshal(doc, &v); err != nil {
-		return nil, fmt.Errorf("%w: %s is not valid JSON: %w", tenure.ErrInvalid, what, err)
+		return nil, fmt.Errorf("%w: %s is not valid JSON: %w", store.ErrInvalid, what, err)
 	}
 	if hasNUL(v) {
-		return nil, fmt.Errorf("%w: %s contains the character U+0000, which PostgreSQL's jsonb cannot store", tenure.ErrInvalid, what)
+		return nil, fmt.Errorf("%w: %s contains the character U+0000, which PostgreSQL's jsonb cannot store", store.ErrInvalid, what)
 	}
 	s := string(doc)
 	return &s, nil

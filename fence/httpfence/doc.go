@@ -63,14 +63,14 @@
 //     instance; forgotten on restart, after which old tokens pass again.
 //   - [FenceFunc]: any function, such as a Redis fence script; for example
 //     httpfence.FenceFunc(func(ctx context.Context, resource string, tok
-//     tenure.Token) error { ... }).
+//     store.Token) error { ... }).
 //
 // # Client
 //
 // [SetToken] puts a token on one request; a [Transport] puts the current
 // token of a lease on every request an [net/http.Client] sends and refuses
 // to send once the lease is no longer trusted (its Token is 0).
-// [ResponseError] turns the middleware's 409 into a [*tenure.FencedError],
+// [ResponseError] turns the middleware's 409 into a [*store.FencedError],
 // so that the caller cannot mistake it for an ordinary failure (promise P9):
 // stop working under that token.
 //
@@ -81,6 +81,6 @@
 //	}
 //	defer resp.Body.Close()
 //	if err := httpfence.ResponseError(resp); err != nil {
-//		return err // errors.Is(err, tenure.ErrFenced): superseded; stop
+//		return err // errors.Is(err, store.ErrFenced): superseded; stop
 //	}
 package httpfence

@@ -8,12 +8,13 @@ import (
 	"net/http/httptest"
 	"strings"
 
-	"github.com/tenure-dev/tenure"
+	"github.com/tenure-dev/tenure/store"
+
 	"github.com/tenure-dev/tenure/fence/httpfence"
 )
 
 // A service fences PUT /reports/{id}; a holder superseded by token 8 is
-// refused with 409, and its client sees tenure.ErrFenced.
+// refused with 409, and its client sees store.ErrFenced.
 func Example() {
 	mw, err := httpfence.Middleware(httpfence.Config{
 		Store:    httpfence.NewMemory(),
@@ -30,8 +31,8 @@ func Example() {
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 
-	put := func(tok tenure.Token) error {
-		client := &http.Client{Transport: &httpfence.Transport{Token: func() tenure.Token { return tok }}}
+	put := func(tok store.Token) error {
+		client := &http.Client{Transport: &httpfence.Transport{Token: func() store.Token { return tok }}}
 		req, _ := http.NewRequestWithContext(context.Background(), http.MethodPut, srv.URL+"/reports/42", strings.NewReader("..."))
 		resp, err := client.Do(req)
 		if err != nil {
@@ -43,7 +44,7 @@ func Example() {
 
 	fmt.Println("new holder:", put(8))
 	err = put(7)
-	fmt.Println("old holder fenced:", errors.Is(err, tenure.ErrFenced))
+	fmt.Println("old holder fenced:", errors.Is(err, store.ErrFenced))
 	fmt.Println(err)
 	// Output:
 	// report written

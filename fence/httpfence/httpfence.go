@@ -11,7 +11,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/tenure-dev/tenure"
+	"github.com/tenure-dev/tenure/store"
 )
 
 const (
@@ -30,19 +30,19 @@ const (
 type FenceStore interface {
 	// Fence records tok for resource when it is equal to or greater than
 	// every token recorded for resource before, and fails with a
-	// [*tenure.FencedError] (matching [tenure.ErrFenced]) when a greater
-	// one was. Bad input fails with an error matching [tenure.ErrInvalid];
-	// an unreachable store with one matching [tenure.ErrUnavailable].
-	Fence(ctx context.Context, resource string, tok tenure.Token) error
+	// [*store.FencedError] (matching [store.ErrFenced]) when a greater
+	// one was. Bad input fails with an error matching [store.ErrInvalid];
+	// an unreachable store with one matching [store.ErrUnavailable].
+	Fence(ctx context.Context, resource string, tok store.Token) error
 }
 
 // FenceFunc is a function used as a [FenceStore].
-type FenceFunc func(ctx context.Context, resource string, tok tenure.Token) error
+type FenceFunc func(ctx context.Context, resource string, tok store.Token) error
 
-// Fence calls f; a nil f fails with an error matching [tenure.ErrInvalid].
-func (f FenceFunc) Fence(ctx context.Context, resource string, tok tenure.Token) error {
+// Fence calls f; a nil f fails with an error matching [store.ErrInvalid].
+func (f FenceFunc) Fence(ctx context.Context, resource string, tok store.Token) error {
 	if f == nil {
-		return fmt.Errorf("httpfence: %w: the FenceFunc is nil", tenure.ErrInvalid)
+		return fmt.Errorf("httpfence: %w: the FenceFunc is nil", store.ErrInvalid)
 	}
 	return f(ctx, resource, tok)
 }
@@ -63,13 +63,13 @@ type Config struct {
 
 // Middleware returns middleware that fences every request it wraps, as the
 // package documentation describes. It fails with an error matching
-// [tenure.ErrInvalid] when a required field of cfg is missing.
+// [store.ErrInvalid] when a required field of cfg is missing.
 func Middleware(cfg Config) (func(http.Handler) http.Handler, error) {
 	switch {
 	case cfg.Store == nil:
-		return nil, fmt.Errorf("httpfence: %w: Config.Store is nil; use NewPostgres, NewMemory or a FenceFunc", tenure.ErrInvalid)
+		return nil, fmt.Errorf("httpfence: %w: Config.Store is nil; use NewPostgres, NewMemory or a FenceFunc", store.ErrInvalid)
 	case cfg.Resource == nil:
-		return nil, fmt.Errorf("httpfence: %w: Config.Resource is nil; give a function naming the resource each request writes to", tenure.ErrInvalid)
+		return nil, fmt.Errorf("httpfence: %w: Config.Resource is nil; give a function naming the resource each request writes to", store.ErrInvalid)
 	}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -98,49 +98,49 @@ func Middleware(cfg Config) (func(http.Handler) http.Handler, error) {
 
 // ParseToken parses a [Header] value: a positive decimal integer of ASCII
 // digits only, no sign, no space. Anything else fails with an error
-// matching [tenure.ErrInvalid].
-func ParseToken(s string) (tenure.Token, error) {
+// matching [store.ErrInvalid].
+func ParseToken(s string) (store.Token, error) {
 	if s == "" {
-		return 0, fmt.Errorf("httpfence: %w: the %s header is empty; send the token of the lease this write is made under", tenure.ErrInvalid, Header)
+		return 0, fmt.Errorf("httpfence: %w: the %s header is empty; send the token of the lease this write is made under", store.ErrInvalid, Header)
 	}
 	for i := range len(s) {
 		if s[i] < '0' || s[i] > '9' {
-			return 0, fmt.Errorf("httpfence: %w: the %s header %q is not a positive decimal integer", tenure.ErrInvalid, Header, s)
+			return 0, fmt.Errorf("httpfence: %w: the %s header %q is not a positive decimal integer", store.ErrInvalid, Header, s)
 		}
 	}
 	v, err := strconv.ParseInt(s, 10, 64)
 	switch {
 	case err != nil:
-		return 0, fmt.Errorf("httpfence: %w: the %s header %q is out of range", tenure.ErrInvalid, Header, s)
+		return 0, fmt.Errorf("httpfence: %w: the %s header %q is out of range", store.ErrInvalid, Header, s)
 	case v == 0:
-		return 0, fmt.Errorf("httpfence: %w: the %s header is 0; a lease whose token is 0 is no longer trusted and must not write", tenure.ErrInvalid, Header)
+		return 0, fmt.Errorf("httpfence: %w: the %s header is 0; a lease whose token is 0 is no longer trusted and must not write", store.ErrInvalid, Header)
 	}
-	return tenure.Token(v), nil
+	return store.Token(v), nil
 }
 
 // TokenOf returns the token of r's [Header]. A request without the header,
 // with more than one, or with a malformed one fails with an error matching
-// [tenure.ErrInvalid].
-func TokenOf(r *http.Request) (tenure.Token, error) {
+// [store.ErrInvalid].
+func TokenOf(r *http.Request) (store.Token, error) {
 	vals := r.Header.Values(Header)
 	switch len(vals) {
 	case 0:
-		return 0, fmt.Errorf("httpfence: %w: the request has no %s header; send the token of the lease this write is made under (httpfence.SetToken or httpfence.Transport)", tenure.ErrInvalid, Header)
+		return 0, fmt.Errorf("httpfence: %w: the request has no %s header; send the token of the lease this write is made under (httpfence.SetToken or httpfence.Transport)", store.ErrInvalid, Header)
 	case 1:
 		return ParseToken(vals[0])
 	}
-	return 0, fmt.Errorf("httpfence: %w: the request has %d %s headers; send exactly one", tenure.ErrInvalid, len(vals), Header)
+	return 0, fmt.Errorf("httpfence: %w: the request has %d %s headers; send exactly one", store.ErrInvalid, len(vals), Header)
 }
 
 // SetToken sets r's [Header] to tok. tok must be positive: a lease whose
 // Token is 0 is no longer trusted and must not write, so SetToken refuses
-// it with an error matching [tenure.ErrInvalid] and leaves r unchanged.
-func SetToken(r *http.Request, tok tenure.Token) error {
+// it with an error matching [store.ErrInvalid] and leaves r unchanged.
+func SetToken(r *http.Request, tok store.Token) error {
 	if err := checkToken(tok); err != nil {
 		return err
 	}
 	if r == nil {
-		return fmt.Errorf("httpfence: %w: request is nil", tenure.ErrInvalid)
+		return fmt.Errorf("httpfence: %w: request is nil", store.ErrInvalid)
 	}
 	if r.Header == nil {
 		r.Header = make(http.Header)
@@ -154,12 +154,12 @@ func SetToken(r *http.Request, tok tenure.Token) error {
 // Token method. A request that already carries the header is sent as it
 // is. When Token returns 0 or less (the lease is no longer trusted),
 // nothing is sent and RoundTrip fails with an error matching
-// [tenure.ErrInvalid].
+// [store.ErrInvalid].
 type Transport struct {
 	// Base sends the requests. Default (nil): [http.DefaultTransport].
 	Base http.RoundTripper
 	// Token returns the current token. Required.
-	Token func() tenure.Token
+	Token func() store.Token
 }
 
 // RoundTrip implements [http.RoundTripper]. It does not modify req.
@@ -178,7 +178,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	if t.Token == nil {
-		return fail(fmt.Errorf("httpfence: %w: Transport.Token is nil; set it to the lease's Token method", tenure.ErrInvalid))
+		return fail(fmt.Errorf("httpfence: %w: Transport.Token is nil; set it to the lease's Token method", store.ErrInvalid))
 	}
 	tok := t.Token()
 	if err := checkToken(tok); err != nil {
@@ -189,7 +189,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return base.RoundTrip(out)
 }
 
-// ResponseError returns a [*tenure.FencedError] when resp is the
+// ResponseError returns a [*store.FencedError] when resp is the
 // middleware's (or [WriteError]'s) answer to a stale token, and nil for
 // every other response, including a 409 the handler itself wrote. It reads
 // only the status and headers, never the body.
@@ -201,9 +201,9 @@ func ResponseError(resp *http.Response) error {
 	if err != nil {
 		return nil
 	}
-	fe := &tenure.FencedError{Recorded: tenure.Token(recorded)}
+	fe := &store.FencedError{Recorded: store.Token(recorded)}
 	if offered, err := strconv.ParseInt(resp.Header.Get(Header), 10, 64); err == nil {
-		fe.Offered = tenure.Token(offered)
+		fe.Offered = store.Token(offered)
 	}
 	if res, err := url.PathUnescape(resp.Header.Get(ResourceHeader)); err == nil {
 		fe.Resource = res
@@ -212,13 +212,13 @@ func ResponseError(resp *http.Response) error {
 }
 
 // WriteError answers r with the response the middleware gives for err: 409
-// Conflict for a [*tenure.FencedError] (with the fencing headers, so
-// [ResponseError] recognises it), 400 for [tenure.ErrInvalid], 503 for
-// [tenure.ErrUnavailable] and 500 for anything else. Handlers that run
+// Conflict for a [*store.FencedError] (with the fencing headers, so
+// [ResponseError] recognises it), 400 for [store.ErrInvalid], 503 for
+// [store.ErrUnavailable] and 500 for anything else. Handlers that run
 // their own fence check (pgfence in their transaction) use it to answer as
 // the middleware would. The body of a 5xx does not include err.
 func WriteError(w http.ResponseWriter, r *http.Request, err error) {
-	var fe *tenure.FencedError
+	var fe *store.FencedError
 	status := statusOf(err)
 	switch {
 	case errors.As(err, &fe):
@@ -238,11 +238,11 @@ func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 
 func statusOf(err error) int {
 	switch {
-	case errors.Is(err, tenure.ErrFenced):
+	case errors.Is(err, store.ErrFenced):
 		return http.StatusConflict
-	case errors.Is(err, tenure.ErrInvalid):
+	case errors.Is(err, store.ErrInvalid):
 		return http.StatusBadRequest
-	case errors.Is(err, tenure.ErrUnavailable):
+	case errors.Is(err, store.ErrUnavailable):
 		return http.StatusServiceUnavailable
 	}
 	return http.StatusInternalServerError
@@ -261,7 +261,7 @@ type problem struct {
 
 // writeProblem writes status with detail as plain text, or as problem
 // details when r accepts JSON.
-func writeProblem(w http.ResponseWriter, r *http.Request, status int, detail string, fe *tenure.FencedError) {
+func writeProblem(w http.ResponseWriter, r *http.Request, status int, detail string, fe *store.FencedError) {
 	h := w.Header()
 	h.Set("X-Content-Type-Options", "nosniff")
 	if !strings.Contains(strings.ToLower(strings.Join(r.Header.Values("Accept"), ",")), "json") {
@@ -280,25 +280,25 @@ func writeProblem(w http.ResponseWriter, r *http.Request, status int, detail str
 	_ = json.NewEncoder(w).Encode(p) // A client that went away gets nothing either way.
 }
 
-func checkToken(tok tenure.Token) error {
+func checkToken(tok store.Token) error {
 	switch {
 	case tok == 0:
-		return fmt.Errorf("httpfence: %w: token is 0: the lease is no longer trusted; do not write", tenure.ErrInvalid)
+		return fmt.Errorf("httpfence: %w: token is 0: the lease is no longer trusted; do not write", store.ErrInvalid)
 	case tok < 0:
-		return fmt.Errorf("httpfence: %w: token %d must be positive", tenure.ErrInvalid, tok)
+		return fmt.Errorf("httpfence: %w: token %d must be positive", store.ErrInvalid, tok)
 	}
 	return nil
 }
 
 // validate checks what every fence store gets.
-func validate(resource string, tok tenure.Token) error {
+func validate(resource string, tok store.Token) error {
 	switch {
 	case resource == "":
-		return fmt.Errorf("httpfence: %w: resource is empty", tenure.ErrInvalid)
-	case len(resource) > tenure.MaxNameLen:
-		return fmt.Errorf("httpfence: %w: resource is %d bytes long; the maximum is %d", tenure.ErrInvalid, len(resource), tenure.MaxNameLen)
+		return fmt.Errorf("httpfence: %w: resource is empty", store.ErrInvalid)
+	case len(resource) > store.MaxNameLen:
+		return fmt.Errorf("httpfence: %w: resource is %d bytes long; the maximum is %d", store.ErrInvalid, len(resource), store.MaxNameLen)
 	case !utf8.ValidString(resource):
-		return fmt.Errorf("httpfence: %w: resource %q is not valid UTF-8", tenure.ErrInvalid, resource)
+		return fmt.Errorf("httpfence: %w: resource %q is not valid UTF-8", store.ErrInvalid, resource)
 	}
 	return checkToken(tok)
 }

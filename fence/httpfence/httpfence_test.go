@@ -13,9 +13,10 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/tenure-dev/tenure/store"
+
 	"github.com/stretchr/testify/require"
 
-	"github.com/tenure-dev/tenure"
 	"github.com/tenure-dev/tenure/fence/httpfence"
 	"github.com/tenure-dev/tenure/internal/testutil"
 )
@@ -102,7 +103,7 @@ func TestMiddleware(t *testing.T) {
 			require.NoError(t, httpfence.ResponseError(resp))
 		}
 		require.Equal(t, int64(4), b.calls.Load())
-		require.Equal(t, tenure.Token(1000), b.fences.Recorded("invoices"))
+		require.Equal(t, store.Token(1000), b.fences.Recorded("invoices"))
 	})
 
 	t.Run("StaleIsConflict", func(t *testing.T) {
@@ -112,7 +113,7 @@ func TestMiddleware(t *testing.T) {
 		resp := b.put(t, "invoices", "", "5")
 		require.Equal(t, http.StatusConflict, resp.StatusCode)
 		require.Equal(t, int64(1), b.calls.Load(), "the stale request never reached the handler")
-		require.Equal(t, tenure.Token(7), b.fences.Recorded("invoices"))
+		require.Equal(t, store.Token(7), b.fences.Recorded("invoices"))
 
 		require.Equal(t, "text/plain; charset=utf-8", resp.Header.Get("Content-Type"))
 		text := body(t, resp)
@@ -123,10 +124,10 @@ func TestMiddleware(t *testing.T) {
 		require.Equal(t, "7", resp.Header.Get(httpfence.RecordedHeader))
 
 		err := httpfence.ResponseError(resp)
-		require.ErrorIs(t, err, tenure.ErrFenced)
-		var fe *tenure.FencedError
+		require.ErrorIs(t, err, store.ErrFenced)
+		var fe *store.FencedError
 		require.ErrorAs(t, err, &fe)
-		require.Equal(t, tenure.FencedError{Resource: "invoices", Offered: 5, Recorded: 7}, *fe)
+		require.Equal(t, store.FencedError{Resource: "invoices", Offered: 5, Recorded: 7}, *fe)
 
 		require.Equal(t, http.StatusOK, b.put(t, "other", "", "5").StatusCode, "fences are per resource")
 	})
@@ -155,7 +156,7 @@ func TestMiddleware(t *testing.T) {
 		require.Equal(t, int64(9), p.Recorded)
 		require.Contains(t, p.Detail, "stop working under this token")
 
-		var fe *tenure.FencedError
+		var fe *store.FencedError
 		require.ErrorAs(t, httpfence.ResponseError(resp), &fe)
 		require.Equal(t, resource, fe.Resource, "the resource header round-trips")
 		require.Equal(t, int64(1), b.calls.Load())
@@ -208,7 +209,7 @@ func TestMiddleware(t *testing.T) {
 	t.Run("ResourceRefusedByStore", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		resp := b.put(t, strings.Repeat("r", tenure.MaxNameLen+1), "", "5")
+		resp := b.put(t, strings.Repeat("r", store.MaxNameLen+1), "", "5")
 		require.Equal(t, http.StatusBadRequest, resp.StatusCode)
 		require.Contains(t, body(t, resp), "the maximum is 255")
 		require.Zero(t, b.calls.Load())
@@ -221,14 +222,14 @@ func TestMiddleware(t *testing.T) {
 			status int
 			want   string
 		}{
-			"Unavailable": {fmt.Errorf("fence store: %w: connection refused", tenure.ErrUnavailable), http.StatusServiceUnavailable, "unavailable; retry later"},
+			"Unavailable": {fmt.Errorf("fence store: %w: connection refused", store.ErrUnavailable), http.StatusServiceUnavailable, "unavailable; retry later"},
 			"Other":       {errors.New("fence store: secret internals"), http.StatusInternalServerError, "the fence check failed"},
-			"NotMigrated": {fmt.Errorf("fence store: %w", tenure.ErrNotMigrated), http.StatusInternalServerError, "the fence check failed"},
+			"NotMigrated": {fmt.Errorf("fence store: %w", store.ErrNotMigrated), http.StatusInternalServerError, "the fence check failed"},
 		} {
 			t.Run(name, func(t *testing.T) {
 				t.Parallel()
 				b := &testBundle{errs: make(chan error, 1)}
-				b.handler = b.wrap(t, httpfence.FenceFunc(func(context.Context, string, tenure.Token) error { return tc.err }))
+				b.handler = b.wrap(t, httpfence.FenceFunc(func(context.Context, string, store.Token) error { return tc.err }))
 				resp := b.put(t, "invoices", "", "5")
 				require.Equal(t, tc.status, resp.StatusCode)
 				text := body(t, resp)
@@ -243,8 +244,8 @@ func TestMiddleware(t *testing.T) {
 	t.Run("FencedFromFenceFunc", func(t *testing.T) {
 		t.Parallel()
 		b := &testBundle{errs: make(chan error, 1)}
-		b.handler = b.wrap(t, httpfence.FenceFunc(func(_ context.Context, resource string, tok tenure.Token) error {
-			return fmt.Errorf("redis: %w", &tenure.FencedError{Resource: resource, Offered: tok, Recorded: tok + 1})
+		b.handler = b.wrap(t, httpfence.FenceFunc(func(_ context.Context, resource string, tok store.Token) error {
+			return fmt.Errorf("redis: %w", &store.FencedError{Resource: resource, Offered: tok, Recorded: tok + 1})
 		}))
 		resp := b.put(t, "k", "", "5")
 		require.Equal(t, http.StatusConflict, resp.StatusCode)
@@ -255,10 +256,10 @@ func TestMiddleware(t *testing.T) {
 	t.Run("Config", func(t *testing.T) {
 		t.Parallel()
 		_, err := httpfence.Middleware(httpfence.Config{Resource: func(*http.Request) string { return "r" }})
-		require.ErrorIs(t, err, tenure.ErrInvalid)
+		require.ErrorIs(t, err, store.ErrInvalid)
 		require.ErrorContains(t, err, "Config.Store is nil")
 		_, err = httpfence.Middleware(httpfence.Config{Store: httpfence.NewMemory()})
-		require.ErrorIs(t, err, tenure.ErrInvalid)
+		require.ErrorIs(t, err, store.ErrInvalid)
 		require.ErrorContains(t, err, "Config.Resource is nil")
 	})
 }
@@ -267,14 +268,14 @@ func TestWriteError(t *testing.T) {
 	t.Parallel()
 	req := httptest.NewRequestWithContext(t.Context(), http.MethodPost, "/", nil)
 	rec := httptest.NewRecorder()
-	httpfence.WriteError(rec, req, fmt.Errorf("pgfence: fence: %w", &tenure.FencedError{Resource: "a/b c", Offered: 2, Recorded: 3}))
+	httpfence.WriteError(rec, req, fmt.Errorf("pgfence: fence: %w", &store.FencedError{Resource: "a/b c", Offered: 2, Recorded: 3}))
 	resp := rec.Result()
 	t.Cleanup(func() { _ = resp.Body.Close() }) // A recorder's body is in memory.
 	require.Equal(t, http.StatusConflict, resp.StatusCode)
 	require.Equal(t, "a%2Fb%20c", resp.Header.Get(httpfence.ResourceHeader))
-	var fe *tenure.FencedError
+	var fe *store.FencedError
 	require.ErrorAs(t, httpfence.ResponseError(resp), &fe)
-	require.Equal(t, tenure.FencedError{Resource: "a/b c", Offered: 2, Recorded: 3}, *fe)
+	require.Equal(t, store.FencedError{Resource: "a/b c", Offered: 2, Recorded: 3}, *fe)
 }
 
 func TestResponseError(t *testing.T) {
@@ -291,12 +292,12 @@ func TestResponseError(t *testing.T) {
 	require.NoError(t, httpfence.ResponseError(resp(http.StatusConflict)), "the handler's own 409")
 	require.NoError(t, httpfence.ResponseError(resp(http.StatusOK, httpfence.RecordedHeader, "3")))
 	err := httpfence.ResponseError(resp(http.StatusConflict, httpfence.RecordedHeader, "3"))
-	require.ErrorIs(t, err, tenure.ErrFenced)
+	require.ErrorIs(t, err, store.ErrFenced)
 }
 
 func TestParseToken(t *testing.T) {
 	t.Parallel()
-	for in, want := range map[string]tenure.Token{
+	for in, want := range map[string]store.Token{
 		"1":                   1,
 		"42":                  42,
 		"007":                 7,
@@ -308,7 +309,7 @@ func TestParseToken(t *testing.T) {
 	}
 	for _, in := range []string{"", "0", "00", "-1", "+1", " 1", "1 ", "1e3", "١", "9223372036854775808", "99999999999999999999999"} {
 		_, err := httpfence.ParseToken(in)
-		require.ErrorIs(t, err, tenure.ErrInvalid, "%q", in)
+		require.ErrorIs(t, err, store.ErrInvalid, "%q", in)
 	}
 }
 
@@ -321,7 +322,7 @@ func FuzzParseToken(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		tok, err := httpfence.ParseToken(s)
 		if err != nil {
-			if !errors.Is(err, tenure.ErrInvalid) {
+			if !errors.Is(err, store.ErrInvalid) {
 				t.Fatalf("ParseToken(%q): %v does not match ErrInvalid", s, err)
 			}
 			return
@@ -346,30 +347,30 @@ func TestMemory(t *testing.T) {
 	require.NoError(t, m.Fence(ctx, "r", 3))
 	require.NoError(t, m.Fence(ctx, "r", 3))
 	err := m.Fence(ctx, "r", 2)
-	require.ErrorIs(t, err, tenure.ErrFenced)
-	var fe *tenure.FencedError
+	require.ErrorIs(t, err, store.ErrFenced)
+	var fe *store.FencedError
 	require.ErrorAs(t, err, &fe)
-	require.Equal(t, tenure.FencedError{Resource: "r", Offered: 2, Recorded: 3}, *fe)
-	require.Equal(t, tenure.Token(3), m.Recorded("r"))
+	require.Equal(t, store.FencedError{Resource: "r", Offered: 2, Recorded: 3}, *fe)
+	require.Equal(t, store.Token(3), m.Recorded("r"))
 
 	for name, call := range map[string]func() error{
 		"EmptyResource": func() error { return m.Fence(ctx, "", 1) },
-		"LongResource":  func() error { return m.Fence(ctx, strings.Repeat("r", tenure.MaxNameLen+1), 1) },
+		"LongResource":  func() error { return m.Fence(ctx, strings.Repeat("r", store.MaxNameLen+1), 1) },
 		"BadUTF8":       func() error { return m.Fence(ctx, "\xff", 1) },
 		"ZeroToken":     func() error { return m.Fence(ctx, "r", 0) },
 		"NegativeToken": func() error { return m.Fence(ctx, "r", -4) },
 	} {
-		require.ErrorIs(t, call(), tenure.ErrInvalid, name)
+		require.ErrorIs(t, call(), store.ErrInvalid, name)
 	}
 	var zero httpfence.Memory
 	require.NoError(t, zero.Fence(ctx, "r", 1), "the zero Memory is ready to use")
-	require.ErrorIs(t, httpfence.FenceFunc(nil).Fence(ctx, "r", 1), tenure.ErrInvalid)
-	require.ErrorIs(t, (&httpfence.Postgres{}).Fence(ctx, "r", 1), tenure.ErrInvalid)
+	require.ErrorIs(t, httpfence.FenceFunc(nil).Fence(ctx, "r", 1), store.ErrInvalid)
+	require.ErrorIs(t, (&httpfence.Postgres{}).Fence(ctx, "r", 1), store.ErrInvalid)
 
 	done, cancel := context.WithCancel(ctx)
 	cancel()
-	require.ErrorIs(t, m.Fence(done, "r", 9), tenure.ErrUnavailable)
-	require.Equal(t, tenure.Token(3), m.Recorded("r"), "refused calls record nothing")
+	require.ErrorIs(t, m.Fence(done, "r", 9), store.ErrUnavailable)
+	require.Equal(t, store.Token(3), m.Recorded("r"), "refused calls record nothing")
 }
 
 func TestClientSide(t *testing.T) {
@@ -385,11 +386,11 @@ func TestClientSide(t *testing.T) {
 		require.Equal(t, []string{"13"}, req.Header.Values(httpfence.Header))
 
 		err = httpfence.SetToken(req, 0)
-		require.ErrorIs(t, err, tenure.ErrInvalid)
+		require.ErrorIs(t, err, store.ErrInvalid)
 		require.ErrorContains(t, err, "no longer trusted")
-		require.ErrorIs(t, httpfence.SetToken(req, -1), tenure.ErrInvalid)
+		require.ErrorIs(t, httpfence.SetToken(req, -1), store.ErrInvalid)
 		require.Equal(t, []string{"13"}, req.Header.Values(httpfence.Header), "a refused token leaves the request alone")
-		require.ErrorIs(t, httpfence.SetToken(nil, 1), tenure.ErrInvalid)
+		require.ErrorIs(t, httpfence.SetToken(nil, 1), store.ErrInvalid)
 		bare := &http.Request{}
 		require.NoError(t, httpfence.SetToken(bare, 1))
 		require.Equal(t, "1", bare.Header.Get(httpfence.Header))
@@ -404,7 +405,7 @@ func TestClientSide(t *testing.T) {
 		tok.Store(4)
 		client := &http.Client{Transport: &httpfence.Transport{
 			Base:  srv.Client().Transport,
-			Token: func() tenure.Token { return tenure.Token(tok.Load()) },
+			Token: func() store.Token { return store.Token(tok.Load()) },
 		}}
 		t.Cleanup(client.CloseIdleConnections)
 		send := func(withHeader string) (*http.Response, error) {
@@ -435,13 +436,13 @@ func TestClientSide(t *testing.T) {
 		resp, err = send("5")
 		require.NoError(t, err, "a request with its own header is sent as it is")
 		require.Equal(t, http.StatusConflict, resp.StatusCode)
-		var fe *tenure.FencedError
+		var fe *store.FencedError
 		require.ErrorAs(t, httpfence.ResponseError(resp), &fe)
-		require.Equal(t, tenure.FencedError{Resource: "invoices", Offered: 5, Recorded: 6}, *fe)
+		require.Equal(t, store.FencedError{Resource: "invoices", Offered: 5, Recorded: 6}, *fe)
 
 		tok.Store(0)
 		_, err = send("")
-		require.ErrorIs(t, err, tenure.ErrInvalid)
+		require.ErrorIs(t, err, store.ErrInvalid)
 		require.ErrorContains(t, err, "no longer trusted")
 		require.Equal(t, int64(2), b.calls.Load(), "the refused and the untrusted requests never reached the handler")
 	})
@@ -452,7 +453,7 @@ func TestClientSide(t *testing.T) {
 		req, err := http.NewRequestWithContext(t.Context(), http.MethodPut, "http://example.invalid/", body)
 		require.NoError(t, err)
 		_, err = (&httpfence.Transport{}).RoundTrip(req)
-		require.ErrorIs(t, err, tenure.ErrInvalid)
+		require.ErrorIs(t, err, store.ErrInvalid)
 		require.ErrorContains(t, err, "Transport.Token is nil")
 		require.True(t, body.closed, "the body is closed even though nothing was sent")
 	})

@@ -4,10 +4,11 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/tenure-dev/tenure/store"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tenure-dev/tenure"
 	"github.com/tenure-dev/tenure/fence/httpfence"
 	"github.com/tenure-dev/tenure/store/pgstore"
 	"github.com/tenure-dev/tenure/store/pgstore/pgstoretest"
@@ -39,9 +40,9 @@ func TestPostgres(t *testing.T) {
 		require.Equal(t, http.StatusOK, two.put(t, "invoices", "", "7").StatusCode, "an equal token passes")
 		resp := two.put(t, "invoices", "", "6")
 		require.Equal(t, http.StatusConflict, resp.StatusCode, "the other instance refuses a stale token")
-		var fe *tenure.FencedError
+		var fe *store.FencedError
 		require.ErrorAs(t, httpfence.ResponseError(resp), &fe)
-		require.Equal(t, tenure.FencedError{Resource: "invoices", Offered: 6, Recorded: 7}, *fe)
+		require.Equal(t, store.FencedError{Resource: "invoices", Offered: 6, Recorded: 7}, *fe)
 		require.Equal(t, int64(1), two.calls.Load(), "the stale request never reached the handler")
 
 		require.Equal(t, http.StatusOK, two.put(t, "invoices", "", "8").StatusCode)
@@ -65,20 +66,20 @@ func TestPostgres(t *testing.T) {
 		b.handler = b.wrap(t, fences)
 		resp := b.put(t, "invoices", "", "1")
 		require.Equal(t, http.StatusInternalServerError, resp.StatusCode)
-		require.ErrorIs(t, <-b.errs, tenure.ErrNotMigrated)
+		require.ErrorIs(t, <-b.errs, store.ErrNotMigrated)
 		require.Zero(t, b.calls.Load())
 	})
 
 	t.Run("Invalid", func(t *testing.T) {
 		t.Parallel()
 		_, err := httpfence.NewPostgres(nil, pgstore.Config{})
-		require.ErrorIs(t, err, tenure.ErrInvalid)
+		require.ErrorIs(t, err, store.ErrInvalid)
 		owner := pgstoretest.Pool(t, pgx.QueryExecModeCacheStatement, "")
 		_, err = httpfence.NewPostgres(owner, pgstore.Config{TablePrefix: "a$"})
-		require.ErrorIs(t, err, tenure.ErrInvalid)
+		require.ErrorIs(t, err, store.ErrInvalid)
 		fences, err := httpfence.NewPostgres(owner, pgstore.Config{})
 		require.NoError(t, err)
-		require.ErrorIs(t, fences.Fence(t.Context(), "", 1), tenure.ErrInvalid)
-		require.ErrorIs(t, fences.Fence(t.Context(), "r", 0), tenure.ErrInvalid)
+		require.ErrorIs(t, fences.Fence(t.Context(), "", 1), store.ErrInvalid)
+		require.ErrorIs(t, fences.Fence(t.Context(), "r", 0), store.ErrInvalid)
 	})
 }

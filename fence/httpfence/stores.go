@@ -5,7 +5,8 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/tenure-dev/tenure"
+	"github.com/tenure-dev/tenure/store"
+
 	"github.com/tenure-dev/tenure/fence/pgfence"
 	"github.com/tenure-dev/tenure/store/pgstore"
 )
@@ -22,36 +23,36 @@ var (
 // to use; its methods are safe for concurrent use.
 type Memory struct {
 	mu     sync.Mutex
-	fences map[string]tenure.Token
+	fences map[string]store.Token
 }
 
 // NewMemory returns an empty in-memory fence store.
 func NewMemory() *Memory {
-	return &Memory{fences: make(map[string]tenure.Token)}
+	return &Memory{fences: make(map[string]store.Token)}
 }
 
 // Fence implements [FenceStore].
-func (m *Memory) Fence(ctx context.Context, resource string, tok tenure.Token) error {
+func (m *Memory) Fence(ctx context.Context, resource string, tok store.Token) error {
 	if err := validate(resource, tok); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("httpfence: fence %q not attempted: %w: %w", resource, tenure.ErrUnavailable, err)
+		return fmt.Errorf("httpfence: fence %q not attempted: %w: %w", resource, store.ErrUnavailable, err)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.fences == nil {
-		m.fences = make(map[string]tenure.Token)
+		m.fences = make(map[string]store.Token)
 	}
 	if recorded := m.fences[resource]; recorded > tok {
-		return &tenure.FencedError{Resource: resource, Offered: tok, Recorded: recorded}
+		return &store.FencedError{Resource: resource, Offered: tok, Recorded: recorded}
 	}
 	m.fences[resource] = tok
 	return nil
 }
 
 // Recorded returns the highest token resource accepted, 0 if none.
-func (m *Memory) Recorded(resource string) tenure.Token {
+func (m *Memory) Recorded(resource string) store.Token {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.fences[resource]
@@ -70,10 +71,10 @@ type Postgres struct {
 // NewPostgres returns a fence store that runs its checks on q, normally a
 // *pgxpool.Pool, against the functions migrated for cfg (only its Schema
 // and TablePrefix matter). A nil q, or a cfg that [pgstore.New] would
-// refuse, fails with an error matching [tenure.ErrInvalid].
+// refuse, fails with an error matching [store.ErrInvalid].
 func NewPostgres(q pgfence.Querier, cfg pgstore.Config) (*Postgres, error) {
 	if q == nil {
-		return nil, fmt.Errorf("httpfence: %w: querier is nil; pass a *pgxpool.Pool", tenure.ErrInvalid)
+		return nil, fmt.Errorf("httpfence: %w: querier is nil; pass a *pgxpool.Pool", store.ErrInvalid)
 	}
 	f, err := pgfence.New(cfg)
 	if err != nil {
@@ -83,14 +84,14 @@ func NewPostgres(q pgfence.Querier, cfg pgstore.Config) (*Postgres, error) {
 }
 
 // Fence implements [FenceStore]. Errors are pgfence's: missing functions
-// match [tenure.ErrNotMigrated], an unreachable server
-// [tenure.ErrUnavailable].
-func (p *Postgres) Fence(ctx context.Context, resource string, tok tenure.Token) error {
+// match [store.ErrNotMigrated], an unreachable server
+// [store.ErrUnavailable].
+func (p *Postgres) Fence(ctx context.Context, resource string, tok store.Token) error {
 	if err := validate(resource, tok); err != nil {
 		return err
 	}
 	if p.fencer == nil {
-		return fmt.Errorf("httpfence: %w: the Postgres fence store was not made by NewPostgres", tenure.ErrInvalid)
+		return fmt.Errorf("httpfence: %w: the Postgres fence store was not made by NewPostgres", store.ErrInvalid)
 	}
 	return p.fencer.Fence(ctx, p.q, resource, tok)
 }

@@ -1,7 +1,7 @@
 // Package pgfence is the resource side of tenure's fencing for PostgreSQL:
 // Go helpers that run the fence functions [pgstore] installs, inside the
 // caller's own transaction, and turn their refusals into
-// [tenure.ErrFenced] (promise P4: the resource decides).
+// [store.ErrFenced] (promise P4: the resource decides).
 //
 // # Which check
 //
@@ -28,7 +28,7 @@
 //	}
 //	defer tx.Rollback(ctx)
 //	if err := pgfence.Fence(ctx, tx, "invoices", lease.Token()); err != nil {
-//		return err // errors.Is(err, tenure.ErrFenced): superseded; stop
+//		return err // errors.Is(err, store.ErrFenced): superseded; stop
 //	}
 //	if _, err := tx.Exec(ctx, "UPDATE invoices SET ..."); err != nil {
 //		return err
@@ -41,8 +41,8 @@
 //
 // # Errors
 //
-//   - A refusal matches [tenure.ErrFenced]; errors.As finds a
-//     [*tenure.FencedError]. For [Fence] it carries the resource, the
+//   - A refusal matches [store.ErrFenced]; errors.As finds a
+//     [*store.FencedError]. For [Fence] it carries the resource, the
 //     offered token and the recorded one. For [CheckLease] and
 //     [CheckLeaseStrict] its Resource is "lease:" followed by the lease
 //     name and Recorded is the lease's current token (0 when the lease does
@@ -52,11 +52,11 @@
 //     working under that token.
 //   - After any error the transaction is aborted by PostgreSQL: roll it
 //     back.
-//   - Missing functions match [tenure.ErrNotMigrated]; connection failures
-//     and timeouts match [tenure.ErrUnavailable] (the transaction did not
+//   - Missing functions match [store.ErrNotMigrated]; connection failures
+//     and timeouts match [store.ErrUnavailable] (the transaction did not
 //     commit; roll it back).
 //   - Bad input (empty name, token 0 or below, nil querier) matches
-//     [tenure.ErrInvalid] and sends nothing. A [tenure.Lease] whose Token
+//     [store.ErrInvalid] and sends nothing. A [tenure.Lease] whose Token
 //     is 0 is no longer trusted: do not write.
 //
 // # SQL

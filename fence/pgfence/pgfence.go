@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"unicode/utf8"
 
+	"github.com/tenure-dev/tenure/store"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -37,9 +39,9 @@ type Chain interface {
 	// Name is the lease name.
 	Name() string
 	// Holder is the identity the tenure was granted to.
-	Holder() tenure.Holder
+	Holder() store.Holder
 	// Token is the tenure's token, 0 once it is no longer trusted.
-	Token() tenure.Token
+	Token() store.Token
 	// Seq is the renewal seq the write presents.
 	Seq() int64
 }
@@ -85,7 +87,7 @@ func New(cfg pgstore.Config) (*Fencer, error) {
 var defaultFencer, defaultErr = New(pgstore.Config{})
 
 // Fence is [Fencer.Fence] on the default schema and prefix.
-func Fence(ctx context.Context, q Querier, resource string, tok tenure.Token) error {
+func Fence(ctx context.Context, q Querier, resource string, tok store.Token) error {
 	if defaultErr != nil {
 		return defaultErr
 	}
@@ -93,7 +95,7 @@ func Fence(ctx context.Context, q Querier, resource string, tok tenure.Token) er
 }
 
 // CheckLease is [Fencer.CheckLease] on the default schema and prefix.
-func CheckLease(ctx context.Context, q Querier, name string, tok tenure.Token) error {
+func CheckLease(ctx context.Context, q Querier, name string, tok store.Token) error {
 	if defaultErr != nil {
 		return defaultErr
 	}
@@ -119,17 +121,17 @@ func StrictTx(ctx context.Context, db Beginner, l *tenure.Lease, fn func(ctx con
 
 // Fence records tok as accepted by resource, in q's transaction: it passes
 // when tok is equal to or greater than every token resource accepted
-// before, and fails with a [*tenure.FencedError] (matching
-// [tenure.ErrFenced]) carrying resource, tok and the recorded token when a
+// before, and fails with a [*store.FencedError] (matching
+// [store.ErrFenced]) carrying resource, tok and the recorded token when a
 // greater one was recorded. It locks the resource's fence row until the
 // transaction ends, so fenced writes to one resource commit in token
 // order; a transaction that rolls back leaves the fence as it was.
 //
-// resource is any non-empty UTF-8 string of at most [tenure.MaxNameLen]
+// resource is any non-empty UTF-8 string of at most [store.MaxNameLen]
 // bytes; tok must be positive (a [tenure.Lease] whose Token is 0 is no
-// longer trusted: do not write). Bad input fails with [tenure.ErrInvalid]
+// longer trusted: do not write). Bad input fails with [store.ErrInvalid]
 // before anything is sent.
-func (f *Fencer) Fence(ctx context.Context, q Querier, resource string, tok tenure.Token) error {
+func (f *Fencer) Fence(ctx context.Context, q Querier, resource string, tok store.Token) error {
 	if err := validate(q, "resource", resource, tok); err != nil {
 		return fmt.Errorf("pgfence: fence: %w", err)
 	}
@@ -138,16 +140,16 @@ func (f *Fencer) Fence(ctx context.Context, q Querier, resource string, tok tenu
 }
 
 // CheckLease checks, in q's transaction, that lease name is held with tok
-// by the server's clock. It fails with an error matching [tenure.ErrFenced]
+// by the server's clock. It fails with an error matching [store.ErrFenced]
 // when it is not (absent, taken over, released or expired): errors.As finds
-// a [*tenure.FencedError] with Resource "lease:"+name, Offered tok and
+// a [*store.FencedError] with Resource "lease:"+name, Offered tok and
 // Recorded the lease's current token (0 when the lease does not exist).
 //
 // It holds a share lock on the lease row until the transaction ends: a
 // takeover, a release and the holder's own renewals wait for the commit,
 // so the write is in before any new holder exists. Keep the transaction
 // short next to the TTL.
-func (f *Fencer) CheckLease(ctx context.Context, q Querier, name string, tok tenure.Token) error {
+func (f *Fencer) CheckLease(ctx context.Context, q Querier, name string, tok store.Token) error {
 	if err := validate(q, "lease name", name, tok); err != nil {
 		return fmt.Errorf("pgfence: check lease: %w", err)
 	}
@@ -158,7 +160,7 @@ func (f *Fencer) CheckLease(ctx context.Context, q Querier, name string, tok ten
 // CheckLeaseStrict is [Fencer.CheckLease] that also requires c's holder and
 // renewal seq to match the store's, and advances the seq by one, so that of
 // two byte-identical clones of one holder only one can ever pass: the
-// other fails with an error matching [tenure.ErrFenced] (the chain moved
+// other fails with an error matching [store.ErrFenced] (the chain moved
 // on). It returns the advanced seq.
 //
 // Most callers want [Fencer.StrictTx], which does the bookkeeping. Calling
@@ -173,7 +175,7 @@ func (f *Fencer) CheckLease(ctx context.Context, q Querier, name string, tok ten
 // to the TTL.
 func (f *Fencer) CheckLeaseStrict(ctx context.Context, q Querier, c Chain) (int64, error) {
 	if c == nil {
-		return 0, fmt.Errorf("pgfence: strict check: %w: chain write is nil", tenure.ErrInvalid)
+		return 0, fmt.Errorf("pgfence: strict check: %w: chain write is nil", store.ErrInvalid)
 	}
 	name, tok, h, seq := c.Name(), c.Token(), c.Holder(), c.Seq()
 	if err := validate(q, "lease name", name, tok); err != nil {
@@ -183,7 +185,7 @@ func (f *Fencer) CheckLeaseStrict(ctx context.Context, q Querier, c Chain) (int6
 		return 0, fmt.Errorf("pgfence: strict check of lease %q: %w", name, err)
 	}
 	if seq <= 0 {
-		return 0, fmt.Errorf("pgfence: strict check of lease %q: %w: seq %d must be positive", name, tenure.ErrInvalid, seq)
+		return 0, fmt.Errorf("pgfence: strict check of lease %q: %w: seq %d must be positive", name, store.ErrInvalid, seq)
 	}
 	var next int64
 	err := q.QueryRow(ctx, f.strictSQL, name, int64(tok), h.Label, h.Instance, seq).Scan(&next)
@@ -199,11 +201,11 @@ func (f *Fencer) CheckLeaseStrict(ctx context.Context, q Querier, c Chain) (int6
 // learns the new seq only once the commit succeeded. A rolled-back write
 // therefore costs nothing; a commit whose outcome is unknown costs at most
 // the tenure (the cheap side). fn's error rolls the transaction back and is
-// returned as is; a refused check is the [tenure.ErrFenced] of
+// returned as is; a refused check is the [store.ErrFenced] of
 // [Fencer.CheckLeaseStrict]: stop working under this tenure.
 func (f *Fencer) StrictTx(ctx context.Context, db Beginner, l *tenure.Lease, fn func(ctx context.Context, tx pgx.Tx) error) (err error) {
 	if db == nil || l == nil || fn == nil {
-		return fmt.Errorf("pgfence: strict transaction: %w: db, lease and fn are required", tenure.ErrInvalid)
+		return fmt.Errorf("pgfence: strict transaction: %w: db, lease and fn are required", store.ErrInvalid)
 	}
 	w, err := l.BeginChainWrite()
 	if err != nil {
@@ -237,20 +239,20 @@ func (f *Fencer) StrictTx(ctx context.Context, db Beginner, l *tenure.Lease, fn 
 }
 
 // validate checks what every helper gets.
-func validate(q Querier, what, s string, tok tenure.Token) error {
+func validate(q Querier, what, s string, tok store.Token) error {
 	switch {
 	case q == nil:
-		return fmt.Errorf("%w: querier is nil; pass the transaction that makes the write", tenure.ErrInvalid)
+		return fmt.Errorf("%w: querier is nil; pass the transaction that makes the write", store.ErrInvalid)
 	case s == "":
-		return fmt.Errorf("%w: %s is empty", tenure.ErrInvalid, what)
-	case len(s) > tenure.MaxNameLen:
-		return fmt.Errorf("%w: %s is %d bytes long; the maximum is %d", tenure.ErrInvalid, what, len(s), tenure.MaxNameLen)
+		return fmt.Errorf("%w: %s is empty", store.ErrInvalid, what)
+	case len(s) > store.MaxNameLen:
+		return fmt.Errorf("%w: %s is %d bytes long; the maximum is %d", store.ErrInvalid, what, len(s), store.MaxNameLen)
 	case !utf8.ValidString(s):
-		return fmt.Errorf("%w: %s %q is not valid UTF-8", tenure.ErrInvalid, what, s)
+		return fmt.Errorf("%w: %s %q is not valid UTF-8", store.ErrInvalid, what, s)
 	case tok == 0:
-		return fmt.Errorf("%w: token is 0 for %s %q: the lease is no longer trusted; do not write", tenure.ErrInvalid, what, s)
+		return fmt.Errorf("%w: token is 0 for %s %q: the lease is no longer trusted; do not write", store.ErrInvalid, what, s)
 	case tok < 0:
-		return fmt.Errorf("%w: token %d for %s %q must be positive", tenure.ErrInvalid, tok, what, s)
+		return fmt.Errorf("%w: token %d for %s %q must be positive", store.ErrInvalid, tok, what, s)
 	}
 	return nil
 }
@@ -265,14 +267,14 @@ const (
 // interpretError is the one place where errors of the fence functions
 // become tenure's errors. subject is the resource or lease name the call
 // was about, offered the token it carried.
-func interpretError(op, subject string, offered tenure.Token, err error) error {
+func interpretError(op, subject string, offered store.Token, err error) error {
 	if err == nil {
 		return nil
 	}
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) {
 		return fmt.Errorf("pgfence: %s: %w (the transaction's outcome is unknown; roll it back): %w",
-			op, tenure.ErrUnavailable, err)
+			op, store.ErrUnavailable, err)
 	}
 	switch pgErr.Code {
 	case codeStaleToken:
@@ -281,7 +283,7 @@ func interpretError(op, subject string, offered tenure.Token, err error) error {
 			recorded = 0
 		}
 		return fmt.Errorf("pgfence: %s: roll back and stop working under this token: %w", op,
-			&tenure.FencedError{Resource: subject, Offered: offered, Recorded: tenure.Token(recorded)})
+			&store.FencedError{Resource: subject, Offered: offered, Recorded: store.Token(recorded)})
 	case codeLeaseNotHeld:
 		var current, off int64
 		var state string
@@ -289,7 +291,7 @@ func interpretError(op, subject string, offered tenure.Token, err error) error {
 			state = "not held with this token"
 		}
 		return fmt.Errorf("pgfence: %s: the lease is %s; roll back and stop working under this token: %w", op, state,
-			&tenure.FencedError{Resource: "lease:" + subject, Offered: offered, Recorded: tenure.Token(current)})
+			&store.FencedError{Resource: "lease:" + subject, Offered: offered, Recorded: store.Token(current)})
 	case codeChainMoved:
 		var current, off, curSeq, offSeq int64
 		if _, scanErr := fmt.Sscanf(pgErr.Detail, "current=%d offered=%d current_seq=%d offered_seq=%d",
@@ -297,16 +299,16 @@ func interpretError(op, subject string, offered tenure.Token, err error) error {
 			current = int64(offered)
 		}
 		return fmt.Errorf("pgfence: %s: the renewal chain is at seq %d, not %d: a clone of this holder wrote first, or a reply was lost; roll back and stand down: %w",
-			op, curSeq, offSeq, &tenure.FencedError{Resource: "lease:" + subject, Offered: offered, Recorded: tenure.Token(current)})
+			op, curSeq, offSeq, &store.FencedError{Resource: "lease:" + subject, Offered: offered, Recorded: store.Token(current)})
 	case "3F000", "42P01", "42703", "42883":
 		return fmt.Errorf("pgfence: %s: %w: the fence functions are missing; run `tenure migrate` (or pgstore.Store.Migrate) for this schema and prefix: %w",
-			op, tenure.ErrNotMigrated, err)
+			op, store.ErrNotMigrated, err)
 	case "42501":
 		return fmt.Errorf("pgfence: %s: permission denied; grant this role what pgstore.Config.GrantSQL prints: %w", op, err)
 	}
 	switch pgErr.Code[:min(2, len(pgErr.Code))] {
 	case "08", "40", "53", "57", "58":
-		return fmt.Errorf("pgfence: %s: %w (roll the transaction back and retry): %w", op, tenure.ErrUnavailable, err)
+		return fmt.Errorf("pgfence: %s: %w (roll the transaction back and retry): %w", op, store.ErrUnavailable, err)
 	}
 	return fmt.Errorf("pgfence: %s: %w", op, err)
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tenure-dev/tenure/store"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -63,9 +65,9 @@ func setupConfig(t *testing.T, mode pgx.QueryExecMode, cfg pgstore.Config) *test
 	return b
 }
 
-func (b *testBundle) acquire(t *testing.T, name string, label string, ttl time.Duration) tenure.Grant {
+func (b *testBundle) acquire(t *testing.T, name string, label string, ttl time.Duration) store.Grant {
 	t.Helper()
-	g, err := b.store.Acquire(t.Context(), tenure.AcquireParams{Name: name, Holder: testutil.Holder(t, label), TTL: ttl})
+	g, err := b.store.Acquire(t.Context(), store.AcquireParams{Name: name, Holder: testutil.Holder(t, label), TTL: ttl})
 	require.NoError(t, err)
 	return g
 }
@@ -84,7 +86,7 @@ func (b *testBundle) begin(t *testing.T) pgx.Tx {
 	return tx
 }
 
-func (b *testBundle) write(t *testing.T, tx pgx.Tx, tok tenure.Token) {
+func (b *testBundle) write(t *testing.T, tx pgx.Tx, tok store.Token) {
 	t.Helper()
 	_, err := tx.Exec(t.Context(), "INSERT INTO "+b.writes+" (token) VALUES ($1)", int64(tok))
 	require.NoError(t, err)
@@ -117,35 +119,35 @@ func (b *testBundle) awaitBlockedBy(t *testing.T, pid uint32) {
 	}, eventTimeout, 5*time.Millisecond, "no session started waiting for backend %d", pid)
 }
 
-// requireFenced checks that err matches tenure.ErrFenced with the given
+// requireFenced checks that err matches store.ErrFenced with the given
 // fields.
-func requireFenced(t *testing.T, err error, resource string, offered, recorded tenure.Token) {
+func requireFenced(t *testing.T, err error, resource string, offered, recorded store.Token) {
 	t.Helper()
-	require.ErrorIs(t, err, tenure.ErrFenced)
-	var fe *tenure.FencedError
+	require.ErrorIs(t, err, store.ErrFenced)
+	var fe *store.FencedError
 	require.ErrorAs(t, err, &fe)
-	require.Equal(t, tenure.FencedError{Resource: resource, Offered: offered, Recorded: recorded}, *fe)
+	require.Equal(t, store.FencedError{Resource: resource, Offered: offered, Recorded: recorded}, *fe)
 }
 
 // chain is a Chain made of plain fields: two chains with the same fields are
 // byte-identical clones.
 type chain struct {
 	name   string
-	holder tenure.Holder
-	token  tenure.Token
+	holder store.Holder
+	token  store.Token
 	seq    int64
 }
 
 // strictErr drops the seq of a strict check, for tests about its error.
 func strictErr(_ int64, err error) error { return err }
 
-func newChain(g tenure.Grant) *chain {
+func newChain(g store.Grant) *chain {
 	return &chain{name: g.Name, holder: g.Holder, token: g.Token, seq: g.Seq}
 }
 
-func (c *chain) Name() string          { return c.name }
-func (c *chain) Holder() tenure.Holder { return c.holder }
-func (c *chain) Token() tenure.Token   { return c.token }
+func (c *chain) Name() string         { return c.name }
+func (c *chain) Holder() store.Holder { return c.holder }
+func (c *chain) Token() store.Token   { return c.token }
 
 func (c *chain) Seq() int64 { return c.seq }
 
@@ -245,7 +247,7 @@ func TestFence(t *testing.T) {
 			"ZeroToken":     func() error { return f.Fence(ctx, &pgxpool.Pool{}, "r", 0) },
 			"NegativeToken": func() error { return f.Fence(ctx, &pgxpool.Pool{}, "r", -1) },
 			"NilQuerier":    func() error { return f.Fence(ctx, nil, "r", 1) },
-			"LongResource":  func() error { return f.Fence(ctx, &pgxpool.Pool{}, string(make([]byte, tenure.MaxNameLen+1)), 1) },
+			"LongResource":  func() error { return f.Fence(ctx, &pgxpool.Pool{}, string(make([]byte, store.MaxNameLen+1)), 1) },
 			"BadUTF8":       func() error { return f.Fence(ctx, &pgxpool.Pool{}, "\xff", 1) },
 			"CheckEmpty":    func() error { return f.CheckLease(ctx, &pgxpool.Pool{}, "", 1) },
 			"CheckZero":     func() error { return f.CheckLease(ctx, &pgxpool.Pool{}, "l", 0) },
@@ -254,17 +256,17 @@ func TestFence(t *testing.T) {
 				return strictErr(f.CheckLeaseStrict(ctx, &pgxpool.Pool{}, &chain{name: "l", token: 1, seq: 1}))
 			},
 			"StrictZeroSeq": func() error {
-				return strictErr(f.CheckLeaseStrict(ctx, &pgxpool.Pool{}, &chain{name: "l", holder: tenure.Holder{Label: "a", Instance: "b"}, token: 1}))
+				return strictErr(f.CheckLeaseStrict(ctx, &pgxpool.Pool{}, &chain{name: "l", holder: store.Holder{Label: "a", Instance: "b"}, token: 1}))
 			},
 			"StrictTxNil": func() error { return f.StrictTx(ctx, nil, nil, nil) },
 		} {
 			t.Run(name, func(t *testing.T) {
 				t.Parallel()
-				require.ErrorIs(t, call(), tenure.ErrInvalid)
+				require.ErrorIs(t, call(), store.ErrInvalid)
 			})
 		}
 		_, err = pgfence.New(pgstore.Config{TablePrefix: "a$"})
-		require.ErrorIs(t, err, tenure.ErrInvalid)
+		require.ErrorIs(t, err, store.ErrInvalid)
 	})
 
 	t.Run("NotMigrated", func(t *testing.T) {
@@ -273,9 +275,9 @@ func TestFence(t *testing.T) {
 		f, err := pgfence.New(pgstoretest.Config(t))
 		require.NoError(t, err)
 		err = f.Fence(t.Context(), owner, "r", 1)
-		require.ErrorIs(t, err, tenure.ErrNotMigrated)
+		require.ErrorIs(t, err, store.ErrNotMigrated)
 		require.ErrorContains(t, err, "tenure migrate")
-		require.ErrorIs(t, f.CheckLease(t.Context(), owner, "l", 1), tenure.ErrNotMigrated)
+		require.ErrorIs(t, f.CheckLease(t.Context(), owner, "l", 1), store.ErrNotMigrated)
 	})
 
 	t.Run("Unavailable", func(t *testing.T) {
@@ -283,7 +285,7 @@ func TestFence(t *testing.T) {
 		b := setup(t, pgx.QueryExecModeCacheStatement)
 		ctx, cancel := context.WithCancel(t.Context())
 		cancel()
-		require.ErrorIs(t, b.fencer.Fence(ctx, b.pool, "r", 1), tenure.ErrUnavailable)
+		require.ErrorIs(t, b.fencer.Fence(ctx, b.pool, "r", 1), store.ErrUnavailable)
 	})
 }
 
@@ -305,7 +307,7 @@ func TestCheckLease(t *testing.T) {
 		t.Parallel()
 		b := setup(t, pgx.QueryExecModeCacheStatement)
 		ctx := t.Context()
-		old := b.acquire(t, "job", "old", tenure.MinTTL)
+		old := b.acquire(t, "job", "old", store.MinTTL)
 		waitExpiry(old)
 		next := b.acquire(t, "job", "next", time.Minute)
 
@@ -325,12 +327,12 @@ func TestCheckLease(t *testing.T) {
 		require.ErrorContains(t, err, "absent")
 
 		released := b.acquire(t, "released", "a", time.Minute)
-		require.NoError(t, b.store.Release(ctx, tenure.ReleaseParams{Name: released.Name, Holder: released.Holder, Token: released.Token}))
+		require.NoError(t, b.store.Release(ctx, store.ReleaseParams{Name: released.Name, Holder: released.Holder, Token: released.Token}))
 		err = b.fencer.CheckLease(ctx, b.pool, "released", released.Token)
 		requireFenced(t, err, "lease:released", released.Token, released.Token)
 		require.ErrorContains(t, err, "released")
 
-		expired := b.acquire(t, "expired", "a", tenure.MinTTL)
+		expired := b.acquire(t, "expired", "a", store.MinTTL)
 		waitExpiry(expired)
 		err = b.fencer.CheckLease(ctx, b.pool, "expired", expired.Token)
 		requireFenced(t, err, "lease:expired", expired.Token, expired.Token)
@@ -341,19 +343,19 @@ func TestCheckLease(t *testing.T) {
 		t.Parallel()
 		b := setup(t, pgx.QueryExecModeCacheStatement)
 		ctx := t.Context()
-		old := b.acquire(t, "job", "old", tenure.MinTTL)
+		old := b.acquire(t, "job", "old", store.MinTTL)
 
 		tx := b.begin(t)
 		require.NoError(t, b.fencer.CheckLease(ctx, tx, "job", old.Token))
 		b.write(t, tx, old.Token)
 
 		type outcome struct {
-			g   tenure.Grant
+			g   store.Grant
 			err error
 		}
 		takeover := make(chan outcome, 1)
 		go func() {
-			g, err := b.store.Acquire(ctx, tenure.AcquireParams{Name: "job", Holder: testutil.Holder(t, "next"), TTL: time.Minute})
+			g, err := b.store.Acquire(ctx, store.AcquireParams{Name: "job", Holder: testutil.Holder(t, "next"), TTL: time.Minute})
 			takeover <- outcome{g, err}
 		}()
 		b.awaitBlockedBy(t, backendPID(t, tx))
@@ -391,10 +393,10 @@ func TestCheckLeaseStrict(t *testing.T) {
 		require.Equal(t, g.Seq+1, seq)
 		require.NoError(t, tx.Commit(ctx))
 
-		rs, err := b.store.Renew(ctx, []tenure.RenewParams{{Name: g.Name, Holder: g.Holder, Token: g.Token, Seq: g.Seq, TTL: time.Minute}})
+		rs, err := b.store.Renew(ctx, []store.RenewParams{{Name: g.Name, Holder: g.Holder, Token: g.Token, Seq: g.Seq, TTL: time.Minute}})
 		require.NoError(t, err)
 		require.False(t, rs[0].Renewed, "the old seq no longer renews")
-		rs, err = b.store.Renew(ctx, []tenure.RenewParams{{Name: g.Name, Holder: g.Holder, Token: g.Token, Seq: seq, TTL: time.Minute}})
+		rs, err = b.store.Renew(ctx, []store.RenewParams{{Name: g.Name, Holder: g.Holder, Token: g.Token, Seq: seq, TTL: time.Minute}})
 		require.NoError(t, err)
 		require.True(t, rs[0].Renewed, "the new seq renews")
 	})
@@ -466,7 +468,7 @@ func TestCheckLeaseStrict(t *testing.T) {
 				wins++
 				continue
 			}
-			require.ErrorIs(t, err, tenure.ErrFenced)
+			require.ErrorIs(t, err, store.ErrFenced)
 		}
 		require.Equal(t, 1, wins)
 		require.Len(t, b.writtenTokens(t), 1)
@@ -483,7 +485,7 @@ func TestCheckLeaseStrict(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, tx.Rollback(ctx))
 
-		rs, err := b.store.Renew(ctx, []tenure.RenewParams{{Name: g.Name, Holder: g.Holder, Token: g.Token, Seq: g.Seq, TTL: time.Minute}})
+		rs, err := b.store.Renew(ctx, []store.RenewParams{{Name: g.Name, Holder: g.Holder, Token: g.Token, Seq: g.Seq, TTL: time.Minute}})
 		require.NoError(t, err)
 		require.True(t, rs[0].Renewed, "a rolled-back check advanced nothing")
 	})
@@ -493,7 +495,7 @@ func TestCheckLeaseStrict(t *testing.T) {
 		b := setup(t, pgx.QueryExecModeCacheStatement)
 		ctx := t.Context()
 		first := b.acquire(t, "job", "a", time.Minute)
-		require.NoError(t, b.store.Release(ctx, tenure.ReleaseParams{Name: first.Name, Holder: first.Holder, Token: first.Token}))
+		require.NoError(t, b.store.Release(ctx, store.ReleaseParams{Name: first.Name, Holder: first.Holder, Token: first.Token}))
 		g := b.acquire(t, "job", "a", time.Minute)
 
 		other := newChain(g)
@@ -584,13 +586,13 @@ func TestDefaultSchema(t *testing.T) {
 	require.NoError(t, pgfence.Fence(ctx, owner, name, 5))
 	requireFenced(t, pgfence.Fence(ctx, owner, name, 4), name, 4, 5)
 
-	g, err := s.Acquire(ctx, tenure.AcquireParams{Name: name, Holder: testutil.Holder(t, "a"), TTL: time.Minute})
+	g, err := s.Acquire(ctx, store.AcquireParams{Name: name, Holder: testutil.Holder(t, "a"), TTL: time.Minute})
 	require.NoError(t, err)
 	require.NoError(t, pgfence.CheckLease(ctx, owner, name, g.Token))
 	seq, err := pgfence.CheckLeaseStrict(ctx, owner, newChain(g))
 	require.NoError(t, err)
 	require.Equal(t, g.Seq+1, seq)
-	require.NoError(t, s.Release(ctx, tenure.ReleaseParams{Name: name, Holder: g.Holder, Token: g.Token}))
+	require.NoError(t, s.Release(ctx, store.ReleaseParams{Name: name, Holder: g.Holder, Token: g.Token}))
 }
 
 func requirePgError(t *testing.T, err error, code string) *pgconn.PgError {
@@ -603,7 +605,7 @@ func requirePgError(t *testing.T, err error, code string) *pgconn.PgError {
 
 // waitExpiry waits until a lease granted with g.Remaining has expired by
 // the store's clock: passing the TTL is the event itself.
-func waitExpiry(g tenure.Grant) {
+func waitExpiry(g store.Grant) {
 	time.Sleep(g.Remaining + 50*time.Millisecond)
 }
 

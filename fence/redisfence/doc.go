@@ -7,7 +7,7 @@
 //	lease, err := client.Campaign(ctx, "billing")
 //	...
 //	err = redisfence.Set(ctx, rdb, "billing", lease.Token(), "billing:last-run", time.Now().Format(time.RFC3339), 0)
-//	if errors.Is(err, tenure.ErrFenced) {
+//	if errors.Is(err, store.ErrFenced) {
 //		return err // superseded: a newer holder has written; stop
 //	}
 //
@@ -57,19 +57,19 @@
 //
 // # Errors
 //
-//   - A refusal matches [tenure.ErrFenced]; errors.As finds a
-//     [*tenure.FencedError] with the resource, the token offered and the
+//   - A refusal matches [store.ErrFenced]; errors.As finds a
+//     [*store.FencedError] with the resource, the token offered and the
 //     token recorded. Never log it and carry on (promise P9): stop working
 //     under that token.
 //   - Transport errors, timeouts and replies such as LOADING, READONLY or
-//     BUSY match [tenure.ErrUnavailable]: the write may or may not have
+//     BUSY match [store.ErrUnavailable]: the write may or may not have
 //     been made. Retrying with the same token is safe: an equal token
 //     passes and writes the same value again.
-//   - A closed go-redis client matches [tenure.ErrClosed]; other server
+//   - A closed go-redis client matches [store.ErrClosed]; other server
 //     errors (WRONGTYPE, ACL refusals) come back wrapped.
 //   - Bad input (nil client, empty or overlong resource, token 0 or below,
 //     empty key, negative TTL, no fields or more than [MaxFields]) matches
-//     [tenure.ErrInvalid] and sends nothing. A [tenure.Lease] whose Token
+//     [store.ErrInvalid] and sends nothing. A [tenure.Lease] whose Token
 //     is 0 is no longer trusted: do not write.
 //
 // # What it cannot do

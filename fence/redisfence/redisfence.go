@@ -10,9 +10,9 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/tenure-dev/tenure/store"
 
-	"github.com/tenure-dev/tenure"
+	"github.com/redis/go-redis/v9"
 )
 
 // DefaultKeyPrefix is the prefix of fence keys when [Config.KeyPrefix] is
@@ -55,12 +55,12 @@ func New(cfg Config) (*Fencer, error) {
 	switch {
 	case len(p) > MaxKeyPrefixLen:
 		return nil, fmt.Errorf("redisfence: %w: KeyPrefix %q is %d bytes long; the maximum is %d",
-			tenure.ErrInvalid, p, len(p), MaxKeyPrefixLen)
+			store.ErrInvalid, p, len(p), MaxKeyPrefixLen)
 	case !utf8.ValidString(p):
-		return nil, fmt.Errorf("redisfence: %w: KeyPrefix %q is not valid UTF-8", tenure.ErrInvalid, p)
+		return nil, fmt.Errorf("redisfence: %w: KeyPrefix %q is not valid UTF-8", store.ErrInvalid, p)
 	case strings.ContainsFunc(p, isControl):
 		return nil, fmt.Errorf("redisfence: %w: KeyPrefix %q contains a control character; choose another prefix",
-			tenure.ErrInvalid, p)
+			store.ErrInvalid, p)
 	}
 	return &Fencer{prefix: p}, nil
 }
@@ -74,7 +74,7 @@ var defaultFencer, defaultErr = New(Config{})
 func (f *Fencer) Key(resource string) string { return f.prefix + resource }
 
 // Check is [Fencer.Check] on the default prefix.
-func Check(ctx context.Context, c redis.Scripter, resource string, tok tenure.Token) error {
+func Check(ctx context.Context, c redis.Scripter, resource string, tok store.Token) error {
 	if defaultErr != nil {
 		return defaultErr
 	}
@@ -82,7 +82,7 @@ func Check(ctx context.Context, c redis.Scripter, resource string, tok tenure.To
 }
 
 // Set is [Fencer.Set] on the default prefix.
-func Set(ctx context.Context, c redis.Scripter, resource string, tok tenure.Token, key, value string, ttl time.Duration) error {
+func Set(ctx context.Context, c redis.Scripter, resource string, tok store.Token, key, value string, ttl time.Duration) error {
 	if defaultErr != nil {
 		return defaultErr
 	}
@@ -90,7 +90,7 @@ func Set(ctx context.Context, c redis.Scripter, resource string, tok tenure.Toke
 }
 
 // HSet is [Fencer.HSet] on the default prefix.
-func HSet(ctx context.Context, c redis.Scripter, resource string, tok tenure.Token, key string, fields map[string]string) error {
+func HSet(ctx context.Context, c redis.Scripter, resource string, tok store.Token, key string, fields map[string]string) error {
 	if defaultErr != nil {
 		return defaultErr
 	}
@@ -98,7 +98,7 @@ func HSet(ctx context.Context, c redis.Scripter, resource string, tok tenure.Tok
 }
 
 // Recorded is [Fencer.Recorded] on the default prefix.
-func Recorded(ctx context.Context, c redis.Scripter, resource string) (tenure.Token, error) {
+func Recorded(ctx context.Context, c redis.Scripter, resource string) (store.Token, error) {
 	if defaultErr != nil {
 		return 0, defaultErr
 	}
@@ -107,7 +107,7 @@ func Recorded(ctx context.Context, c redis.Scripter, resource string) (tenure.To
 
 // Check records tok as accepted by resource when it is equal to or greater
 // than every token resource accepted before, and fails with a
-// [*tenure.FencedError] (matching [tenure.ErrFenced]) carrying resource, tok
+// [*store.FencedError] (matching [store.ErrFenced]) carrying resource, tok
 // and the recorded token otherwise, changing nothing.
 //
 // Check writes nothing else: a write the caller makes afterwards is not
@@ -117,7 +117,7 @@ func Recorded(ctx context.Context, c redis.Scripter, resource string) (tenure.To
 // [Fencer.Key]. Check is for moving the fence ahead of writes (a new holder
 // shutting out its predecessors at once) and for asking whether a token is
 // still current.
-func (f *Fencer) Check(ctx context.Context, c redis.Scripter, resource string, tok tenure.Token) error {
+func (f *Fencer) Check(ctx context.Context, c redis.Scripter, resource string, tok store.Token) error {
 	if err := validate(c, resource, tok); err != nil {
 		return fmt.Errorf("redisfence: check: %w", err)
 	}
@@ -127,21 +127,21 @@ func (f *Fencer) Check(ctx context.Context, c redis.Scripter, resource string, t
 // Set writes value to key (SET, replacing whatever key held, its TTL
 // included) and records tok as accepted by resource, in one atomic step,
 // when tok is equal to or greater than every token resource accepted
-// before. Otherwise it fails with a [*tenure.FencedError] (matching
-// [tenure.ErrFenced]) and writes nothing. ttl 0 means no expiry; a positive
+// before. Otherwise it fails with a [*store.FencedError] (matching
+// [store.ErrFenced]) and writes nothing. ttl 0 means no expiry; a positive
 // ttl is rounded up to whole milliseconds.
 //
 // key and the fence key must live on the same server; on Redis Cluster they
 // must hash to the same slot (see the package documentation).
-func (f *Fencer) Set(ctx context.Context, c redis.Scripter, resource string, tok tenure.Token, key, value string, ttl time.Duration) error {
+func (f *Fencer) Set(ctx context.Context, c redis.Scripter, resource string, tok store.Token, key, value string, ttl time.Duration) error {
 	if err := validate(c, resource, tok); err != nil {
 		return fmt.Errorf("redisfence: set: %w", err)
 	}
 	switch {
 	case key == "":
-		return fmt.Errorf("redisfence: set: %w: key is empty", tenure.ErrInvalid)
+		return fmt.Errorf("redisfence: set: %w: key is empty", store.ErrInvalid)
 	case ttl < 0:
-		return fmt.Errorf("redisfence: set: %w: TTL %s must not be negative (0 means no expiry)", tenure.ErrInvalid, ttl)
+		return fmt.Errorf("redisfence: set: %w: TTL %s must not be negative (0 means no expiry)", store.ErrInvalid, ttl)
 	}
 	ms := int64(ttl / time.Millisecond)
 	if ttl%time.Millisecond != 0 {
@@ -154,14 +154,14 @@ func (f *Fencer) Set(ctx context.Context, c redis.Scripter, resource string, tok
 // HSet sets fields of the hash at key (HSET, leaving other fields alone)
 // and records tok as accepted by resource, in one atomic step, when tok is
 // equal to or greater than every token resource accepted before. Otherwise
-// it fails with a [*tenure.FencedError] (matching [tenure.ErrFenced]) and
+// it fails with a [*store.FencedError] (matching [store.ErrFenced]) and
 // writes nothing. fields holds 1 to [MaxFields] pairs. When key holds
 // something other than a hash, HSet fails with the server's WRONGTYPE error
 // and the fence stays where it was.
 //
 // key and the fence key must live on the same server; on Redis Cluster they
 // must hash to the same slot (see the package documentation).
-func (f *Fencer) HSet(ctx context.Context, c redis.Scripter, resource string, tok tenure.Token, key string, fields map[string]string) error {
+func (f *Fencer) HSet(ctx context.Context, c redis.Scripter, resource string, tok store.Token, key string, fields map[string]string) error {
 	if err := validate(c, resource, tok); err != nil {
 		return fmt.Errorf("redisfence: hset: %w", err)
 	}
@@ -176,7 +176,7 @@ func (f *Fencer) HSet(ctx context.Context, c redis.Scripter, resource string, to
 
 // Recorded returns the greatest token resource accepted, 0 when it never
 // accepted one.
-func (f *Fencer) Recorded(ctx context.Context, c redis.Scripter, resource string) (tenure.Token, error) {
+func (f *Fencer) Recorded(ctx context.Context, c redis.Scripter, resource string) (store.Token, error) {
 	if err := validate(c, resource, 1); err != nil {
 		return 0, fmt.Errorf("redisfence: recorded: %w", err)
 	}
@@ -186,20 +186,20 @@ func (f *Fencer) Recorded(ctx context.Context, c redis.Scripter, resource string
 }
 
 // run calls the script and turns a refusal into a FencedError.
-func (f *Fencer) run(ctx context.Context, c redis.Scripter, op, resource string, tok tenure.Token, keys []string, args ...any) error {
+func (f *Fencer) run(ctx context.Context, c redis.Scripter, op, resource string, tok store.Token, keys []string, args ...any) error {
 	accepted, recorded, err := f.call(ctx, c, op, tok, keys, args...)
 	if err != nil {
 		return err
 	}
 	if !accepted {
 		return fmt.Errorf("redisfence: %s: stop working under this token: %w", op,
-			&tenure.FencedError{Resource: resource, Offered: tok, Recorded: recorded})
+			&store.FencedError{Resource: resource, Offered: tok, Recorded: recorded})
 	}
 	return nil
 }
 
 // call runs the script with op args[0] and tok and decodes its reply.
-func (f *Fencer) call(ctx context.Context, c redis.Scripter, op string, tok tenure.Token, keys []string, args ...any) (bool, tenure.Token, error) {
+func (f *Fencer) call(ctx context.Context, c redis.Scripter, op string, tok store.Token, keys []string, args ...any) (bool, store.Token, error) {
 	argv := make([]any, 0, len(args)+1)
 	argv = append(argv, args[0], strconv.FormatInt(int64(tok), 10))
 	argv = append(argv, args[1:]...)
@@ -216,18 +216,18 @@ func (f *Fencer) call(ctx context.Context, c redis.Scripter, op string, tok tenu
 	if !ok1 || !ok2 || err != nil {
 		return false, 0, unexpectedReply(op, reply)
 	}
-	return accepted == 1, tenure.Token(recorded), nil
+	return accepted == 1, store.Token(recorded), nil
 }
 
 // validateHash checks the key and the fields of a hash write.
 func validateHash(key string, fields map[string]string) error {
 	switch {
 	case key == "":
-		return fmt.Errorf("%w: key is empty", tenure.ErrInvalid)
+		return fmt.Errorf("%w: key is empty", store.ErrInvalid)
 	case len(fields) == 0:
-		return fmt.Errorf("%w: no fields to set", tenure.ErrInvalid)
+		return fmt.Errorf("%w: no fields to set", store.ErrInvalid)
 	case len(fields) > MaxFields:
-		return fmt.Errorf("%w: %d fields; the maximum is %d", tenure.ErrInvalid, len(fields), MaxFields)
+		return fmt.Errorf("%w: %d fields; the maximum is %d", store.ErrInvalid, len(fields), MaxFields)
 	}
 	return nil
 }
@@ -242,23 +242,23 @@ func appendFields(args []any, fields map[string]string) []any {
 }
 
 // validate checks what every call gets.
-func validate(c redis.Scripter, resource string, tok tenure.Token) error {
+func validate(c redis.Scripter, resource string, tok store.Token) error {
 	if rc, ok := c.(*redis.Client); ok && rc == nil {
 		c = nil
 	}
 	switch {
 	case c == nil:
-		return fmt.Errorf("%w: client is nil", tenure.ErrInvalid)
+		return fmt.Errorf("%w: client is nil", store.ErrInvalid)
 	case resource == "":
-		return fmt.Errorf("%w: resource is empty", tenure.ErrInvalid)
-	case len(resource) > tenure.MaxNameLen:
-		return fmt.Errorf("%w: resource is %d bytes long; the maximum is %d", tenure.ErrInvalid, len(resource), tenure.MaxNameLen)
+		return fmt.Errorf("%w: resource is empty", store.ErrInvalid)
+	case len(resource) > store.MaxNameLen:
+		return fmt.Errorf("%w: resource is %d bytes long; the maximum is %d", store.ErrInvalid, len(resource), store.MaxNameLen)
 	case !utf8.ValidString(resource):
-		return fmt.Errorf("%w: resource %q is not valid UTF-8", tenure.ErrInvalid, resource)
+		return fmt.Errorf("%w: resource %q is not valid UTF-8", store.ErrInvalid, resource)
 	case tok == 0:
-		return fmt.Errorf("%w: token is 0 for resource %q: the lease is no longer trusted; do not write", tenure.ErrInvalid, resource)
+		return fmt.Errorf("%w: token is 0 for resource %q: the lease is no longer trusted; do not write", store.ErrInvalid, resource)
 	case tok < 0:
-		return fmt.Errorf("%w: token %d for resource %q must be positive", tenure.ErrInvalid, tok, resource)
+		return fmt.Errorf("%w: token %d for resource %q must be positive", store.ErrInvalid, tok, resource)
 	}
 	return nil
 }
@@ -267,20 +267,20 @@ func isControl(r rune) bool { return r < 0x20 || r == 0x7f || (r >= 0x80 && r < 
 
 // interpretError is the one place where errors from go-redis become
 // tenure's errors. Transport errors, timeouts, an empty reply and replies
-// meaning "not now" match [tenure.ErrUnavailable]: the write may or may not
-// have been made. A closed client matches [tenure.ErrClosed]. Any other
+// meaning "not now" match [store.ErrUnavailable]: the write may or may not
+// have been made. A closed client matches [store.ErrClosed]. Any other
 // server error (WRONGTYPE, ACL refusals) is returned wrapped.
 func interpretError(op string, err error) error {
 	if errors.Is(err, redis.ErrClosed) {
-		return fmt.Errorf("redisfence: %s: %w: the go-redis client was closed: %w", op, tenure.ErrClosed, err)
+		return fmt.Errorf("redisfence: %s: %w: the go-redis client was closed: %w", op, store.ErrClosed, err)
 	}
 	var rerr redis.Error
 	if errors.Is(err, redis.Nil) || !errors.As(err, &rerr) {
-		return fmt.Errorf("redisfence: %s: %w (the write may have been made): %w", op, tenure.ErrUnavailable, err)
+		return fmt.Errorf("redisfence: %s: %w (the write may have been made): %w", op, store.ErrUnavailable, err)
 	}
 	for _, p := range []string{"LOADING", "BUSY", "READONLY", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", "NOREPLICAS", "OOM", "ERR max number of clients"} {
 		if strings.HasPrefix(rerr.Error(), p) {
-			return fmt.Errorf("redisfence: %s: %w (the write may have been made): %w", op, tenure.ErrUnavailable, err)
+			return fmt.Errorf("redisfence: %s: %w (the write may have been made): %w", op, store.ErrUnavailable, err)
 		}
 	}
 	return fmt.Errorf("redisfence: %s: %w", op, err)
@@ -289,5 +289,5 @@ func interpretError(op string, err error) error {
 // unexpectedReply reports a script reply of the wrong shape.
 func unexpectedReply(op string, reply any) error {
 	return fmt.Errorf("redisfence: %s: %w: unexpected reply %v from the server; does another program write these keys?",
-		op, tenure.ErrUnavailable, reply)
+		op, store.ErrUnavailable, reply)
 }

@@ -12,10 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tenure-dev/tenure/store"
+
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tenure-dev/tenure"
 	"github.com/tenure-dev/tenure/fence/redisfence"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/store/redisstore"
@@ -41,7 +42,7 @@ func setup(t *testing.T) *testBundle {
 	return &testBundle{client: c, prefix: prefix, fencer: f}
 }
 
-func (b *testBundle) recorded(t *testing.T, resource string) tenure.Token {
+func (b *testBundle) recorded(t *testing.T, resource string) store.Token {
 	t.Helper()
 	tok, err := b.fencer.Recorded(t.Context(), b.client, resource)
 	require.NoError(t, err)
@@ -50,13 +51,13 @@ func (b *testBundle) recorded(t *testing.T, resource string) tenure.Token {
 
 // requireFenced checks that err is a refusal of offered by resource, which
 // had recorded.
-func requireFenced(t *testing.T, err error, resource string, offered, recorded tenure.Token) {
+func requireFenced(t *testing.T, err error, resource string, offered, recorded store.Token) {
 	t.Helper()
-	require.ErrorIs(t, err, tenure.ErrFenced)
-	require.NotErrorIs(t, err, tenure.ErrUnavailable)
-	var fenced *tenure.FencedError
+	require.ErrorIs(t, err, store.ErrFenced)
+	require.NotErrorIs(t, err, store.ErrUnavailable)
+	var fenced *store.FencedError
 	require.ErrorAs(t, err, &fenced)
-	require.Equal(t, tenure.FencedError{Resource: resource, Offered: offered, Recorded: recorded}, *fenced)
+	require.Equal(t, store.FencedError{Resource: resource, Offered: offered, Recorded: recorded}, *fenced)
 }
 
 func TestSet(t *testing.T) {
@@ -69,21 +70,21 @@ func TestSet(t *testing.T) {
 
 	require.NoError(t, b.fencer.Set(ctx, b.client, res, 5, key, "five", 0))
 	require.Equal(t, "five", b.client.Get(ctx, key).Val())
-	require.Equal(t, tenure.Token(5), b.recorded(t, res))
+	require.Equal(t, store.Token(5), b.recorded(t, res))
 	require.Equal(t, "5", b.client.Get(ctx, b.fencer.Key(res)).Val(), "the fence key holds the token")
 	require.Equal(t, time.Duration(-1), b.client.PTTL(ctx, b.fencer.Key(res)).Val(), "the fence never expires")
 
 	err := b.fencer.Set(ctx, b.client, res, 4, key, "stale", 0)
 	requireFenced(t, err, res, 4, 5)
 	require.Equal(t, "five", b.client.Get(ctx, key).Val(), "a stale token writes nothing")
-	require.Equal(t, tenure.Token(5), b.recorded(t, res))
+	require.Equal(t, store.Token(5), b.recorded(t, res))
 
 	require.NoError(t, b.fencer.Set(ctx, b.client, res, 5, key, "five again", 0), "an equal token passes")
 	require.Equal(t, "five again", b.client.Get(ctx, key).Val())
 
 	require.NoError(t, b.fencer.Set(ctx, b.client, res, 7, key, "seven", time.Minute), "a greater token passes")
 	require.Equal(t, "seven", b.client.Get(ctx, key).Val())
-	require.Equal(t, tenure.Token(7), b.recorded(t, res))
+	require.Equal(t, store.Token(7), b.recorded(t, res))
 	pttl := b.client.PTTL(ctx, key).Val()
 	require.Positive(t, pttl)
 	require.LessOrEqual(t, pttl, time.Minute)
@@ -109,9 +110,9 @@ func TestHSet(t *testing.T) {
 	require.NoError(t, b.client.Set(ctx, str, "not a hash", 0).Err())
 	err := b.fencer.HSet(ctx, b.client, res, 9, str, map[string]string{"f": "v"})
 	require.ErrorContains(t, err, "WRONGTYPE")
-	require.NotErrorIs(t, err, tenure.ErrFenced)
-	require.NotErrorIs(t, err, tenure.ErrUnavailable)
-	require.Equal(t, tenure.Token(3), b.recorded(t, res), "a failed write does not move the fence")
+	require.NotErrorIs(t, err, store.ErrFenced)
+	require.NotErrorIs(t, err, store.ErrUnavailable)
+	require.Equal(t, store.Token(3), b.recorded(t, res), "a failed write does not move the fence")
 
 	fields := make(map[string]string, redisfence.MaxFields)
 	for i := range redisfence.MaxFields {
@@ -130,7 +131,7 @@ func TestCheck(t *testing.T) {
 	requireFenced(t, b.fencer.Check(ctx, b.client, res, 2), res, 2, 3)
 	require.NoError(t, b.fencer.Check(ctx, b.client, res, 3), "an equal token passes")
 	require.NoError(t, b.fencer.Check(ctx, b.client, res, 10))
-	require.Equal(t, tenure.Token(10), b.recorded(t, res))
+	require.Equal(t, store.Token(10), b.recorded(t, res))
 	requireFenced(t, b.fencer.Set(ctx, b.client, res, 9, b.prefix+"data", "v", 0), res, 9, 10)
 	require.Zero(t, b.client.Exists(ctx, b.prefix+"data").Val(), "a write refused after Check moved the fence")
 }
@@ -141,7 +142,7 @@ func TestLargeTokens(t *testing.T) {
 	b := setup(t)
 	ctx := t.Context()
 	const res = "big"
-	top := tenure.Token(math.MaxInt64)
+	top := store.Token(math.MaxInt64)
 	require.Equal(t, float64(top), float64(top-1), "the test needs tokens a double rounds together")
 	require.NoError(t, b.fencer.Check(ctx, b.client, res, top))
 	requireFenced(t, b.fencer.Check(ctx, b.client, res, top-1), res, top-1, top)
@@ -155,21 +156,21 @@ func TestWithLeases(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := t.Context()
-	store, err := redisstore.New(b.client, redisstore.Config{KeyPrefix: b.prefix + "leases:"})
+	st, err := redisstore.New(b.client, redisstore.Config{KeyPrefix: b.prefix + "leases:"})
 	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, store.Close()) })
+	t.Cleanup(func() { require.NoError(t, st.Close()) })
 	key := b.prefix + "report"
 
-	first, err := store.Acquire(ctx, tenure.AcquireParams{Name: "report", Holder: testutil.Holder(t, "first"), TTL: tenure.MinTTL})
+	first, err := st.Acquire(ctx, store.AcquireParams{Name: "report", Holder: testutil.Holder(t, "first"), TTL: store.MinTTL})
 	require.NoError(t, err)
 	require.NoError(t, b.fencer.Set(ctx, b.client, "report", first.Token, key, "by first", 0))
 
 	// The first holder pauses past its TTL; the second takes over.
-	var second tenure.Grant
+	var second store.Grant
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		second, err = store.Acquire(ctx, tenure.AcquireParams{Name: "report", Holder: testutil.Holder(t, "second"), TTL: time.Minute})
-		held, ok := errors.AsType[*tenure.HeldError](err)
+		second, err = st.Acquire(ctx, store.AcquireParams{Name: "report", Holder: testutil.Holder(t, "second"), TTL: time.Minute})
+		held, ok := errors.AsType[*store.HeldError](err)
 		if !ok || time.Now().After(deadline) {
 			break
 		}
@@ -199,7 +200,7 @@ func TestConcurrentWriters(t *testing.T) {
 	errs := make([]error, len(tokens))
 	for i, tok := range tokens {
 		wg.Go(func() {
-			errs[i] = b.fencer.Set(ctx, b.client, res, tenure.Token(tok+1), key, strconv.Itoa(tok+1), 0)
+			errs[i] = b.fencer.Set(ctx, b.client, res, store.Token(tok+1), key, strconv.Itoa(tok+1), 0)
 		})
 	}
 	wg.Wait()
@@ -209,10 +210,10 @@ func TestConcurrentWriters(t *testing.T) {
 			accepted++
 			continue
 		}
-		require.ErrorIs(t, err, tenure.ErrFenced)
+		require.ErrorIs(t, err, store.ErrFenced)
 	}
 	require.Positive(t, accepted)
-	greatest := tenure.Token(len(tokens))
+	greatest := store.Token(len(tokens))
 	require.Equal(t, greatest, b.recorded(t, res))
 	require.Equal(t, strconv.Itoa(int(greatest)), b.client.Get(ctx, key).Val())
 }
@@ -226,7 +227,7 @@ func TestInvalid(t *testing.T) {
 		"NilClient":        func() error { return b.fencer.Set(ctx, nil, "r", 1, key, "v", 0) },
 		"TypedNilClient":   func() error { return b.fencer.Check(ctx, (*redis.Client)(nil), "r", 1) },
 		"EmptyResource":    func() error { return b.fencer.Set(ctx, b.client, "", 1, key, "v", 0) },
-		"LongResource":     func() error { return b.fencer.Check(ctx, b.client, strings.Repeat("r", tenure.MaxNameLen+1), 1) },
+		"LongResource":     func() error { return b.fencer.Check(ctx, b.client, strings.Repeat("r", store.MaxNameLen+1), 1) },
 		"InvalidUTF8":      func() error { return b.fencer.Check(ctx, b.client, "r\xff", 1) },
 		"ZeroToken":        func() error { return b.fencer.Set(ctx, b.client, "r", 0, key, "v", 0) },
 		"NegativeToken":    func() error { return b.fencer.HSet(ctx, b.client, "r", -1, key, map[string]string{"f": "v"}) },
@@ -244,7 +245,7 @@ func TestInvalid(t *testing.T) {
 		},
 	}
 	for name, call := range cases {
-		require.ErrorIs(t, call(), tenure.ErrInvalid, name)
+		require.ErrorIs(t, call(), store.ErrInvalid, name)
 	}
 	keys, err := b.client.Keys(ctx, b.prefix+"*").Result()
 	require.NoError(t, err)
@@ -256,7 +257,7 @@ func TestInvalid(t *testing.T) {
 		"InvalidUTF8": {KeyPrefix: "a\xff"},
 	} {
 		_, err := redisfence.New(cfg)
-		require.ErrorIs(t, err, tenure.ErrInvalid, name)
+		require.ErrorIs(t, err, store.ErrInvalid, name)
 	}
 }
 
@@ -277,7 +278,7 @@ func TestDefaults(t *testing.T) {
 	requireFenced(t, redisfence.Check(ctx, c, "orders", 1), "orders", 1, 3)
 	tok, err := redisfence.Recorded(ctx, c, "orders")
 	require.NoError(t, err)
-	require.Equal(t, tenure.Token(3), tok)
+	require.Equal(t, store.Token(3), tok)
 	require.Equal(t, "3", c.Get(ctx, "tenure:fence:orders").Val())
 }
 
@@ -294,10 +295,10 @@ func TestUnavailable(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
 	err = f.Set(ctx, c, "r", 2, "k", "v", 0)
-	require.ErrorIs(t, err, tenure.ErrUnavailable)
-	require.NotErrorIs(t, err, tenure.ErrFenced)
+	require.ErrorIs(t, err, store.ErrUnavailable)
+	require.NotErrorIs(t, err, store.ErrFenced)
 
 	closed := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	require.NoError(t, closed.Close())
-	require.ErrorIs(t, f.Check(ctx, closed, "r", 1), tenure.ErrClosed)
+	require.ErrorIs(t, f.Check(ctx, closed, "r", 1), store.ErrClosed)
 }

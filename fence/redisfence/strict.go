@@ -5,6 +5,8 @@ import (
 	_ "embed"
 	"fmt"
 
+	"github.com/tenure-dev/tenure/store"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tenure-dev/tenure"
@@ -22,7 +24,7 @@ var strictScript = redis.NewScript(strictSrc)
 // atomic step. It is the strict fence for leases kept by
 // [redisstore.Store]: of two byte-identical clones of one holder (a
 // snapshot restored twice) only one can ever pass; the other fails with an
-// error matching [tenure.ErrFenced] because the chain moved on (promise
+// error matching [store.ErrFenced] because the chain moved on (promise
 // P6). leases are the store's keys ([redisstore.Store.Keys]); key must
 // live on the same server.
 //
@@ -30,23 +32,23 @@ var strictScript = redis.NewScript(strictSrc)
 // describes: it waits for a renewal in flight, holds the next one back
 // until the script answered, and hands the new seq to the client only
 // after the write. A refused or failed write costs nothing; a write whose
-// outcome is unknown (an error matching [tenure.ErrUnavailable]) costs at
+// outcome is unknown (an error matching [store.ErrUnavailable]) costs at
 // most the tenure: if it was made, the next renewal finds the chain moved
 // and ends the tenure (the cheap side).
 //
 // A refusal means this tenure is over for writing (expired, released,
 // taken over, or a clone wrote first): stop working under it. Bad input
-// matches [tenure.ErrInvalid] and sends nothing; a lease whose tenure has
+// matches [store.ErrInvalid] and sends nothing; a lease whose tenure has
 // ended fails with its [*tenure.LostError].
 func StrictHSet(ctx context.Context, c redis.Scripter, leases redisstore.Keys, l *tenure.Lease, key string, fields map[string]string) error {
 	if l == nil {
-		return fmt.Errorf("redisfence: strict hset: %w: lease is nil", tenure.ErrInvalid)
+		return fmt.Errorf("redisfence: strict hset: %w: lease is nil", store.ErrInvalid)
 	}
 	if err := validate(c, l.Name(), 1); err != nil {
 		return fmt.Errorf("redisfence: strict hset: %w", err)
 	}
 	if leases.Prefix == "" {
-		return fmt.Errorf("redisfence: strict hset: %w: the lease keys are empty; pass the store's Keys()", tenure.ErrInvalid)
+		return fmt.Errorf("redisfence: strict hset: %w: the lease keys are empty; pass the store's Keys()", store.ErrInvalid)
 	}
 	if err := validateHash(key, fields); err != nil {
 		return fmt.Errorf("redisfence: strict hset: %w", err)
@@ -66,7 +68,7 @@ func StrictHSet(ctx context.Context, c redis.Scripter, leases redisstore.Keys, l
 	}()
 	tok, h := w.Token(), w.Holder()
 	if tok == 0 {
-		return fmt.Errorf("redisfence: %s: %w: the lease is no longer trusted; do not write", op, tenure.ErrInvalid)
+		return fmt.Errorf("redisfence: %s: %w: the lease is no longer trusted; do not write", op, store.ErrInvalid)
 	}
 	argv := append(make([]any, 0, 4+2*len(fields)), h.Label, h.Instance, int64(tok), w.Seq())
 	argv = appendFields(argv, fields)
@@ -84,7 +86,7 @@ func StrictHSet(ctx context.Context, c redis.Scripter, leases redisstore.Keys, l
 			state = "held"
 		}
 		return fmt.Errorf("redisfence: %s: the lease is %s with token %d at seq %d, not token %d at seq %d: it expired or was taken over, or a clone of this holder wrote first; stop working under this tenure: %w",
-			op, state, reply[1], reply[2], tok, w.Seq(), &tenure.FencedError{Resource: "lease:" + l.Name(), Offered: tok, Recorded: tenure.Token(reply[1])})
+			op, state, reply[1], reply[2], tok, w.Seq(), &store.FencedError{Resource: "lease:" + l.Name(), Offered: tok, Recorded: store.Token(reply[1])})
 	}
 	return unexpectedReply(op, reply)
 }

@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tenure-dev/tenure/internal/snapshot"
+	"github.com/tenure-dev/tenure/store"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/tenure-dev/tenure"
@@ -26,10 +29,10 @@ type strictBundle struct {
 func setupStrict(t *testing.T) *strictBundle {
 	t.Helper()
 	b := setup(t)
-	store, err := redisstore.New(b.client, redisstore.Config{KeyPrefix: b.prefix + "leases:"})
+	st, err := redisstore.New(b.client, redisstore.Config{KeyPrefix: b.prefix + "leases:"})
 	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, store.Close()) })
-	return &strictBundle{testBundle: b, store: store, keys: store.Keys(), data: b.prefix + "data"}
+	t.Cleanup(func() { require.NoError(t, st.Close()) })
+	return &strictBundle{testBundle: b, store: st, keys: st.Keys(), data: b.prefix + "data"}
 }
 
 // runClient starts a tenure client over the bundle's store, stopped when
@@ -60,7 +63,8 @@ func (b *strictBundle) fields(t *testing.T) map[string]string {
 // requireChainRefused checks that err is the strict fence's refusal of l.
 func requireChainRefused(t *testing.T, err error, l *tenure.Lease, want string) {
 	t.Helper()
-	requireFenced(t, err, "lease:"+l.Name(), l.State().Token, l.State().Token)
+	tok := snapshot.Take(l).Token
+	requireFenced(t, err, "lease:"+l.Name(), tok, tok)
 	require.ErrorContains(t, err, want)
 }
 
@@ -98,9 +102,10 @@ func TestStrictHSetInStepWithRenewals(t *testing.T) {
 // until its own next renewal a third of a minute later, is behind.
 func (b *strictBundle) adoptClone(t *testing.T, l *tenure.Lease) *tenure.Lease {
 	t.Helper()
-	st := l.State()
-	clone, err := b.runClient(t, "restored", time.Minute).AdoptClone(t.Context(), st)
+	st := snapshot.Take(l)
+	adopted, err := snapshot.Adopt(t.Context(), b.runClient(t, "restored", time.Minute), st)
 	require.NoError(t, err)
+	clone := adopted.(*tenure.Lease)
 	require.Eventually(t, func() bool { return clone.Seq() > st.Seq || clone.Err() != nil }, 10*time.Second, time.Millisecond)
 	require.NoError(t, clone.Err())
 	return clone
@@ -151,7 +156,7 @@ func TestStrictHSetServerRefusal(t *testing.T) {
 	require.NoError(t, b.client.Set(t.Context(), b.data, "a string", 0).Err())
 	err = b.write(t, l, "f", "v")
 	require.ErrorContains(t, err, "WRONGTYPE")
-	require.NotErrorIs(t, err, tenure.ErrFenced)
+	require.NotErrorIs(t, err, store.ErrFenced)
 	require.NoError(t, b.client.Del(t.Context(), b.data).Err())
 	require.NoError(t, b.write(t, l, "f", "v"))
 	// Two renewals later the tenure is still the holder's.
@@ -181,7 +186,7 @@ func TestStrictHSetInvalid(t *testing.T) {
 		"no fields":      redisfence.StrictHSet(ctx, b.client, b.keys, l, b.data, nil),
 		"too many field": redisfence.StrictHSet(ctx, b.client, b.keys, l, b.data, many),
 	} {
-		require.ErrorIs(t, err, tenure.ErrInvalid, name)
+		require.ErrorIs(t, err, store.ErrInvalid, name)
 		require.True(t, strings.HasPrefix(err.Error(), "redisfence: strict hset"), "%s: %v", name, err)
 	}
 	require.Empty(t, b.fields(t), "bad input writes nothing")

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tenure-dev/tenure/store"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
@@ -52,11 +54,11 @@ type spec struct {
 // twin, each a read-modify-write chain of writes numbered 1, 2, 3, ...
 type resource interface {
 	// begin is called once per tenure, before its first write.
-	begin(ctx context.Context, l *tenure.Lease, tok tenure.Token) error
+	begin(ctx context.Context, l *tenure.Lease, tok store.Token) error
 	// fenced appends wid to the fenced chain, presenting tok.
-	fenced(ctx context.Context, l *tenure.Lease, tok tenure.Token, wid string) error
+	fenced(ctx context.Context, l *tenure.Lease, tok store.Token, wid string) error
 	// twin does the same work on the twin with no check at all.
-	twin(ctx context.Context, tok tenure.Token, wid string) error
+	twin(ctx context.Context, tok store.Token, wid string) error
 	// rows reads a chain back (resFenced or resTwin).
 	rows(ctx context.Context, res string) ([]Row, error)
 	close()
@@ -96,7 +98,7 @@ func pgHost(u string) (string, error) {
 // ([pgfence.StrictTx]); the redis cell writes a hash on its store's server
 // with the strict check too ([redisfence.StrictHSet]); the etcd and consul
 // cells write to a PostgreSQL table with the token fence.
-func openWorker(ctx context.Context, sp spec) (tenure.Store, resource, func(), error) {
+func openWorker(ctx context.Context, sp spec) (store.Store, resource, func(), error) {
 	switch sp.Backend {
 	case "postgres":
 		u, err := pgURL(sp.PGURL, sp.StoreAddr, sp.App)
@@ -145,7 +147,7 @@ func openWorker(ctx context.Context, sp spec) (tenure.Store, resource, func(), e
 			pool.Close()
 			return nil, nil, nil, err
 		}
-		var st tenure.Store
+		var st store.Store
 		var closeStore func()
 		if sp.Backend == "etcd" {
 			cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"http://" + sp.StoreAddr}, DialTimeout: time.Second, Logger: zap.NewNop()})
@@ -175,7 +177,7 @@ func openWorker(ctx context.Context, sp spec) (tenure.Store, resource, func(), e
 		}
 		return st, res, func() { closeStore(); pool.Close() }, nil
 	}
-	return nil, nil, nil, fmt.Errorf("chaos: %w: unknown backend %q (want one of %v)", tenure.ErrInvalid, sp.Backend, Backends)
+	return nil, nil, nil, fmt.Errorf("chaos: %w: unknown backend %q (want one of %v)", store.ErrInvalid, sp.Backend, Backends)
 }
 
 // pgResource keeps both chains in PostgreSQL tables (n primary key). A
@@ -207,10 +209,10 @@ func pgTablesSQL(schema string) string {
 CREATE TABLE %[1]s.chaos_twin (n bigint PRIMARY KEY, token bigint NOT NULL, wid text NOT NULL);`, q)
 }
 
-func (r *pgResource) begin(context.Context, *tenure.Lease, tenure.Token) error { return nil }
+func (r *pgResource) begin(context.Context, *tenure.Lease, store.Token) error { return nil }
 
 // link reads the head of a chain and writes the next link.
-func (r *pgResource) link(ctx context.Context, tx pgx.Tx, res string, tok tenure.Token, wid string) error {
+func (r *pgResource) link(ctx context.Context, tx pgx.Tx, res string, tok store.Token, wid string) error {
 	var head int64
 	if err := tx.QueryRow(ctx, "SELECT coalesce(max(n), 0) FROM "+r.tables[res]).Scan(&head); err != nil {
 		return err
@@ -220,7 +222,7 @@ func (r *pgResource) link(ctx context.Context, tx pgx.Tx, res string, tok tenure
 	return err
 }
 
-func (r *pgResource) fenced(ctx context.Context, l *tenure.Lease, tok tenure.Token, wid string) error {
+func (r *pgResource) fenced(ctx context.Context, l *tenure.Lease, tok store.Token, wid string) error {
 	if r.strict {
 		return r.fencer.StrictTx(ctx, r.pool, l, func(ctx context.Context, tx pgx.Tx) error {
 			return r.link(ctx, tx, resFenced, tok, wid)
@@ -234,7 +236,7 @@ func (r *pgResource) fenced(ctx context.Context, l *tenure.Lease, tok tenure.Tok
 	})
 }
 
-func (r *pgResource) twin(ctx context.Context, tok tenure.Token, wid string) error {
+func (r *pgResource) twin(ctx context.Context, tok store.Token, wid string) error {
 	return pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error { return r.link(ctx, tx, resTwin, tok, wid) })
 }
 
@@ -274,7 +276,7 @@ func newRedisResource(addr, prefix, leasePrefix string) (*redisResource, error) 
 	return &redisResource{rdb: rdb, leases: leases, keys: map[string]string{resFenced: prefix + "fenced", resTwin: prefix + "twin"}}, nil
 }
 
-func (r *redisResource) begin(context.Context, *tenure.Lease, tenure.Token) error { return nil }
+func (r *redisResource) begin(context.Context, *tenure.Lease, store.Token) error { return nil }
 
 func (r *redisResource) head(ctx context.Context, res string) (int64, error) {
 	s, err := r.rdb.HGet(ctx, r.keys[res], "n").Result()
@@ -287,7 +289,7 @@ func (r *redisResource) head(ctx context.Context, res string) (int64, error) {
 	return strconv.ParseInt(s, 10, 64)
 }
 
-func (r *redisResource) fenced(ctx context.Context, l *tenure.Lease, tok tenure.Token, wid string) error {
+func (r *redisResource) fenced(ctx context.Context, l *tenure.Lease, tok store.Token, wid string) error {
 	n, err := r.head(ctx, resFenced)
 	if err != nil {
 		return err
@@ -297,7 +299,7 @@ func (r *redisResource) fenced(ctx context.Context, l *tenure.Lease, tok tenure.
 	})
 }
 
-func (r *redisResource) twin(ctx context.Context, tok tenure.Token, wid string) error {
+func (r *redisResource) twin(ctx context.Context, tok store.Token, wid string) error {
 	n, err := r.head(ctx, resTwin)
 	if err != nil {
 		return err

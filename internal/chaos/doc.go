@@ -43,7 +43,7 @@
 // sessions (postgres, etcd, consul); a restart of the store server (redis,
 // etcd, consul: the servers the harness starts); a ±1–4 week jump of the holder's library wall
 // clock (tenure.Config.Clock); a clone: a second process that adopts the
-// holder's tenure state ([tenure.Client.AdoptClone]; postgres and redis
+// holder's tenure state (internal/snapshot; postgres and redis
 // only, where the fence is strict: a token fence cannot tell clones
 // apart); and a fork:
 // the holder starts a child with its environment, command line and history

@@ -16,12 +16,13 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tenure-dev/tenure/store"
+
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/tenure-dev/tenure"
 	"github.com/tenure-dev/tenure/internal/faultnet"
 	"github.com/tenure-dev/tenure/store/consulstore"
 	"github.com/tenure-dev/tenure/store/etcdstore"
@@ -101,9 +102,9 @@ type cell struct {
 	cfg    CellConfig
 	spec   spec
 	hist   *historyWriter
-	store  tenure.Store // the harness's own, direct connection
-	reader resource     // direct, to read the chains back
-	server *server      // redis, etcd or consul: the harness starts them
+	store  store.Store // the harness's own, direct connection
+	reader resource    // direct, to read the chains back
+	server *server     // redis, etcd or consul: the harness starts them
 	pgPool *pgxpool.Pool
 	logf   *os.File
 	slots  []*slot
@@ -336,7 +337,7 @@ func (c *cell) setup(ctx context.Context, id string) (string, func(), error) {
 		c.store = st
 		return s.addr, cleanup, nil
 	}
-	return fail(fmt.Errorf("chaos: %w: unknown backend %q (want one of %v)", tenure.ErrInvalid, b, Backends))
+	return fail(fmt.Errorf("chaos: %w: unknown backend %q (want one of %v)", store.ErrInvalid, b, Backends))
 }
 
 // specFor returns the worker spec of slot s.

@@ -17,9 +17,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/tenure-dev/tenure/store"
 
-	"github.com/tenure-dev/tenure"
+	"github.com/redis/go-redis/v9"
 )
 
 // postgresURL is TENURE_TEST_PG_URL or the local default.
@@ -208,7 +208,7 @@ func harnessMain(ctx context.Context, args []string, stdout io.Writer) error {
 // reReport rebuilds the report from the verdict.json files under out.
 func reReport(out, report string, args []string) error {
 	if report == "" {
-		return fmt.Errorf("chaos: %w: -rereport needs -report", tenure.ErrInvalid)
+		return fmt.Errorf("chaos: %w: -rereport needs -report", store.ErrInvalid)
 	}
 	paths, err := filepath.Glob(filepath.Join(out, "*", "verdict.json"))
 	if err != nil {

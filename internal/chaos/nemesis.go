@@ -12,7 +12,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/tenure-dev/tenure"
+	"github.com/tenure-dev/tenure/internal/snapshot"
+	"github.com/tenure-dev/tenure/store"
 )
 
 // Fault kinds.
@@ -115,7 +116,7 @@ func (c *cell) holder(ctx context.Context) (int64, *procInfo) {
 	gctx, cancel := context.WithTimeout(ctx, c.cfg.TTL)
 	defer cancel()
 	rec, err := c.store.Get(gctx, c.spec.Lease)
-	if err != nil || rec.State != tenure.StateHeld {
+	if err != nil || rec.State != store.StateHeld {
 		return 0, nil
 	}
 	tok := int64(rec.Token)
@@ -281,7 +282,7 @@ func (c *cell) clone(ctx context.Context, s *slot, p *procInfo, ev Event) {
 		return
 	}
 	if b, err := base64.StdEncoding.DecodeString(state); err == nil {
-		var st tenure.TenureState
+		var st snapshot.Tenure
 		if json.Unmarshal(b, &st) == nil {
 			ev.Token = int64(st.Token)
 		}

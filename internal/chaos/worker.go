@@ -15,6 +15,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tenure-dev/tenure/internal/snapshot"
+	"github.com/tenure-dev/tenure/store"
+
 	"github.com/tenure-dev/tenure"
 )
 
@@ -47,7 +50,7 @@ type worker struct {
 	proc  string
 	hist  *historyWriter
 	clock *offsetClock
-	store tenure.Store
+	store store.Store
 	res   resource
 	cli   *tenure.Client
 	out   sync.Mutex // stdout lines
@@ -109,7 +112,7 @@ func runWorker(ctx context.Context, a workerArgs) error {
 		go w.control(ctx)
 	}
 	if a.adopt != "" {
-		var st tenure.TenureState
+		var st snapshot.Tenure
 		b, err := base64.StdEncoding.DecodeString(a.adopt)
 		if err == nil {
 			err = json.Unmarshal(b, &st)
@@ -117,7 +120,7 @@ func runWorker(ctx context.Context, a workerArgs) error {
 		if err != nil {
 			return fmt.Errorf("chaos: bad -adopt state: %w", err)
 		}
-		l, err := w.cli.AdoptClone(ctx, st)
+		l, err := adoptClone(ctx, w.cli, st)
 		if err != nil {
 			w.hist.log(Event{Kind: kindExit, Detail: "adopt failed: " + err.Error()})
 			return nil
@@ -132,7 +135,7 @@ func runWorker(ctx context.Context, a workerArgs) error {
 		if err != nil {
 			continue
 		}
-		st := l.State()
+		st := snapshot.Take(l)
 		w.hist.log(Event{Kind: kindAcquired, Token: int64(st.Token), Seq: st.Seq, Holder: st.Holder.Instance})
 		w.say("held %d %s", st.Token, w.proc)
 		w.hold(ctx, l)
@@ -143,7 +146,7 @@ func runWorker(ctx context.Context, a workerArgs) error {
 
 // hold writes under l until the tenure ends, then logs why.
 func (w *worker) hold(ctx context.Context, l *tenure.Lease) {
-	st := l.State()
+	st := snapshot.Take(l)
 	tok := st.Token
 	defer func() {
 		select {
@@ -209,14 +212,14 @@ func (w *worker) writePair(ctx context.Context, l *tenure.Lease) bool {
 	w.hist.log(Event{Kind: kindTry, Res: resTwin, WID: wid, Token: int64(tok)})
 	terr := w.res.twin(wctx, tok, wid)
 	w.hist.log(Event{Kind: kindDone, Res: resTwin, WID: wid, Token: int64(tok), Result: outcome(terr), Detail: errText(terr)})
-	return !errors.Is(ferr, tenure.ErrFenced)
+	return !errors.Is(ferr, store.ErrFenced)
 }
 
 func outcome(err error) string {
 	switch {
 	case err == nil:
 		return resultOK
-	case errors.Is(err, tenure.ErrFenced):
+	case errors.Is(err, store.ErrFenced):
 		return resultFenced
 	}
 	return resultUnknown
@@ -264,7 +267,7 @@ func (w *worker) snapshot() string {
 	if w.current == nil {
 		return "none"
 	}
-	st := w.current.State()
+	st := snapshot.Take(w.current)
 	if st.Remaining <= 0 {
 		return "none"
 	}
@@ -295,4 +298,13 @@ func (w *worker) fork() {
 		return
 	}
 	go func() { _ = cmd.Wait() }()
+}
+
+// adoptClone makes c hold st as the process it was taken from does.
+func adoptClone(ctx context.Context, c *tenure.Client, st snapshot.Tenure) (*tenure.Lease, error) {
+	l, err := snapshot.Adopt(ctx, c, st)
+	if err != nil {
+		return nil, err
+	}
+	return l.(*tenure.Lease), nil
 }

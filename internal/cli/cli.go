@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tenure-dev/tenure/store"
+
 	"github.com/tenure-dev/tenure"
 	"github.com/tenure-dev/tenure/internal/registrycli"
 	"github.com/tenure-dev/tenure/internal/storeurl"
@@ -210,15 +212,15 @@ func exitCode(err error) int {
 		return ExitOK
 	case errors.As(err, &ee):
 		return ee.code
-	case errors.As(err, &ue), errors.Is(err, tenure.ErrInvalid):
+	case errors.As(err, &ue), errors.Is(err, store.ErrInvalid):
 		return ExitUsage
-	case errors.Is(err, tenure.ErrNotMigrated):
+	case errors.Is(err, store.ErrNotMigrated):
 		return ExitNotMigrated
-	case errors.Is(err, tenure.ErrHeld):
+	case errors.Is(err, store.ErrHeld):
 		return ExitNotAcquired
 	case errors.Is(err, tenure.ErrLost):
 		return ExitLost
-	case errors.Is(err, tenure.ErrUnavailable), errors.Is(err, tenure.ErrClosed):
+	case errors.Is(err, store.ErrUnavailable), errors.Is(err, store.ErrClosed):
 		return ExitUnavailable
 	}
 	return ExitFailure

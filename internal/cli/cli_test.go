@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tenure-dev/tenure/store"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
@@ -209,14 +211,14 @@ func TestExitCode(t *testing.T) {
 		{nil, ExitOK},
 		{errors.New("boom"), ExitFailure},
 		{usagef("run", "x"), ExitUsage},
-		{fmt.Errorf("x: %w", tenure.ErrInvalid), ExitUsage},
-		{fmt.Errorf("x: %w", tenure.ErrUnavailable), ExitUnavailable},
-		{fmt.Errorf("x: %w", tenure.ErrClosed), ExitUnavailable},
-		{fmt.Errorf("x: %w", tenure.ErrNotMigrated), ExitNotMigrated},
-		{&tenure.HeldError{Name: "x"}, ExitNotAcquired},
+		{fmt.Errorf("x: %w", store.ErrInvalid), ExitUsage},
+		{fmt.Errorf("x: %w", store.ErrUnavailable), ExitUnavailable},
+		{fmt.Errorf("x: %w", store.ErrClosed), ExitUnavailable},
+		{fmt.Errorf("x: %w", store.ErrNotMigrated), ExitNotMigrated},
+		{&store.HeldError{Name: "x"}, ExitNotAcquired},
 		{&tenure.LostError{Name: "x"}, ExitLost},
 		{&exitError{code: 42}, 42},
-		{fmt.Errorf("wrapped: %w", &exitError{code: ExitLost, err: tenure.ErrUnavailable}), ExitLost},
+		{fmt.Errorf("wrapped: %w", &exitError{code: ExitLost, err: store.ErrUnavailable}), ExitLost},
 	} {
 		require.Equal(t, tc.want, exitCode(tc.err), "%v", tc.err)
 	}
@@ -264,7 +266,7 @@ func TestRunOnSQLite(t *testing.T) {
 		st := openSQLite(t, db)
 		rec, err := st.Get(ctx, "job")
 		require.NoError(t, err)
-		require.Equal(t, tenure.StateReleased, rec.State)
+		require.Equal(t, store.StateReleased, rec.State)
 		require.EqualValues(t, 1, rec.Token)
 
 		o = cli(t, "run", "--name", "job", "--store", db, "--", "sh", "-c", `echo $TENURE_TOKEN`)
@@ -277,7 +279,7 @@ func TestRunOnSQLite(t *testing.T) {
 		db := sqliteURL(t)
 		st := openSQLite(t, db)
 		h := testutil.Holder(t, "other")
-		g, err := st.Acquire(ctx, tenure.AcquireParams{Name: "job", Holder: h, TTL: time.Minute})
+		g, err := st.Acquire(ctx, store.AcquireParams{Name: "job", Holder: h, TTL: time.Minute})
 		require.NoError(t, err)
 		o := cli(t, "run", "--name", "job", "--store", db, "--", "sh", "-c", "echo ran")
 		require.Equal(t, ExitNotAcquired, o.code)
@@ -331,7 +333,7 @@ func TestStatusOnSQLite(t *testing.T) {
 
 	st := openSQLite(t, db)
 	h := testutil.Holder(t, "worker")
-	g, err := st.Acquire(ctx, tenure.AcquireParams{Name: "held", Holder: h, TTL: time.Minute})
+	g, err := st.Acquire(ctx, store.AcquireParams{Name: "held", Holder: h, TTL: time.Minute})
 	require.NoError(t, err)
 
 	o = cli(t, "status", "--store", db)
@@ -392,7 +394,7 @@ func TestReleaseOnSQLite(t *testing.T) {
 		db := sqliteURL(t)
 		st := openSQLite(t, db)
 		h := testutil.Holder(t, "stuck")
-		g, err := st.Acquire(ctx, tenure.AcquireParams{Name: "job", Holder: h, TTL: time.Minute})
+		g, err := st.Acquire(ctx, store.AcquireParams{Name: "job", Holder: h, TTL: time.Minute})
 		require.NoError(t, err)
 
 		o := cli(t, "release", "job", "--force", "--store", db)
@@ -400,13 +402,13 @@ func TestReleaseOnSQLite(t *testing.T) {
 		require.Contains(t, o.stdout, fmt.Sprintf("its holder %s with token %d is now fenced", h, g.Token))
 		rec, err := st.Get(ctx, "job")
 		require.NoError(t, err)
-		require.Equal(t, tenure.StateReleased, rec.State)
+		require.Equal(t, store.StateReleased, rec.State)
 
 		o = cli(t, "release", "--force", "job", "--store", db)
 		require.Equal(t, ExitOK, o.code)
 		require.Contains(t, o.stdout, "is not held (released")
 
-		g2, err := st.Acquire(ctx, tenure.AcquireParams{Name: "job", Holder: testutil.Holder(t, "next"), TTL: time.Minute})
+		g2, err := st.Acquire(ctx, store.AcquireParams{Name: "job", Holder: testutil.Holder(t, "next"), TTL: time.Minute})
 		require.NoError(t, err)
 		require.Greater(t, g2.Token, g.Token)
 
@@ -421,7 +423,7 @@ func TestReleaseOnSQLite(t *testing.T) {
 		db := sqliteURL(t)
 		st := openSQLite(t, db)
 		h := testutil.Holder(t, "me")
-		g, err := st.Acquire(ctx, tenure.AcquireParams{Name: "job", Holder: h, TTL: time.Minute})
+		g, err := st.Acquire(ctx, store.AcquireParams{Name: "job", Holder: h, TTL: time.Minute})
 		require.NoError(t, err)
 
 		o := cliEnv(t, map[string]string{}, "release", "job", "--store", db)
@@ -448,7 +450,7 @@ func TestReleaseOnSQLite(t *testing.T) {
 		require.Equal(t, fmt.Sprintf("released lease \"job\" (token %d)\n", g.Token), o.stdout)
 		rec, err := st.Get(ctx, "job")
 		require.NoError(t, err)
-		require.Equal(t, tenure.StateReleased, rec.State)
+		require.Equal(t, store.StateReleased, rec.State)
 	})
 }
 
@@ -645,7 +647,7 @@ func TestRunStore(t *testing.T) {
 		s := &runStore{Store: st, name: "job", poll: 5 * time.Millisecond}
 		s.waiting.Store(true)
 		h := testutil.Holder(t, "other")
-		g, err := st.Acquire(ctx, tenure.AcquireParams{Name: "job", Holder: h, TTL: time.Minute})
+		g, err := st.Acquire(ctx, store.AcquireParams{Name: "job", Holder: h, TTL: time.Minute})
 		require.NoError(t, err)
 
 		lctx, cancel := context.WithCancel(ctx)
@@ -656,7 +658,7 @@ func TestRunStore(t *testing.T) {
 			cancel()
 			require.ErrorIs(t, <-listened, context.Canceled)
 		}()
-		require.NoError(t, st.Release(ctx, tenure.ReleaseParams{Name: "job", Holder: h, Token: g.Token}))
+		require.NoError(t, st.Release(ctx, store.ReleaseParams{Name: "job", Holder: h, Token: g.Token}))
 		select {
 		case n := <-notified:
 			require.Equal(t, "job", n)

@@ -8,7 +8,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/tenure-dev/tenure"
+	"github.com/tenure-dev/tenure/store"
+
 	"github.com/tenure-dev/tenure/internal/storeurl"
 )
 
@@ -53,12 +54,12 @@ func (o *releaseOptions) run(ctx context.Context, e *env, args []string) error {
 		return usagef("release", "takes one lease NAME, got %d arguments", len(args))
 	}
 	name := args[0]
-	if err := tenure.ValidateName(name); err != nil {
+	if err := store.ValidateName(name); err != nil {
 		return usagef("release", "%s", message(err))
 	}
 	var (
-		own   tenure.Holder
-		token tenure.Token
+		own   store.Holder
+		token store.Token
 	)
 	if !o.force {
 		var err error
@@ -76,13 +77,13 @@ func (o *releaseOptions) run(ctx context.Context, e *env, args []string) error {
 		sctx, cancel := withStoreTimeout(ctx)
 		rec, err := opened.Store.Get(sctx, name)
 		cancel()
-		if errors.Is(err, tenure.ErrNotFound) {
+		if errors.Is(err, store.ErrNotFound) {
 			return fmt.Errorf("lease %q does not exist in %s; nothing to release", name, opened.Target.Display)
 		}
 		if err != nil {
 			return opened.Target.Wrap(err)
 		}
-		if rec.State != tenure.StateHeld {
+		if rec.State != store.StateHeld {
 			fmt.Fprintf(e.stdout, "lease %q is not held (%s, last token %d); nothing to release\n", name, rec.State, rec.Token)
 			return nil
 		}
@@ -91,9 +92,9 @@ func (o *releaseOptions) run(ctx context.Context, e *env, args []string) error {
 				name, rec.Holder, rec.Token, own, token)}
 		}
 		sctx, cancel = withStoreTimeout(ctx)
-		err = opened.Store.Release(sctx, tenure.ReleaseParams{Name: name, Holder: rec.Holder, Token: rec.Token})
+		err = opened.Store.Release(sctx, store.ReleaseParams{Name: name, Holder: rec.Holder, Token: rec.Token})
 		cancel()
-		if errors.Is(err, tenure.ErrNotHeld) {
+		if errors.Is(err, store.ErrNotHeld) {
 			continue // It changed hands or expired between the two calls: look again.
 		}
 		if err != nil {
@@ -116,19 +117,19 @@ func (o *releaseOptions) run(ctx context.Context, e *env, args []string) error {
 
 // ownTenure reads the caller's tenure from TENURE_HOLDER and TENURE_TOKEN,
 // as tenure run sets them.
-func ownTenure(getenv func(string) string) (tenure.Holder, tenure.Token, error) {
+func ownTenure(getenv func(string) string) (store.Holder, store.Token, error) {
 	hs, ts := getenv(EnvHolder), getenv(EnvToken)
 	if hs == "" || ts == "" {
-		return tenure.Holder{}, 0, usagef("release", "without --force, release gives up the caller's own lease and needs %s and %s, which tenure run sets for its command; to expire someone else's lease add --force", EnvHolder, EnvToken)
+		return store.Holder{}, 0, usagef("release", "without --force, release gives up the caller's own lease and needs %s and %s, which tenure run sets for its command; to expire someone else's lease add --force", EnvHolder, EnvToken)
 	}
 	i := strings.LastIndex(hs, "/")
-	h := tenure.Holder{Label: hs[:max(i, 0)], Instance: hs[i+1:]}
+	h := store.Holder{Label: hs[:max(i, 0)], Instance: hs[i+1:]}
 	if i < 0 || h.Validate() != nil {
-		return tenure.Holder{}, 0, usagef("release", "%s=%q is not a holder; it must be label/instance, as tenure run sets it", EnvHolder, hs)
+		return store.Holder{}, 0, usagef("release", "%s=%q is not a holder; it must be label/instance, as tenure run sets it", EnvHolder, hs)
 	}
 	t, err := strconv.ParseInt(ts, 10, 64)
 	if err != nil || t <= 0 {
-		return tenure.Holder{}, 0, usagef("release", "%s=%q is not a token; it must be a positive integer, as tenure run sets it", EnvToken, ts)
+		return store.Holder{}, 0, usagef("release", "%s=%q is not a token; it must be a positive integer, as tenure run sets it", EnvToken, ts)
 	}
-	return h, tenure.Token(t), nil
+	return h, store.Token(t), nil
 }

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tenure-dev/tenure/store"
+
 	"github.com/tenure-dev/tenure"
 	"github.com/tenure-dev/tenure/internal/storeurl"
 )
@@ -99,7 +101,7 @@ func (o *runOptions) config(args []string) (tenure.Config, error) {
 	case *o.waitTimeout > 0 && !o.wait:
 		return tenure.Config{}, usagef("run", "--wait-timeout needs --wait")
 	}
-	if err := tenure.ValidateName(o.name); err != nil {
+	if err := store.ValidateName(o.name); err != nil {
 		return tenure.Config{}, usagef("run", "--name: %s", message(err))
 	}
 	label := o.label
@@ -122,7 +124,7 @@ func (o *runOptions) config(args []string) (tenure.Config, error) {
 
 // unopened stands in for the store while [validate] checks a
 // configuration: tenure.New validates and calls nothing.
-type unopened struct{ tenure.Store }
+type unopened struct{ store.Store }
 
 func validate(cfg tenure.Config) error {
 	_, err := tenure.New(unopened{}, cfg)
@@ -200,7 +202,7 @@ func (o *runOptions) acquire(ctx context.Context, e *env, client *tenure.Client,
 	wg.Go(func() {
 		var r result
 		r.lease, r.err = client.Acquire(actx, o.name)
-		var held *tenure.HeldError
+		var held *store.HeldError
 		if o.wait && errors.As(r.err, &held) {
 			e.errorf("lease %q is held by %s with token %d for another %s by the store's clock; waiting for it",
 				o.name, held.Holder, held.Token, remaining(held.Remaining))
@@ -220,7 +222,7 @@ func (o *runOptions) acquire(ctx context.Context, e *env, client *tenure.Client,
 		}
 		return nil, &exitError{code: ExitSignalBase + signum(s), err: fmt.Errorf("interrupted by %s while waiting for lease %q; nothing was run", s, o.name)}
 	}
-	var held *tenure.HeldError
+	var held *store.HeldError
 	switch {
 	case r.err == nil:
 		return r.lease, nil
@@ -241,7 +243,7 @@ func (o *runOptions) gaveUp(ctx context.Context, opened *storeurl.Opened) error 
 	sctx, cancel := withStoreTimeout(ctx)
 	defer cancel()
 	rec, err := opened.Store.Get(sctx, o.name)
-	if err != nil || rec.State != tenure.StateHeld {
+	if err != nil || rec.State != store.StateHeld {
 		return fmt.Errorf("gave up waiting for lease %q after --wait-timeout %s; not acquired", o.name, *o.waitTimeout)
 	}
 	return fmt.Errorf("gave up waiting for lease %q after --wait-timeout %s: it is held by %s with token %d for another %s by the store's clock; not acquired",
@@ -426,16 +428,16 @@ func exitStatus(ps *os.ProcessState) int {
 // waits, so the waiter takes over within one interval of a release instead
 // of at the expiry it was told.
 type runStore struct {
-	tenure.Store
+	store.Store
 	name    string
 	poll    time.Duration // 0: do not poll
 	waiting atomic.Bool   // poll only while set
 }
 
-// Listen implements [tenure.Notifier]: the store's own notifications, or
+// Listen implements [store.Notifier]: the store's own notifications, or
 // polling while waiting, or nothing.
 func (s *runStore) Listen(ctx context.Context, notify func(name string)) error {
-	if n, ok := s.Store.(tenure.Notifier); ok {
+	if n, ok := s.Store.(store.Notifier); ok {
 		return n.Listen(ctx, notify)
 	}
 	if s.poll <= 0 {
@@ -444,7 +446,7 @@ func (s *runStore) Listen(ctx context.Context, notify func(name string)) error {
 	}
 	t := time.NewTicker(s.poll)
 	defer t.Stop()
-	var last tenure.Record
+	var last store.Record
 	for {
 		select {
 		case <-ctx.Done():
@@ -460,7 +462,7 @@ func (s *runStore) Listen(ctx context.Context, notify func(name string)) error {
 		}
 		if rec.State != last.State || rec.Token != last.Token || rec.Holder != last.Holder {
 			last = rec
-			if rec.State != tenure.StateHeld {
+			if rec.State != store.StateHeld {
 				notify(s.name)
 			}
 		}

@@ -11,7 +11,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/tenure-dev/tenure"
+	"github.com/tenure-dev/tenure/store"
+
 	"github.com/tenure-dev/tenure/internal/storeurl"
 )
 
@@ -81,7 +82,7 @@ type snapshotJSON struct {
 
 func (o *statusOptions) run(ctx context.Context, e *env, names []string) error {
 	for _, n := range names {
-		if err := tenure.ValidateName(n); err != nil {
+		if err := store.ValidateName(n); err != nil {
 			return usagef("status", "%s", message(err))
 		}
 	}
@@ -94,7 +95,7 @@ func (o *statusOptions) run(ctx context.Context, e *env, names []string) error {
 	}
 	defer func() { _ = opened.Close() }() // Nothing is left to do about a failed close.
 	if len(names) == 0 {
-		if _, ok := opened.Store.(tenure.Lister); !ok {
+		if _, ok := opened.Store.(store.Lister); !ok {
 			return usagef("status", "this store cannot list its leases; name them")
 		}
 	}
@@ -115,7 +116,7 @@ func (o *statusOptions) run(ctx context.Context, e *env, names []string) error {
 		switch {
 		case ctx.Err() != nil:
 			return nil
-		case errors.Is(err, tenure.ErrNotMigrated), errors.Is(err, tenure.ErrInvalid):
+		case errors.Is(err, store.ErrNotMigrated), errors.Is(err, store.ErrInvalid):
 			return err
 		case err != nil:
 			e.errorf("%s", message(err))
@@ -136,9 +137,9 @@ func (o *statusOptions) run(ctx context.Context, e *env, names []string) error {
 func snapshot(ctx context.Context, opened *storeurl.Opened, names []string) ([]leaseJSON, error) {
 	ctx, cancel := withStoreTimeout(ctx)
 	defer cancel()
-	var recs []tenure.Record
+	var recs []store.Record
 	if len(names) == 0 {
-		all, err := opened.Store.(tenure.Lister).List(ctx)
+		all, err := opened.Store.(store.Lister).List(ctx)
 		if err != nil {
 			return nil, opened.Target.Wrap(err)
 		}
@@ -146,8 +147,8 @@ func snapshot(ctx context.Context, opened *storeurl.Opened, names []string) ([]l
 	}
 	for _, n := range names {
 		r, err := opened.Store.Get(ctx, n)
-		if errors.Is(err, tenure.ErrNotFound) {
-			r = tenure.Record{Grant: tenure.Grant{Name: n}}
+		if errors.Is(err, store.ErrNotFound) {
+			r = store.Record{Grant: store.Grant{Name: n}}
 		} else if err != nil {
 			return nil, opened.Target.Wrap(err)
 		}
@@ -169,7 +170,7 @@ func snapshot(ctx context.Context, opened *storeurl.Opened, names []string) ([]l
 			at := r.AcquiredAt.UTC()
 			l.AcquiredAt = &at
 		}
-		if r.State == tenure.StateHeld {
+		if r.State == store.StateHeld {
 			l.ExpiresInMS = r.Remaining.Milliseconds()
 		}
 		leases[i] = l
@@ -203,7 +204,7 @@ func (o *statusOptions) print(w io.Writer, leases []leaseJSON) error {
 		if l.AcquiredAt != nil {
 			acquired = l.AcquiredAt.Format("2006-01-02T15:04:05.000Z07:00")
 		}
-		if l.State == tenure.StateHeld.String() {
+		if l.State == store.StateHeld.String() {
 			expires = remaining(time.Duration(l.ExpiresInMS) * time.Millisecond)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", l.Name, l.State, holder, token, acquired, expires)

@@ -126,12 +126,12 @@ type event struct {
 func scene(ctx context.Context, cfg Config, fenced bool, path string, out io.Writer) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, sceneTimeout)
 	defer cancel()
-	store, err := sqlitestore.Open(ctx, path, sqlitestore.Config{})
+	st, err := sqlitestore.Open(ctx, path, sqlitestore.Config{})
 	if err != nil {
 		return 0, err
 	}
-	defer store.Close()
-	if err := createLedger(ctx, store.DB()); err != nil {
+	defer st.Close()
+	if err := createLedger(ctx, st.DB()); err != nil {
 		return 0, err
 	}
 
@@ -224,7 +224,7 @@ func scene(ctx context.Context, cfg Config, fenced bool, path string, out io.Wri
 		defer stderrMu.Unlock()
 		return 0, fmt.Errorf("%w\nworkers said:\n%s", err, stderr.String())
 	}
-	return charges(context.WithoutCancel(ctx), store.DB())
+	return charges(context.WithoutCancel(ctx), st.DB())
 }
 
 type writerFunc func([]byte) (int, error)

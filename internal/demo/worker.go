@@ -9,6 +9,8 @@ import (
 	"io"
 	"time"
 
+	"github.com/tenure-dev/tenure/store"
+
 	"github.com/tenure-dev/tenure"
 	"github.com/tenure-dev/tenure/store/sqlitestore"
 )
@@ -46,12 +48,12 @@ func Worker(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 }
 
 func work(ctx context.Context, path string, id int, fenced bool, ttl time.Duration, out io.Writer) error {
-	store, err := sqlitestore.Open(ctx, path, sqlitestore.Config{})
+	st, err := sqlitestore.Open(ctx, path, sqlitestore.Config{})
 	if err != nil {
 		return err
 	}
-	defer store.Close()
-	client, err := tenure.New(store, tenure.Config{Label: fmt.Sprintf("worker-%d", id), TTL: ttl})
+	defer st.Close()
+	client, err := tenure.New(st, tenure.Config{Label: fmt.Sprintf("worker-%d", id), TTL: ttl})
 	if err != nil {
 		return err
 	}
@@ -64,7 +66,7 @@ func work(ctx context.Context, path string, id int, fenced bool, ttl time.Durati
 	for ctx.Err() == nil {
 		err := client.Do(ctx, leaseName, func(ctx context.Context, l *tenure.Lease) error {
 			say("acquired token=%d", l.Token())
-			if n, err := charges(ctx, store.DB()); err != nil || n > 0 {
+			if n, err := charges(ctx, st.DB()); err != nil || n > 0 {
 				if err == nil {
 					say("idle run=%d already-charged", run)
 					<-ctx.Done()
@@ -74,8 +76,8 @@ func work(ctx context.Context, path string, id int, fenced bool, ttl time.Durati
 			tok := l.Token() // read before the slow call: the window a pause can hit
 			say("charging run=%d token=%d", run, tok)
 			time.Sleep(providerCall) // the payment provider
-			err := charge(ctx, store.DB(), id, tok, fenced)
-			var fe *tenure.FencedError
+			err := charge(ctx, st.DB(), id, tok, fenced)
+			var fe *store.FencedError
 			switch {
 			case errors.As(err, &fe):
 				say("fenced run=%d token=%d recorded=%d", run, tok, fe.Recorded)
@@ -91,7 +93,7 @@ func work(ctx context.Context, path string, id int, fenced bool, ttl time.Durati
 		if errors.As(err, &lost) {
 			say("lost token=%d reason=%q", lost.Token, lost.Reason.String())
 		}
-		if errors.Is(err, tenure.ErrFenced) {
+		if errors.Is(err, store.ErrFenced) {
 			return nil // superseded: this worker's night is over
 		}
 	}
@@ -102,7 +104,7 @@ func work(ctx context.Context, path string, id int, fenced bool, ttl time.Durati
 // fenced: the fence and the write commit together or not at all. Like most
 // code halfway through a write, it does not stop for a cancelled context:
 // the resumed leader finishes what it started.
-func charge(ctx context.Context, db *sql.DB, id int, tok tenure.Token, fenced bool) error {
+func charge(ctx context.Context, db *sql.DB, id int, tok store.Token, fenced bool) error {
 	ctx = context.WithoutCancel(ctx)
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {

@@ -1,6 +1,10 @@
 package engine
 
-import "time"
+import (
+	"time"
+
+	"github.com/tenure-dev/tenure/store"
+)
 
 // Action is an output of [Engine.Step] for the caller to carry out, in order.
 type Action interface{ action() }
@@ -9,7 +13,7 @@ type Action interface{ action() }
 // carrying the same Name, Holder and SentAt.
 type SendAcquire struct {
 	Name   string
-	Holder Holder
+	Holder store.Holder
 	TTL    time.Duration
 	SentAt Instant
 }
@@ -18,8 +22,7 @@ type SendAcquire struct {
 // carrying the same Items and SentAt. Deadline is the earliest local
 // deadline among the items: an answer after it is of no use.
 type SendRenew struct {
-	Items    []RenewItem
-	TTL      time.Duration
+	Items    []store.RenewParams
 	SentAt   Instant
 	Deadline time.Duration
 }
@@ -28,15 +31,15 @@ type SendRenew struct {
 // [ReleaseDone] once the call returned, whatever it returned.
 type SendRelease struct {
 	Name   string
-	Holder Holder
-	Token  int64
+	Holder store.Holder
+	Token  store.Token
 }
 
 // Acquired reports a new tenure.
 type Acquired struct {
 	Name     string
-	Holder   Holder
-	Token    int64
+	Holder   store.Holder
+	Token    store.Token
 	Seq      int64
 	Anchor   Instant       // send time of the request that granted it
 	Deadline time.Duration // local deadline on the monotonic clock
@@ -45,7 +48,7 @@ type Acquired struct {
 // Renewed reports a tenure's new seq, anchor and local deadline.
 type Renewed struct {
 	Name     string
-	Token    int64
+	Token    store.Token
 	Seq      int64
 	Anchor   Instant
 	Deadline time.Duration
@@ -54,7 +57,7 @@ type Renewed struct {
 // Lost reports the end of a tenure.
 type Lost struct {
 	Name   string
-	Token  int64
+	Token  store.Token
 	Reason Reason
 	Err    error // the store error behind ReasonRenewError, if any
 }
@@ -63,8 +66,8 @@ type Lost struct {
 // for a lease the engine already holds or is acquiring (Busy).
 type AcquireFailed struct {
 	Name string
-	Held *Grant // the current holder, when the lease is held
-	Err  error  // the store error, when the store failed
+	Held *store.Grant // the current holder, when the lease is held
+	Err  error        // the store error, when the store failed
 	Busy bool
 }
 
@@ -72,12 +75,12 @@ type AcquireFailed struct {
 // presenting Seq.
 type ChainWritesGranted struct {
 	Name  string
-	Token int64
+	Token store.Token
 	Seq   int64
 }
 
 // IdentityChanged reports a regenerated identity.
-type IdentityChanged struct{ Holder Holder }
+type IdentityChanged struct{ Holder store.Holder }
 
 func (SendAcquire) action()        {}
 func (SendRenew) action()          {}

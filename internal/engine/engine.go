@@ -3,6 +3,8 @@ package engine
 import (
 	"errors"
 	"time"
+
+	"github.com/tenure-dev/tenure/store"
 )
 
 // Config fixes the engine's timing and its sources of identity and jitter.
@@ -45,11 +47,11 @@ type lease struct {
 	campaign    bool
 	nextAttempt time.Duration
 	failures    int
-	reqHolder   Holder // identity the in-flight acquire was sent with
+	reqHolder   store.Holder // identity the in-flight acquire was sent with
 
 	// held and releasing
-	holder       Holder
-	token        int64
+	holder       store.Holder
+	token        store.Token
 	seq          int64
 	anchor       Instant
 	deadline     time.Duration
@@ -64,7 +66,7 @@ type lease struct {
 // goroutine (or one simulated process) owns it.
 type Engine struct {
 	cfg    Config
-	holder Holder
+	holder store.Holder
 
 	leases  map[string]*lease
 	order   []*lease // insertion order, so every Step is deterministic
@@ -78,13 +80,13 @@ type Engine struct {
 func New(cfg Config) *Engine {
 	return &Engine{
 		cfg:    cfg,
-		holder: Holder{Label: cfg.Label, Instance: cfg.NewInstance()},
+		holder: store.Holder{Label: cfg.Label, Instance: cfg.NewInstance()},
 		leases: make(map[string]*lease),
 	}
 }
 
 // Holder returns the identity the engine acquires with now.
-func (e *Engine) Holder() Holder { return e.holder }
+func (e *Engine) Holder() store.Holder { return e.holder }
 
 // Step applies one event at now and returns the actions to carry out, in
 // order. The slice is the caller's.
@@ -182,9 +184,7 @@ func (e *Engine) handle(now Instant, ev Event) {
 			l.seq = max(l.seq, ev.Seq)
 		}
 	case Release:
-		if l := e.tenure(ev.Name, ev.Token); l != nil {
-			e.lose(l, ReasonReleased, nil)
-		}
+		e.release(ev)
 	case Drop:
 		if l := e.tenure(ev.Name, ev.Token); l != nil {
 			if ev.Reason == ReasonSuspended {
@@ -268,13 +268,13 @@ func (e *Engine) granted(now Instant, l *lease, d AcquireDone) {
 		// Withdrawn while in flight, or granted to an identity retired
 		// meanwhile: give it back, then try again if still wanted.
 		l.nextAttempt = now.Mono
-		e.giveBack(l, d.Holder, g.Token)
+		e.giveBack(l.name, d.Holder, g.Token)
 		return
 	}
 	deadline := e.deadline(now, d.SentAt, g.Remaining)
 	if (Window{Anchor: d.SentAt, Deadline: deadline}).Check(now, e.cfg.SuspendTolerance) != 0 {
 		e.failed(now, l, ErrTooLate)
-		e.giveBack(l, d.Holder, g.Token)
+		e.giveBack(l.name, d.Holder, g.Token)
 		return
 	}
 	l.phase, l.want = held, false
@@ -304,11 +304,11 @@ func (e *Engine) renewDone(now Instant, d RenewDone) {
 			continue
 		}
 		l.renewing = false
-		if d.Err != nil || i >= len(d.Outcomes) {
+		if d.Err != nil || i >= len(d.Results) {
 			e.lose(l, ReasonRenewError, d.Err)
 			continue
 		}
-		o := d.Outcomes[i]
+		o := d.Results[i]
 		switch {
 		case o.Renewed:
 			l.seq = o.Grant.Seq
@@ -319,7 +319,7 @@ func (e *Engine) renewDone(now Instant, d RenewDone) {
 			if l.chainWaiting > 0 {
 				e.grantChainWrites(l)
 			}
-		case o.Grant.Holder == (Holder{}) || o.Grant.Remaining <= 0:
+		case o.Grant.Holder == (store.Holder{}) || o.Grant.Remaining <= 0:
 			e.lose(l, ReasonExpiredAtStore, nil)
 		case o.Grant.Holder != l.holder || o.Grant.Token != l.token:
 			e.lose(l, ReasonSuperseded, nil)
@@ -369,7 +369,7 @@ func (e *Engine) check(now Instant) {
 
 // schedule sends what is due: acquisitions, and one renewal batch.
 func (e *Engine) schedule(now Instant) {
-	var batch []RenewItem
+	var batch []store.RenewParams
 	var earliest time.Duration
 	due := false
 	for _, l := range e.order {
@@ -396,10 +396,10 @@ func (e *Engine) schedule(now Instant) {
 		if len(batch) == 0 || l.deadline < earliest {
 			earliest = l.deadline
 		}
-		batch = append(batch, RenewItem{Name: l.name, Holder: l.holder, Token: l.token, Seq: l.seq})
+		batch = append(batch, store.RenewParams{Name: l.name, Holder: l.holder, Token: l.token, Seq: l.seq, TTL: e.cfg.TTL})
 	}
 	e.renewInFlight = true
-	e.emit(SendRenew{Items: batch, TTL: e.cfg.TTL, SentAt: now, Deadline: earliest})
+	e.emit(SendRenew{Items: batch, SentAt: now, Deadline: earliest})
 }
 
 // lose ends a held tenure. It does not release the lease at the store:
@@ -413,18 +413,37 @@ func (e *Engine) lose(l *lease, r Reason, err error) {
 	e.remove(l)
 }
 
-// giveBack releases a tenure of l at the store and holds back further
-// requests for the name until the release is answered.
-func (e *Engine) giveBack(l *lease, h Holder, token int64) {
-	if l.removed {
-		// failed already forgot a one-shot attempt: keep the name tracked
-		// until the release is answered.
-		l = &lease{name: l.name}
-		e.leases[l.name] = l
+// release ends the tenure ev names, if it is still held, and gives it back
+// at the store. A tenure that ended earlier (lost, not released) is given
+// back too: its owner releases it once the work under it has stopped.
+func (e *Engine) release(ev Release) {
+	if l := e.tenure(ev.Name, ev.Token); l != nil {
+		e.lose(l, ReasonReleased, nil)
+	}
+	e.giveBack(ev.Name, ev.Holder, ev.Token)
+}
+
+// giveBack releases a tenure of name at the store. While the release is in
+// flight no new attempt for the name is sent, so that an attempt never races
+// the release of an earlier tenure; a release of the same tenure already in
+// flight answers for this one. When the name is being acquired or held again
+// under a newer tenure, the old one cannot hold the lease any more and the
+// release is only sent to make sure of that.
+func (e *Engine) giveBack(name string, h store.Holder, token store.Token) {
+	l := e.leases[name]
+	switch {
+	case l == nil:
+		l = &lease{name: name}
+		e.leases[name] = l
 		e.order = append(e.order, l)
+	case l.phase == releasing && l.token == token:
+		return
+	case l.phase != idle:
+		e.emit(SendRelease{Name: name, Holder: h, Token: token})
+		return
 	}
 	l.phase, l.holder, l.token = releasing, h, token
-	e.emit(SendRelease{Name: l.name, Holder: h, Token: token})
+	e.emit(SendRelease{Name: name, Holder: h, Token: token})
 }
 
 // loseAll ends every held tenure and regenerates the identity: what ended
@@ -436,7 +455,7 @@ func (e *Engine) loseAll(r Reason, err error) {
 		if !l.removed && l.phase == held {
 			e.lose(l, r, err)
 			if r == ReasonRevoked {
-				e.giveBack(l, l.holder, l.token)
+				e.giveBack(l.name, l.holder, l.token)
 			}
 		}
 	}
@@ -459,7 +478,7 @@ func (e *Engine) regenerate() {
 }
 
 // tenure returns the held lease name with token, or nil.
-func (e *Engine) tenure(name string, token int64) *lease {
+func (e *Engine) tenure(name string, token store.Token) *lease {
 	if l := e.leases[name]; l != nil && l.phase == held && l.token == token {
 		return l
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/tenure-dev/tenure/store"
 )
 
 const (
@@ -66,12 +67,12 @@ func (h *harness) tick() []Action {
 }
 
 // acquire takes name with a grant of the full TTL after rtt.
-func (h *harness) acquire(name string, token int64, rtt time.Duration) Acquired {
+func (h *harness) acquire(name string, token store.Token, rtt time.Duration) Acquired {
 	h.t.Helper()
 	send := only[SendAcquire](h.t, h.step(Want{Name: name, Campaign: true}))
 	h.advance(rtt)
 	acts := h.step(AcquireDone{Name: name, Holder: send.Holder, SentAt: send.SentAt,
-		Grant: &Grant{Holder: send.Holder, Token: token, Seq: 1, Remaining: ttl}})
+		Grant: &store.Grant{Holder: send.Holder, Token: token, Seq: 1, Remaining: ttl}})
 	return only[Acquired](h.t, acts)
 }
 
@@ -95,10 +96,10 @@ func none[A Action](t *testing.T, acts []Action) {
 	}
 }
 
-func renewedAll(items []RenewItem) []RenewOutcome {
-	out := make([]RenewOutcome, len(items))
+func renewedAll(items []store.RenewParams) []store.RenewResult {
+	out := make([]store.RenewResult, len(items))
 	for i, it := range items {
-		out[i] = RenewOutcome{Renewed: true, Grant: Grant{Holder: it.Holder, Token: it.Token, Seq: it.Seq + 1, Remaining: ttl}}
+		out[i] = store.RenewResult{Renewed: true, Grant: store.Grant{Holder: it.Holder, Token: it.Token, Seq: it.Seq + 1, Remaining: ttl}}
 	}
 	return out
 }
@@ -122,7 +123,7 @@ func TestLocalDeadlineIsSendTimePlusRemainingMinusMargin(t *testing.T) {
 			a := h.acquire("billing", 7, tc.rtt)
 			require.Equal(t, sent, a.Anchor, "the anchor is the send time, not the reply time")
 			require.Equal(t, sent.Mono+ttl-tc.margin, a.Deadline)
-			require.Equal(t, int64(7), a.Token)
+			require.Equal(t, store.Token(7), a.Token)
 		})
 	}
 }
@@ -132,10 +133,10 @@ func TestRenewKeepsTokenAdvancesSeqAndMovesDeadline(t *testing.T) {
 	h := newHarness(t)
 	h.acquire("billing", 7, time.Millisecond)
 	send := only[SendRenew](t, h.tick())
-	require.Equal(t, []RenewItem{{Name: "billing", Holder: h.e.Holder(), Token: 7, Seq: 1}}, send.Items)
+	require.Equal(t, []store.RenewParams{{Name: "billing", Holder: h.e.Holder(), Token: 7, Seq: 1, TTL: ttl}}, send.Items)
 	h.advance(5 * time.Millisecond)
-	r := only[Renewed](t, h.step(RenewDone{SentAt: send.SentAt, Items: send.Items, Outcomes: renewedAll(send.Items)}))
-	require.Equal(t, int64(7), r.Token)
+	r := only[Renewed](t, h.step(RenewDone{SentAt: send.SentAt, Items: send.Items, Results: renewedAll(send.Items)}))
+	require.Equal(t, store.Token(7), r.Token)
 	require.Equal(t, int64(2), r.Seq)
 	require.Equal(t, send.SentAt.Mono+ttl-ttl/10, r.Deadline)
 	next := only[SendRenew](t, h.tick())
@@ -173,7 +174,7 @@ func TestFailClosed(t *testing.T) {
 		h.acquire("billing", 7, time.Millisecond)
 		send := only[SendRenew](t, h.tick())
 		only[Lost](t, h.tick())
-		acts := h.step(RenewDone{SentAt: send.SentAt, Items: send.Items, Outcomes: renewedAll(send.Items)})
+		acts := h.step(RenewDone{SentAt: send.SentAt, Items: send.Items, Results: renewedAll(send.Items)})
 		none[Renewed](t, acts)
 		none[Acquired](t, acts)
 	})
@@ -183,7 +184,7 @@ func TestFailClosed(t *testing.T) {
 		h.acquire("billing", 7, time.Millisecond)
 		send := only[SendRenew](t, h.tick())
 		h.advance(ttl - ttl/10) // the reply took almost a whole TTL
-		acts := h.step(RenewDone{SentAt: send.SentAt, Items: send.Items, Outcomes: renewedAll(send.Items)})
+		acts := h.step(RenewDone{SentAt: send.SentAt, Items: send.Items, Results: renewedAll(send.Items)})
 		only[Lost](t, acts)
 		none[Renewed](t, acts)
 	})
@@ -248,9 +249,9 @@ func TestProgressStallStopsRenewals(t *testing.T) {
 	send := only[SendRenew](t, h.tick())
 	h.step(Progress{Name: "billing", Token: 7, At: h.now})
 	progressAt := h.now.Mono
-	h.step(RenewDone{SentAt: send.SentAt, Items: send.Items, Outcomes: renewedAll(send.Items)})
+	h.step(RenewDone{SentAt: send.SentAt, Items: send.Items, Results: renewedAll(send.Items)})
 	send = only[SendRenew](t, h.tick())
-	h.step(RenewDone{SentAt: send.SentAt, Items: send.Items, Outcomes: renewedAll(send.Items)})
+	h.step(RenewDone{SentAt: send.SentAt, Items: send.Items, Results: renewedAll(send.Items)})
 	acts := h.tick()
 	lost := only[Lost](t, acts)
 	require.Equal(t, ReasonProgressStalled, lost.Reason)
@@ -271,8 +272,8 @@ func TestSeqMismatchRevokesRegeneratesAndFollows(t *testing.T) {
 	require.Len(t, send.Items, 2, "both leases travel in one batch")
 	out := renewedAll(send.Items)
 	// A clone renewed "billing" first: same holder and token, seq moved on.
-	out[0] = RenewOutcome{Grant: Grant{Holder: before, Token: 7, Seq: 2, Remaining: ttl}}
-	acts := h.step(RenewDone{SentAt: send.SentAt, Items: send.Items, Outcomes: out})
+	out[0] = store.RenewResult{Grant: store.Grant{Holder: before, Token: 7, Seq: 2, Remaining: ttl}}
+	acts := h.step(RenewDone{SentAt: send.SentAt, Items: send.Items, Results: out})
 	var lost []Lost
 	for _, a := range acts {
 		if l, ok := a.(Lost); ok {
@@ -295,18 +296,18 @@ func TestSupersededAndExpiredAtStore(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name    string
-		current Grant
+		current store.Grant
 		want    Reason
 	}{
-		{"OtherHolder", Grant{Holder: Holder{"worker", "someone"}, Token: 9, Seq: 1, Remaining: ttl}, ReasonSuperseded},
-		{"ReleasedByOperator", Grant{Token: 7}, ReasonExpiredAtStore},
+		{"OtherHolder", store.Grant{Holder: store.Holder{Label: "worker", Instance: "someone"}, Token: 9, Seq: 1, Remaining: ttl}, ReasonSuperseded},
+		{"ReleasedByOperator", store.Grant{Token: 7}, ReasonExpiredAtStore},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			h := newHarness(t)
 			h.acquire("billing", 7, time.Millisecond)
 			send := only[SendRenew](t, h.tick())
-			acts := h.step(RenewDone{SentAt: send.SentAt, Items: send.Items, Outcomes: []RenewOutcome{{Grant: tc.current}}})
+			acts := h.step(RenewDone{SentAt: send.SentAt, Items: send.Items, Results: []store.RenewResult{{Grant: tc.current}}})
 			require.Equal(t, tc.want, only[Lost](t, acts).Reason)
 			none[SendRelease](t, acts)
 			none[IdentityChanged](t, acts)
@@ -329,7 +330,7 @@ func TestChainWritesAndRenewalsNeverOverlap(t *testing.T) {
 		h.acquire("billing", 7, time.Millisecond)
 		send := only[SendRenew](t, h.tick())
 		require.Empty(t, h.step(ChainWriteBegin{Name: "billing", Token: 7}))
-		acts := h.step(RenewDone{SentAt: send.SentAt, Items: send.Items, Outcomes: renewedAll(send.Items)})
+		acts := h.step(RenewDone{SentAt: send.SentAt, Items: send.Items, Results: renewedAll(send.Items)})
 		require.Equal(t, int64(2), only[ChainWritesGranted](t, acts).Seq, "the write presents the renewed seq")
 	})
 	t.Run("RenewalWaitsForTheWrite", func(t *testing.T) {
@@ -369,8 +370,8 @@ func TestFollowerRetriesAtExpiryWithJitter(t *testing.T) {
 	h := newHarness(t)
 	send := only[SendAcquire](t, h.step(Want{Name: "billing", Campaign: true}))
 	remaining := 12 * time.Second
-	other := Holder{"worker", "other"}
-	acts := h.step(AcquireDone{Name: "billing", Holder: send.Holder, SentAt: send.SentAt, Held: &Grant{Holder: other, Token: 3, Seq: 4, Remaining: remaining}})
+	other := store.Holder{Label: "worker", Instance: "other"}
+	acts := h.step(AcquireDone{Name: "billing", Holder: send.Holder, SentAt: send.SentAt, Held: &store.Grant{Holder: other, Token: 3, Seq: 4, Remaining: remaining}})
 	require.Empty(t, acts, "a campaign keeps quiet while it waits")
 	due, ok := h.e.Next()
 	require.True(t, ok)
@@ -395,10 +396,10 @@ func TestFollowerRetriesAtExpiryWithJitter(t *testing.T) {
 func TestResubscriptionRetriesEveryCampaign(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	other := Holder{"worker", "other"}
+	other := store.Holder{Label: "worker", Instance: "other"}
 	for _, name := range []string{"billing", "payroll"} {
 		send := only[SendAcquire](t, h.step(Want{Name: name, Campaign: true}))
-		h.step(AcquireDone{Name: name, Holder: send.Holder, SentAt: send.SentAt, Held: &Grant{Holder: other, Token: 3, Seq: 4, Remaining: 12 * time.Second}})
+		h.step(AcquireDone{Name: name, Holder: send.Holder, SentAt: send.SentAt, Held: &store.Grant{Holder: other, Token: 3, Seq: 4, Remaining: 12 * time.Second}})
 	}
 	h.step(Notified{})
 	due, ok := h.e.Next()
@@ -417,7 +418,7 @@ func TestOneShotAcquireReportsHolder(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	send := only[SendAcquire](t, h.step(Want{Name: "billing"}))
-	held := &Grant{Holder: Holder{"worker", "other"}, Token: 3, Seq: 4, Remaining: time.Second}
+	held := &store.Grant{Holder: store.Holder{Label: "worker", Instance: "other"}, Token: 3, Seq: 4, Remaining: time.Second}
 	failed := only[AcquireFailed](t, h.step(AcquireDone{Name: "billing", Holder: send.Holder, SentAt: send.SentAt, Held: held}))
 	require.Equal(t, held, failed.Held)
 	_, ok := h.e.Next()
@@ -429,7 +430,7 @@ func TestHeldBySelfUnseenRegeneratesIdentity(t *testing.T) {
 	h := newHarness(t)
 	send := only[SendAcquire](t, h.step(Want{Name: "billing", Campaign: true}))
 	acts := h.step(AcquireDone{Name: "billing", Holder: send.Holder, SentAt: send.SentAt,
-		Held: &Grant{Holder: send.Holder, Token: 3, Seq: 1, Remaining: time.Second}})
+		Held: &store.Grant{Holder: send.Holder, Token: 3, Seq: 1, Remaining: time.Second}})
 	require.NotEqual(t, send.Holder, only[IdentityChanged](t, acts).Holder, "a grant nobody saw is never adopted")
 	retry := only[SendAcquire](t, h.tick())
 	require.Equal(t, h.e.Holder(), retry.Holder)
@@ -473,9 +474,9 @@ func TestUnwantWhileInFlightReleasesTheGrant(t *testing.T) {
 	send := only[SendAcquire](t, h.step(Want{Name: "billing", Campaign: true}))
 	h.step(Unwant{Name: "billing"})
 	acts := h.step(AcquireDone{Name: "billing", Holder: send.Holder, SentAt: send.SentAt,
-		Grant: &Grant{Holder: send.Holder, Token: 5, Seq: 1, Remaining: ttl}})
+		Grant: &store.Grant{Holder: send.Holder, Token: 5, Seq: 1, Remaining: ttl}})
 	none[Acquired](t, acts)
-	require.Equal(t, int64(5), only[SendRelease](t, acts).Token)
+	require.Equal(t, store.Token(5), only[SendRelease](t, acts).Token)
 }
 
 func TestRevokeDropsEverythingAndKeepsCampaigning(t *testing.T) {
@@ -486,12 +487,12 @@ func TestRevokeDropsEverythingAndKeepsCampaigning(t *testing.T) {
 	before := h.e.Holder()
 	acts := h.step(Revoke{})
 	require.Equal(t, ReasonRevoked, only[Lost](t, acts).Reason)
-	require.Equal(t, int64(1), only[SendRelease](t, acts).Token)
+	require.Equal(t, store.Token(1), only[SendRelease](t, acts).Token)
 	only[IdentityChanged](t, acts)
 	// The in-flight acquisition was sent with the retired identity: its grant
 	// is given back and the campaign retries with the new one.
 	acts = h.step(AcquireDone{Name: "waiting", Holder: before, SentAt: h.now,
-		Grant: &Grant{Holder: before, Token: 2, Seq: 1, Remaining: ttl}})
+		Grant: &store.Grant{Holder: before, Token: 2, Seq: 1, Remaining: ttl}})
 	none[Acquired](t, acts)
 	rel := only[SendRelease](t, acts)
 	require.Equal(t, before, rel.Holder)
@@ -522,7 +523,7 @@ func TestBatchesConvergeToOneRoundTripPerInterval(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	for i := range 50 {
-		h.acquire(fmt.Sprintf("lease-%02d", i), int64(i+1), time.Millisecond)
+		h.acquire(fmt.Sprintf("lease-%02d", i), store.Token(i+1), time.Millisecond)
 		h.advance(renew / 100)
 	}
 	start := h.now.Mono
@@ -533,7 +534,7 @@ func TestBatchesConvergeToOneRoundTripPerInterval(t *testing.T) {
 			if s, ok := a.(SendRenew); ok {
 				sends++
 				h.advance(time.Millisecond)
-				h.step(RenewDone{SentAt: s.SentAt, Items: s.Items, Outcomes: renewedAll(s.Items)})
+				h.step(RenewDone{SentAt: s.SentAt, Items: s.Items, Results: renewedAll(s.Items)})
 			}
 		}
 		none[Lost](t, acts)

@@ -1,6 +1,10 @@
 package engine
 
-import "time"
+import (
+	"time"
+
+	"github.com/tenure-dev/tenure/store"
+)
 
 // Event is an input to [Engine.Step].
 type Event interface{ event() }
@@ -27,12 +31,12 @@ type Unwant struct{ Name string }
 // AcquireDone carries the answer to a [SendAcquire].
 type AcquireDone struct {
 	Name   string
-	Holder Holder
+	Holder store.Holder
 	SentAt Instant
 	// Exactly one of the following describes the outcome.
-	Grant *Grant // acquired
-	Held  *Grant // held by someone (possibly this very identity)
-	Err   error  // failed; the outcome is unknown
+	Grant *store.Grant // acquired
+	Held  *store.Grant // held by someone (possibly this very identity)
+	Err   error        // failed; the outcome is unknown
 	// Permanent marks an Err that retrying cannot cure (bad input, a store
 	// that is not set up): a campaign ends with it instead of backing off.
 	Permanent bool
@@ -40,17 +44,18 @@ type AcquireDone struct {
 
 // RenewDone carries the answer to a [SendRenew].
 type RenewDone struct {
-	SentAt   Instant
-	Items    []RenewItem
-	Outcomes []RenewOutcome // one per item, unless Err is set
-	Err      error
+	SentAt  Instant
+	Items   []store.RenewParams
+	Results []store.RenewResult // one per item, unless Err is set
+	Err     error
 }
 
-// ReleaseDone reports that a [SendRelease] was carried out, whatever the
-// store answered.
+// ReleaseDone answers a [SendRelease]: the call returned Err (nil when the
+// store released the lease). Either way the name is free for new attempts.
 type ReleaseDone struct {
 	Name  string
-	Token int64
+	Token store.Token
+	Err   error
 }
 
 // Notified reports that the store announced a release or takeover of
@@ -61,7 +66,7 @@ type Notified struct{ Name string }
 // Progress reports that the work under a tenure made progress at At.
 type Progress struct {
 	Name  string
-	Token int64
+	Token store.Token
 	At    Instant
 }
 
@@ -73,29 +78,33 @@ type Progress struct {
 // on can only have met a clone.
 type ChainWriteBegin struct {
 	Name  string
-	Token int64
+	Token store.Token
 }
 
 // ChainWriteEnd reports that a chain write ended. Seq is the seq its
 // transaction committed, or 0 when it did not commit (or nobody knows).
 type ChainWriteEnd struct {
 	Name  string
-	Token int64
+	Token store.Token
 	Seq   int64
 }
 
-// Release ends a tenure on the holder's own request. The caller releases
-// it at the store itself, after the engine dropped it.
+// Release ends a tenure on its owner's request and gives the lease back at
+// the store: at once when the tenure is still held, or after a loss, once
+// the work under it has stopped. The engine answers with [SendRelease] (or
+// lets a release of the same tenure already in flight answer), and holds
+// back new attempts for the name until the [ReleaseDone].
 type Release struct {
-	Name  string
-	Token int64
+	Name   string
+	Holder store.Holder
+	Token  store.Token
 }
 
 // Drop ends a tenure that the caller found expired or suspended on its own
 // hot path (a token read), so that it is never reported held again.
 type Drop struct {
 	Name   string
-	Token  int64
+	Token  store.Token
 	Reason Reason
 }
 
@@ -106,8 +115,8 @@ type Drop struct {
 // [AcquireFailed] (Busy) when it already has the name.
 type Adopt struct {
 	Name      string
-	Holder    Holder
-	Token     int64
+	Holder    store.Holder
+	Token     store.Token
 	Seq       int64
 	Remaining time.Duration
 }

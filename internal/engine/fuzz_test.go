@@ -5,6 +5,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/tenure-dev/tenure/store"
 )
 
 // FuzzEngine drives the engine with arbitrary event sequences (the input
@@ -32,8 +34,8 @@ func FuzzEngine(f *testing.F) {
 }
 
 type heldTenure struct {
-	holder  Holder
-	token   int64
+	holder  store.Holder
+	token   store.Token
 	seq     int64
 	window  Window
 	writes  int // chain writes granted and not ended
@@ -47,13 +49,13 @@ type fuzzer struct {
 	now   Instant
 	e     *Engine
 	ids   int
-	token int64
+	token store.Token
 
 	held      map[string]*heldTenure
 	acquires  []SendAcquire
 	renew     *SendRenew
 	releases  []SendRelease
-	mismatch  map[string]int64 // name → token expected to end as a seq mismatch
+	mismatch  map[string]store.Token // name → token expected to end as a seq mismatch
 	stepCount int
 }
 
@@ -161,9 +163,9 @@ func (fz *fuzzer) answerAcquire() Event {
 	switch fz.next() % 4 {
 	case 0, 1:
 		fz.token++
-		d.Grant = &Grant{Holder: a.Holder, Token: fz.token, Seq: 1, Remaining: ttl - time.Duration(fz.next())*10*time.Millisecond}
+		d.Grant = &store.Grant{Holder: a.Holder, Token: fz.token, Seq: 1, Remaining: ttl - time.Duration(fz.next())*10*time.Millisecond}
 	case 2:
-		d.Held = &Grant{Holder: Holder{"w", "other"}, Token: fz.token, Seq: 3, Remaining: time.Duration(fz.next()) * 100 * time.Millisecond}
+		d.Held = &store.Grant{Holder: store.Holder{Label: "w", Instance: "other"}, Token: fz.token, Seq: 3, Remaining: time.Duration(fz.next()) * 100 * time.Millisecond}
 	case 3:
 		d.Err = errStore
 	}
@@ -181,21 +183,21 @@ func (fz *fuzzer) answerRenew() Event {
 		d.Err = errStore
 		return d
 	}
-	fz.mismatch = map[string]int64{}
+	fz.mismatch = map[string]store.Token{}
 	for _, it := range r.Items {
-		o := RenewOutcome{Renewed: true, Grant: Grant{Holder: it.Holder, Token: it.Token, Seq: it.Seq + 1, Remaining: ttl}}
+		o := store.RenewResult{Renewed: true, Grant: store.Grant{Holder: it.Holder, Token: it.Token, Seq: it.Seq + 1, Remaining: ttl}}
 		switch fz.next() % 6 {
 		case 0: // a clone renewed first
-			o = RenewOutcome{Grant: Grant{Holder: it.Holder, Token: it.Token, Seq: it.Seq + 7, Remaining: ttl}}
+			o = store.RenewResult{Grant: store.Grant{Holder: it.Holder, Token: it.Token, Seq: it.Seq + 7, Remaining: ttl}}
 			if h := fz.held[it.Name]; h != nil && h.token == it.Token {
 				fz.mismatch[it.Name] = it.Token // still held: only a clone moves the chain now
 			}
 		case 1:
-			o = RenewOutcome{Grant: Grant{Holder: Holder{"w", "other"}, Token: it.Token + 1, Seq: 1, Remaining: ttl}}
+			o = store.RenewResult{Grant: store.Grant{Holder: store.Holder{Label: "w", Instance: "other"}, Token: it.Token + 1, Seq: 1, Remaining: ttl}}
 		case 2:
-			o = RenewOutcome{Grant: Grant{Token: it.Token}}
+			o = store.RenewResult{Grant: store.Grant{Token: it.Token}}
 		}
-		d.Outcomes = append(d.Outcomes, o)
+		d.Results = append(d.Results, o)
 	}
 	return d
 }
@@ -233,7 +235,7 @@ func (fz *fuzzer) apply(ev Event, acts []Action) {
 			if h == nil || h.token != a.Token || h.waiting == 0 || h.seq != a.Seq {
 				t.Fatalf("chain writes granted for %+v, tenure %+v", a, h)
 			}
-			if fz.renew != nil && slices.ContainsFunc(fz.renew.Items, func(it RenewItem) bool { return it.Name == a.Name && it.Token == a.Token }) {
+			if fz.renew != nil && slices.ContainsFunc(fz.renew.Items, func(it store.RenewParams) bool { return it.Name == a.Name && it.Token == a.Token }) {
 				t.Fatalf("chain writes granted for %q while its renewal is in flight", a.Name)
 			}
 			h.writes += h.waiting

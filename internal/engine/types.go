@@ -9,12 +9,6 @@ type Instant struct {
 	Wall time.Time
 }
 
-// Holder identifies one holder instance.
-type Holder struct {
-	Label    string
-	Instance string
-}
-
 // Reason says why a tenure ended.
 type Reason int
 
@@ -29,25 +23,3 @@ const (
 	ReasonProgressStalled
 	ReasonReleased
 )
-
-// Grant is what the store reported about a lease.
-type Grant struct {
-	Holder    Holder
-	Token     int64
-	Seq       int64
-	Remaining time.Duration
-}
-
-// RenewItem is one lease in a renewal batch.
-type RenewItem struct {
-	Name   string
-	Holder Holder
-	Token  int64
-	Seq    int64
-}
-
-// RenewOutcome is the store's answer for one RenewItem.
-type RenewOutcome struct {
-	Renewed bool
-	Grant   Grant
-}

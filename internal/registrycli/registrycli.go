@@ -12,7 +12,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/tenure-dev/tenure"
+	"github.com/tenure-dev/tenure/store"
+
 	"github.com/tenure-dev/tenure/registry"
 )
 
@@ -47,7 +48,7 @@ func Agents(ctx context.Context, reg *registry.Registry, args []string, stdout, 
 		return usage(stderr, cmd, "unexpected argument %q; usage: tenure %s", pos[0], AgentsUsage)
 	}
 	if reg == nil {
-		return fail(stderr, cmd, fmt.Errorf("%w: no registry", tenure.ErrInvalid))
+		return fail(stderr, cmd, fmt.Errorf("%w: no registry", store.ErrInvalid))
 	}
 	agents, err := reg.Agents(ctx)
 	if err != nil {
@@ -93,10 +94,10 @@ func Owner(ctx context.Context, reg *registry.Registry, args []string, stdout, s
 	}
 	resource := pos[0]
 	if err := registry.ValidateResource(resource); err != nil {
-		return usage(stderr, cmd, "%s", strings.TrimPrefix(err.Error(), tenure.ErrInvalid.Error()+": "))
+		return usage(stderr, cmd, "%s", strings.TrimPrefix(err.Error(), store.ErrInvalid.Error()+": "))
 	}
 	if reg == nil {
-		return fail(stderr, cmd, fmt.Errorf("%w: no registry", tenure.ErrInvalid))
+		return fail(stderr, cmd, fmt.Errorf("%w: no registry", store.ErrInvalid))
 	}
 	own, err := reg.Owner(ctx, resource)
 	var dead *registry.OwnerDeadError
@@ -192,14 +193,14 @@ func fail(stderr io.Writer, cmd string, err error) int {
 	code := ExitFailure
 	msg := oneLine(err.Error())
 	switch {
-	case errors.Is(err, tenure.ErrInvalid):
+	case errors.Is(err, store.ErrInvalid):
 		code = ExitUsage
-	case errors.Is(err, tenure.ErrNotMigrated):
+	case errors.Is(err, store.ErrNotMigrated):
 		code = ExitNotMigrated
 		if !strings.Contains(msg, "tenure migrate") {
 			msg += "; run `tenure migrate` as the schema's owner"
 		}
-	case errors.Is(err, tenure.ErrUnavailable):
+	case errors.Is(err, store.ErrUnavailable):
 		code = ExitUnavailable
 	}
 	fmt.Fprintf(stderr, "tenure: %s: %s\n", cmd, msg)

@@ -1,13 +1,14 @@
 package sim
 
 import (
+	"context"
 	"time"
 
-	"github.com/tenure-dev/tenure"
+	"github.com/tenure-dev/tenure/store"
 )
 
 // accept records an accepted write and checks the resource's invariants.
-func (w *world) accept(p *proc, token int64) {
+func (w *world) accept(p *proc, token store.Token) {
 	if token < w.lastToken {
 		w.violation("stale acceptance: token %d accepted after token %d", token, w.lastToken)
 	}
@@ -45,10 +46,44 @@ func inherited(p, v *proc, last time.Duration) bool {
 	return false
 }
 
+// recorder is the store as the checker sees it: every grant, renewal and
+// release the store carries out is noted at the moment it happens, whoever
+// asked (the shipped glue, or the resource's strict check).
+type recorder struct {
+	store.Store
+	w *world
+}
+
+func (r recorder) Acquire(ctx context.Context, p store.AcquireParams) (store.Grant, error) {
+	g, err := r.Store.Acquire(ctx, p)
+	if err == nil {
+		r.w.granted(g.Token, g.Remaining)
+	}
+	return g, err
+}
+
+func (r recorder) Renew(ctx context.Context, ps []store.RenewParams) ([]store.RenewResult, error) {
+	res, err := r.Store.Renew(ctx, ps)
+	for _, o := range res {
+		if o.Renewed {
+			r.w.expires[o.Grant.Token] = r.w.now + o.Grant.Remaining
+		}
+	}
+	return res, err
+}
+
+func (r recorder) Release(ctx context.Context, p store.ReleaseParams) error {
+	err := r.Store.Release(ctx, p)
+	if err == nil {
+		r.w.released[p.Token] = true
+	}
+	return err
+}
+
 // granted checks a new tenure at the moment the store grants it: its token
 // exceeds every token granted before (P2), and the tenure before it had
 // ended by the store's clock or by its holder's release (P1).
-func (w *world) granted(token int64, remaining time.Duration) {
+func (w *world) granted(token store.Token, remaining time.Duration) {
 	if prev := w.lastGrant; prev > 0 {
 		if token <= prev {
 			w.violation("token %d granted after token %d", token, prev)
@@ -59,15 +94,6 @@ func (w *world) granted(token int64, remaining time.Duration) {
 	}
 	w.lastGrant = max(w.lastGrant, token)
 	w.expires[token] = w.now + remaining
-}
-
-// renewed notes the store's new expiry of each renewed tenure.
-func (w *world) renewed(res []tenure.RenewResult) {
-	for _, r := range res {
-		if r.Renewed {
-			w.expires[int64(r.Grant.Token)] = w.now + r.Grant.Remaining
-		}
-	}
 }
 
 // checkLive checks promises P1 and P3 at the instant p sends a write: p's

@@ -6,7 +6,8 @@ import (
 	"math"
 	"time"
 
-	"github.com/tenure-dev/tenure"
+	"github.com/tenure-dev/tenure/store"
+
 	"github.com/tenure-dev/tenure/store/memstore"
 )
 
@@ -40,7 +41,7 @@ func (m Mutant) String() string {
 	return [...]string{"None", "NoTokenBump", "FenceAcceptsLower", "DeleteOnRelease", "ClientClockExpiry", "WorkAfterRenewError", "NoSeqCheck"}[m]
 }
 
-func wrap(s *memstore.Store, m Mutant) tenure.Store {
+func wrap(s *memstore.Store, m Mutant) store.Store {
 	switch m {
 	case NoTokenBump:
 		return &renumbered{Store: s, next: func(prev int64, _ bool) int64 { return max(prev, 1) }}
@@ -72,23 +73,23 @@ type renumbered struct {
 
 // toReal maps a token this wrapper handed out to the store's own; a token
 // of no current tenure maps to one the store never handed out.
-func (r *renumbered) toReal(t tenure.Token) tenure.Token {
+func (r *renumbered) toReal(t store.Token) store.Token {
 	if int64(t) == r.mapped {
-		return tenure.Token(r.real)
+		return store.Token(r.real)
 	}
 	return math.MaxInt64
 }
 
-func (r *renumbered) toMapped(t tenure.Token) tenure.Token {
+func (r *renumbered) toMapped(t store.Token) store.Token {
 	if int64(t) == r.real {
-		return tenure.Token(r.mapped)
+		return store.Token(r.mapped)
 	}
 	return t
 }
 
-func (r *renumbered) Acquire(ctx context.Context, p tenure.AcquireParams) (tenure.Grant, error) {
+func (r *renumbered) Acquire(ctx context.Context, p store.AcquireParams) (store.Grant, error) {
 	g, err := r.Store.Acquire(ctx, p)
-	var held *tenure.HeldError
+	var held *store.HeldError
 	switch {
 	case err == nil:
 		if r.started {
@@ -97,15 +98,15 @@ func (r *renumbered) Acquire(ctx context.Context, p tenure.AcquireParams) (tenur
 			r.mapped = int64(g.Token)
 		}
 		r.real, r.releasedLast, r.started = int64(g.Token), false, true
-		g.Token = tenure.Token(r.mapped)
+		g.Token = store.Token(r.mapped)
 	case errors.As(err, &held):
 		held.Token = r.toMapped(held.Token)
 	}
 	return g, err
 }
 
-func (r *renumbered) Renew(ctx context.Context, ps []tenure.RenewParams) ([]tenure.RenewResult, error) {
-	real := make([]tenure.RenewParams, len(ps))
+func (r *renumbered) Renew(ctx context.Context, ps []store.RenewParams) ([]store.RenewResult, error) {
+	real := make([]store.RenewParams, len(ps))
 	for i, p := range ps {
 		p.Token = r.toReal(p.Token)
 		real[i] = p
@@ -117,7 +118,7 @@ func (r *renumbered) Renew(ctx context.Context, ps []tenure.RenewParams) ([]tenu
 	return res, err
 }
 
-func (r *renumbered) Release(ctx context.Context, p tenure.ReleaseParams) error {
+func (r *renumbered) Release(ctx context.Context, p store.ReleaseParams) error {
 	p.Token = r.toReal(p.Token)
 	err := r.Store.Release(ctx, p)
 	if err == nil {
@@ -126,7 +127,7 @@ func (r *renumbered) Release(ctx context.Context, p tenure.ReleaseParams) error 
 	return err
 }
 
-func (r *renumbered) Get(ctx context.Context, name string) (tenure.Record, error) {
+func (r *renumbered) Get(ctx context.Context, name string) (store.Record, error) {
 	rec, err := r.Store.Get(ctx, name)
 	rec.Token = r.toMapped(rec.Token)
 	return rec, err
@@ -146,12 +147,12 @@ func withWall(ctx context.Context, wall time.Time) context.Context {
 	return context.WithValue(ctx, wallKey{}, wall)
 }
 
-func (c *clientClock) Acquire(ctx context.Context, p tenure.AcquireParams) (tenure.Grant, error) {
+func (c *clientClock) Acquire(ctx context.Context, p store.AcquireParams) (store.Grant, error) {
 	wall, _ := ctx.Value(wallKey{}).(time.Time)
 	g, err := c.Store.Acquire(ctx, p)
-	var held *tenure.HeldError
+	var held *store.HeldError
 	if errors.As(err, &held) && wall.After(c.until[p.Name]) {
-		_ = c.Store.Release(ctx, tenure.ReleaseParams{Name: p.Name, Holder: held.Holder, Token: held.Token})
+		_ = c.Store.Release(ctx, store.ReleaseParams{Name: p.Name, Holder: held.Holder, Token: held.Token})
 		g, err = c.Store.Acquire(ctx, p)
 	}
 	if err == nil {
@@ -160,7 +161,7 @@ func (c *clientClock) Acquire(ctx context.Context, p tenure.AcquireParams) (tenu
 	return g, err
 }
 
-func (c *clientClock) Renew(ctx context.Context, ps []tenure.RenewParams) ([]tenure.RenewResult, error) {
+func (c *clientClock) Renew(ctx context.Context, ps []store.RenewParams) ([]store.RenewResult, error) {
 	wall, _ := ctx.Value(wallKey{}).(time.Time)
 	res, err := c.Store.Renew(ctx, ps)
 	for i, r := range res {
@@ -174,7 +175,7 @@ func (c *clientClock) Renew(ctx context.Context, ps []tenure.RenewParams) ([]ten
 // seqBlind renews whatever seq the lease has now.
 type seqBlind struct{ *memstore.Store }
 
-func (s *seqBlind) Renew(ctx context.Context, ps []tenure.RenewParams) ([]tenure.RenewResult, error) {
+func (s *seqBlind) Renew(ctx context.Context, ps []store.RenewParams) ([]store.RenewResult, error) {
 	for i, p := range ps {
 		if rec, err := s.Store.Get(ctx, p.Name); err == nil {
 			ps[i].Seq = rec.Seq

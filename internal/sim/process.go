@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
-	"github.com/tenure-dev/tenure"
+	"github.com/tenure-dev/tenure/store"
+
+	"github.com/tenure-dev/tenure/internal/drive"
 	"github.com/tenure-dev/tenure/internal/engine"
 )
 
@@ -38,14 +39,13 @@ type proc struct {
 	pending      []*pending
 	tenure       *tenure_
 	chainWaiting []tenure_ // chain writes asked for, not yet granted
-	afterRelease []int64   // tokens whose release must be answered before campaigning again
 	ids          int
 }
 
 // tenure_ mirrors what the runtime keeps for a held tenure.
 type tenure_ struct {
-	holder engine.Holder
-	token  int64
+	holder store.Holder
+	token  store.Token
 	seq    int64
 	window engine.Window
 	zombie bool // the WorkAfterRenewError mutant keeps writing after loss
@@ -113,7 +113,6 @@ func (w *world) clone(p *proc) {
 	c.ids = p.ids
 	c.blind, c.blindUntil = p.blind, p.blindUntil
 	c.chainWaiting = append([]tenure_(nil), p.chainWaiting...)
-	c.afterRelease = append([]int64(nil), p.afterRelease...)
 	w.tracef("clone p%d as p%d", p.uid, c.uid)
 	c.eng = p.eng.Clone(c.newInstance, c.jitter)
 	if p.tenure != nil {
@@ -126,7 +125,7 @@ func (w *world) clone(p *proc) {
 		if !r.settled {
 			cr := &pending{fail: r.fail}
 			c.pending = append(c.pending, cr)
-			w.after(0, func() { c.settle(cr, cr.fail(fmt.Errorf("%w: %w", tenure.ErrUnavailable, errReset))) })
+			w.after(0, func() { c.settle(cr, cr.fail(fmt.Errorf("%w: %w", store.ErrUnavailable, errReset))) })
 		}
 	}
 	c.arm()
@@ -185,12 +184,6 @@ func (p *proc) step(ev engine.Event) {
 		p.do(a)
 	}
 	p.arm()
-	if rd, ok := ev.(engine.ReleaseDone); ok {
-		if i := slices.Index(p.afterRelease, rd.Token); i >= 0 {
-			p.afterRelease = slices.Delete(p.afterRelease, i, i+1)
-			p.campaign()
-		}
-	}
 }
 
 // arm sets the process's one timer to the engine's next wake-up.
@@ -216,28 +209,13 @@ func (p *proc) arm() {
 func (p *proc) do(a engine.Action) {
 	w := p.w
 	switch a := a.(type) {
-	case engine.SendAcquire:
-		wall := p.instant().Wall
-		w.request(p, w.cfg.TTL/3, func(ctx context.Context) engine.Event {
-			return w.acquire(withWall(ctx, wall), a)
-		}, func(err error) engine.Event {
-			return engine.AcquireDone{Name: a.Name, Holder: a.Holder, SentAt: a.SentAt, Err: err}
-		})
-	case engine.SendRenew:
-		wall := p.instant().Wall
-		w.request(p, a.Deadline-p.instant().Mono, func(ctx context.Context) engine.Event {
-			return w.renew(withWall(ctx, wall), a)
-		}, func(err error) engine.Event {
-			return engine.RenewDone{SentAt: a.SentAt, Items: a.Items, Err: err}
-		})
-	case engine.SendRelease:
-		done := engine.ReleaseDone{Name: a.Name, Token: a.Token}
-		w.request(p, w.cfg.TTL/3, func(ctx context.Context) engine.Event {
-			if w.store.Release(ctx, tenure.ReleaseParams{Name: a.Name, Holder: holder(a.Holder), Token: tenure.Token(a.Token)}) == nil {
-				w.released[a.Token] = true
-			}
-			return done
-		}, func(error) engine.Event { return done })
+	case engine.SendAcquire, engine.SendRenew, engine.SendRelease:
+		// The shipped glue makes the call when the request reaches the
+		// store; the clientClock mutant reads the sender's wall clock.
+		now := p.instant()
+		w.request(p, drive.Timeout(a, now.Mono, w.cfg.TTL/3), func(ctx context.Context) engine.Event {
+			return drive.Call(withWall(ctx, now.Wall), w.store, a)
+		}, func(err error) engine.Event { return drive.Failed(a, err) })
 	case engine.Acquired:
 		w.tracef("p%d acquired token %d as %s", p.uid, a.Token, a.Holder.Instance)
 		w.report.Grants++
@@ -261,14 +239,16 @@ func (p *proc) do(a engine.Action) {
 			return
 		}
 		p.tenure = nil
-		switch a.Reason {
-		case engine.ReasonReleased, engine.ReasonExpiredLocally, engine.ReasonRenewError, engine.ReasonSuspended, engine.ReasonProgressStalled:
+		if a.Reason != engine.ReasonReleased && a.Reason != engine.ReasonSuperseded &&
+			a.Reason != engine.ReasonExpiredAtStore && a.Reason != engine.ReasonSeqMismatch {
 			// The lease may still be ours at the store: its owner gives it
-			// back once the work stopped (Lease.Release), then works on.
-			p.releaseThenCampaign(t.holder, t.token)
-		default:
-			w.after(0, func() { p.run(p.campaign) })
+			// back once the work stopped (Lease.Release). The engine holds
+			// the new campaign back until the release is answered.
+			w.after(0, func() {
+				p.run(func() { p.step(engine.Release{Name: leaseName, Holder: t.holder, Token: t.token}) })
+			})
 		}
+		w.after(0, func() { p.run(p.campaign) })
 	case engine.ChainWritesGranted:
 		waiting := p.chainWaiting
 		p.chainWaiting = nil
@@ -312,7 +292,7 @@ func (p *proc) work() {
 	p.run(func() {
 		if t, ok := p.token(); ok && !t.zombie && w.rng.IntN(40) == 0 {
 			// The job is done for now: release, and campaign again.
-			p.step(engine.Release{Name: leaseName, Token: t.token})
+			p.step(engine.Release{Name: leaseName, Holder: t.holder, Token: t.token})
 			return
 		}
 		if t, ok := p.token(); ok {
@@ -327,21 +307,6 @@ func (p *proc) work() {
 }
 
 func (p *proc) campaign() { p.step(engine.Want{Name: leaseName, Campaign: true}) }
-
-// releaseThenCampaign releases a tenure at the store, as its owner does
-// once the work under it stopped, and campaigns again when that is done.
-func (p *proc) releaseThenCampaign(h engine.Holder, token int64) {
-	w := p.w
-	done := engine.ReleaseDone{Name: leaseName, Token: token}
-	w.request(p, w.cfg.TTL/3, func(ctx context.Context) engine.Event {
-		if w.store.Release(ctx, tenure.ReleaseParams{Name: leaseName, Holder: holder(h), Token: tenure.Token(token)}) == nil {
-			w.released[token] = true
-		}
-		return done
-	}, func(error) engine.Event { return done })
-	// The answer, or its timeout, arrives as a ReleaseDone; campaign then.
-	p.afterRelease = append(p.afterRelease, token)
-}
 
 // write sends one fenced write over the network; it is judged when it
 // arrives, however late. A strict write is a chain write: it asks the
@@ -402,60 +367,16 @@ func (w *world) sendChain(p *proc, t tenure_) {
 func (w *world) fence(t tenure_) bool {
 	if w.cfg.Strict {
 		// tenure_check_lease_strict: the chain must match and advance.
-		res, err := w.store.Renew(context.Background(), []tenure.RenewParams{{
-			Name: leaseName, Holder: holder(t.holder), Token: tenure.Token(t.token), Seq: t.seq, TTL: w.cfg.TTL,
+		res, err := w.store.Renew(context.Background(), []store.RenewParams{{
+			Name: leaseName, Holder: t.holder, Token: t.token, Seq: t.seq, TTL: w.cfg.TTL,
 		}})
 		if err != nil || !res[0].Renewed {
 			return false
 		}
-		w.renewed(res)
 	}
 	if t.token < w.fenceMax && w.cfg.Mutant != FenceAcceptsLower {
 		return false
 	}
 	w.fenceMax = max(w.fenceMax, t.token)
 	return true
-}
-
-func (w *world) acquire(ctx context.Context, a engine.SendAcquire) engine.Event {
-	d := engine.AcquireDone{Name: a.Name, Holder: a.Holder, SentAt: a.SentAt}
-	g, err := w.store.Acquire(ctx, tenure.AcquireParams{Name: a.Name, Holder: holder(a.Holder), TTL: a.TTL})
-	var held *tenure.HeldError
-	switch {
-	case err == nil:
-		w.granted(int64(g.Token), g.Remaining)
-		d.Grant = &engine.Grant{Holder: a.Holder, Token: int64(g.Token), Seq: g.Seq, Remaining: g.Remaining}
-	case errors.As(err, &held):
-		d.Held = &engine.Grant{Holder: fromHolder(held.Holder), Token: int64(held.Token), Seq: held.Seq, Remaining: held.Remaining}
-	default:
-		d.Err = err
-	}
-	return d
-}
-
-func (w *world) renew(ctx context.Context, a engine.SendRenew) engine.Event {
-	d := engine.RenewDone{SentAt: a.SentAt, Items: a.Items}
-	ps := make([]tenure.RenewParams, len(a.Items))
-	for i, it := range a.Items {
-		ps[i] = tenure.RenewParams{Name: it.Name, Holder: holder(it.Holder), Token: tenure.Token(it.Token), Seq: it.Seq, TTL: a.TTL}
-	}
-	res, err := w.store.Renew(ctx, ps)
-	if err != nil {
-		d.Err = err
-		return d
-	}
-	w.renewed(res)
-	for _, r := range res {
-		d.Outcomes = append(d.Outcomes, engine.RenewOutcome{Renewed: r.Renewed, Grant: engine.Grant{
-			Holder: fromHolder(r.Grant.Holder), Token: int64(r.Grant.Token), Seq: r.Grant.Seq, Remaining: r.Grant.Remaining,
-		}})
-	}
-	return d
-}
-
-func holder(h engine.Holder) tenure.Holder {
-	return tenure.Holder{Label: h.Label, Instance: h.Instance}
-}
-func fromHolder(h tenure.Holder) engine.Holder {
-	return engine.Holder{Label: h.Label, Instance: h.Instance}
 }

@@ -7,7 +7,8 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/tenure-dev/tenure"
+	"github.com/tenure-dev/tenure/store"
+
 	"github.com/tenure-dev/tenure/internal/engine"
 	"github.com/tenure-dev/tenure/store/memstore"
 )
@@ -73,18 +74,18 @@ type world struct {
 	seq   int
 
 	mem   *memstore.Store
-	store tenure.Store // mem, possibly behind a mutant
+	store store.Store // mem, possibly behind a mutant, behind the recorder
 
 	procs   []*proc
 	nextUID int
 
 	// the fenced resource and the history the checker reads
-	fenceMax  int64
-	lastToken int64              // the last accepted write's token
-	writers   map[int64][]writer // each token's writers, in order of their first accepted write
-	lastGrant int64
-	expires   map[int64]time.Duration // each tenure's expiry by the store's clock, as last granted
-	released  map[int64]bool          // tenures their holder released
+	fenceMax  store.Token
+	lastToken store.Token              // the last accepted write's token
+	writers   map[store.Token][]writer // each token's writers, in order of their first accepted write
+	lastGrant store.Token
+	expires   map[store.Token]time.Duration // each tenure's expiry by the store's clock, as last granted
+	released  map[store.Token]bool          // tenures their holder released
 
 	// network conditions
 	slowUntil, lossyUntil, downUntil time.Duration
@@ -98,14 +99,14 @@ func Run(cfg Config) Report {
 	w := &world{
 		cfg:      cfg,
 		rng:      rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
-		writers:  make(map[int64][]writer),
-		expires:  make(map[int64]time.Duration),
-		released: make(map[int64]bool),
+		writers:  make(map[store.Token][]writer),
+		expires:  make(map[store.Token]time.Duration),
+		released: make(map[store.Token]bool),
 	}
 	w.report.Seed = cfg.Seed
 	w.mem = memstore.New(memstore.Config{Clock: func() time.Time { return epoch.Add(w.now) }})
 	defer w.mem.Close()
-	w.store = wrap(w.mem, cfg.Mutant)
+	w.store = recorder{Store: wrap(w.mem, cfg.Mutant), w: w}
 	for range cfg.Processes {
 		w.spawn()
 	}
@@ -189,7 +190,7 @@ func (w *world) request(p *proc, timeout time.Duration, apply func(context.Conte
 	if w.now < w.downUntil {
 		// The store refuses connections: a fast error, nothing applied.
 		w.after(w.delay(), func() {
-			p.settle(r, fail(fmt.Errorf("%w: connection refused", tenure.ErrUnavailable)))
+			p.settle(r, fail(fmt.Errorf("%w: connection refused", store.ErrUnavailable)))
 		})
 		return
 	}
@@ -203,7 +204,7 @@ func (w *world) request(p *proc, timeout time.Duration, apply func(context.Conte
 		})
 	}
 	w.after(max(timeout, time.Millisecond), func() {
-		p.settle(r, fail(fmt.Errorf("%w: call timed out", tenure.ErrUnavailable)))
+		p.settle(r, fail(fmt.Errorf("%w: call timed out", store.ErrUnavailable)))
 	})
 }
 

@@ -1,6 +1,6 @@
 // Package storeurl turns the store URL a user gives the tenure command
 // (--store, or the TENURE_STORE environment variable) into an open
-// [tenure.Store].
+// [store.Store].
 //
 // # URLs
 //
@@ -60,7 +60,7 @@
 //
 // # Errors
 //
-// [Parse] and [Resolve] fail with errors matching [tenure.ErrInvalid];
-// [Target.Open] fails with errors matching [tenure.ErrInvalid] (bad input)
-// or [tenure.ErrUnavailable] (the store could not be opened or reached).
+// [Parse] and [Resolve] fail with errors matching [store.ErrInvalid];
+// [Target.Open] fails with errors matching [store.ErrInvalid] (bad input)
+// or [store.ErrUnavailable] (the store could not be opened or reached).
 package storeurl

@@ -12,13 +12,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tenure-dev/tenure/store"
+
 	"github.com/hashicorp/consul/api"
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/logging"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/tenure-dev/tenure"
 	"github.com/tenure-dev/tenure/store/consulstore"
 	"github.com/tenure-dev/tenure/store/etcdstore"
 	"github.com/tenure-dev/tenure/store/redisstore"
@@ -53,17 +54,17 @@ func parseServerURL(raw, form string) (*url.URL, url.Values, error) {
 		if ue, ok := errors.AsType[*url.Error](err); ok {
 			reason = ue.Err.Error() // url.Error repeats the URL, password included
 		}
-		return nil, nil, newError(tenure.ErrInvalid, nil, "storeurl: store URL %q is not a valid URL: %s; write it as %s", roughRedact(raw), roughRedact(reason), form)
+		return nil, nil, newError(store.ErrInvalid, nil, "storeurl: store URL %q is not a valid URL: %s; write it as %s", roughRedact(raw), roughRedact(reason), form)
 	}
 	if u.Opaque != "" || !strings.HasPrefix(raw[len(u.Scheme)+1:], "//") {
-		return nil, nil, newError(tenure.ErrInvalid, nil, "storeurl: store URL %q is not a valid %s URL; write it as %s", roughRedact(raw), u.Scheme, form)
+		return nil, nil, newError(store.ErrInvalid, nil, "storeurl: store URL %q is not a valid %s URL; write it as %s", roughRedact(raw), u.Scheme, form)
 	}
 	q, err := url.ParseQuery(u.RawQuery)
 	if err != nil {
-		return nil, nil, newError(tenure.ErrInvalid, nil, "storeurl: store URL %q is not a valid URL: its query has a bad escape or separator", roughRedact(raw))
+		return nil, nil, newError(store.ErrInvalid, nil, "storeurl: store URL %q is not a valid URL: its query has a bad escape or separator", roughRedact(raw))
 	}
 	if u.Fragment != "" {
-		return nil, nil, newError(tenure.ErrInvalid, nil, "storeurl: store URL %q has a fragment (#…); write it as %s", roughRedact(raw), form)
+		return nil, nil, newError(store.ErrInvalid, nil, "storeurl: store URL %q has a fragment (#…); write it as %s", roughRedact(raw), form)
 	}
 	return u, q, nil
 }
@@ -76,7 +77,7 @@ func takeParam(q url.Values, key, display string) (string, bool, error) {
 		return "", false, nil
 	}
 	if len(vs) != 1 || vs[0] == "" {
-		return "", false, newError(tenure.ErrInvalid, nil, "storeurl: store URL %s: %s must be given once, with a value", display, key)
+		return "", false, newError(store.ErrInvalid, nil, "storeurl: store URL %s: %s must be given once, with a value", display, key)
 	}
 	q.Del(key)
 	return vs[0], true, nil
@@ -90,7 +91,7 @@ func takeDuration(q url.Values, key, display string, dst *time.Duration) error {
 	}
 	d, err := time.ParseDuration(v)
 	if err != nil || d < 0 {
-		return newError(tenure.ErrInvalid, nil, "storeurl: store URL %s: %s=%q is not a duration; write a non-negative number with a unit, such as 1s or 500ms", display, key, v)
+		return newError(store.ErrInvalid, nil, "storeurl: store URL %s: %s=%q is not a duration; write a non-negative number with a unit, such as 1s or 500ms", display, key, v)
 	}
 	*dst = d
 	return nil
@@ -99,7 +100,7 @@ func takeDuration(q url.Values, key, display string, dst *time.Duration) error {
 // refuseParams refuses parameters left in q.
 func refuseParams(q url.Values, display, takes string) error {
 	for _, key := range slices.Sorted(maps.Keys(q)) {
-		return newError(tenure.ErrInvalid, nil, "storeurl: store URL %s: parameter %q is not known; %s", display, key, takes)
+		return newError(store.ErrInvalid, nil, "storeurl: store URL %s: parameter %q is not known; %s", display, key, takes)
 	}
 	return nil
 }
@@ -127,11 +128,11 @@ func parseRedis(raw string) (Target, error) {
 		u.RawQuery = q.Encode()
 	}
 	if _, err := t.Redis.Keys(); err != nil {
-		return Target{}, newError(tenure.ErrInvalid, err, "storeurl: store URL %s: %s: %v", t.Display, ParamPrefix, err)
+		return Target{}, newError(store.ErrInvalid, err, "storeurl: store URL %s: %s: %v", t.Display, ParamPrefix, err)
 	}
 	t.connString = u.String()
 	if _, err := redis.ParseURL(t.connString); err != nil {
-		return Target{}, newError(tenure.ErrInvalid, nil, "storeurl: store URL %s: %s; write it as %s", t.Display, t.Redact(err.Error()), redisForm)
+		return Target{}, newError(store.ErrInvalid, nil, "storeurl: store URL %s: %s; write it as %s", t.Display, t.Redact(err.Error()), redisForm)
 	}
 	return t, nil
 }
@@ -139,7 +140,7 @@ func parseRedis(raw string) (Target, error) {
 func (t Target) openRedis(ctx context.Context, timeout time.Duration) (*Opened, error) {
 	opts, err := redis.ParseURL(t.connString)
 	if err != nil {
-		return nil, newError(tenure.ErrInvalid, nil, "storeurl: store URL %s: %s", t.Display, t.Redact(err.Error()))
+		return nil, newError(store.ErrInvalid, nil, "storeurl: store URL %s: %s", t.Display, t.Redact(err.Error()))
 	}
 	// Calls end at their context's deadline, as redisstore requires.
 	opts.ContextTimeoutEnabled = true
@@ -154,7 +155,7 @@ func (t Target) openRedis(ctx context.Context, timeout time.Duration) (*Opened, 
 	// go-redis retries a refused connection for seconds: try the address
 	// first, so that a wrong one fails at once.
 	if err := anyAnswers(pctx, []string{opts.Addr}); err != nil {
-		return nil, newError(tenure.ErrUnavailable, nil, "storeurl: cannot reach Redis at %s: %s", t.Display, oneLine(err.Error()))
+		return nil, newError(store.ErrUnavailable, nil, "storeurl: cannot reach Redis at %s: %s", t.Display, oneLine(err.Error()))
 	}
 	// go-redis logs dial failures to standard error from its pool, which
 	// would break tenure's one-line errors; the failure reaches the caller
@@ -165,12 +166,12 @@ func (t Target) openRedis(ctx context.Context, timeout time.Duration) (*Opened, 
 	st, err := redisstore.New(client, t.Redis)
 	if err != nil {
 		_ = client.Close() // The configuration error is the one to report.
-		return nil, newError(tenure.ErrInvalid, err, "storeurl: %s", t.Redact(err.Error()))
+		return nil, newError(store.ErrInvalid, err, "storeurl: %s", t.Redact(err.Error()))
 	}
 	if err := client.Ping(pctx).Err(); err != nil {
 		_ = st.Close()     // It holds nothing yet.
 		_ = client.Close() // The failed round trip is the error to report.
-		return nil, newError(tenure.ErrUnavailable, nil, "storeurl: cannot reach Redis at %s: %s", t.Display, t.Redact(oneLine(err.Error())))
+		return nil, newError(store.ErrUnavailable, nil, "storeurl: cannot reach Redis at %s: %s", t.Display, t.Redact(oneLine(err.Error())))
 	}
 	return &Opened{Target: t, Store: st, closeClient: client.Close, prefix: st.Keys().Prefix}, nil
 }
@@ -181,7 +182,7 @@ func parseEtcd(raw string) (Target, error) {
 	_, rest, _ := strings.Cut(raw, ":")
 	after, ok := strings.CutPrefix(rest, "//")
 	if !ok {
-		return Target{}, newError(tenure.ErrInvalid, nil, "storeurl: store URL %q is not a valid etcd URL; write it as %s", roughRedact(raw), etcdForm)
+		return Target{}, newError(store.ErrInvalid, nil, "storeurl: store URL %q is not a valid etcd URL; write it as %s", roughRedact(raw), etcdForm)
 	}
 	// The host list may hold several hosts, which net/url refuses: parse
 	// the rest of the URL around a stand-in host.
@@ -211,12 +212,12 @@ func parseEtcd(raw string) (Target, error) {
 		}
 		display += "@"
 		if t.user == "" {
-			return Target{}, newError(tenure.ErrInvalid, nil, "storeurl: store URL %s has a password but no user name; write it as %s", display+hosts, etcdForm)
+			return Target{}, newError(store.ErrInvalid, nil, "storeurl: store URL %s has a password but no user name; write it as %s", display+hosts, etcdForm)
 		}
 	}
 	t.Display = display + hosts + t.Redact(tail)
 	if u.Path != "" && u.Path != "/" {
-		return Target{}, newError(tenure.ErrInvalid, nil, "storeurl: store URL %s has a path (%s); an etcd URL names endpoints only: write it as %s", t.Display, u.Path, etcdForm)
+		return Target{}, newError(store.ErrInvalid, nil, "storeurl: store URL %s has a path (%s); an etcd URL names endpoints only: write it as %s", t.Display, u.Path, etcdForm)
 	}
 	if t.Endpoints, err = endpoints(hosts, defaultEtcdPort, t.Display); err != nil {
 		return Target{}, err
@@ -244,7 +245,7 @@ func endpoints(hosts, defaultPort, display string) ([]string, error) {
 	var eps []string
 	for h := range strings.SplitSeq(hosts, ",") {
 		if h == "" {
-			return nil, newError(tenure.ErrInvalid, nil, "storeurl: store URL %s has an empty endpoint; separate HOST:PORT endpoints with single commas", display)
+			return nil, newError(store.ErrInvalid, nil, "storeurl: store URL %s has an empty endpoint; separate HOST:PORT endpoints with single commas", display)
 		}
 		if !strings.Contains(h, ":") || (strings.HasPrefix(h, "[") && strings.HasSuffix(h, "]")) {
 			h += ":" + defaultPort
@@ -259,7 +260,7 @@ func endpoints(hosts, defaultPort, display string) ([]string, error) {
 			}
 		}
 		if err != nil {
-			return nil, newError(tenure.ErrInvalid, nil, "storeurl: store URL %s: endpoint %q is not HOST:PORT: %v", display, h, err)
+			return nil, newError(store.ErrInvalid, nil, "storeurl: store URL %s: endpoint %q is not HOST:PORT: %v", display, h, err)
 		}
 		eps = append(eps, net.JoinHostPort(host, port))
 	}
@@ -273,7 +274,7 @@ func (t Target) openEtcd(ctx context.Context, timeout time.Duration) (*Opened, e
 	// however plainly it is refused: try the endpoints first, so that a
 	// wrong address fails at once.
 	if err := anyAnswers(pctx, t.Endpoints); err != nil {
-		return nil, newError(tenure.ErrUnavailable, nil, "storeurl: cannot reach etcd at %s: %s", t.Display, oneLine(err.Error()))
+		return nil, newError(store.ErrUnavailable, nil, "storeurl: cannot reach etcd at %s: %s", t.Display, oneLine(err.Error()))
 	}
 	client, err := clientv3.New(clientv3.Config{
 		Endpoints:   t.Endpoints,
@@ -285,12 +286,12 @@ func (t Target) openEtcd(ctx context.Context, timeout time.Duration) (*Opened, e
 		Logger: zap.NewNop(),
 	})
 	if err != nil {
-		return nil, newError(tenure.ErrUnavailable, nil, "storeurl: cannot reach etcd at %s: %s", t.Display, t.Redact(oneLine(err.Error())))
+		return nil, newError(store.ErrUnavailable, nil, "storeurl: cannot reach etcd at %s: %s", t.Display, t.Redact(oneLine(err.Error())))
 	}
 	st, err := etcdstore.New(client, t.Etcd)
 	if err != nil {
 		_ = client.Close() // The configuration error is the one to report.
-		return nil, newError(tenure.ErrInvalid, err, "storeurl: %s", t.Redact(err.Error()))
+		return nil, newError(store.ErrInvalid, err, "storeurl: %s", t.Redact(err.Error()))
 	}
 	prefix := t.Etcd.KeyPrefix
 	if prefix == "" {
@@ -299,7 +300,7 @@ func (t Target) openEtcd(ctx context.Context, timeout time.Duration) (*Opened, e
 	if _, err := client.Get(pctx, prefix); err != nil {
 		_ = st.Close()     // It holds nothing yet.
 		_ = client.Close() // The failed round trip is the error to report.
-		return nil, newError(tenure.ErrUnavailable, nil, "storeurl: cannot reach etcd at %s within %s: %s", t.Display, timeout, t.Redact(oneLine(err.Error())))
+		return nil, newError(store.ErrUnavailable, nil, "storeurl: cannot reach etcd at %s within %s: %s", t.Display, timeout, t.Redact(oneLine(err.Error())))
 	}
 	return &Opened{Target: t, Store: st, closeClient: client.Close, prefix: prefix}, nil
 }
@@ -327,14 +328,14 @@ func parseConsul(raw string) (Target, error) {
 		return Target{}, err
 	}
 	if u.User != nil {
-		return Target{}, newError(tenure.ErrInvalid, nil, "storeurl: store URL %q holds credentials; give Consul's ACL token in CONSUL_HTTP_TOKEN or CONSUL_HTTP_TOKEN_FILE instead, and write the URL as %s", roughRedact(raw), consulForm)
+		return Target{}, newError(store.ErrInvalid, nil, "storeurl: store URL %q holds credentials; give Consul's ACL token in CONSUL_HTTP_TOKEN or CONSUL_HTTP_TOKEN_FILE instead, and write the URL as %s", roughRedact(raw), consulForm)
 	}
 	t := Target{Kind: Consul, Display: displayURL(u)}
 	if u.Path != "" && u.Path != "/" {
-		return Target{}, newError(tenure.ErrInvalid, nil, "storeurl: store URL %s has a path (%s); a Consul URL names the agent only: write it as %s", t.Display, u.Path, consulForm)
+		return Target{}, newError(store.ErrInvalid, nil, "storeurl: store URL %s has a path (%s); a Consul URL names the agent only: write it as %s", t.Display, u.Path, consulForm)
 	}
 	if strings.Contains(u.Host, ",") {
-		return Target{}, newError(tenure.ErrInvalid, nil, "storeurl: store URL %s names several agents; name the one local Consul agent: %s", t.Display, consulForm)
+		return Target{}, newError(store.ErrInvalid, nil, "storeurl: store URL %s names several agents; name the one local Consul agent: %s", t.Display, consulForm)
 	}
 	if t.Endpoints, err = endpoints(u.Host, defaultConsulPort, t.Display); err != nil {
 		return Target{}, err
@@ -370,11 +371,11 @@ func (t Target) openConsul(ctx context.Context, timeout time.Duration) (*Opened,
 	}
 	client, err := api.NewClient(cfg)
 	if err != nil {
-		return nil, newError(tenure.ErrInvalid, nil, "storeurl: store URL %s: %s", t.Display, oneLine(err.Error()))
+		return nil, newError(store.ErrInvalid, nil, "storeurl: store URL %s: %s", t.Display, oneLine(err.Error()))
 	}
 	st, err := consulstore.New(client, t.Consul)
 	if err != nil {
-		return nil, newError(tenure.ErrInvalid, err, "storeurl: store URL %s: %s", t.Display, oneLine(err.Error()))
+		return nil, newError(store.ErrInvalid, err, "storeurl: store URL %s: %s", t.Display, oneLine(err.Error()))
 	}
 	pctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -385,7 +386,7 @@ func (t Target) openConsul(ctx context.Context, timeout time.Duration) (*Opened,
 	if err != nil {
 		_ = st.Close() // It holds nothing yet.
 		_ = closeClient()
-		return nil, newError(tenure.ErrUnavailable, nil, "storeurl: cannot reach Consul at %s (%s): %s", t.Display, cfg.Address, oneLine(err.Error()))
+		return nil, newError(store.ErrUnavailable, nil, "storeurl: cannot reach Consul at %s (%s): %s", t.Display, cfg.Address, oneLine(err.Error()))
 	}
 	return &Opened{Target: t, Store: st, closeClient: closeClient, prefix: st.Config().KeyPrefix}, nil
 }

@@ -8,9 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tenure-dev/tenure/store"
+
 	"github.com/stretchr/testify/require"
 
-	"github.com/tenure-dev/tenure"
 	"github.com/tenure-dev/tenure/internal/storeurl"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/store/consulstore"
@@ -74,9 +75,9 @@ func TestCheckTTL(t *testing.T) {
 		ttl  time.Duration
 		want string // part of the error; empty: accepted
 	}{
-		{"sqlite:/x.db", tenure.MinTTL, ""},
-		{"postgres://h/db", tenure.MinTTL, ""},
-		{"redis://h", tenure.MinTTL, ""},
+		{"sqlite:/x.db", store.MinTTL, ""},
+		{"postgres://h/db", store.MinTTL, ""},
+		{"redis://h", store.MinTTL, ""},
 		{"etcd://h", 2 * time.Second, ""},
 		{"etcd://h", 1999 * time.Millisecond, "below etcd's minimum lease TTL of 2s; use 2s or more"},
 		{"consul://h", 10 * time.Second, ""},
@@ -91,7 +92,7 @@ func TestCheckTTL(t *testing.T) {
 			require.NoError(t, err, "%s %s", tc.raw, tc.ttl)
 			continue
 		}
-		require.ErrorIs(t, err, tenure.ErrInvalid, "%s %s", tc.raw, tc.ttl)
+		require.ErrorIs(t, err, store.ErrInvalid, "%s %s", tc.raw, tc.ttl)
 		require.Contains(t, err.Error(), tc.want)
 	}
 }
@@ -109,13 +110,13 @@ func TestRegistryConfig(t *testing.T) {
 		tg, err := storeurl.Parse(raw)
 		require.NoError(t, err)
 		_, err = tg.RegistryConfig()
-		require.ErrorIs(t, err, tenure.ErrInvalid)
+		require.ErrorIs(t, err, store.ErrInvalid)
 		require.Contains(t, err.Error(), "the fleet registry (tenure agents, tenure owner) lives in PostgreSQL, not in the "+tg.Kind.Name()+" store "+tg.Display)
 	}
 
 	// A prefix pgstore takes but the registry's longer names do not fit.
 	_, err = storeurl.Parse("postgres://h/db?tenure_prefix=" + strings.Repeat("p", 45))
-	require.ErrorIs(t, err, tenure.ErrInvalid)
+	require.ErrorIs(t, err, store.ErrInvalid)
 }
 
 func closedPort(t *testing.T) string {
@@ -144,19 +145,19 @@ func serveAndRelease(t *testing.T, o *storeurl.Opened, ttl time.Duration) {
 	t.Helper()
 	ctx := t.Context()
 	h := testutil.Holder(t, "t")
-	g, err := o.Store.Acquire(ctx, tenure.AcquireParams{Name: "job", Holder: h, TTL: ttl})
+	g, err := o.Store.Acquire(ctx, store.AcquireParams{Name: "job", Holder: h, TTL: ttl})
 	require.NoError(t, err)
 	require.Positive(t, g.Token)
 	rec, err := o.Store.Get(ctx, "job")
 	require.NoError(t, err)
-	require.Equal(t, tenure.StateHeld, rec.State)
+	require.Equal(t, store.StateHeld, rec.State)
 	require.Equal(t, h, rec.Holder)
-	require.NoError(t, o.Store.Release(ctx, tenure.ReleaseParams{Name: "job", Holder: h, Token: g.Token}))
+	require.NoError(t, o.Store.Release(ctx, store.ReleaseParams{Name: "job", Holder: h, Token: g.Token}))
 	msg, err := o.Migrate(ctx)
 	require.NoError(t, err)
 	require.Contains(t, msg, "keeps no schema: nothing to migrate")
 	_, err = o.Registry()
-	require.ErrorIs(t, err, tenure.ErrInvalid)
+	require.ErrorIs(t, err, store.ErrInvalid)
 }
 
 func TestOpenRedis(t *testing.T) {
@@ -178,7 +179,7 @@ func TestOpenRedis(t *testing.T) {
 	tg, err = storeurl.Parse("redis://:Sup3rSecret@" + closedPort(t))
 	require.NoError(t, err)
 	_, err = tg.Open(t.Context(), storeurl.Options{ConnectTimeout: 2 * time.Second})
-	require.ErrorIs(t, err, tenure.ErrUnavailable)
+	require.ErrorIs(t, err, store.ErrUnavailable)
 	require.Contains(t, err.Error(), "cannot reach Redis at redis://:xxxxx@")
 	require.NotContains(t, err.Error(), "Sup3rSecret")
 }
@@ -197,7 +198,7 @@ func TestOpenEtcd(t *testing.T) {
 	tg, err = storeurl.Parse("etcd://alice:Sup3rSecret@" + closedPort(t))
 	require.NoError(t, err)
 	_, err = tg.Open(t.Context(), storeurl.Options{ConnectTimeout: time.Second})
-	require.ErrorIs(t, err, tenure.ErrUnavailable)
+	require.ErrorIs(t, err, store.ErrUnavailable)
 	require.Contains(t, err.Error(), "cannot reach etcd at etcd://alice:xxxxx@")
 	require.NotContains(t, err.Error(), "Sup3rSecret")
 }
@@ -220,6 +221,6 @@ func TestOpenConsul(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	_, err = tg.Open(ctx, storeurl.Options{ConnectTimeout: 2 * time.Second})
-	require.ErrorIs(t, err, tenure.ErrUnavailable)
+	require.ErrorIs(t, err, store.ErrUnavailable)
 	require.Contains(t, err.Error(), "cannot reach Consul at consul://")
 }

@@ -11,9 +11,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tenure-dev/tenure/store"
+
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/tenure-dev/tenure"
 	"github.com/tenure-dev/tenure/registry"
 	"github.com/tenure-dev/tenure/store/alwaysleader"
 	"github.com/tenure-dev/tenure/store/consulstore"
@@ -141,7 +142,7 @@ func Resolve(flagValue string, getenv func(string) string) (Target, error) {
 	}
 	path, err := sqlitestore.DefaultPath()
 	if err != nil {
-		return Target{}, newError(tenure.ErrInvalid, err, "storeurl: no store URL given and no default SQLite file: %v; pass --store or set %s", err, EnvVar)
+		return Target{}, newError(store.ErrInvalid, err, "storeurl: no store URL given and no default SQLite file: %v; pass --store or set %s", err, EnvVar)
 	}
 	return Target{Kind: SQLite, Display: "sqlite:" + path, Default: true, Path: path}, nil
 }
@@ -157,7 +158,7 @@ func Parse(raw string) (Target, error) {
 		if strings.ContainsAny(raw, "/.") && !strings.Contains(raw, "://") {
 			hint = fmt.Sprintf(" (for an SQLite file write sqlite:%s)", raw)
 		}
-		return Target{}, newError(tenure.ErrInvalid, nil, "storeurl: store URL %q has no scheme; use %s%s", roughRedact(raw), Supported, hint)
+		return Target{}, newError(store.ErrInvalid, nil, "storeurl: store URL %q has no scheme; use %s%s", roughRedact(raw), Supported, hint)
 	}
 	switch s := strings.ToLower(scheme); s {
 	case "postgres", "postgresql":
@@ -173,7 +174,7 @@ func Parse(raw string) (Target, error) {
 	case "always":
 		return parseAlways(raw, rest)
 	default:
-		return Target{}, newError(tenure.ErrInvalid, nil, "storeurl: store URL scheme %q is not supported; use %s", scheme, Supported)
+		return Target{}, newError(store.ErrInvalid, nil, "storeurl: store URL scheme %q is not supported; use %s", scheme, Supported)
 	}
 }
 
@@ -181,10 +182,10 @@ func Parse(raw string) (Target, error) {
 func parseAlways(raw, rest string) (Target, error) {
 	reason, err := url.PathUnescape(rest)
 	if err != nil {
-		return Target{}, newError(tenure.ErrInvalid, err, "storeurl: store URL %q: the reason is not valid percent-encoding: %v", raw, err)
+		return Target{}, newError(store.ErrInvalid, err, "storeurl: store URL %q: the reason is not valid percent-encoding: %v", raw, err)
 	}
 	if _, err := alwaysleader.New(reason); err != nil {
-		return Target{}, newError(tenure.ErrInvalid, err, "storeurl: store URL %q: %v; write always:REASON, e.g. always:the%%20report%%20is%%20idempotent", raw, err)
+		return Target{}, newError(store.ErrInvalid, err, "storeurl: store URL %q: %v; write always:REASON, e.g. always:the%%20report%%20is%%20idempotent", raw, err)
 	}
 	return Target{Kind: AlwaysLeader, Display: "always:" + reason, Reason: reason}, nil
 }
@@ -195,17 +196,17 @@ func parseSQLite(raw, rest string) (Target, error) {
 	path := rest
 	if after, ok := strings.CutPrefix(rest, "//"); ok {
 		if !strings.HasPrefix(after, "/") {
-			return Target{}, newError(tenure.ErrInvalid, nil, "storeurl: store URL %q names a host; an SQLite store is a local file: use sqlite:PATH or sqlite:///ABSOLUTE/PATH", raw)
+			return Target{}, newError(store.ErrInvalid, nil, "storeurl: store URL %q names a host; an SQLite store is a local file: use sqlite:PATH or sqlite:///ABSOLUTE/PATH", raw)
 		}
 		path = after
 	}
 	if path == "" {
-		return Target{}, newError(tenure.ErrInvalid, nil, "storeurl: store URL %q has no file path; use sqlite:PATH, e.g. sqlite:/var/lib/myjob/tenure.db", raw)
+		return Target{}, newError(store.ErrInvalid, nil, "storeurl: store URL %q has no file path; use sqlite:PATH, e.g. sqlite:/var/lib/myjob/tenure.db", raw)
 	}
 	if after, ok := strings.CutPrefix(path, "~/"); ok {
 		home, err := os.UserHomeDir()
 		if err != nil {
-			return Target{}, newError(tenure.ErrInvalid, err, "storeurl: store URL %q starts with ~/ but the home directory is unknown: %v; use an absolute path", raw, err)
+			return Target{}, newError(store.ErrInvalid, err, "storeurl: store URL %q starts with ~/ but the home directory is unknown: %v; use an absolute path", raw, err)
 		}
 		path = filepath.Join(home, after)
 	}
@@ -219,10 +220,10 @@ func parsePostgres(raw string) (Target, error) {
 		if ue, ok := errors.AsType[*url.Error](err); ok {
 			reason = ue.Err.Error() // url.Error repeats the URL, password included
 		}
-		return Target{}, newError(tenure.ErrInvalid, nil, "storeurl: store URL %q is not a valid URL: %s", roughRedact(raw), roughRedact(reason))
+		return Target{}, newError(store.ErrInvalid, nil, "storeurl: store URL %q is not a valid URL: %s", roughRedact(raw), roughRedact(reason))
 	}
 	if u.Opaque != "" || !strings.HasPrefix(raw[len(u.Scheme)+1:], "//") {
-		return Target{}, newError(tenure.ErrInvalid, nil, "storeurl: store URL %q is not a valid PostgreSQL URL; write it as postgres://USER@HOST:PORT/DATABASE", roughRedact(raw))
+		return Target{}, newError(store.ErrInvalid, nil, "storeurl: store URL %q is not a valid PostgreSQL URL; write it as postgres://USER@HOST:PORT/DATABASE", roughRedact(raw))
 	}
 	t := Target{Kind: Postgres}
 	if u.User != nil {
@@ -232,7 +233,7 @@ func parsePostgres(raw string) (Target, error) {
 	}
 	q, err := url.ParseQuery(u.RawQuery)
 	if err != nil {
-		return Target{}, newError(tenure.ErrInvalid, nil, "storeurl: store URL %q is not a valid URL: its query has a bad escape or separator", roughRedact(raw))
+		return Target{}, newError(store.ErrInvalid, nil, "storeurl: store URL %q is not a valid URL: its query has a bad escape or separator", roughRedact(raw))
 	}
 	for key, values := range q {
 		if isSecretParam(key) {
@@ -253,16 +254,16 @@ func parsePostgres(raw string) (Target, error) {
 			continue
 		}
 		if len(vs) != 1 || vs[0] == "" {
-			return Target{}, newError(tenure.ErrInvalid, nil, "storeurl: store URL %s: %s must be given once, with a value", t.Display, p.key)
+			return Target{}, newError(store.ErrInvalid, nil, "storeurl: store URL %s: %s must be given once, with a value", t.Display, p.key)
 		}
 		*p.dst = vs[0]
 		q.Del(p.key)
 	}
 	if _, err := t.PG.Objects(); err != nil {
-		return Target{}, newError(tenure.ErrInvalid, err, "storeurl: store URL %s: %s or %s: %v", t.Display, ParamSchema, ParamPrefix, err)
+		return Target{}, newError(store.ErrInvalid, err, "storeurl: store URL %s: %s or %s: %v", t.Display, ParamSchema, ParamPrefix, err)
 	}
 	if _, err := t.registryConfig().Objects(); err != nil {
-		return Target{}, newError(tenure.ErrInvalid, err, "storeurl: store URL %s: %s or %s: %v", t.Display, ParamSchema, ParamPrefix, err)
+		return Target{}, newError(store.ErrInvalid, err, "storeurl: store URL %s: %s or %s: %v", t.Display, ParamSchema, ParamPrefix, err)
 	}
 	if t.PG.Schema != "" || t.PG.TablePrefix != "" {
 		u.RawQuery = q.Encode()
@@ -338,26 +339,26 @@ func (t Target) Redact(s string) string {
 // for a DBA to review and apply: for PostgreSQL, pgstore's schema followed
 // by the fleet registry's; for SQLite, the schema [sqlitestore.Open] creates
 // itself. Redis, etcd and Consul keep no schema: for them it fails with an
-// error matching [tenure.ErrInvalid].
+// error matching [store.ErrInvalid].
 func (t Target) MigrationSQL() (string, error) {
 	switch t.Kind {
 	case Postgres:
 	case SQLite:
 		s, err := sqlitestore.SchemaSQL()
 		if err != nil {
-			return "", newError(tenure.ErrInvalid, err, "storeurl: %v", err)
+			return "", newError(store.ErrInvalid, err, "storeurl: %v", err)
 		}
 		return s, nil
 	default:
-		return "", newError(tenure.ErrInvalid, nil, "storeurl: the %s store keeps no schema: there is no SQL to print, and tenure migrate has nothing to do", t.Kind.Name())
+		return "", newError(store.ErrInvalid, nil, "storeurl: the %s store keeps no schema: there is no SQL to print, and tenure migrate has nothing to do", t.Kind.Name())
 	}
 	leases, err := t.PG.MigrationSQL()
 	if err != nil {
-		return "", newError(tenure.ErrInvalid, err, "storeurl: %v", err)
+		return "", newError(store.ErrInvalid, err, "storeurl: %v", err)
 	}
 	fleet, err := t.registryConfig().MigrationSQL()
 	if err != nil {
-		return "", newError(tenure.ErrInvalid, err, "storeurl: %v", err)
+		return "", newError(store.ErrInvalid, err, "storeurl: %v", err)
 	}
 	return strings.TrimRight(leases, "\n") + "\n\n" + fleet, nil
 }
@@ -369,17 +370,17 @@ func (t Target) GrantSQL(role string) (string, error) {
 	switch t.Kind {
 	case Postgres:
 	case SQLite:
-		return "", newError(tenure.ErrInvalid, nil, "storeurl: an SQLite store has no roles to grant; it needs a file and directory this user can write (%s)", t.Path)
+		return "", newError(store.ErrInvalid, nil, "storeurl: an SQLite store has no roles to grant; it needs a file and directory this user can write (%s)", t.Path)
 	default:
-		return "", newError(tenure.ErrInvalid, nil, "storeurl: the %s store has no SQL roles to grant; give the credentials in its URL what its package documentation lists", t.Kind.Name())
+		return "", newError(store.ErrInvalid, nil, "storeurl: the %s store has no SQL roles to grant; give the credentials in its URL what its package documentation lists", t.Kind.Name())
 	}
 	leases, err := t.PG.GrantSQL(role)
 	if err != nil {
-		return "", newError(tenure.ErrInvalid, err, "storeurl: %v", err)
+		return "", newError(store.ErrInvalid, err, "storeurl: %v", err)
 	}
 	fleet, err := t.registryConfig().GrantSQL(role)
 	if err != nil {
-		return "", newError(tenure.ErrInvalid, err, "storeurl: %v", err)
+		return "", newError(store.ErrInvalid, err, "storeurl: %v", err)
 	}
 	return strings.TrimRight(leases, "\n") + "\n" + fleet, nil
 }
@@ -387,10 +388,10 @@ func (t Target) GrantSQL(role string) (string, error) {
 // RegistryConfig returns the configuration of the fleet registry that
 // lives next to a PostgreSQL store: the same schema and table prefix. The
 // registry exists for PostgreSQL only; for another store RegistryConfig
-// fails with an error matching [tenure.ErrInvalid].
+// fails with an error matching [store.ErrInvalid].
 func (t Target) RegistryConfig() (registry.Config, error) {
 	if t.Kind != Postgres {
-		return registry.Config{}, newError(tenure.ErrInvalid, nil,
+		return registry.Config{}, newError(store.ErrInvalid, nil,
 			"storeurl: the fleet registry (tenure agents, tenure owner) lives in PostgreSQL, not in the %s store %s; pass --store postgres://… or set %s",
 			t.Kind.Name(), t.Display, EnvVar)
 	}
@@ -402,7 +403,7 @@ func (t Target) registryConfig() registry.Config {
 }
 
 // CheckTTL refuses a lease TTL below the store's minimum, with an error
-// matching [tenure.ErrInvalid] that says what to do: etcd refuses TTLs
+// matching [store.ErrInvalid] that says what to do: etcd refuses TTLs
 // below [etcdstore.MinTTL], and Consul would hold a shorter lease with a
 // session of its servers' session_ttl_min (see [consulstore.Config]), so
 // the lease would outlive a crashed holder by far more than asked.
@@ -410,11 +411,11 @@ func (t Target) CheckTTL(ttl time.Duration) error {
 	switch t.Kind {
 	case Etcd:
 		if ttl < etcdstore.MinTTL {
-			return newError(tenure.ErrInvalid, nil, "storeurl: TTL %s is below etcd's minimum lease TTL of %s; use %s or more", ttl, etcdstore.MinTTL, etcdstore.MinTTL)
+			return newError(store.ErrInvalid, nil, "storeurl: TTL %s is below etcd's minimum lease TTL of %s; use %s or more", ttl, etcdstore.MinTTL, etcdstore.MinTTL)
 		}
 	case Consul:
 		if minimum := t.consulMinTTL(); ttl < minimum {
-			return newError(tenure.ErrInvalid, nil, "storeurl: TTL %s is below the Consul servers' minimum session TTL of %s (their session_ttl_min); use %s or more, or, when the servers' session_ttl_min is lower, give it as %s in the store URL",
+			return newError(store.ErrInvalid, nil, "storeurl: TTL %s is below the Consul servers' minimum session TTL of %s (their session_ttl_min); use %s or more, or, when the servers' session_ttl_min is lower, give it as %s in the store URL",
 				ttl, minimum, minimum, ParamSessionTTLMin)
 		}
 	}
@@ -436,10 +437,10 @@ type Options struct {
 }
 
 // Opened is an open store and what the tenure command needs besides the
-// [tenure.Store] itself.
+// [store.Store] itself.
 type Opened struct {
 	Target Target
-	Store  tenure.Store
+	Store  store.Store
 
 	pg     *pgstore.Store
 	pool   *pgxpool.Pool
@@ -452,9 +453,9 @@ type Opened struct {
 
 // Open opens the store t names. A server store is asked one round trip
 // before Open returns, so an unreachable server, a refused login or a
-// missing database fails here (matching [tenure.ErrUnavailable]); tables
+// missing database fails here (matching [store.ErrUnavailable]); tables
 // are not checked (calls on an unmigrated PostgreSQL schema fail with
-// [tenure.ErrNotMigrated]). An SQLite file is created and migrated when
+// [store.ErrNotMigrated]). An SQLite file is created and migrated when
 // needed.
 func (t Target) Open(ctx context.Context, opts Options) (*Opened, error) {
 	timeout := opts.ConnectTimeout
@@ -465,9 +466,9 @@ func (t Target) Open(ctx context.Context, opts Options) (*Opened, error) {
 	case SQLite:
 		st, err := sqlitestore.Open(ctx, t.Path, sqlitestore.Config{})
 		if err != nil {
-			kind := tenure.ErrUnavailable
-			if errors.Is(err, tenure.ErrInvalid) {
-				kind = tenure.ErrInvalid
+			kind := store.ErrUnavailable
+			if errors.Is(err, store.ErrInvalid) {
+				kind = store.ErrInvalid
 			}
 			return nil, newError(kind, err, "storeurl: cannot open the SQLite store %s: %v", t.Display, err)
 		}
@@ -483,17 +484,17 @@ func (t Target) Open(ctx context.Context, opts Options) (*Opened, error) {
 	case AlwaysLeader:
 		st, err := alwaysleader.New(t.Reason)
 		if err != nil {
-			return nil, newError(tenure.ErrInvalid, err, "storeurl: %v", err)
+			return nil, newError(store.ErrInvalid, err, "storeurl: %v", err)
 		}
 		return &Opened{Target: t, Store: st}, nil
 	}
-	return nil, newError(tenure.ErrInvalid, nil, "storeurl: store target has no kind; make it with Parse or Resolve")
+	return nil, newError(store.ErrInvalid, nil, "storeurl: store target has no kind; make it with Parse or Resolve")
 }
 
 func (t Target) openPostgres(ctx context.Context, timeout time.Duration) (*Opened, error) {
 	cfg, err := pgxpool.ParseConfig(t.connString)
 	if err != nil {
-		return nil, newError(tenure.ErrInvalid, nil, "storeurl: store URL %s: %s", t.Display, t.Redact(err.Error()))
+		return nil, newError(store.ErrInvalid, nil, "storeurl: store URL %s: %s", t.Display, t.Redact(err.Error()))
 	}
 	if cfg.ConnConfig.ConnectTimeout == 0 {
 		cfg.ConnConfig.ConnectTimeout = timeout
@@ -503,25 +504,25 @@ func (t Target) openPostgres(ctx context.Context, timeout time.Duration) (*Opene
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return nil, newError(tenure.ErrInvalid, nil, "storeurl: store URL %s: %s", t.Display, t.Redact(err.Error()))
+		return nil, newError(store.ErrInvalid, nil, "storeurl: store URL %s: %s", t.Display, t.Redact(err.Error()))
 	}
 	pctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if err := pool.Ping(pctx); err != nil {
 		pool.Close()
-		return nil, newError(tenure.ErrUnavailable, nil, "storeurl: cannot reach PostgreSQL at %s: %s", t.Display, t.Redact(oneLine(err.Error())))
+		return nil, newError(store.ErrUnavailable, nil, "storeurl: cannot reach PostgreSQL at %s: %s", t.Display, t.Redact(oneLine(err.Error())))
 	}
 	st, err := pgstore.New(pool, t.PG)
 	if err != nil {
 		pool.Close()
-		return nil, newError(tenure.ErrInvalid, err, "storeurl: %s", t.Redact(err.Error()))
+		return nil, newError(store.ErrInvalid, err, "storeurl: %s", t.Redact(err.Error()))
 	}
 	return &Opened{Target: t, Store: st, pg: st, pool: pool}, nil
 }
 
 // Registry returns the fleet registry next to an open PostgreSQL store,
 // using its connections (see [Target.RegistryConfig]). For another store it
-// fails with an error matching [tenure.ErrInvalid].
+// fails with an error matching [store.ErrInvalid].
 func (o *Opened) Registry() (*registry.Registry, error) {
 	cfg, err := o.Target.RegistryConfig()
 	if err != nil {
@@ -529,7 +530,7 @@ func (o *Opened) Registry() (*registry.Registry, error) {
 	}
 	reg, err := registry.New(o.pool, cfg)
 	if err != nil {
-		return nil, newError(tenure.ErrInvalid, err, "storeurl: %s", o.Target.Redact(err.Error()))
+		return nil, newError(store.ErrInvalid, err, "storeurl: %s", o.Target.Redact(err.Error()))
 	}
 	return reg, nil
 }
@@ -562,7 +563,7 @@ func (o *Opened) Migrate(ctx context.Context) (string, error) {
 	obj := o.pg.Objects()
 	fleet, err := o.Target.registryConfig().Objects()
 	if err != nil {
-		return "", newError(tenure.ErrInvalid, err, "storeurl: %s", o.Target.Redact(err.Error()))
+		return "", newError(store.ErrInvalid, err, "storeurl: %s", o.Target.Redact(err.Error()))
 	}
 	return fmt.Sprintf("migrated the PostgreSQL store %s: schema %q, tables %s and %s, fence function %s; fleet registry tables %s, %s and %s",
 		o.Target.Display, obj.Schema, obj.Leases, obj.Fences, obj.FenceFunc, fleet.Agents, fleet.Owners, fleet.Reassignments), nil
@@ -577,7 +578,7 @@ const CloseTimeout = 2 * time.Second
 // by a timeout up to 15 s to say goodbye to a server that may be
 // partitioned away, and a command that is about to exit must not wait for
 // that. Connections still closing then are abandoned to the process's exit,
-// and Close reports it with an error matching [tenure.ErrUnavailable].
+// and Close reports it with an error matching [store.ErrUnavailable].
 func (o *Opened) Close() error {
 	err := o.Store.Close()
 	if err != nil {
@@ -602,7 +603,7 @@ func (o *Opened) Close() error {
 	case <-closed:
 		return err
 	case <-t.C:
-		return errors.Join(err, newError(tenure.ErrUnavailable, nil,
+		return errors.Join(err, newError(store.ErrUnavailable, nil,
 			"storeurl: the connections to %s did not close within %s; abandoned", o.Target.Display, CloseTimeout))
 	}
 }

@@ -10,10 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tenure-dev/tenure/store"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tenure-dev/tenure"
 	"github.com/tenure-dev/tenure/internal/storeurl"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/store/pgstore"
@@ -128,7 +129,7 @@ func TestParseRefuses(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			_, err := storeurl.Parse(tc.raw)
-			require.ErrorIs(t, err, tenure.ErrInvalid)
+			require.ErrorIs(t, err, store.ErrInvalid)
 			msg := err.Error()
 			require.True(t, strings.HasPrefix(msg, "storeurl: "), msg)
 			require.NotContains(t, msg, "\n")
@@ -162,7 +163,7 @@ func TestResolve(t *testing.T) {
 	t.Run("EnvironmentNamedInError", func(t *testing.T) {
 		t.Parallel()
 		_, err := storeurl.Resolve("", env(map[string]string{storeurl.EnvVar: "mysql://h"}))
-		require.ErrorIs(t, err, tenure.ErrInvalid)
+		require.ErrorIs(t, err, store.ErrInvalid)
 		require.Contains(t, err.Error(), "(from TENURE_STORE)")
 	})
 }
@@ -216,7 +217,7 @@ func TestMigrationSQL(t *testing.T) {
 		require.NoError(t, err)
 		require.Contains(t, s, "CREATE TABLE IF NOT EXISTS tenure_leases")
 		_, err = tg.GrantSQL("runner")
-		require.ErrorIs(t, err, tenure.ErrInvalid)
+		require.ErrorIs(t, err, store.ErrInvalid)
 	})
 	for _, raw := range []string{"redis://h", "etcd://h", "consul://h"} {
 		t.Run("NoneFor"+raw[:strings.Index(raw, ":")], func(t *testing.T) {
@@ -224,10 +225,10 @@ func TestMigrationSQL(t *testing.T) {
 			tg, err := storeurl.Parse(raw)
 			require.NoError(t, err)
 			_, err = tg.MigrationSQL()
-			require.ErrorIs(t, err, tenure.ErrInvalid)
+			require.ErrorIs(t, err, store.ErrInvalid)
 			require.Contains(t, err.Error(), "keeps no schema")
 			_, err = tg.GrantSQL("runner")
-			require.ErrorIs(t, err, tenure.ErrInvalid)
+			require.ErrorIs(t, err, store.ErrInvalid)
 		})
 	}
 }
@@ -243,7 +244,7 @@ func TestOpenSQLite(t *testing.T) {
 		require.NoError(t, err)
 		o, err := tg.Open(ctx, storeurl.Options{})
 		require.NoError(t, err)
-		g, err := o.Store.Acquire(ctx, tenure.AcquireParams{Name: "job", Holder: testutil.Holder(t, "t"), TTL: time.Minute})
+		g, err := o.Store.Acquire(ctx, store.AcquireParams{Name: "job", Holder: testutil.Holder(t, "t"), TTL: time.Minute})
 		require.NoError(t, err)
 		require.Positive(t, g.Token)
 		msg, err := o.Migrate(ctx)
@@ -259,7 +260,7 @@ func TestOpenSQLite(t *testing.T) {
 		tg, err := storeurl.Parse("sqlite:" + t.TempDir())
 		require.NoError(t, err)
 		_, err = tg.Open(ctx, storeurl.Options{})
-		require.ErrorIs(t, err, tenure.ErrUnavailable)
+		require.ErrorIs(t, err, store.ErrUnavailable)
 		require.Contains(t, err.Error(), "is a directory")
 	})
 }
@@ -300,7 +301,7 @@ func TestOpenPostgres(t *testing.T) {
 		defer func() { require.NoError(t, o.Close()) }()
 
 		_, err = o.Store.Get(ctx, "job")
-		require.ErrorIs(t, err, tenure.ErrNotMigrated)
+		require.ErrorIs(t, err, store.ErrNotMigrated)
 
 		msg, err := o.Migrate(ctx)
 		require.NoError(t, err)
@@ -312,7 +313,7 @@ func TestOpenPostgres(t *testing.T) {
 		agents, err := reg.Agents(ctx)
 		require.NoError(t, err)
 		require.Empty(t, agents)
-		g, err := o.Store.Acquire(ctx, tenure.AcquireParams{Name: "job", Holder: testutil.Holder(t, "t"), TTL: time.Minute})
+		g, err := o.Store.Acquire(ctx, store.AcquireParams{Name: "job", Holder: testutil.Holder(t, "t"), TTL: time.Minute})
 		require.NoError(t, err)
 		require.Positive(t, g.Token)
 
@@ -337,7 +338,7 @@ func TestOpenPostgres(t *testing.T) {
 		o, err := tg.Open(ctx, storeurl.Options{})
 		require.NoError(t, err)
 		_, err = o.Store.Get(ctx, "job")
-		require.ErrorIs(t, err, tenure.ErrNotMigrated)
+		require.ErrorIs(t, err, store.ErrNotMigrated)
 		require.NoError(t, o.Close())
 	})
 
@@ -350,7 +351,7 @@ func TestOpenPostgres(t *testing.T) {
 		tg, err := storeurl.Parse(pgURL(t, url.UserPassword("alice", "Sup3rSecret"), addr, nil))
 		require.NoError(t, err)
 		_, err = tg.Open(ctx, storeurl.Options{ConnectTimeout: 5 * time.Second})
-		require.ErrorIs(t, err, tenure.ErrUnavailable)
+		require.ErrorIs(t, err, store.ErrUnavailable)
 		require.Contains(t, err.Error(), "cannot reach PostgreSQL at postgres://alice:xxxxx@"+addr)
 		require.NotContains(t, err.Error(), "Sup3rSecret")
 		require.NotContains(t, err.Error(), "\n")
@@ -361,7 +362,7 @@ func TestOpenPostgres(t *testing.T) {
 		tg, err := storeurl.Parse(pgURL(t, url.UserPassword("alice", "Sup3rSecret"), "", map[string]string{"sslmode": "sometimes"}))
 		require.NoError(t, err)
 		_, err = tg.Open(ctx, storeurl.Options{})
-		require.ErrorIs(t, err, tenure.ErrInvalid)
+		require.ErrorIs(t, err, store.ErrInvalid)
 		require.Contains(t, err.Error(), "sslmode")
 		require.NotContains(t, err.Error(), "Sup3rSecret")
 	})
@@ -370,8 +371,8 @@ func TestOpenPostgres(t *testing.T) {
 		t.Parallel()
 		tg, err := storeurl.Parse("postgres://u:Sup3rSecret@h/db")
 		require.NoError(t, err)
-		err = tg.Wrap(&tenure.HeldError{Name: "Sup3rSecret\nx"})
-		require.ErrorIs(t, err, tenure.ErrHeld)
+		err = tg.Wrap(&store.HeldError{Name: "Sup3rSecret\nx"})
+		require.ErrorIs(t, err, store.ErrHeld)
 		require.NotContains(t, err.Error(), "Sup3rSecret")
 		require.NotContains(t, err.Error(), "\n")
 		require.NoError(t, tg.Wrap(nil))

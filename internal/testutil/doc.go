@@ -16,7 +16,7 @@
 //
 // # Notifications
 //
-// [Notifications] records what a tenure.Notifier listener reports, so a
+// [Notifications] records what a store.Notifier listener reports, so a
 // test can wait for a name (or count the empty name that announces each
 // subscription) without sleeping.
 //

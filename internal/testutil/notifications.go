@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Notifications records the lease names a [tenure.Notifier] listener
+// Notifications records the lease names a [store.Notifier] listener
 // reports, so that tests can wait for one. Pass its Notify to Listen. It is
 // safe for concurrent use.
 type Notifications struct {

@@ -7,9 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/tenure-dev/tenure/store"
 
-	"github.com/tenure-dev/tenure"
+	"go.uber.org/goleak"
 )
 
 // DefaultPostgresURL is the PostgreSQL server tests use when
@@ -68,9 +68,9 @@ func UniqueName(t testing.TB) string {
 
 // Holder returns a holder with the given label and a fresh random instance
 // id, so no two calls return the same holder.
-func Holder(t testing.TB, label string) tenure.Holder {
+func Holder(t testing.TB, label string) store.Holder {
 	t.Helper()
-	return tenure.Holder{Label: label, Instance: randomHex(16)}
+	return store.Holder{Label: label, Instance: randomHex(16)}
 }
 
 // sanitize lowercases s, turns every run of other characters into one

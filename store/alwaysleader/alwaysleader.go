@@ -9,21 +9,21 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/tenure-dev/tenure"
+	"github.com/tenure-dev/tenure/store"
 )
 
 var (
-	_ tenure.Store  = (*Store)(nil)
-	_ tenure.Lister = (*Store)(nil)
+	_ store.Store  = (*Store)(nil)
+	_ store.Lister = (*Store)(nil)
 )
 
 // Token is the token of every grant this store makes.
-const Token tenure.Token = 1
+const Token store.Token = 1
 
 // MaxReasonLen is the longest reason [New] accepts, in bytes.
 const MaxReasonLen = 1024
 
-// Store is a [tenure.Store] that grants every acquisition. Its methods are
+// Store is a [store.Store] that grants every acquisition. Its methods are
 // safe for concurrent use. Create it with [New].
 type Store struct {
 	reason string
@@ -36,7 +36,7 @@ type Store struct {
 // lease is the tenure of a name most recently acquired, renewed or
 // released, kept only so that [Store.Get] can report it.
 type lease struct {
-	holder     tenure.Holder
+	holder     store.Holder
 	seq        int64
 	expires    time.Time
 	acquiredAt time.Time
@@ -49,20 +49,20 @@ type lease struct {
 // record that somebody decided that on purpose. It is trimmed of
 // surrounding space; one that is then empty, longer than [MaxReasonLen]
 // bytes, not valid UTF-8 or not a single line fails with an error matching
-// [tenure.ErrInvalid].
+// [store.ErrInvalid].
 func New(reason string) (*Store, error) {
 	reason = strings.TrimSpace(reason)
 	switch {
 	case reason == "":
-		return nil, fmt.Errorf("alwaysleader: %w: the reason is empty; this store lets every instance lead at once, with no mutual exclusion and no fencing, so say in a sentence why running this job concurrently and repeatedly is harmless (for example \"an idempotent upsert keyed by invoice id\")", tenure.ErrInvalid)
+		return nil, fmt.Errorf("alwaysleader: %w: the reason is empty; this store lets every instance lead at once, with no mutual exclusion and no fencing, so say in a sentence why running this job concurrently and repeatedly is harmless (for example \"an idempotent upsert keyed by invoice id\")", store.ErrInvalid)
 	case len(reason) > MaxReasonLen:
-		return nil, fmt.Errorf("alwaysleader: %w: the reason is %d bytes long; the maximum is %d", tenure.ErrInvalid, len(reason), MaxReasonLen)
+		return nil, fmt.Errorf("alwaysleader: %w: the reason is %d bytes long; the maximum is %d", store.ErrInvalid, len(reason), MaxReasonLen)
 	case !utf8.ValidString(reason):
-		return nil, fmt.Errorf("alwaysleader: %w: the reason %q is not valid UTF-8", tenure.ErrInvalid, reason)
+		return nil, fmt.Errorf("alwaysleader: %w: the reason %q is not valid UTF-8", store.ErrInvalid, reason)
 	}
 	for _, r := range reason {
 		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
-			return nil, fmt.Errorf("alwaysleader: %w: the reason %q contains the control character %U; write it on one line, it goes into logs", tenure.ErrInvalid, reason, r)
+			return nil, fmt.Errorf("alwaysleader: %w: the reason %q contains the control character %U; write it on one line, it goes into logs", store.ErrInvalid, reason, r)
 		}
 	}
 	return &Store{reason: reason, leases: make(map[string]*lease)}, nil
@@ -72,32 +72,32 @@ func New(reason string) (*Store, error) {
 // store's leases are shown.
 func (s *Store) Reason() string { return s.reason }
 
-// Acquire implements [tenure.Store.Acquire]: it always grants a new tenure
+// Acquire implements [store.Store.Acquire]: it always grants a new tenure
 // to p.Holder with [Token] and seq 1, whoever else holds the lease.
-func (s *Store) Acquire(ctx context.Context, p tenure.AcquireParams) (tenure.Grant, error) {
+func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (store.Grant, error) {
 	if err := begin(ctx, "acquire"); err != nil {
-		return tenure.Grant{}, err
+		return store.Grant{}, err
 	}
 	if err := p.Validate(); err != nil {
-		return tenure.Grant{}, fmt.Errorf("alwaysleader: acquire: %w", err)
+		return store.Grant{}, fmt.Errorf("alwaysleader: acquire: %w", err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.usable("acquire"); err != nil {
-		return tenure.Grant{}, err
+		return store.Grant{}, err
 	}
 	now := time.Now()
 	s.leases[p.Name] = &lease{holder: p.Holder, seq: 1, expires: now.Add(p.TTL), acquiredAt: now.Round(0)}
-	return tenure.Grant{Name: p.Name, Holder: p.Holder, Token: Token, Seq: 1, Remaining: p.TTL}, nil
+	return store.Grant{Name: p.Name, Holder: p.Holder, Token: Token, Seq: 1, Remaining: p.TTL}, nil
 }
 
-// Renew implements [tenure.Store.Renew]: every entry is renewed, its seq
+// Renew implements [store.Store.Renew]: every entry is renewed, its seq
 // advanced by one and its remaining time set to its TTL.
-func (s *Store) Renew(ctx context.Context, ps []tenure.RenewParams) ([]tenure.RenewResult, error) {
+func (s *Store) Renew(ctx context.Context, ps []store.RenewParams) ([]store.RenewResult, error) {
 	if err := begin(ctx, "renew"); err != nil {
 		return nil, err
 	}
-	if err := tenure.ValidateRenewBatch(ps); err != nil {
+	if err := store.ValidateRenewBatch(ps); err != nil {
 		return nil, fmt.Errorf("alwaysleader: renew: %w", err)
 	}
 	s.mu.Lock()
@@ -106,7 +106,7 @@ func (s *Store) Renew(ctx context.Context, ps []tenure.RenewParams) ([]tenure.Re
 		return nil, err
 	}
 	now := time.Now()
-	results := make([]tenure.RenewResult, len(ps))
+	results := make([]store.RenewResult, len(ps))
 	for i, p := range ps {
 		l, known := s.leases[p.Name]
 		if !known || l.holder != p.Holder {
@@ -114,18 +114,18 @@ func (s *Store) Renew(ctx context.Context, ps []tenure.RenewParams) ([]tenure.Re
 			s.leases[p.Name] = l
 		}
 		l.seq, l.expires, l.released = p.Seq+1, now.Add(p.TTL), false
-		results[i] = tenure.RenewResult{
+		results[i] = store.RenewResult{
 			Renewed: true,
-			Grant:   tenure.Grant{Name: p.Name, Holder: p.Holder, Token: Token, Seq: l.seq, Remaining: p.TTL},
+			Grant:   store.Grant{Name: p.Name, Holder: p.Holder, Token: Token, Seq: l.seq, Remaining: p.TTL},
 		}
 	}
 	return results, nil
 }
 
-// Release implements [tenure.Store.Release]. It always succeeds; Get
+// Release implements [store.Store.Release]. It always succeeds; Get
 // reports the lease released when p.Holder was the last to acquire or
 // renew it.
-func (s *Store) Release(ctx context.Context, p tenure.ReleaseParams) error {
+func (s *Store) Release(ctx context.Context, p store.ReleaseParams) error {
 	if err := begin(ctx, "release"); err != nil {
 		return err
 	}
@@ -143,29 +143,29 @@ func (s *Store) Release(ctx context.Context, p tenure.ReleaseParams) error {
 	return nil
 }
 
-// Get implements [tenure.Store.Get]: the tenure last acquired, renewed or
-// released under name, or [tenure.ErrNotFound].
-func (s *Store) Get(ctx context.Context, name string) (tenure.Record, error) {
+// Get implements [store.Store.Get]: the tenure last acquired, renewed or
+// released under name, or [store.ErrNotFound].
+func (s *Store) Get(ctx context.Context, name string) (store.Record, error) {
 	if err := begin(ctx, "get"); err != nil {
-		return tenure.Record{}, err
+		return store.Record{}, err
 	}
-	if err := tenure.ValidateName(name); err != nil {
-		return tenure.Record{}, fmt.Errorf("alwaysleader: get: %w", err)
+	if err := store.ValidateName(name); err != nil {
+		return store.Record{}, fmt.Errorf("alwaysleader: get: %w", err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.usable("get"); err != nil {
-		return tenure.Record{}, err
+		return store.Record{}, err
 	}
 	l, known := s.leases[name]
 	if !known {
-		return tenure.Record{}, fmt.Errorf("alwaysleader: lease %q: %w", name, tenure.ErrNotFound)
+		return store.Record{}, fmt.Errorf("alwaysleader: lease %q: %w", name, store.ErrNotFound)
 	}
 	return l.record(name, time.Now()), nil
 }
 
-// List implements [tenure.Lister.List].
-func (s *Store) List(ctx context.Context) ([]tenure.Record, error) {
+// List implements [store.Lister.List].
+func (s *Store) List(ctx context.Context) ([]store.Record, error) {
 	if err := begin(ctx, "list"); err != nil {
 		return nil, err
 	}
@@ -175,16 +175,16 @@ func (s *Store) List(ctx context.Context) ([]tenure.Record, error) {
 		return nil, err
 	}
 	now := time.Now()
-	records := make([]tenure.Record, 0, len(s.leases))
+	records := make([]store.Record, 0, len(s.leases))
 	for name, l := range s.leases {
 		records = append(records, l.record(name, now))
 	}
-	slices.SortFunc(records, func(a, b tenure.Record) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(records, func(a, b store.Record) int { return strings.Compare(a.Name, b.Name) })
 	return records, nil
 }
 
-// Close implements [tenure.Store.Close]: later calls fail with
-// [tenure.ErrClosed]. Closing twice is harmless.
+// Close implements [store.Store.Close]: later calls fail with
+// [store.ErrClosed]. Closing twice is harmless.
 func (s *Store) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -197,26 +197,26 @@ func (s *Store) Close() error {
 func (s *Store) usable(op string) error {
 	switch {
 	case s.leases == nil:
-		return fmt.Errorf("alwaysleader: %s: %w: this Store was not made by alwaysleader.New, which requires a reason", op, tenure.ErrInvalid)
+		return fmt.Errorf("alwaysleader: %s: %w: this Store was not made by alwaysleader.New, which requires a reason", op, store.ErrInvalid)
 	case s.closed:
-		return fmt.Errorf("alwaysleader: %s on a closed store; create a new one with alwaysleader.New: %w", op, tenure.ErrClosed)
+		return fmt.Errorf("alwaysleader: %s on a closed store; create a new one with alwaysleader.New: %w", op, store.ErrClosed)
 	}
 	return nil
 }
 
-func (l *lease) record(name string, now time.Time) tenure.Record {
-	r := tenure.Record{
-		Grant:      tenure.Grant{Name: name, Holder: l.holder, Token: Token, Seq: l.seq},
+func (l *lease) record(name string, now time.Time) store.Record {
+	r := store.Record{
+		Grant:      store.Grant{Name: name, Holder: l.holder, Token: Token, Seq: l.seq},
 		AcquiredAt: l.acquiredAt,
 	}
 	switch {
 	case l.released:
-		r.State = tenure.StateReleased
+		r.State = store.StateReleased
 	case now.Before(l.expires):
-		r.State = tenure.StateHeld
+		r.State = store.StateHeld
 		r.Remaining = l.expires.Sub(now)
 	default:
-		r.State = tenure.StateExpired
+		r.State = store.StateExpired
 	}
 	return r
 }
@@ -225,7 +225,7 @@ func (l *lease) record(name string, now time.Time) tenure.Record {
 // attempted.
 func begin(ctx context.Context, op string) error {
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("alwaysleader: %s not attempted: %w: %w", op, tenure.ErrUnavailable, err)
+		return fmt.Errorf("alwaysleader: %s not attempted: %w: %w", op, store.ErrUnavailable, err)
 	}
 	return nil
 }

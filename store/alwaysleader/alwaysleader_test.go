@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tenure-dev/tenure/store"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/tenure-dev/tenure"
@@ -51,7 +53,7 @@ func TestNew(t *testing.T) {
 			t.Parallel()
 			s, err := alwaysleader.New(tc.reason)
 			require.Nil(t, s)
-			require.ErrorIs(t, err, tenure.ErrInvalid)
+			require.ErrorIs(t, err, store.ErrInvalid)
 			require.ErrorContains(t, err, tc.want)
 			require.True(t, strings.HasPrefix(err.Error(), "alwaysleader: "), err.Error())
 		})
@@ -66,12 +68,12 @@ func TestStore(t *testing.T) {
 		s := newStore(t)
 		ctx := t.Context()
 		a, b := testutil.Holder(t, "a"), testutil.Holder(t, "b")
-		ga, err := s.Acquire(ctx, tenure.AcquireParams{Name: "job", Holder: a, TTL: time.Minute})
+		ga, err := s.Acquire(ctx, store.AcquireParams{Name: "job", Holder: a, TTL: time.Minute})
 		require.NoError(t, err)
-		require.Equal(t, tenure.Grant{Name: "job", Holder: a, Token: alwaysleader.Token, Seq: 1, Remaining: time.Minute}, ga)
+		require.Equal(t, store.Grant{Name: "job", Holder: a, Token: alwaysleader.Token, Seq: 1, Remaining: time.Minute}, ga)
 
-		for _, h := range []tenure.Holder{b, a, b} {
-			g, err := s.Acquire(ctx, tenure.AcquireParams{Name: "job", Holder: h, TTL: time.Minute})
+		for _, h := range []store.Holder{b, a, b} {
+			g, err := s.Acquire(ctx, store.AcquireParams{Name: "job", Holder: h, TTL: time.Minute})
 			require.NoError(t, err, "acquire by %s while held", h)
 			require.Equal(t, h, g.Holder)
 			require.Equal(t, alwaysleader.Token, g.Token, "the token is constant")
@@ -89,7 +91,7 @@ func TestStore(t *testing.T) {
 		for i := range racers {
 			h := testutil.Holder(t, "racer")
 			wg.Go(func() {
-				_, err := s.Acquire(ctx, tenure.AcquireParams{Name: "job", Holder: h, TTL: time.Duration(i+1) * time.Second})
+				_, err := s.Acquire(ctx, store.AcquireParams{Name: "job", Holder: h, TTL: time.Duration(i+1) * time.Second})
 				errs <- err
 			})
 		}
@@ -105,21 +107,21 @@ func TestStore(t *testing.T) {
 		s := newStore(t)
 		ctx := t.Context()
 		a := testutil.Holder(t, "a")
-		g, err := s.Acquire(ctx, tenure.AcquireParams{Name: "job", Holder: a, TTL: time.Minute})
+		g, err := s.Acquire(ctx, store.AcquireParams{Name: "job", Holder: a, TTL: time.Minute})
 		require.NoError(t, err)
 		stranger := testutil.Holder(t, "stranger")
 
-		rs, err := s.Renew(ctx, []tenure.RenewParams{
+		rs, err := s.Renew(ctx, []store.RenewParams{
 			{Name: "job", Holder: a, Token: g.Token, Seq: g.Seq, TTL: 2 * time.Minute},
 			{Name: "never-acquired", Holder: stranger, Token: 7, Seq: 41, TTL: time.Second},
 		})
 		require.NoError(t, err)
-		require.Equal(t, []tenure.RenewResult{
-			{Renewed: true, Grant: tenure.Grant{Name: "job", Holder: a, Token: alwaysleader.Token, Seq: 2, Remaining: 2 * time.Minute}},
-			{Renewed: true, Grant: tenure.Grant{Name: "never-acquired", Holder: stranger, Token: alwaysleader.Token, Seq: 42, Remaining: time.Second}},
+		require.Equal(t, []store.RenewResult{
+			{Renewed: true, Grant: store.Grant{Name: "job", Holder: a, Token: alwaysleader.Token, Seq: 2, Remaining: 2 * time.Minute}},
+			{Renewed: true, Grant: store.Grant{Name: "never-acquired", Holder: stranger, Token: alwaysleader.Token, Seq: 42, Remaining: time.Second}},
 		}, rs)
 
-		rs, err = s.Renew(ctx, []tenure.RenewParams{{Name: "job", Holder: a, Token: g.Token, Seq: 1, TTL: time.Minute}})
+		rs, err = s.Renew(ctx, []store.RenewParams{{Name: "job", Holder: a, Token: g.Token, Seq: 1, TTL: time.Minute}})
 		require.NoError(t, err)
 		require.True(t, rs[0].Renewed, "a stale seq renews too: there is no chain")
 
@@ -133,22 +135,22 @@ func TestStore(t *testing.T) {
 		s := newStore(t)
 		ctx := t.Context()
 		a, b := testutil.Holder(t, "a"), testutil.Holder(t, "b")
-		require.NoError(t, s.Release(ctx, tenure.ReleaseParams{Name: "never-acquired", Holder: a, Token: 3}))
+		require.NoError(t, s.Release(ctx, store.ReleaseParams{Name: "never-acquired", Holder: a, Token: 3}))
 		_, err := s.Get(ctx, "never-acquired")
-		require.ErrorIs(t, err, tenure.ErrNotFound, "a release creates nothing")
+		require.ErrorIs(t, err, store.ErrNotFound, "a release creates nothing")
 
-		_, err = s.Acquire(ctx, tenure.AcquireParams{Name: "job", Holder: a, TTL: time.Minute})
+		_, err = s.Acquire(ctx, store.AcquireParams{Name: "job", Holder: a, TTL: time.Minute})
 		require.NoError(t, err)
-		require.NoError(t, s.Release(ctx, tenure.ReleaseParams{Name: "job", Holder: b, Token: alwaysleader.Token}))
+		require.NoError(t, s.Release(ctx, store.ReleaseParams{Name: "job", Holder: b, Token: alwaysleader.Token}))
 		r, err := s.Get(ctx, "job")
 		require.NoError(t, err)
-		require.Equal(t, tenure.StateHeld, r.State, "another holder's release leaves the last tenure alone")
+		require.Equal(t, store.StateHeld, r.State, "another holder's release leaves the last tenure alone")
 
-		require.NoError(t, s.Release(ctx, tenure.ReleaseParams{Name: "job", Holder: a, Token: alwaysleader.Token}))
-		require.NoError(t, s.Release(ctx, tenure.ReleaseParams{Name: "job", Holder: a, Token: alwaysleader.Token}), "twice")
+		require.NoError(t, s.Release(ctx, store.ReleaseParams{Name: "job", Holder: a, Token: alwaysleader.Token}))
+		require.NoError(t, s.Release(ctx, store.ReleaseParams{Name: "job", Holder: a, Token: alwaysleader.Token}), "twice")
 		r, err = s.Get(ctx, "job")
 		require.NoError(t, err)
-		require.Equal(t, tenure.StateReleased, r.State)
+		require.Equal(t, store.StateReleased, r.State)
 		require.Equal(t, a, r.Holder, "the record names the last holder")
 		require.Zero(t, r.Remaining)
 	})
@@ -158,15 +160,15 @@ func TestStore(t *testing.T) {
 		s := newStore(t)
 		ctx := t.Context()
 		_, err := s.Get(ctx, "job")
-		require.ErrorIs(t, err, tenure.ErrNotFound)
+		require.ErrorIs(t, err, store.ErrNotFound)
 
 		a := testutil.Holder(t, "a")
 		before := time.Now()
-		_, err = s.Acquire(ctx, tenure.AcquireParams{Name: "job", Holder: a, TTL: time.Minute})
+		_, err = s.Acquire(ctx, store.AcquireParams{Name: "job", Holder: a, TTL: time.Minute})
 		require.NoError(t, err)
 		r, err := s.Get(ctx, "job")
 		require.NoError(t, err)
-		require.Equal(t, tenure.StateHeld, r.State)
+		require.Equal(t, store.StateHeld, r.State)
 		require.Equal(t, a, r.Holder)
 		require.Equal(t, alwaysleader.Token, r.Token)
 		require.Equal(t, int64(1), r.Seq)
@@ -174,14 +176,14 @@ func TestStore(t *testing.T) {
 		require.LessOrEqual(t, r.Remaining, time.Minute)
 		require.False(t, r.AcquiredAt.Before(before.Round(0)))
 
-		short, err := s.Acquire(ctx, tenure.AcquireParams{Name: "short", Holder: a, TTL: 20 * time.Millisecond})
+		short, err := s.Acquire(ctx, store.AcquireParams{Name: "short", Holder: a, TTL: 20 * time.Millisecond})
 		require.NoError(t, err)
 		time.Sleep(short.Remaining) // waiting for the store's clock to pass the TTL is the event itself
 		r, err = s.Get(ctx, "short")
 		require.NoError(t, err)
-		require.Equal(t, tenure.StateExpired, r.State)
+		require.Equal(t, store.StateExpired, r.State)
 		require.Zero(t, r.Remaining)
-		_, err = s.Acquire(ctx, tenure.AcquireParams{Name: "short", Holder: testutil.Holder(t, "b"), TTL: time.Minute})
+		_, err = s.Acquire(ctx, store.AcquireParams{Name: "short", Holder: testutil.Holder(t, "b"), TTL: time.Minute})
 		require.NoError(t, err)
 	})
 
@@ -194,17 +196,17 @@ func TestStore(t *testing.T) {
 		require.Empty(t, rs)
 		a := testutil.Holder(t, "a")
 		for _, name := range []string{"c", "a", "b"} {
-			_, err := s.Acquire(ctx, tenure.AcquireParams{Name: name, Holder: a, TTL: time.Minute})
+			_, err := s.Acquire(ctx, store.AcquireParams{Name: name, Holder: a, TTL: time.Minute})
 			require.NoError(t, err)
 		}
-		require.NoError(t, s.Release(ctx, tenure.ReleaseParams{Name: "b", Holder: a, Token: alwaysleader.Token}))
+		require.NoError(t, s.Release(ctx, store.ReleaseParams{Name: "b", Holder: a, Token: alwaysleader.Token}))
 		rs, err = s.List(ctx)
 		require.NoError(t, err)
 		require.Len(t, rs, 3)
 		for i, want := range []struct {
 			name  string
-			state tenure.State
-		}{{"a", tenure.StateHeld}, {"b", tenure.StateReleased}, {"c", tenure.StateHeld}} {
+			state store.State
+		}{{"a", store.StateHeld}, {"b", store.StateReleased}, {"c", store.StateHeld}} {
 			require.Equal(t, want.name, rs[i].Name)
 			require.Equal(t, want.state, rs[i].State, rs[i].Name)
 		}
@@ -215,31 +217,31 @@ func TestStore(t *testing.T) {
 		s := newStore(t)
 		ctx := t.Context()
 		h := testutil.Holder(t, "a")
-		long := strings.Repeat("n", tenure.MaxNameLen+1)
+		long := strings.Repeat("n", store.MaxNameLen+1)
 		for name, call := range map[string]func() error{
 			"AcquireEmptyName": func() error {
-				_, err := s.Acquire(ctx, tenure.AcquireParams{Holder: h, TTL: time.Second})
+				_, err := s.Acquire(ctx, store.AcquireParams{Holder: h, TTL: time.Second})
 				return err
 			},
 			"AcquireNoHolder": func() error {
-				_, err := s.Acquire(ctx, tenure.AcquireParams{Name: "job", TTL: time.Second})
+				_, err := s.Acquire(ctx, store.AcquireParams{Name: "job", TTL: time.Second})
 				return err
 			},
 			"AcquireZeroTTL": func() error {
-				_, err := s.Acquire(ctx, tenure.AcquireParams{Name: "job", Holder: h})
+				_, err := s.Acquire(ctx, store.AcquireParams{Name: "job", Holder: h})
 				return err
 			},
 			"RenewZeroSeq": func() error {
-				_, err := s.Renew(ctx, []tenure.RenewParams{{Name: "job", Holder: h, Token: 1, TTL: time.Second}})
+				_, err := s.Renew(ctx, []store.RenewParams{{Name: "job", Holder: h, Token: 1, TTL: time.Second}})
 				return err
 			},
 			"RenewDuplicate": func() error {
-				p := tenure.RenewParams{Name: "job", Holder: h, Token: 1, Seq: 1, TTL: time.Second}
-				_, err := s.Renew(ctx, []tenure.RenewParams{p, p})
+				p := store.RenewParams{Name: "job", Holder: h, Token: 1, Seq: 1, TTL: time.Second}
+				_, err := s.Renew(ctx, []store.RenewParams{p, p})
 				return err
 			},
 			"ReleaseZeroToken": func() error {
-				return s.Release(ctx, tenure.ReleaseParams{Name: "job", Holder: h})
+				return s.Release(ctx, store.ReleaseParams{Name: "job", Holder: h})
 			},
 			"GetLongName": func() error {
 				_, err := s.Get(ctx, long)
@@ -249,13 +251,13 @@ func TestStore(t *testing.T) {
 			t.Run(name, func(t *testing.T) {
 				t.Parallel()
 				err := call()
-				require.ErrorIs(t, err, tenure.ErrInvalid)
+				require.ErrorIs(t, err, store.ErrInvalid)
 				require.True(t, strings.HasPrefix(err.Error(), "alwaysleader: "), err.Error())
 			})
 		}
 		// Nothing was changed by the refused calls.
 		_, err := s.Get(ctx, "job")
-		require.ErrorIs(t, err, tenure.ErrNotFound)
+		require.ErrorIs(t, err, store.ErrNotFound)
 	})
 
 	t.Run("DoneContext", func(t *testing.T) {
@@ -263,11 +265,11 @@ func TestStore(t *testing.T) {
 		s := newStore(t)
 		ctx, cancel := context.WithCancel(t.Context())
 		cancel()
-		_, err := s.Acquire(ctx, tenure.AcquireParams{Name: "job", Holder: testutil.Holder(t, "a"), TTL: time.Second})
-		require.ErrorIs(t, err, tenure.ErrUnavailable)
+		_, err := s.Acquire(ctx, store.AcquireParams{Name: "job", Holder: testutil.Holder(t, "a"), TTL: time.Second})
+		require.ErrorIs(t, err, store.ErrUnavailable)
 		require.ErrorIs(t, err, context.Canceled)
 		_, err = s.Get(t.Context(), "job")
-		require.ErrorIs(t, err, tenure.ErrNotFound, "nothing was attempted")
+		require.ErrorIs(t, err, store.ErrNotFound, "nothing was attempted")
 	})
 
 	t.Run("Close", func(t *testing.T) {
@@ -276,20 +278,20 @@ func TestStore(t *testing.T) {
 		require.NoError(t, err)
 		ctx := t.Context()
 		h := testutil.Holder(t, "a")
-		_, err = s.Acquire(ctx, tenure.AcquireParams{Name: "job", Holder: h, TTL: time.Minute})
+		_, err = s.Acquire(ctx, store.AcquireParams{Name: "job", Holder: h, TTL: time.Minute})
 		require.NoError(t, err)
 		require.NoError(t, s.Close())
 		require.NoError(t, s.Close(), "twice")
 
-		_, err = s.Acquire(ctx, tenure.AcquireParams{Name: "job", Holder: h, TTL: time.Minute})
-		require.ErrorIs(t, err, tenure.ErrClosed, "Acquire")
-		_, err = s.Renew(ctx, []tenure.RenewParams{{Name: "job", Holder: h, Token: 1, Seq: 1, TTL: time.Minute}})
-		require.ErrorIs(t, err, tenure.ErrClosed, "Renew")
-		require.ErrorIs(t, s.Release(ctx, tenure.ReleaseParams{Name: "job", Holder: h, Token: 1}), tenure.ErrClosed, "Release")
+		_, err = s.Acquire(ctx, store.AcquireParams{Name: "job", Holder: h, TTL: time.Minute})
+		require.ErrorIs(t, err, store.ErrClosed, "Acquire")
+		_, err = s.Renew(ctx, []store.RenewParams{{Name: "job", Holder: h, Token: 1, Seq: 1, TTL: time.Minute}})
+		require.ErrorIs(t, err, store.ErrClosed, "Renew")
+		require.ErrorIs(t, s.Release(ctx, store.ReleaseParams{Name: "job", Holder: h, Token: 1}), store.ErrClosed, "Release")
 		_, err = s.Get(ctx, "job")
-		require.ErrorIs(t, err, tenure.ErrClosed, "Get")
+		require.ErrorIs(t, err, store.ErrClosed, "Get")
 		_, err = s.List(ctx)
-		require.ErrorIs(t, err, tenure.ErrClosed, "List")
+		require.ErrorIs(t, err, store.ErrClosed, "List")
 		require.Equal(t, reason, s.Reason(), "the reason outlives Close")
 	})
 }
@@ -297,8 +299,8 @@ func TestStore(t *testing.T) {
 func TestZeroStore(t *testing.T) {
 	t.Parallel()
 	var s alwaysleader.Store
-	_, err := s.Acquire(t.Context(), tenure.AcquireParams{Name: "job", Holder: testutil.Holder(t, "a"), TTL: time.Second})
-	require.ErrorIs(t, err, tenure.ErrInvalid)
+	_, err := s.Acquire(t.Context(), store.AcquireParams{Name: "job", Holder: testutil.Holder(t, "a"), TTL: time.Second})
+	require.ErrorIs(t, err, store.ErrInvalid)
 	require.ErrorContains(t, err, "requires a reason")
 }
 

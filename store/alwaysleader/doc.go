@@ -1,4 +1,4 @@
-// Package alwaysleader is a [tenure.Store] under which every caller leads,
+// Package alwaysleader is a [store.Store] under which every caller leads,
 // always, at once: for genuinely idempotent jobs only, where running the
 // work twice, or on every instance at the same time, is known to be
 // harmless (an upsert of the same rows, a cache warm-up, a reconcile loop
@@ -58,10 +58,10 @@
 // # Failure modes
 //
 // Everything lives in memory and nothing can fail half way. Input outside
-// the limits of [tenure.Store] fails with an error matching
-// [tenure.ErrInvalid], a call whose context is already done fails with
-// [tenure.ErrUnavailable] before anything is attempted, and after
-// [Store.Close] every call fails with [tenure.ErrClosed]. A Store not made
+// the limits of [store.Store] fails with an error matching
+// [store.ErrInvalid], a call whose context is already done fails with
+// [store.ErrUnavailable] before anything is attempted, and after
+// [Store.Close] every call fails with [store.ErrClosed]. A Store not made
 // by [New] (the zero value has no reason) refuses every call with
-// [tenure.ErrInvalid].
+// [store.ErrInvalid].
 package alwaysleader

@@ -5,7 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/tenure-dev/tenure"
+	"github.com/tenure-dev/tenure/store"
+
 	"github.com/tenure-dev/tenure/store/alwaysleader"
 )
 
@@ -21,9 +22,9 @@ func Example() {
 	fmt.Println("running without a lease because:", s.Reason())
 
 	for _, label := range []string{"web-1", "web-2"} {
-		g, _ := s.Acquire(ctx, tenure.AcquireParams{
+		g, _ := s.Acquire(ctx, store.AcquireParams{
 			Name:   "warm-cache",
-			Holder: tenure.Holder{Label: label, Instance: "i1"},
+			Holder: store.Holder{Label: label, Instance: "i1"},
 			TTL:    time.Minute,
 		})
 		fmt.Println(g.Holder.Label, "leads with token", g.Token)

@@ -6,7 +6,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/tenure-dev/tenure"
+	"github.com/tenure-dev/tenure/store"
 )
 
 // Defaults and limits for [Config].
@@ -19,7 +19,7 @@ const (
 	// used when [Config.MinSessionTTL] is zero.
 	DefaultMinSessionTTL = 10 * time.Second
 	// MaxSessionTTL is the longest session TTL Consul accepts. A lease
-	// asked for with a longer TTL is refused with [tenure.ErrInvalid].
+	// asked for with a longer TTL is refused with [store.ErrInvalid].
 	MaxSessionTTL = 24 * time.Hour
 	// MaxLockDelay is the longest lock-delay Consul applies; longer
 	// settings are refused.
@@ -56,7 +56,7 @@ type Config struct {
 	// time as its remaining time, so a holder's trust window stays inside
 	// what the servers grant. Default: [DefaultMinSessionTTL] (10 s,
 	// Consul's default). Setting it below the servers' value makes short
-	// leases fail with [tenure.ErrInvalid]; setting it above only makes
+	// leases fail with [store.ErrInvalid]; setting it above only makes
 	// short leases longer.
 	MinSessionTTL time.Duration
 }
@@ -76,25 +76,25 @@ func (c Config) withDefaults() Config {
 func (c Config) validate() error {
 	switch p := c.KeyPrefix; {
 	case len(p) > MaxKeyPrefixLen:
-		return fmt.Errorf("consulstore: %w: KeyPrefix is %d bytes long; the maximum is %d", tenure.ErrInvalid, len(p), MaxKeyPrefixLen)
+		return fmt.Errorf("consulstore: %w: KeyPrefix is %d bytes long; the maximum is %d", store.ErrInvalid, len(p), MaxKeyPrefixLen)
 	case !utf8.ValidString(p):
-		return fmt.Errorf("consulstore: %w: KeyPrefix %q is not valid UTF-8", tenure.ErrInvalid, p)
+		return fmt.Errorf("consulstore: %w: KeyPrefix %q is not valid UTF-8", store.ErrInvalid, p)
 	case strings.HasPrefix(p, "/"):
-		return fmt.Errorf("consulstore: %w: KeyPrefix %q starts with \"/\"; Consul keys do not, drop it", tenure.ErrInvalid, p)
+		return fmt.Errorf("consulstore: %w: KeyPrefix %q starts with \"/\"; Consul keys do not, drop it", store.ErrInvalid, p)
 	case strings.Contains(p, "//"):
-		return fmt.Errorf("consulstore: %w: KeyPrefix %q contains an empty path segment (\"//\")", tenure.ErrInvalid, p)
+		return fmt.Errorf("consulstore: %w: KeyPrefix %q contains an empty path segment (\"//\")", store.ErrInvalid, p)
 	}
 	for _, r := range c.KeyPrefix {
 		if r < 0x20 || r == 0x7f {
-			return fmt.Errorf("consulstore: %w: KeyPrefix %q contains the control character %U", tenure.ErrInvalid, c.KeyPrefix, r)
+			return fmt.Errorf("consulstore: %w: KeyPrefix %q contains the control character %U", store.ErrInvalid, c.KeyPrefix, r)
 		}
 	}
 	if c.LockDelay < 0 || c.LockDelay > MaxLockDelay {
-		return fmt.Errorf("consulstore: %w: LockDelay (%s) must be between 0 and %s", tenure.ErrInvalid, c.LockDelay, MaxLockDelay)
+		return fmt.Errorf("consulstore: %w: LockDelay (%s) must be between 0 and %s", store.ErrInvalid, c.LockDelay, MaxLockDelay)
 	}
 	if c.MinSessionTTL < 0 || c.MinSessionTTL > MaxSessionTTL {
 		return fmt.Errorf("consulstore: %w: MinSessionTTL (%s) must be between 0 (the default, %s) and %s",
-			tenure.ErrInvalid, c.MinSessionTTL, DefaultMinSessionTTL, MaxSessionTTL)
+			store.ErrInvalid, c.MinSessionTTL, DefaultMinSessionTTL, MaxSessionTTL)
 	}
 	return nil
 }
@@ -104,7 +104,7 @@ func (c Config) validate() error {
 // MinSessionTTL. A ttl above [MaxSessionTTL] is refused.
 func (c Config) sessionTTL(ttl time.Duration) (time.Duration, error) {
 	if ttl > MaxSessionTTL {
-		return 0, fmt.Errorf("%w: TTL %s exceeds Consul's maximum session TTL of %s", tenure.ErrInvalid, ttl, MaxSessionTTL)
+		return 0, fmt.Errorf("%w: TTL %s exceeds Consul's maximum session TTL of %s", store.ErrInvalid, ttl, MaxSessionTTL)
 	}
 	if r := ttl % time.Millisecond; r != 0 {
 		ttl += time.Millisecond - r

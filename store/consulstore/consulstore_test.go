@@ -6,10 +6,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tenure-dev/tenure/store"
+
 	"github.com/hashicorp/consul/api"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tenure-dev/tenure"
 	"github.com/tenure-dev/tenure/internal/faultnet"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/store/consulstore"
@@ -53,9 +54,9 @@ func (b *bundle) key(suffix string) string {
 	return b.store.Config().KeyPrefix + b.name + "/" + suffix
 }
 
-func (b *bundle) acquire(t *testing.T, h tenure.Holder, ttl time.Duration) tenure.Grant {
+func (b *bundle) acquire(t *testing.T, h store.Holder, ttl time.Duration) store.Grant {
 	t.Helper()
-	g, err := b.store.Acquire(t.Context(), tenure.AcquireParams{Name: b.name, Holder: h, TTL: ttl})
+	g, err := b.store.Acquire(t.Context(), store.AcquireParams{Name: b.name, Holder: h, TTL: ttl})
 	require.NoError(t, err)
 	return g
 }
@@ -72,7 +73,7 @@ func (b *bundle) session(t *testing.T, key string) string {
 func TestShortTTLRoundedUpToMinSessionTTL(t *testing.T) {
 	t.Parallel()
 	b := setup(t, consulstore.Config{MinSessionTTL: consulstore.DefaultMinSessionTTL})
-	g := b.acquire(t, testutil.Holder(t, "holder"), tenure.MinTTL)
+	g := b.acquire(t, testutil.Holder(t, "holder"), store.MinTTL)
 	require.Equal(t, consulstore.DefaultMinSessionTTL, g.Remaining, "a 500ms lease is held by a 10s session and reported as such")
 
 	info, _, err := b.client.Session().Info(b.session(t, b.key("lease")), nil)
@@ -87,7 +88,7 @@ func TestShortTTLRoundedUpToMinSessionTTL(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, consulstore.DefaultMinSessionTTL, r.Remaining)
 
-	res, err := b.store.Renew(t.Context(), []tenure.RenewParams{{Name: g.Name, Holder: g.Holder, Token: g.Token, Seq: g.Seq, TTL: tenure.MinTTL}})
+	res, err := b.store.Renew(t.Context(), []store.RenewParams{{Name: g.Name, Holder: g.Holder, Token: g.Token, Seq: g.Seq, TTL: store.MinTTL}})
 	require.NoError(t, err)
 	require.True(t, res[0].Renewed)
 	require.Equal(t, consulstore.DefaultMinSessionTTL, res[0].Grant.Remaining)
@@ -99,14 +100,14 @@ func TestTTLAboveConsulMaximumRefused(t *testing.T) {
 	holder := testutil.Holder(t, "holder")
 	tooLong := consulstore.MaxSessionTTL + time.Second
 
-	_, err := b.store.Acquire(t.Context(), tenure.AcquireParams{Name: b.name, Holder: holder, TTL: tooLong})
-	require.ErrorIs(t, err, tenure.ErrInvalid)
+	_, err := b.store.Acquire(t.Context(), store.AcquireParams{Name: b.name, Holder: holder, TTL: tooLong})
+	require.ErrorIs(t, err, store.ErrInvalid)
 	_, err = b.store.Get(t.Context(), b.name)
-	require.ErrorIs(t, err, tenure.ErrNotFound, "a refused acquisition creates nothing")
+	require.ErrorIs(t, err, store.ErrNotFound, "a refused acquisition creates nothing")
 
 	g := b.acquire(t, holder, longTTL)
-	_, err = b.store.Renew(t.Context(), []tenure.RenewParams{{Name: g.Name, Holder: g.Holder, Token: g.Token, Seq: g.Seq, TTL: tooLong}})
-	require.ErrorIs(t, err, tenure.ErrInvalid)
+	_, err = b.store.Renew(t.Context(), []store.RenewParams{{Name: g.Name, Holder: g.Holder, Token: g.Token, Seq: g.Seq, TTL: tooLong}})
+	require.ErrorIs(t, err, store.ErrInvalid)
 	r, err := b.store.Get(t.Context(), b.name)
 	require.NoError(t, err)
 	require.Equal(t, int64(1), r.Seq, "a refused renewal changes nothing")
@@ -117,11 +118,11 @@ func TestTTLAboveConsulMaximumRefused(t *testing.T) {
 func TestServerRefusesShortSession(t *testing.T) {
 	t.Parallel()
 	b := setup(t, consulstore.Config{MinSessionTTL: 100 * time.Millisecond})
-	_, err := b.store.Acquire(t.Context(), tenure.AcquireParams{Name: b.name, Holder: testutil.Holder(t, "holder"), TTL: 200 * time.Millisecond})
-	require.ErrorIs(t, err, tenure.ErrInvalid)
+	_, err := b.store.Acquire(t.Context(), store.AcquireParams{Name: b.name, Holder: testutil.Holder(t, "holder"), TTL: 200 * time.Millisecond})
+	require.ErrorIs(t, err, store.ErrInvalid)
 	require.ErrorContains(t, err, "MinSessionTTL")
 	_, err = b.store.Get(t.Context(), b.name)
-	require.ErrorIs(t, err, tenure.ErrNotFound)
+	require.ErrorIs(t, err, store.ErrNotFound)
 }
 
 func TestLockDelay(t *testing.T) {
@@ -132,18 +133,18 @@ func TestLockDelay(t *testing.T) {
 		t.Parallel()
 		b := setup(t, consulstore.Config{LockDelay: delay})
 		r := listen(t, b.store)
-		first := b.acquire(t, testutil.Holder(t, "first"), tenure.MinTTL)
+		first := b.acquire(t, testutil.Holder(t, "first"), store.MinTTL)
 
 		// Listen reports the expiry as soon as Consul invalidates the
 		// session, which is when the lock-delay starts.
 		r.await(t, b.name)
 		rec, err := b.store.Get(t.Context(), b.name)
 		require.NoError(t, err)
-		require.Equal(t, tenure.StateExpired, rec.State)
+		require.Equal(t, store.StateExpired, rec.State)
 
 		second := testutil.Holder(t, "second")
-		_, err = b.store.Acquire(t.Context(), tenure.AcquireParams{Name: b.name, Holder: second, TTL: longTTL})
-		var held *tenure.HeldError
+		_, err = b.store.Acquire(t.Context(), store.AcquireParams{Name: b.name, Holder: second, TTL: longTTL})
+		var held *store.HeldError
 		require.ErrorAs(t, err, &held, "Consul refuses the lock during its lock-delay")
 		require.Equal(t, first.Holder, held.Holder, "the lease is reported held by its last holder")
 		require.Equal(t, first.Token, held.Token)
@@ -159,7 +160,7 @@ func TestLockDelay(t *testing.T) {
 		t.Parallel()
 		b := setup(t, consulstore.Config{LockDelay: delay})
 		first := b.acquire(t, testutil.Holder(t, "first"), longTTL)
-		require.NoError(t, b.store.Release(t.Context(), tenure.ReleaseParams{Name: b.name, Holder: first.Holder, Token: first.Token}))
+		require.NoError(t, b.store.Release(t.Context(), store.ReleaseParams{Name: b.name, Holder: first.Holder, Token: first.Token}))
 
 		next := b.acquire(t, testutil.Holder(t, "second"), longTTL)
 		require.Greater(t, next.Token, first.Token, "a clean release sets off no lock-delay")
@@ -173,8 +174,8 @@ func TestTokenSurvivesKeyDeletion(t *testing.T) {
 	b := setup(t, consulstore.Config{})
 	holder := testutil.Holder(t, "holder")
 	ctx := t.Context()
-	release := func(g tenure.Grant) {
-		require.NoError(t, b.store.Release(ctx, tenure.ReleaseParams{Name: g.Name, Holder: g.Holder, Token: g.Token}))
+	release := func(g store.Grant) {
+		require.NoError(t, b.store.Release(ctx, store.ReleaseParams{Name: g.Name, Holder: g.Holder, Token: g.Token}))
 	}
 
 	first := b.acquire(t, holder, longTTL)
@@ -182,7 +183,7 @@ func TestTokenSurvivesKeyDeletion(t *testing.T) {
 	_, err := b.client.KV().Delete(b.key("lease"), nil)
 	require.NoError(t, err)
 	_, err = b.store.Get(ctx, b.name)
-	require.ErrorIs(t, err, tenure.ErrNotFound)
+	require.ErrorIs(t, err, store.ErrNotFound)
 
 	second := b.acquire(t, holder, longTTL)
 	require.Greater(t, second.Token, first.Token, "the counter outlives the lease record")
@@ -197,7 +198,7 @@ func TestTokenSurvivesKeyDeletion(t *testing.T) {
 	// finds nothing, and anyone may acquire.
 	_, err = b.client.KV().Delete(b.key("lease"), nil)
 	require.NoError(t, err)
-	res, err := b.store.Renew(ctx, []tenure.RenewParams{{Name: b.name, Holder: holder, Token: third.Token, Seq: third.Seq, TTL: longTTL}})
+	res, err := b.store.Renew(ctx, []store.RenewParams{{Name: b.name, Holder: holder, Token: third.Token, Seq: third.Seq, TTL: longTTL}})
 	require.NoError(t, err)
 	require.False(t, res[0].Renewed)
 	require.Zero(t, res[0].Grant.Holder)
@@ -213,16 +214,16 @@ func TestRenewMovesOnlyTheBatch(t *testing.T) {
 	b := setup(t, consulstore.Config{})
 	holder := testutil.Holder(t, "holder")
 	ctx := t.Context()
-	grant := func(name string) tenure.Grant {
-		g, err := b.store.Acquire(ctx, tenure.AcquireParams{Name: name, Holder: holder, TTL: longTTL})
+	grant := func(name string) store.Grant {
+		g, err := b.store.Acquire(ctx, store.AcquireParams{Name: name, Holder: holder, TTL: longTTL})
 		require.NoError(t, err)
 		return g
 	}
 	a, c := grant(b.name+"_a"), grant(b.name+"_c")
-	renew := func(gs ...tenure.Grant) {
-		ps := make([]tenure.RenewParams, len(gs))
+	renew := func(gs ...store.Grant) {
+		ps := make([]store.RenewParams, len(gs))
 		for i, g := range gs {
-			ps[i] = tenure.RenewParams{Name: g.Name, Holder: g.Holder, Token: g.Token, Seq: g.Seq, TTL: longTTL}
+			ps[i] = store.RenewParams{Name: g.Name, Holder: g.Holder, Token: g.Token, Seq: g.Seq, TTL: longTTL}
 		}
 		rs, err := b.store.Renew(ctx, ps)
 		require.NoError(t, err)
@@ -236,7 +237,7 @@ func TestRenewMovesOnlyTheBatch(t *testing.T) {
 	shared := b.session(t, leaseKey(a.Name))
 	require.Equal(t, shared, b.session(t, leaseKey(c.Name)), "one batch, one session")
 
-	renew(tenure.Grant{Name: a.Name, Holder: holder, Token: a.Token, Seq: 2})
+	renew(store.Grant{Name: a.Name, Holder: holder, Token: a.Token, Seq: 2})
 	require.NotEqual(t, shared, b.session(t, leaseKey(a.Name)), "the renewed lease moved")
 	require.Equal(t, shared, b.session(t, leaseKey(c.Name)), "the other stayed")
 
@@ -246,10 +247,10 @@ func TestRenewMovesOnlyTheBatch(t *testing.T) {
 	require.NoError(t, err)
 	rc, err := b.store.Get(ctx, c.Name)
 	require.NoError(t, err)
-	require.Equal(t, tenure.StateExpired, rc.State)
+	require.Equal(t, store.StateExpired, rc.State)
 	ra, err := b.store.Get(ctx, a.Name)
 	require.NoError(t, err)
-	require.Equal(t, tenure.StateHeld, ra.State)
+	require.Equal(t, store.StateHeld, ra.State)
 	require.Equal(t, int64(3), ra.Seq)
 }
 
@@ -258,7 +259,7 @@ func TestFence(t *testing.T) {
 	b := setup(t, consulstore.Config{})
 	ctx := t.Context()
 	resource := b.store.Config().KeyPrefix + "app/state"
-	write := func(name string, token tenure.Token, v string) (bool, *api.TxnResponse) {
+	write := func(name string, token store.Token, v string) (bool, *api.TxnResponse) {
 		t.Helper()
 		fence, err := b.store.FenceOps(name, token)
 		require.NoError(t, err)
@@ -279,19 +280,19 @@ func TestFence(t *testing.T) {
 	ok, _ := write(b.name, first.Token, "one")
 	require.True(t, ok, "the holder's write passes the fence")
 
-	res, err := b.store.Renew(ctx, []tenure.RenewParams{{Name: b.name, Holder: first.Holder, Token: first.Token, Seq: 1, TTL: longTTL}})
+	res, err := b.store.Renew(ctx, []store.RenewParams{{Name: b.name, Holder: first.Holder, Token: first.Token, Seq: 1, TTL: longTTL}})
 	require.NoError(t, err)
 	require.True(t, res[0].Renewed)
 	ok, _ = write(b.name, first.Token, "two")
 	require.True(t, ok, "a renewal does not move the fence")
 
-	require.NoError(t, b.store.Release(ctx, tenure.ReleaseParams{Name: b.name, Holder: first.Holder, Token: first.Token}))
+	require.NoError(t, b.store.Release(ctx, store.ReleaseParams{Name: b.name, Holder: first.Holder, Token: first.Token}))
 	second := b.acquire(t, testutil.Holder(t, "second"), longTTL)
 	ok, resp := write(b.name, first.Token, "stale")
 	require.False(t, ok, "a write with the superseded token is refused")
 	err = b.store.FenceError(ctx, b.name, first.Token, resp)
-	require.ErrorIs(t, err, tenure.ErrFenced)
-	var fenced *tenure.FencedError
+	require.ErrorIs(t, err, store.ErrFenced)
+	var fenced *store.FencedError
 	require.ErrorAs(t, err, &fenced)
 	require.Equal(t, first.Token, fenced.Offered)
 	require.Equal(t, second.Token, fenced.Recorded)
@@ -312,21 +313,21 @@ func TestFence(t *testing.T) {
 	require.NoError(t, b.store.FenceError(ctx, b.name, second.Token, resp))
 
 	_, err = b.store.FenceOps(b.name, 0)
-	require.ErrorIs(t, err, tenure.ErrInvalid)
+	require.ErrorIs(t, err, store.ErrInvalid)
 	_, err = b.store.FenceOps("", second.Token)
-	require.ErrorIs(t, err, tenure.ErrInvalid)
+	require.ErrorIs(t, err, store.ErrInvalid)
 }
 
 func TestNewRefusesBadInput(t *testing.T) {
 	t.Parallel()
 	_, err := consulstore.New(nil, consulstore.Config{})
-	require.ErrorIs(t, err, tenure.ErrInvalid)
+	require.ErrorIs(t, err, store.ErrInvalid)
 	client, err := api.NewClient(&api.Config{Address: "127.0.0.1:1"})
 	require.NoError(t, err)
 	_, err = consulstore.New(client, consulstore.Config{KeyPrefix: "/tenure/"})
-	require.ErrorIs(t, err, tenure.ErrInvalid)
+	require.ErrorIs(t, err, store.ErrInvalid)
 	_, err = consulstore.New(client, consulstore.Config{LockDelay: time.Hour})
-	require.ErrorIs(t, err, tenure.ErrInvalid)
+	require.ErrorIs(t, err, store.ErrInvalid)
 	s, err := consulstore.New(client, consulstore.Config{})
 	require.NoError(t, err)
 	require.Equal(t, consulstore.Config{KeyPrefix: consulstore.DefaultKeyPrefix, MinSessionTTL: consulstore.DefaultMinSessionTTL}, s.Config())
@@ -344,7 +345,7 @@ func TestUnavailableWhenAgentGone(t *testing.T) {
 	t.Cleanup(func() { _ = s.Close() })
 	name := testutil.UniqueName(t)
 	ctx := t.Context()
-	g, err := s.Acquire(ctx, tenure.AcquireParams{Name: name, Holder: testutil.Holder(t, "holder"), TTL: longTTL})
+	g, err := s.Acquire(ctx, store.AcquireParams{Name: name, Holder: testutil.Holder(t, "holder"), TTL: longTTL})
 	require.NoError(t, err)
 
 	listenCtx, cancel := context.WithCancel(ctx)
@@ -353,16 +354,16 @@ func TestUnavailableWhenAgentGone(t *testing.T) {
 
 	require.NoError(t, agent.Stop())
 
-	_, err = s.Acquire(ctx, tenure.AcquireParams{Name: name + "_other", Holder: g.Holder, TTL: longTTL})
-	require.ErrorIs(t, err, tenure.ErrUnavailable, "Acquire")
-	_, err = s.Renew(ctx, []tenure.RenewParams{{Name: name, Holder: g.Holder, Token: g.Token, Seq: g.Seq, TTL: longTTL}})
-	require.ErrorIs(t, err, tenure.ErrUnavailable, "Renew")
-	err = s.Release(ctx, tenure.ReleaseParams{Name: name, Holder: g.Holder, Token: g.Token})
-	require.ErrorIs(t, err, tenure.ErrUnavailable, "Release")
+	_, err = s.Acquire(ctx, store.AcquireParams{Name: name + "_other", Holder: g.Holder, TTL: longTTL})
+	require.ErrorIs(t, err, store.ErrUnavailable, "Acquire")
+	_, err = s.Renew(ctx, []store.RenewParams{{Name: name, Holder: g.Holder, Token: g.Token, Seq: g.Seq, TTL: longTTL}})
+	require.ErrorIs(t, err, store.ErrUnavailable, "Renew")
+	err = s.Release(ctx, store.ReleaseParams{Name: name, Holder: g.Holder, Token: g.Token})
+	require.ErrorIs(t, err, store.ErrUnavailable, "Release")
 	_, err = s.Get(ctx, name)
-	require.ErrorIs(t, err, tenure.ErrUnavailable, "Get")
+	require.ErrorIs(t, err, store.ErrUnavailable, "Get")
 	_, err = s.List(ctx)
-	require.ErrorIs(t, err, tenure.ErrUnavailable, "List")
+	require.ErrorIs(t, err, store.ErrUnavailable, "List")
 
 	select {
 	case err := <-listening:
@@ -393,14 +394,14 @@ func TestDeadlineIsUnavailable(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Close() })
 	name := testutil.UniqueName(t)
-	g, err := s.Acquire(t.Context(), tenure.AcquireParams{Name: name, Holder: testutil.Holder(t, "holder"), TTL: longTTL})
+	g, err := s.Acquire(t.Context(), store.AcquireParams{Name: name, Holder: testutil.Holder(t, "holder"), TTL: longTTL})
 	require.NoError(t, err)
 
 	proxy.BlackHole()
 	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
 	defer cancel()
-	_, err = s.Renew(ctx, []tenure.RenewParams{{Name: name, Holder: g.Holder, Token: g.Token, Seq: g.Seq, TTL: longTTL}})
-	require.ErrorIs(t, err, tenure.ErrUnavailable)
+	_, err = s.Renew(ctx, []store.RenewParams{{Name: name, Holder: g.Holder, Token: g.Token, Seq: g.Seq, TTL: longTTL}})
+	require.ErrorIs(t, err, store.ErrUnavailable)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	proxy.Restore()
 }
@@ -440,9 +441,9 @@ func listen(t *testing.T, s *consulstore.Store) *recorder {
 	holder := testutil.Holder(t, "warmup")
 	deadline := time.Now().Add(eventTimeout)
 	for time.Now().Before(deadline) {
-		g, err := s.Acquire(t.Context(), tenure.AcquireParams{Name: warmup, Holder: holder, TTL: longTTL})
+		g, err := s.Acquire(t.Context(), store.AcquireParams{Name: warmup, Holder: holder, TTL: longTTL})
 		require.NoError(t, err)
-		require.NoError(t, s.Release(t.Context(), tenure.ReleaseParams{Name: warmup, Holder: holder, Token: g.Token}))
+		require.NoError(t, s.Release(t.Context(), store.ReleaseParams{Name: warmup, Holder: holder, Token: g.Token}))
 		if r.wait(warmup, 100*time.Millisecond) {
 			return r
 		}

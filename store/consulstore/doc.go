@@ -1,5 +1,5 @@
-// Package consulstore is a [tenure.Store] on Consul's KV store and sessions.
-// It also implements [tenure.Notifier] and [tenure.Lister], and gives Consul
+// Package consulstore is a [store.Store] on Consul's KV store and sessions.
+// It also implements [store.Notifier] and [store.Lister], and gives Consul
 // users the fence as a comparison for their own transactions
 // ([Store.FenceOps]).
 //
@@ -37,7 +37,7 @@
 // The remaining time the store reports is the session's TTL. For the
 // holder, right after an acquisition or renewal, that is a safe lower
 // bound: the session was created after the call was sent and lasts at least
-// that long. For anyone else (a [*tenure.HeldError], [Store.Get],
+// that long. For anyone else (a [*store.HeldError], [Store.Get],
 // [Store.List]) it is an estimate, because Consul does not say when a
 // session was created: the lease may end any time within twice that.
 // Followers are woken earlier by [Store.Listen].
@@ -50,7 +50,7 @@
 // trusts its lease for the 10 s it was granted, but a crashed holder's lease
 // takes up to 20 s to expire. Lower session_ttl_min on the servers, and
 // [Config.MinSessionTTL] with it, for faster failover. A TTL above 24 h is
-// refused with [tenure.ErrInvalid]. AcquiredAt, for people only, is the
+// refused with [store.ErrInvalid]. AcquiredAt, for people only, is the
 // acquiring client's wall clock: Consul keeps no time on keys.
 //
 // # Tokens
@@ -128,13 +128,13 @@
 // token as index: put it first in a transaction of your own and the
 // transaction applies only while no newer tenure has begun, the Consul form
 // of etcd's Mutex.IsOwner. [Store.FenceError] turns the failed transaction
-// into a [*tenure.FencedError].
+// into a [*store.FencedError].
 //
 // # Failure modes
 //
 //   - A request that gets no answer (agent down, connection cut, the call's
 //     context ending, 5xx answers such as "No cluster leader" or rate
-//     limits) fails with an error matching [tenure.ErrUnavailable]: it may
+//     limits) fails with an error matching [store.ErrUnavailable]: it may
 //     have been applied. A [Store.Renew] may have renewed part of its batch
 //     before failing; the renewal chain (seq) lets the client tell a lost
 //     reply from a clone.
@@ -147,6 +147,6 @@
 //   - A value under the prefix that this store did not write fails the
 //     calls that read it; give every program its own prefix.
 //   - [Store.Close] ends Listen and refuses later calls with
-//     [tenure.ErrClosed]; it destroys no session, so held leases stay held
+//     [store.ErrClosed]; it destroys no session, so held leases stay held
 //     until released or expired.
 package consulstore

@@ -4,9 +4,9 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/hashicorp/consul/api"
+	"github.com/tenure-dev/tenure/store"
 
-	"github.com/tenure-dev/tenure"
+	"github.com/hashicorp/consul/api"
 )
 
 // FenceOps returns the comparison that makes a Consul transaction of your
@@ -30,24 +30,24 @@ import (
 // holder stops trusting its lease before that by its own deadline.
 // Deleting the counter key makes every check of the name fail until the
 // next acquisition.
-func (s *Store) FenceOps(name string, token tenure.Token) ([]*api.TxnOp, error) {
-	if err := tenure.ValidateName(name); err != nil {
+func (s *Store) FenceOps(name string, token store.Token) ([]*api.TxnOp, error) {
+	if err := store.ValidateName(name); err != nil {
 		return nil, interpret("fence", err)
 	}
 	if token <= 0 {
-		return nil, fmt.Errorf("consulstore: fence: %w: token %d for lease %q must be positive", tenure.ErrInvalid, token, name)
+		return nil, fmt.Errorf("consulstore: fence: %w: token %d for lease %q must be positive", store.ErrInvalid, token, name)
 	}
 	return []*api.TxnOp{{KV: &api.KVTxnOp{Verb: api.KVCheckIndex, Key: s.keys(name).counter, Index: uint64(token)}}}, nil
 }
 
 // FenceError interprets a transaction that Consul rolled back (ok false)
 // and that began with the operations of FenceOps(name, token). When the
-// fence failed it returns a [*tenure.FencedError] naming the lease's
+// fence failed it returns a [*store.FencedError] naming the lease's
 // current token, read from Consul for the message (or, if that read fails,
-// a plain error); both match [tenure.ErrFenced]. When something else
+// a plain error); both match [store.ErrFenced]. When something else
 // failed it returns nil, and resp says what. Never ignore a fenced write
 // (promise P9).
-func (s *Store) FenceError(ctx context.Context, name string, token tenure.Token, resp *api.TxnResponse) error {
+func (s *Store) FenceError(ctx context.Context, name string, token store.Token, resp *api.TxnResponse) error {
 	if resp == nil {
 		return nil
 	}
@@ -60,7 +60,7 @@ func (s *Store) FenceError(ctx context.Context, name string, token tenure.Token,
 	if !fenced {
 		return nil
 	}
-	fe := &tenure.FencedError{Resource: name, Offered: token}
+	fe := &store.FencedError{Resource: name, Offered: token}
 	err := s.begin(ctx, "read the current token")
 	if err == nil {
 		var l lease
@@ -72,5 +72,5 @@ func (s *Store) FenceError(ctx context.Context, name string, token tenure.Token,
 	// The write was fenced whatever the read says; report that, with the
 	// read's failure as text only.
 	return fmt.Errorf("consulstore: token %d of lease %q is stale (the current token could not be read: %v): %w",
-		token, name, err, tenure.ErrFenced)
+		token, name, err, store.ErrFenced)
 }

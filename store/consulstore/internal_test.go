@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/require"
+	"github.com/tenure-dev/tenure/store"
 
-	"github.com/tenure-dev/tenure"
+	"github.com/stretchr/testify/require"
 )
 
 func TestEscapeName(t *testing.T) {
@@ -38,8 +38,8 @@ func TestEscapeName(t *testing.T) {
 func TestEscapeNameRoundTrip(t *testing.T) {
 	t.Parallel()
 	names := []string{
-		strings.Repeat("n", tenure.MaxNameLen),
-		strings.Repeat("é", tenure.MaxNameLen/2) + "n",
+		strings.Repeat("n", store.MaxNameLen),
+		strings.Repeat("é", store.MaxNameLen/2) + "n",
 		"lease-ünïcödé-名前-🔒",
 		`lease/with spaces:and'quotes"and;semicolons%_\`,
 		"...", "a.", "%2F", "%",
@@ -93,7 +93,7 @@ func TestConfigValidate(t *testing.T) {
 		"LongMinTTL":        {MinSessionTTL: MaxSessionTTL + time.Second},
 	}
 	for label, cfg := range bad {
-		require.ErrorIs(t, cfg.withDefaults().validate(), tenure.ErrInvalid, "config %s", label)
+		require.ErrorIs(t, cfg.withDefaults().validate(), store.ErrInvalid, "config %s", label)
 	}
 }
 
@@ -101,7 +101,7 @@ func TestSessionTTL(t *testing.T) {
 	t.Parallel()
 	cfg := Config{MinSessionTTL: 10 * time.Second}
 	for ttl, want := range map[time.Duration]time.Duration{
-		tenure.MinTTL:                       10 * time.Second,
+		store.MinTTL:                        10 * time.Second,
 		10 * time.Second:                    10 * time.Second,
 		10*time.Second + time.Nanosecond:    10*time.Second + time.Millisecond,
 		time.Minute + 1500*time.Microsecond: time.Minute + 2*time.Millisecond,
@@ -112,7 +112,7 @@ func TestSessionTTL(t *testing.T) {
 		require.Equal(t, want, got, "ttl %s", ttl)
 	}
 	_, err := cfg.sessionTTL(MaxSessionTTL + time.Millisecond)
-	require.ErrorIs(t, err, tenure.ErrInvalid)
+	require.ErrorIs(t, err, store.ErrInvalid)
 }
 
 func TestChanged(t *testing.T) {

@@ -7,9 +7,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hashicorp/consul/api"
+	"github.com/tenure-dev/tenure/store"
 
-	"github.com/tenure-dev/tenure"
+	"github.com/hashicorp/consul/api"
 )
 
 // Key suffixes under a lease's directory, <prefix><escaped name>/.
@@ -97,7 +97,7 @@ type value struct {
 	Released   bool      `json:"released"`
 }
 
-func (v value) holder() tenure.Holder { return tenure.Holder{Label: v.Label, Instance: v.Instance} }
+func (v value) holder() store.Holder { return store.Holder{Label: v.Label, Instance: v.Instance} }
 
 func (v value) ttl() time.Duration { return time.Duration(v.TTLMillis) * time.Millisecond }
 
@@ -122,7 +122,7 @@ type lease struct {
 	// token is the counter's ModifyIndex (0 when there is no counter),
 	// which is also what the acquisition's compare-and-set on the counter
 	// checks; tenures is the counter's value, the number of tenures so far.
-	token   tenure.Token
+	token   store.Token
 	tenures uint64
 }
 
@@ -130,10 +130,10 @@ type lease struct {
 // session, which Consul releases when the session is invalidated.
 func (l lease) held() bool { return l.exists && l.session != "" && !l.val.Released }
 
-// grant reports the lease as a [tenure.Grant]: with its holder and
+// grant reports the lease as a [store.Grant]: with its holder and
 // remaining time while it is held, with neither when it is not.
-func (l lease) grant() tenure.Grant {
-	g := tenure.Grant{Name: l.name, Token: l.token}
+func (l lease) grant() store.Grant {
+	g := store.Grant{Name: l.name, Token: l.token}
 	if !l.exists {
 		return g
 	}
@@ -145,25 +145,25 @@ func (l lease) grant() tenure.Grant {
 	return g
 }
 
-// record reports the lease as a [tenure.Record], naming the last holder
+// record reports the lease as a [store.Record], naming the last holder
 // even when it is no longer held.
-func (l lease) record() tenure.Record {
-	r := tenure.Record{Grant: l.grant(), AcquiredAt: l.val.AcquiredAt}
+func (l lease) record() store.Record {
+	r := store.Record{Grant: l.grant(), AcquiredAt: l.val.AcquiredAt}
 	r.Holder = l.val.holder()
 	switch {
 	case l.val.Released:
-		r.State = tenure.StateReleased
+		r.State = store.StateReleased
 	case l.held():
-		r.State = tenure.StateHeld
+		r.State = store.StateHeld
 	default:
-		r.State = tenure.StateExpired
+		r.State = store.StateExpired
 	}
 	return r
 }
 
 // heldError reports the lease as held, for a refused acquisition.
-func (l lease) heldError() *tenure.HeldError {
-	return &tenure.HeldError{Name: l.name, Holder: l.val.holder(), Token: l.token, Seq: l.val.Seq, Remaining: l.val.ttl()}
+func (l lease) heldError() *store.HeldError {
+	return &store.HeldError{Name: l.name, Holder: l.val.holder(), Token: l.token, Seq: l.val.Seq, Remaining: l.val.ttl()}
 }
 
 // parseLease builds a lease from the entries under its directory k.dir.
@@ -184,7 +184,7 @@ func parseLease(name string, k keys, entries []*api.KVPair) (lease, error) {
 			if e.ModifyIndex == 0 {
 				continue
 			}
-			l.token = tenure.Token(e.ModifyIndex)
+			l.token = store.Token(e.ModifyIndex)
 			l.tenures, _ = strconv.ParseUint(string(e.Value), 10, 64)
 		}
 	}

@@ -6,9 +6,9 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/hashicorp/consul/api"
+	"github.com/tenure-dev/tenure/store"
 
-	"github.com/tenure-dev/tenure"
+	"github.com/hashicorp/consul/api"
 )
 
 const (
@@ -20,7 +20,7 @@ const (
 	listenBackoffMax = 5 * time.Second
 )
 
-// Listen implements [tenure.Notifier.Listen] with blocking queries on the
+// Listen implements [store.Notifier.Listen] with blocking queries on the
 // key prefix. It reports the name of each lease that was released, that
 // expired (its session was invalidated) or that began a new tenure (a
 // takeover, or an acquisition after a release), found by comparing what
@@ -32,12 +32,12 @@ const (
 // query Listen waits (100 ms, doubling to 5 s, with jitter) and asks again;
 // changes made meanwhile are reported when it next succeeds. After its
 // first successful query it calls notify with the empty name: what changed
-// before it cannot be told (see [tenure.Notifier]). It returns
-// ctx's error when ctx is done and an error matching [tenure.ErrClosed]
+// before it cannot be told (see [store.Notifier]). It returns
+// ctx's error when ctx is done and an error matching [store.ErrClosed]
 // when the store is closed.
 func (s *Store) Listen(ctx context.Context, notify func(name string)) error {
 	if notify == nil {
-		return fmt.Errorf("consulstore: listen: %w: notify function is nil", tenure.ErrInvalid)
+		return fmt.Errorf("consulstore: listen: %w: notify function is nil", store.ErrInvalid)
 	}
 	if s.closed.Load() {
 		return closedError("listen")
@@ -93,7 +93,7 @@ func (s *Store) Listen(ctx context.Context, notify func(name string)) error {
 
 // snapshot is what Listen compares of one lease between two queries.
 type snapshot struct {
-	token    tenure.Token
+	token    store.Token
 	held     bool
 	released bool
 }

@@ -10,15 +10,15 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/hashicorp/consul/api"
+	"github.com/tenure-dev/tenure/store"
 
-	"github.com/tenure-dev/tenure"
+	"github.com/hashicorp/consul/api"
 )
 
 var (
-	_ tenure.Store    = (*Store)(nil)
-	_ tenure.Notifier = (*Store)(nil)
-	_ tenure.Lister   = (*Store)(nil)
+	_ store.Store    = (*Store)(nil)
+	_ store.Notifier = (*Store)(nil)
+	_ store.Lister   = (*Store)(nil)
 )
 
 const (
@@ -35,8 +35,8 @@ const (
 	cleanupTimeout = 2 * time.Second
 )
 
-// Store is a [tenure.Store] on Consul's KV store and sessions. It also
-// implements [tenure.Notifier] and [tenure.Lister]. Its methods are safe for
+// Store is a [store.Store] on Consul's KV store and sessions. It also
+// implements [store.Notifier] and [store.Lister]. Its methods are safe for
 // concurrent use. Create it with [New].
 type Store struct {
 	client *api.Client
@@ -53,7 +53,7 @@ type Store struct {
 // Close does not close client.
 func New(client *api.Client, cfg Config) (*Store, error) {
 	if client == nil {
-		return nil, fmt.Errorf("consulstore: %w: client is nil", tenure.ErrInvalid)
+		return nil, fmt.Errorf("consulstore: %w: client is nil", store.ErrInvalid)
 	}
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
@@ -66,47 +66,47 @@ func New(client *api.Client, cfg Config) (*Store, error) {
 // Config returns the configuration in force, defaults filled in.
 func (s *Store) Config() Config { return s.cfg }
 
-// Acquire implements [tenure.Store.Acquire]. A lease that is free costs
+// Acquire implements [store.Store.Acquire]. A lease that is free costs
 // three round trips (read, session create, transaction); a held one, one.
 // During Consul's lock-delay after an expiry (see [Config.LockDelay]) the
 // lease is reported held by its last holder, with the configured delay as
 // its remaining time.
-func (s *Store) Acquire(ctx context.Context, p tenure.AcquireParams) (tenure.Grant, error) {
+func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (store.Grant, error) {
 	op := fmt.Sprintf("acquire lease %q", p.Name)
 	if err := s.begin(ctx, op); err != nil {
-		return tenure.Grant{}, err
+		return store.Grant{}, err
 	}
 	if err := p.Validate(); err != nil {
-		return tenure.Grant{}, interpret(op, err)
+		return store.Grant{}, interpret(op, err)
 	}
 	ttl, err := s.cfg.sessionTTL(p.TTL)
 	if err != nil {
-		return tenure.Grant{}, interpret(op, err)
+		return store.Grant{}, interpret(op, err)
 	}
 	k := s.keys(p.Name)
 	for range maxAttempts {
 		l, err := s.readOne(ctx, p.Name)
 		if err != nil {
-			return tenure.Grant{}, interpret(op, err)
+			return store.Grant{}, interpret(op, err)
 		}
 		if l.held() {
-			return tenure.Grant{}, l.heldError()
+			return store.Grant{}, l.heldError()
 		}
 		g, outcome, err := s.tryAcquire(ctx, p, ttl, k, l)
 		switch {
 		case err != nil:
-			return tenure.Grant{}, interpret(op, err)
+			return store.Grant{}, interpret(op, err)
 		case outcome == outcomeAcquired:
 			return g, nil
 		case outcome == outcomeLockDelayed:
 			held := l.heldError()
 			held.Remaining = max(s.cfg.LockDelay, time.Second)
-			return tenure.Grant{}, held
+			return store.Grant{}, held
 		}
 		// The lease changed between the read and the transaction: read
 		// it again.
 	}
-	return tenure.Grant{}, fmt.Errorf("consulstore: %s: %w: the lease kept changing under %d attempts; retry", op, tenure.ErrUnavailable, maxAttempts)
+	return store.Grant{}, fmt.Errorf("consulstore: %s: %w: the lease kept changing under %d attempts; retry", op, store.ErrUnavailable, maxAttempts)
 }
 
 type acquireOutcome int
@@ -119,10 +119,10 @@ const (
 
 // tryAcquire creates a session and, in one transaction, bumps the counter
 // and locks the lease record, provided neither changed since l was read.
-func (s *Store) tryAcquire(ctx context.Context, p tenure.AcquireParams, ttl time.Duration, k keys, l lease) (tenure.Grant, acquireOutcome, error) {
+func (s *Store) tryAcquire(ctx context.Context, p store.AcquireParams, ttl time.Duration, k keys, l lease) (store.Grant, acquireOutcome, error) {
 	session, err := s.createSession(ctx, p.Holder, ttl)
 	if err != nil {
-		return tenure.Grant{}, 0, err
+		return store.Grant{}, 0, err
 	}
 	v := value{
 		Label:      p.Holder.Label,
@@ -133,7 +133,7 @@ func (s *Store) tryAcquire(ctx context.Context, p tenure.AcquireParams, ttl time
 	}
 	body, err := v.encode()
 	if err != nil {
-		return tenure.Grant{}, 0, err
+		return store.Grant{}, 0, err
 	}
 	guard := &api.KVTxnOp{Verb: api.KVCheckNotExists, Key: k.lease}
 	if l.exists {
@@ -148,41 +148,41 @@ func (s *Store) tryAcquire(ctx context.Context, p tenure.AcquireParams, ttl time
 	ok, resp, err := s.txn(ctx, ops, false)
 	if err != nil {
 		s.destroySession(ctx, session)
-		return tenure.Grant{}, 0, err
+		return store.Grant{}, 0, err
 	}
 	if !ok {
 		s.destroySession(ctx, session)
 		for _, e := range resp.Errors {
 			if strings.HasSuffix(e.What, "due to lock delay") {
-				return tenure.Grant{}, outcomeLockDelayed, nil
+				return store.Grant{}, outcomeLockDelayed, nil
 			}
 		}
-		return tenure.Grant{}, outcomeChanged, nil
+		return store.Grant{}, outcomeChanged, nil
 	}
-	var token tenure.Token
+	var token store.Token
 	for _, r := range resp.Results {
 		if r.KV != nil && r.KV.Key == k.counter {
-			token = tenure.Token(r.KV.ModifyIndex)
+			token = store.Token(r.KV.ModifyIndex)
 		}
 	}
 	if token <= 0 {
-		return tenure.Grant{}, 0, fmt.Errorf("the transaction that acquired the lease did not report the counter's index; read the lease with Get")
+		return store.Grant{}, 0, fmt.Errorf("the transaction that acquired the lease did not report the counter's index; read the lease with Get")
 	}
-	return tenure.Grant{Name: p.Name, Holder: p.Holder, Token: token, Seq: 1, Remaining: ttl}, outcomeAcquired, nil
+	return store.Grant{Name: p.Name, Holder: p.Holder, Token: token, Seq: 1, Remaining: ttl}, outcomeAcquired, nil
 }
 
-// Renew implements [tenure.Store.Renew]. Each renewed lease moves to a
+// Renew implements [store.Store.Renew]. Each renewed lease moves to a
 // session created for this call, so a lease left out of the batch keeps its
 // old session and expires on time. A batch of n leases with one TTL costs
 // ⌈n/128⌉ reads, one session creation and ⌈n/42⌉ transactions: three
-// round trips up to 42 leases. An error matching [tenure.ErrUnavailable]
+// round trips up to 42 leases. An error matching [store.ErrUnavailable]
 // may come after some leases were renewed.
-func (s *Store) Renew(ctx context.Context, ps []tenure.RenewParams) ([]tenure.RenewResult, error) {
+func (s *Store) Renew(ctx context.Context, ps []store.RenewParams) ([]store.RenewResult, error) {
 	const op = "renew"
 	if err := s.begin(ctx, op); err != nil {
 		return nil, err
 	}
-	if err := tenure.ValidateRenewBatch(ps); err != nil {
+	if err := store.ValidateRenewBatch(ps); err != nil {
 		return nil, interpret(op, err)
 	}
 	ttls := make([]time.Duration, len(ps))
@@ -194,7 +194,7 @@ func (s *Store) Renew(ctx context.Context, ps []tenure.RenewParams) ([]tenure.Re
 		ttls[i] = ttl
 	}
 	if len(ps) == 0 {
-		return []tenure.RenewResult{}, nil
+		return []store.RenewResult{}, nil
 	}
 	names := make([]string, len(ps))
 	for i, p := range ps {
@@ -204,12 +204,12 @@ func (s *Store) Renew(ctx context.Context, ps []tenure.RenewParams) ([]tenure.Re
 	if err != nil {
 		return nil, interpret(op, err)
 	}
-	results := make([]tenure.RenewResult, len(ps))
+	results := make([]store.RenewResult, len(ps))
 	// groups holds, per session TTL, the indexes of the leases to renew.
 	groups := make(map[time.Duration][]int)
 	for i, p := range ps {
 		l := leases[i]
-		results[i] = tenure.RenewResult{Grant: l.grant()}
+		results[i] = store.RenewResult{Grant: l.grant()}
 		if l.held() && l.val.holder() == p.Holder && l.token == p.Token && l.val.Seq == p.Seq {
 			groups[ttls[i]] = append(groups[ttls[i]], i)
 		}
@@ -232,7 +232,7 @@ func (s *Store) Renew(ctx context.Context, ps []tenure.RenewParams) ([]tenure.Re
 			return nil, interpret(op, err)
 		}
 		for j, i := range lost {
-			results[i] = tenure.RenewResult{Grant: now[j].grant()}
+			results[i] = store.RenewResult{Grant: now[j].grant()}
 		}
 	}
 	return results, nil
@@ -241,7 +241,7 @@ func (s *Store) Renew(ctx context.Context, ps []tenure.RenewParams) ([]tenure.Re
 // renewGroup moves the leases idx (of one session TTL) to a new session,
 // advancing their seq, and fills in their results. It returns the leases
 // whose compare-and-set failed.
-func (s *Store) renewGroup(ctx context.Context, ps []tenure.RenewParams, leases []lease, idx []int, ttl time.Duration, results []tenure.RenewResult) ([]int, error) {
+func (s *Store) renewGroup(ctx context.Context, ps []store.RenewParams, leases []lease, idx []int, ttl time.Duration, results []store.RenewResult) ([]int, error) {
 	session, err := s.createSession(ctx, ps[idx[0]].Holder, ttl)
 	if err != nil {
 		return nil, err
@@ -275,7 +275,7 @@ func (s *Store) renewGroup(ctx context.Context, ps []tenure.RenewParams, leases 
 			if ok {
 				for _, i := range pending {
 					l := leases[i]
-					results[i] = tenure.RenewResult{Renewed: true, Grant: tenure.Grant{
+					results[i] = store.RenewResult{Renewed: true, Grant: store.Grant{
 						Name: l.name, Holder: l.val.holder(), Token: l.token, Seq: l.val.Seq + 1, Remaining: ttl,
 					}}
 				}
@@ -312,12 +312,12 @@ func (s *Store) renewGroup(ctx context.Context, ps []tenure.RenewParams, leases 
 	return failed, nil
 }
 
-// Release implements [tenure.Store.Release]: it marks the lease record
+// Release implements [store.Store.Release]: it marks the lease record
 // released and unlocks it in one transaction (two round trips with the
 // read). The counter is kept, and a clean release sets off no lock-delay.
 // The session that held the lease is left to expire, as it may hold other
 // leases of the same holder.
-func (s *Store) Release(ctx context.Context, p tenure.ReleaseParams) error {
+func (s *Store) Release(ctx context.Context, p store.ReleaseParams) error {
 	op := fmt.Sprintf("release lease %q", p.Name)
 	if err := s.begin(ctx, op); err != nil {
 		return err
@@ -333,7 +333,7 @@ func (s *Store) Release(ctx context.Context, p tenure.ReleaseParams) error {
 		}
 		if !l.held() || l.val.holder() != p.Holder || l.token != p.Token {
 			return fmt.Errorf("consulstore: release of lease %q by %s with token %d refused: %w",
-				p.Name, p.Holder, p.Token, tenure.ErrNotHeld)
+				p.Name, p.Holder, p.Token, store.ErrNotHeld)
 		}
 		v := l.val
 		v.Released = true
@@ -353,34 +353,34 @@ func (s *Store) Release(ctx context.Context, p tenure.ReleaseParams) error {
 		}
 		// Renewed or lost since the read: look again.
 	}
-	return fmt.Errorf("consulstore: %s: %w: the lease kept changing under %d attempts; retry", op, tenure.ErrUnavailable, maxAttempts)
+	return fmt.Errorf("consulstore: %s: %w: the lease kept changing under %d attempts; retry", op, store.ErrUnavailable, maxAttempts)
 }
 
-// Get implements [tenure.Store.Get], with one consistent read. The
+// Get implements [store.Store.Get], with one consistent read. The
 // remaining time of a held lease is its session's TTL: Consul does not say
 // when the session was last renewed, so it is an estimate (see the package
 // documentation).
-func (s *Store) Get(ctx context.Context, name string) (tenure.Record, error) {
+func (s *Store) Get(ctx context.Context, name string) (store.Record, error) {
 	op := fmt.Sprintf("get lease %q", name)
 	if err := s.begin(ctx, op); err != nil {
-		return tenure.Record{}, err
+		return store.Record{}, err
 	}
-	if err := tenure.ValidateName(name); err != nil {
-		return tenure.Record{}, interpret(op, err)
+	if err := store.ValidateName(name); err != nil {
+		return store.Record{}, interpret(op, err)
 	}
 	l, err := s.readOne(ctx, name)
 	if err != nil {
-		return tenure.Record{}, interpret(op, err)
+		return store.Record{}, interpret(op, err)
 	}
 	if !l.exists {
-		return tenure.Record{}, fmt.Errorf("consulstore: lease %q: %w", name, tenure.ErrNotFound)
+		return store.Record{}, fmt.Errorf("consulstore: lease %q: %w", name, store.ErrNotFound)
 	}
 	return l.record(), nil
 }
 
-// List implements [tenure.Lister.List] with one consistent read of the
+// List implements [store.Lister.List] with one consistent read of the
 // whole key prefix.
-func (s *Store) List(ctx context.Context) ([]tenure.Record, error) {
+func (s *Store) List(ctx context.Context) ([]store.Record, error) {
 	const op = "list leases"
 	if err := s.begin(ctx, op); err != nil {
 		return nil, err
@@ -393,18 +393,18 @@ func (s *Store) List(ctx context.Context) ([]tenure.Record, error) {
 	if err != nil {
 		return nil, interpret(op, err)
 	}
-	records := make([]tenure.Record, 0, len(leases))
+	records := make([]store.Record, 0, len(leases))
 	for _, l := range leases {
 		if l.exists {
 			records = append(records, l.record())
 		}
 	}
-	slices.SortFunc(records, func(a, b tenure.Record) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(records, func(a, b store.Record) int { return strings.Compare(a.Name, b.Name) })
 	return records, nil
 }
 
-// Close implements [tenure.Store.Close]: later calls fail with
-// [tenure.ErrClosed] and every [Store.Listen] returns. It destroys no
+// Close implements [store.Store.Close]: later calls fail with
+// [store.ErrClosed] and every [Store.Listen] returns. It destroys no
 // session, so leases stay held until they expire or are released. Closing
 // twice is harmless.
 func (s *Store) Close() error {
@@ -420,7 +420,7 @@ func (s *Store) begin(ctx context.Context, op string) error {
 		return closedError(op)
 	}
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("consulstore: %s not attempted: %w: %w", op, tenure.ErrUnavailable, err)
+		return fmt.Errorf("consulstore: %s not attempted: %w: %w", op, store.ErrUnavailable, err)
 	}
 	return nil
 }
@@ -553,7 +553,7 @@ type sessionRequest struct {
 // createSession creates a session with ttl for holder: bound to the agent's
 // node but to no health check, so only its TTL (or an operator) ends it,
 // with the configured lock-delay, releasing its locks when it ends.
-func (s *Store) createSession(ctx context.Context, holder tenure.Holder, ttl time.Duration) (string, error) {
+func (s *Store) createSession(ctx context.Context, holder store.Holder, ttl time.Duration) (string, error) {
 	req := sessionRequest{
 		Name:       "tenure " + holder.String(),
 		TTL:        ttl.String(),

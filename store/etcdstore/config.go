@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/tenure-dev/tenure"
+	"github.com/tenure-dev/tenure/store"
 )
 
 const (
@@ -50,7 +50,7 @@ type Config struct {
 }
 
 // withDefaults returns cfg with its zero fields set to their defaults,
-// or an error matching [tenure.ErrInvalid].
+// or an error matching [store.ErrInvalid].
 func (cfg Config) withDefaults() (Config, error) {
 	if cfg.KeyPrefix == "" {
 		cfg.KeyPrefix = DefaultKeyPrefix
@@ -60,7 +60,7 @@ func (cfg Config) withDefaults() (Config, error) {
 		cfg.MaxTxnOps = DefaultMaxTxnOps
 	case cfg.MaxTxnOps < opsPerRenewal+1:
 		return cfg, fmt.Errorf("etcdstore: %w: MaxTxnOps (%d) must be at least %d (or 0 for etcd's default of %d)",
-			tenure.ErrInvalid, cfg.MaxTxnOps, opsPerRenewal+1, DefaultMaxTxnOps)
+			store.ErrInvalid, cfg.MaxTxnOps, opsPerRenewal+1, DefaultMaxTxnOps)
 	}
 	return cfg, nil
 }
@@ -71,10 +71,10 @@ func ttlSeconds(name string, ttl time.Duration) (int64, error) {
 	switch {
 	case ttl < MinTTL:
 		return 0, fmt.Errorf("%w: TTL %s of lease %q is below etcd's minimum lease TTL of %s; use at least %s",
-			tenure.ErrInvalid, ttl, name, MinTTL, MinTTL)
+			store.ErrInvalid, ttl, name, MinTTL, MinTTL)
 	case ttl > MaxTTL:
 		return 0, fmt.Errorf("%w: TTL %s of lease %q exceeds etcd's maximum lease TTL of %s",
-			tenure.ErrInvalid, ttl, name, MaxTTL)
+			store.ErrInvalid, ttl, name, MaxTTL)
 	}
 	return int64((ttl + time.Second - 1) / time.Second), nil
 }

@@ -1,5 +1,5 @@
-// Package etcdstore keeps tenure leases in etcd v3: a [tenure.Store],
-// [tenure.Notifier] and [tenure.Lister] over a [clientv3.Client] the caller
+// Package etcdstore keeps tenure leases in etcd v3: a [store.Store],
+// [store.Notifier] and [store.Lister] over a [clientv3.Client] the caller
 // creates and closes.
 //
 //	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"127.0.0.1:2379"}})
@@ -35,7 +35,7 @@
 //   - etcd's minimum TTL is 2 s at its default election timeout of 1 s, and
 //     the server silently raises shorter leases. The store refuses a TTL
 //     below [MinTTL] (or above [MaxTTL]) with an error matching
-//     [tenure.ErrInvalid] instead: a holder must never believe in a lease
+//     [store.ErrInvalid] instead: a holder must never believe in a lease
 //     shorter than the one it has.
 //   - The lessor looks for expired leases every 500 ms, so a key is deleted
 //     up to half a second after its TTL, plus a raft round.
@@ -44,12 +44,12 @@
 //     other way. Holders are unaffected (they stand down on their own
 //     deadline); followers wait a little longer.
 //   - The time a lease has left, as reported by [Store.Get], [Store.List],
-//     a [*tenure.HeldError] or a refused renewal, comes from etcd's
+//     a [*store.HeldError] or a refused renewal, comes from etcd's
 //     LeaseTimeToLive, which answers in whole seconds rounded down; the
 //     store reports that plus one second (capped at the granted TTL), an
 //     upper bound, so that a follower waiting for it does not come back
 //     early.
-//   - etcd has no clock a client can read: [tenure.Record.AcquiredAt] is the
+//   - etcd has no clock a client can read: [store.Record.AcquiredAt] is the
 //     acquiring process's wall clock, for people to read.
 //
 // # etcd leases
@@ -116,13 +116,13 @@
 // transaction that writes: the write then commits only while the tenure is
 // current, checked by the same server, in the same transaction (the etcd
 // IsOwner pattern). A transaction that does not succeed must be treated as
-// [tenure.ErrFenced].
+// [store.ErrFenced].
 //
 // # Failure modes
 //
 //   - Transport failures, deadlines, a lost or changing leader, an overloaded
 //     server and a full database (`mvcc: database space exceeded`) match
-//     [tenure.ErrUnavailable]: the call may have been applied, and the
+//     [store.ErrUnavailable]: the call may have been applied, and the
 //     client treats its outcome as unknown (promise P3). Reads are
 //     linearizable, so a member cut off from its leader cannot answer them.
 //   - The etcd client waits for a connection while no endpoint answers:
@@ -134,6 +134,6 @@
 //     batches fail with an error that names the setting.
 //   - Keys under the prefix that this store did not write make calls on
 //     their lease fail with an error naming the key.
-//   - Bad input fails with [tenure.ErrInvalid] and changes nothing; after
-//     [Store.Close] every call fails with [tenure.ErrClosed].
+//   - Bad input fails with [store.ErrInvalid] and changes nothing; after
+//     [Store.Close] every call fails with [store.ErrClosed].
 package etcdstore

@@ -5,24 +5,24 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/tenure-dev/tenure/store"
+
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-
-	"github.com/tenure-dev/tenure"
 )
 
 // classify is the one place where errors from the etcd client become the
 // store's: every call that talks to the server passes its error through it.
 // Transport failures, timeouts, a missing or changing leader and an
-// overloaded server match [tenure.ErrUnavailable] (the call may have been
+// overloaded server match [store.ErrUnavailable] (the call may have been
 // applied); anything else is returned with its cause wrapped.
 func classify(op string, err error) error {
 	if err == nil {
 		return nil
 	}
 	if unavailable(err) {
-		return fmt.Errorf("etcdstore: %s: %w (the call may have been applied): %w", op, tenure.ErrUnavailable, err)
+		return fmt.Errorf("etcdstore: %s: %w (the call may have been applied): %w", op, store.ErrUnavailable, err)
 	}
 	if errors.Is(err, rpctypes.ErrTooManyOps) || errors.Is(err, rpctypes.ErrRequestTooLarge) {
 		return fmt.Errorf("etcdstore: %s: the server refused the transaction as too large; set Config.MaxTxnOps to the server's --max-txn-ops (default %d): %w",

@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/tenure-dev/tenure/store"
+
 	"github.com/stretchr/testify/require"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-
-	"github.com/tenure-dev/tenure"
 )
 
 func TestClassify(t *testing.T) {
@@ -40,7 +40,7 @@ func TestClassify(t *testing.T) {
 			t.Parallel()
 			err := classify("op", tc.err)
 			require.ErrorIs(t, err, tc.err, "the cause stays wrapped")
-			require.Equal(t, tc.unavailable, errors.Is(err, tenure.ErrUnavailable))
+			require.Equal(t, tc.unavailable, errors.Is(err, store.ErrUnavailable))
 			require.ErrorContains(t, err, "etcdstore: op: ")
 			require.ErrorContains(t, err, tc.contains)
 		})

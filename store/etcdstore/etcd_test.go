@@ -8,10 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tenure-dev/tenure/store"
+
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/tenure-dev/tenure"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/store/etcdstore"
 	"github.com/tenure-dev/tenure/store/etcdstore/etcdtest"
@@ -38,22 +39,22 @@ func setup(t *testing.T, srv *etcdtest.Server, cfg etcdstore.Config) *bundle {
 	return &bundle{cli: cli, store: newStore(t, cli, cfg)}
 }
 
-func (b *bundle) acquire(t *testing.T, name string, h tenure.Holder, ttl time.Duration) tenure.Grant {
+func (b *bundle) acquire(t *testing.T, name string, h store.Holder, ttl time.Duration) store.Grant {
 	t.Helper()
-	g, err := b.store.Acquire(t.Context(), tenure.AcquireParams{Name: name, Holder: h, TTL: ttl})
+	g, err := b.store.Acquire(t.Context(), store.AcquireParams{Name: name, Holder: h, TTL: ttl})
 	require.NoError(t, err, "acquire %q", name)
 	return g
 }
 
-func (b *bundle) get(t *testing.T, name string) tenure.Record {
+func (b *bundle) get(t *testing.T, name string) store.Record {
 	t.Helper()
 	r, err := b.store.Get(t.Context(), name)
 	require.NoError(t, err, "get %q", name)
 	return r
 }
 
-func renewParams(g tenure.Grant, ttl time.Duration) tenure.RenewParams {
-	return tenure.RenewParams{Name: g.Name, Holder: g.Holder, Token: g.Token, Seq: g.Seq, TTL: ttl}
+func renewParams(g store.Grant, ttl time.Duration) store.RenewParams {
+	return store.RenewParams{Name: g.Name, Holder: g.Holder, Token: g.Token, Seq: g.Seq, TTL: ttl}
 }
 
 // waitExpiry waits until a lease with remaining time left by the store's
@@ -67,11 +68,11 @@ func TestNew(t *testing.T) {
 	cli := etcdtest.Shared(t).Client(t)
 
 	_, err := etcdstore.New(nil, etcdstore.Config{})
-	require.ErrorIs(t, err, tenure.ErrInvalid, "nil client")
+	require.ErrorIs(t, err, store.ErrInvalid, "nil client")
 
 	for _, ops := range []int{-1, 1, 3} {
 		_, err := etcdstore.New(cli, etcdstore.Config{MaxTxnOps: ops})
-		require.ErrorIs(t, err, tenure.ErrInvalid, "MaxTxnOps %d", ops)
+		require.ErrorIs(t, err, store.ErrInvalid, "MaxTxnOps %d", ops)
 		require.ErrorContains(t, err, fmt.Sprintf("MaxTxnOps (%d)", ops))
 	}
 	for _, ops := range []int{0, 4, 128, 10_000} {
@@ -97,7 +98,7 @@ func TestDefaultKeyPrefix(t *testing.T) {
 		}
 	})
 
-	g, err := s.Acquire(t.Context(), tenure.AcquireParams{Name: name, Holder: testutil.Holder(t, "holder"), TTL: longTTL})
+	g, err := s.Acquire(t.Context(), store.AcquireParams{Name: name, Holder: testutil.Holder(t, "holder"), TTL: longTTL})
 	require.NoError(t, err)
 	resp, err := cli.Get(t.Context(), etcdstore.DefaultKeyPrefix+"held/"+name)
 	require.NoError(t, err)
@@ -114,13 +115,13 @@ func TestTTLLimits(t *testing.T) {
 	t.Run("AcquireRefused", func(t *testing.T) {
 		t.Parallel()
 		name := testutil.UniqueName(t)
-		for _, ttl := range []time.Duration{tenure.MinTTL, time.Second, etcdstore.MinTTL - time.Millisecond, etcdstore.MaxTTL + time.Second} {
-			_, err := b.store.Acquire(t.Context(), tenure.AcquireParams{Name: name, Holder: h, TTL: ttl})
-			require.ErrorIs(t, err, tenure.ErrInvalid, "TTL %s", ttl)
+		for _, ttl := range []time.Duration{store.MinTTL, time.Second, etcdstore.MinTTL - time.Millisecond, etcdstore.MaxTTL + time.Second} {
+			_, err := b.store.Acquire(t.Context(), store.AcquireParams{Name: name, Holder: h, TTL: ttl})
+			require.ErrorIs(t, err, store.ErrInvalid, "TTL %s", ttl)
 			require.ErrorContains(t, err, "etcd's m", "TTL %s: the error names etcd's limit", ttl)
 		}
 		_, err := b.store.Get(t.Context(), name)
-		require.ErrorIs(t, err, tenure.ErrNotFound, "a refused acquisition creates nothing")
+		require.ErrorIs(t, err, store.ErrNotFound, "a refused acquisition creates nothing")
 	})
 
 	t.Run("RenewRefused", func(t *testing.T) {
@@ -129,8 +130,8 @@ func TestTTLLimits(t *testing.T) {
 		good := renewParams(g, longTTL)
 		bad := renewParams(g, etcdstore.MinTTL-time.Millisecond)
 		bad.Name += "_other"
-		rs, err := b.store.Renew(t.Context(), []tenure.RenewParams{good, bad})
-		require.ErrorIs(t, err, tenure.ErrInvalid)
+		rs, err := b.store.Renew(t.Context(), []store.RenewParams{good, bad})
+		require.ErrorIs(t, err, store.ErrInvalid)
 		require.ErrorContains(t, err, "below etcd's minimum lease TTL of 2s")
 		require.Empty(t, rs)
 		require.Equal(t, int64(1), b.get(t, g.Name).Seq, "a refused batch renews nothing")
@@ -140,7 +141,7 @@ func TestTTLLimits(t *testing.T) {
 		t.Parallel()
 		g := b.acquire(t, testutil.UniqueName(t), h, 2500*time.Millisecond)
 		require.Equal(t, 3*time.Second, g.Remaining, "etcd leases last whole seconds")
-		rs, err := b.store.Renew(t.Context(), []tenure.RenewParams{renewParams(g, etcdstore.MinTTL+time.Nanosecond)})
+		rs, err := b.store.Renew(t.Context(), []store.RenewParams{renewParams(g, etcdstore.MinTTL+time.Nanosecond)})
 		require.NoError(t, err)
 		require.True(t, rs[0].Renewed)
 		require.Equal(t, 3*time.Second, rs[0].Grant.Remaining)
@@ -162,7 +163,7 @@ func TestRenewLeavesOthers(t *testing.T) {
 	kept := b.acquire(t, prefix+"_kept", h, longTTL)
 	dropped := b.acquire(t, prefix+"_dropped", h, longTTL)
 
-	rs, err := b.store.Renew(t.Context(), []tenure.RenewParams{renewParams(kept, etcdstore.MinTTL), renewParams(dropped, etcdstore.MinTTL)})
+	rs, err := b.store.Renew(t.Context(), []store.RenewParams{renewParams(kept, etcdstore.MinTTL), renewParams(dropped, etcdstore.MinTTL)})
 	require.NoError(t, err)
 	require.True(t, rs[0].Renewed)
 	require.True(t, rs[1].Renewed)
@@ -173,17 +174,17 @@ func TestRenewLeavesOthers(t *testing.T) {
 	shared := resp.Responses[0].GetResponseRange().Kvs[0].Lease
 	require.Equal(t, shared, resp.Responses[1].GetResponseRange().Kvs[0].Lease, "one renewal puts its leases on one etcd lease")
 
-	rs, err = b.store.Renew(t.Context(), []tenure.RenewParams{renewParams(rs[0].Grant, longTTL)})
+	rs, err = b.store.Renew(t.Context(), []store.RenewParams{renewParams(rs[0].Grant, longTTL)})
 	require.NoError(t, err)
 	require.True(t, rs[0].Renewed)
 
 	waitExpiry(etcdstore.MinTTL)
 	r := b.get(t, dropped.Name)
-	require.Equal(t, tenure.StateExpired, r.State, "a lease left out of a renewal expires")
+	require.Equal(t, store.StateExpired, r.State, "a lease left out of a renewal expires")
 	require.Equal(t, int64(2), r.Seq, "an expired lease reports the seq of its last renewal")
 	require.Equal(t, dropped.Token, r.Token)
 	r = b.get(t, kept.Name)
-	require.Equal(t, tenure.StateHeld, r.State)
+	require.Equal(t, store.StateHeld, r.State)
 	require.Equal(t, int64(3), r.Seq)
 }
 
@@ -209,7 +210,7 @@ func TestRenewManyTransactions(t *testing.T) {
 	b := setup(t, etcdtest.Shared(t), etcdstore.Config{MaxTxnOps: 5}) // two leases per transaction
 	h := testutil.Holder(t, "holder")
 	prefix := testutil.UniqueName(t)
-	var ps []tenure.RenewParams
+	var ps []store.RenewParams
 	var want []bool
 	for i := range 9 {
 		g := b.acquire(t, fmt.Sprintf("%s_%d", prefix, i), h, longTTL)
@@ -245,13 +246,13 @@ func TestMaxTxnOpsAboveServer(t *testing.T) {
 	b := setup(t, etcdtest.Shared(t), etcdstore.Config{MaxTxnOps: 1000}) // the server allows 128
 	h := testutil.Holder(t, "holder")
 	prefix := testutil.UniqueName(t)
-	ps := make([]tenure.RenewParams, 130)
+	ps := make([]store.RenewParams, 130)
 	for i := range ps {
 		ps[i] = renewParams(b.acquire(t, fmt.Sprintf("%s_%03d", prefix, i), h, longTTL), longTTL)
 	}
 	rs, err := b.store.Renew(t.Context(), ps)
 	require.Error(t, err)
-	require.NotErrorIs(t, err, tenure.ErrUnavailable)
+	require.NotErrorIs(t, err, store.ErrUnavailable)
 	require.ErrorContains(t, err, "Config.MaxTxnOps")
 	require.Empty(t, rs)
 	require.Equal(t, int64(1), b.get(t, ps[0].Name).Seq, "the refused transaction renewed nothing")
@@ -270,12 +271,12 @@ func TestTokenGrowsAcrossDeletesAndCompaction(t *testing.T) {
 	h := testutil.Holder(t, "holder")
 
 	first := b.acquire(t, name, h, longTTL)
-	require.NoError(t, b.store.Release(t.Context(), tenure.ReleaseParams{Name: name, Holder: h, Token: first.Token}))
+	require.NoError(t, b.store.Release(t.Context(), store.ReleaseParams{Name: name, Holder: h, Token: first.Token}))
 
 	_, err := b.cli.Delete(t.Context(), prefix, clientv3.WithPrefix())
 	require.NoError(t, err, "an operator wipes every key of the store")
 	_, err = b.store.Get(t.Context(), name)
-	require.ErrorIs(t, err, tenure.ErrNotFound)
+	require.ErrorIs(t, err, store.ErrNotFound)
 	second := b.acquire(t, name, h, longTTL)
 	require.Greater(t, second.Token, first.Token, "a token after the keys were deleted")
 
@@ -283,7 +284,7 @@ func TestTokenGrowsAcrossDeletesAndCompaction(t *testing.T) {
 	require.NoError(t, err)
 	_, err = b.cli.Compact(t.Context(), resp.Header.Revision, clientv3.WithCompactPhysical())
 	require.NoError(t, err)
-	require.NoError(t, b.store.Release(t.Context(), tenure.ReleaseParams{Name: name, Holder: h, Token: second.Token}))
+	require.NoError(t, b.store.Release(t.Context(), store.ReleaseParams{Name: name, Holder: h, Token: second.Token}))
 	third := b.acquire(t, name, testutil.Holder(t, "other"), longTTL)
 	require.Greater(t, third.Token, second.Token, "a token after the history was compacted")
 	require.Equal(t, third.Token, b.get(t, name).Token)
@@ -295,7 +296,7 @@ func TestIsOwner(t *testing.T) {
 	b := setup(t, etcdtest.Shared(t), etcdstore.Config{})
 	// write makes a write to key fenced by the tenure name/token and
 	// reports whether it was accepted.
-	write := func(t *testing.T, key, name string, token tenure.Token) bool {
+	write := func(t *testing.T, key, name string, token store.Token) bool {
 		t.Helper()
 		resp, err := b.cli.Txn(t.Context()).
 			If(b.store.IsOwner(name, token)).
@@ -324,7 +325,7 @@ func TestIsOwner(t *testing.T) {
 		require.False(t, write(t, key, name, old.Token+1), "a token that was never handed out")
 		require.False(t, write(t, key, name, old.Token-1), "an older token")
 
-		require.NoError(t, b.store.Release(t.Context(), tenure.ReleaseParams{Name: name, Holder: old.Holder, Token: old.Token}))
+		require.NoError(t, b.store.Release(t.Context(), store.ReleaseParams{Name: name, Holder: old.Holder, Token: old.Token}))
 		require.False(t, write(t, key, name, old.Token), "a released tenure")
 		current := b.acquire(t, name, testutil.Holder(t, "current"), longTTL)
 		require.False(t, write(t, key, name, old.Token), "the stale holder after a takeover")
@@ -356,7 +357,7 @@ func TestIsOwner(t *testing.T) {
 }
 
 // TestServerDown stops the server under a store: every call fails with
-// tenure.ErrUnavailable. When the server is back with its data, the lease
+// store.ErrUnavailable. When the server is back with its data, the lease
 // is still held with its token, the listener hears again, and the next
 // tenure's token is greater.
 func TestServerDown(t *testing.T) {
@@ -374,26 +375,26 @@ func TestServerDown(t *testing.T) {
 		t.Cleanup(cancel)
 		return ctx
 	}
-	_, err := b.store.Acquire(down(), tenure.AcquireParams{Name: name + "_other", Holder: h, TTL: longTTL})
-	require.ErrorIs(t, err, tenure.ErrUnavailable, "Acquire")
-	_, err = b.store.Renew(down(), []tenure.RenewParams{renewParams(g, longTTL)})
-	require.ErrorIs(t, err, tenure.ErrUnavailable, "Renew")
-	err = b.store.Release(down(), tenure.ReleaseParams{Name: name, Holder: h, Token: g.Token})
-	require.ErrorIs(t, err, tenure.ErrUnavailable, "Release")
+	_, err := b.store.Acquire(down(), store.AcquireParams{Name: name + "_other", Holder: h, TTL: longTTL})
+	require.ErrorIs(t, err, store.ErrUnavailable, "Acquire")
+	_, err = b.store.Renew(down(), []store.RenewParams{renewParams(g, longTTL)})
+	require.ErrorIs(t, err, store.ErrUnavailable, "Renew")
+	err = b.store.Release(down(), store.ReleaseParams{Name: name, Holder: h, Token: g.Token})
+	require.ErrorIs(t, err, store.ErrUnavailable, "Release")
 	_, err = b.store.Get(down(), name)
-	require.ErrorIs(t, err, tenure.ErrUnavailable, "Get")
+	require.ErrorIs(t, err, store.ErrUnavailable, "Get")
 	_, err = b.store.List(down())
-	require.ErrorIs(t, err, tenure.ErrUnavailable, "List")
+	require.ErrorIs(t, err, store.ErrUnavailable, "List")
 
 	require.NoError(t, srv.Restart(t.Context()))
 	ctx, cancel := context.WithTimeout(t.Context(), eventTimeout)
 	defer cancel()
 	r, err := b.store.Get(ctx, name)
 	require.NoError(t, err)
-	require.Equal(t, tenure.StateHeld, r.State, "the lease survives the restart")
+	require.Equal(t, store.StateHeld, r.State, "the lease survives the restart")
 	require.Equal(t, g.Token, r.Token)
 
-	require.NoError(t, b.store.Release(ctx, tenure.ReleaseParams{Name: name, Holder: h, Token: g.Token}))
+	require.NoError(t, b.store.Release(ctx, store.ReleaseParams{Name: name, Holder: h, Token: g.Token}))
 	require.True(t, rec.Wait(name, eventTimeout), "no notification for lease %q within %s", name, eventTimeout)
 	next := b.acquire(t, name, h, longTTL)
 	require.Greater(t, next.Token, g.Token, "a token after the restart")
@@ -406,7 +407,7 @@ func TestListen(t *testing.T) {
 	t.Run("NilNotify", func(t *testing.T) {
 		t.Parallel()
 		err := b.store.Listen(t.Context(), nil)
-		require.ErrorIs(t, err, tenure.ErrInvalid)
+		require.ErrorIs(t, err, store.ErrInvalid)
 	})
 
 	t.Run("OnExpiry", func(t *testing.T) {
@@ -414,7 +415,7 @@ func TestListen(t *testing.T) {
 		rec := listen(t, b)
 		g := b.acquire(t, testutil.UniqueName(t), testutil.Holder(t, "holder"), etcdstore.MinTTL)
 		require.True(t, rec.Wait(g.Name, eventTimeout), "no notification for lease %q within %s", g.Name, eventTimeout)
-		require.Equal(t, tenure.StateExpired, b.get(t, g.Name).State, "the notification came when etcd expired the lease")
+		require.Equal(t, store.StateExpired, b.get(t, g.Name).State, "the notification came when etcd expired the lease")
 	})
 
 	t.Run("ContextDone", func(t *testing.T) {
@@ -458,7 +459,7 @@ func listen(t *testing.T, b *bundle) *testutil.Notifications {
 	deadline := time.Now().Add(eventTimeout)
 	for time.Now().Before(deadline) {
 		g := b.acquire(t, warmup, h, longTTL)
-		require.NoError(t, b.store.Release(t.Context(), tenure.ReleaseParams{Name: warmup, Holder: h, Token: g.Token}))
+		require.NoError(t, b.store.Release(t.Context(), store.ReleaseParams{Name: warmup, Holder: h, Token: g.Token}))
 		if r.Wait(warmup, 50*time.Millisecond) {
 			return r
 		}

@@ -5,10 +5,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tenure-dev/tenure/store"
+
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/tenure-dev/tenure"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/store/etcdstore"
 	"github.com/tenure-dev/tenure/store/etcdstore/etcdtest"
@@ -34,7 +35,7 @@ func newHarness(tb testing.TB) harness {
 	return harness{srv: srv, base: srv.Client(tb)}
 }
 
-func (h harness) NewStore(tb testing.TB) tenure.Store {
+func (h harness) NewStore(tb testing.TB) store.Store {
 	return newStore(tb, h.srv.Client(tb), etcdstore.Config{})
 }
 

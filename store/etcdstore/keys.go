@@ -6,9 +6,9 @@ import (
 	"strconv"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/mvccpb"
+	"github.com/tenure-dev/tenure/store"
 
-	"github.com/tenure-dev/tenure"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 )
 
 // Every lease name has up to four keys under the store's prefix, each
@@ -60,7 +60,7 @@ type startValue struct {
 	AcquiredAt time.Time `json:"acquired_at"`
 }
 
-func encodeHolder(h tenure.Holder) string {
+func encodeHolder(h store.Holder) string {
 	b, err := json.Marshal(holderValue{Label: h.Label, Instance: h.Instance})
 	if err != nil {
 		// Marshalling a struct of two strings cannot fail.
@@ -69,7 +69,7 @@ func encodeHolder(h tenure.Holder) string {
 	return string(b)
 }
 
-func encodeStart(h tenure.Holder, at time.Time) string {
+func encodeStart(h store.Holder, at time.Time) string {
 	b, err := json.Marshal(startValue{Label: h.Label, Instance: h.Instance, AcquiredAt: at.UTC()})
 	if err != nil {
 		// Marshalling strings and a UTC time of this era cannot fail.
@@ -98,12 +98,12 @@ func corrupt(name string, kv *mvccpb.KeyValue, err error) error {
 }
 
 // holder decodes the holder of a held/ key.
-func (sn snapshot) holder(name string) (tenure.Holder, error) {
+func (sn snapshot) holder(name string) (store.Holder, error) {
 	var v holderValue
 	if err := json.Unmarshal(sn.held.Value, &v); err != nil {
-		return tenure.Holder{}, corrupt(name, sn.held, err)
+		return store.Holder{}, corrupt(name, sn.held, err)
 	}
-	return tenure.Holder{Label: v.Label, Instance: v.Instance}, nil
+	return store.Holder{Label: v.Label, Instance: v.Instance}, nil
 }
 
 // last decodes the start/ key: the last tenure's holder and start.
@@ -131,17 +131,17 @@ func (sn snapshot) lastSeq(name string) (int64, error) {
 	return seq, nil
 }
 
-// grant reports the lease as a [tenure.Grant], given the remaining time of
+// grant reports the lease as a [store.Grant], given the remaining time of
 // a held one: the holder, token and seq of the held/ key while it exists,
 // otherwise only the last tenure's token and seq.
-func (sn snapshot) grant(name string, remaining time.Duration) (tenure.Grant, error) {
-	g := tenure.Grant{Name: name}
+func (sn snapshot) grant(name string, remaining time.Duration) (store.Grant, error) {
+	g := store.Grant{Name: name}
 	if sn.held != nil {
 		h, err := sn.holder(name)
 		if err != nil {
 			return g, err
 		}
-		g.Holder, g.Token, g.Seq, g.Remaining = h, tenure.Token(sn.held.CreateRevision), sn.held.Version, remaining
+		g.Holder, g.Token, g.Seq, g.Remaining = h, store.Token(sn.held.CreateRevision), sn.held.Version, remaining
 		return g, nil
 	}
 	if sn.start == nil {
@@ -151,32 +151,32 @@ func (sn snapshot) grant(name string, remaining time.Duration) (tenure.Grant, er
 	if err != nil {
 		return g, err
 	}
-	g.Token, g.Seq = tenure.Token(sn.start.ModRevision), seq
+	g.Token, g.Seq = store.Token(sn.start.ModRevision), seq
 	return g, nil
 }
 
-// record reports the lease as a [tenure.Record]. The snapshot must have a
+// record reports the lease as a [store.Record]. The snapshot must have a
 // start/ key.
-func (sn snapshot) record(name string, remaining time.Duration) (tenure.Record, error) {
+func (sn snapshot) record(name string, remaining time.Duration) (store.Record, error) {
 	g, err := sn.grant(name, remaining)
 	if err != nil {
-		return tenure.Record{}, err
+		return store.Record{}, err
 	}
 	last, err := sn.last(name)
 	if err != nil {
-		return tenure.Record{}, err
+		return store.Record{}, err
 	}
-	r := tenure.Record{Grant: g, AcquiredAt: last.AcquiredAt}
+	r := store.Record{Grant: g, AcquiredAt: last.AcquiredAt}
 	switch {
 	case sn.held != nil:
-		r.State = tenure.StateHeld
+		r.State = store.StateHeld
 	case sn.released != nil:
-		r.State = tenure.StateReleased
+		r.State = store.StateReleased
 	default:
-		r.State = tenure.StateExpired
+		r.State = store.StateExpired
 	}
-	if r.Holder == (tenure.Holder{}) {
-		r.Holder = tenure.Holder{Label: last.Label, Instance: last.Instance}
+	if r.Holder == (store.Holder{}) {
+		r.Holder = store.Holder{Label: last.Label, Instance: last.Instance}
 	}
 	return r, nil
 }

@@ -7,9 +7,9 @@ import (
 	"strings"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
+	"github.com/tenure-dev/tenure/store"
 
-	"github.com/tenure-dev/tenure"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // Bounds of the pause between two watches when one ends with an error.
@@ -18,7 +18,7 @@ const (
 	maxRewatchDelay = 5 * time.Second
 )
 
-// Listen implements [tenure.Notifier.Listen] with an etcd watch on the
+// Listen implements [store.Notifier.Listen] with an etcd watch on the
 // held/ keys: it calls notify with a lease's name each time its held/ key
 // is deleted, that is when the lease is released or when etcd expires it.
 // A takeover needs the expired key gone first, so it is announced by that
@@ -30,13 +30,13 @@ const (
 // 100 ms doubling up to 5 s. If that revision was compacted meanwhile, the
 // events in between are lost and Listen goes on from the current revision.
 // Each time it watches from the current revision (at first, and after such
-// a loss) it calls notify with the empty name (see [tenure.Notifier]).
+// a loss) it calls notify with the empty name (see [store.Notifier]).
 //
 // Listen returns ctx's error when ctx is done and an error matching
-// [tenure.ErrClosed] when the store is closed.
+// [store.ErrClosed] when the store is closed.
 func (s *Store) Listen(ctx context.Context, notify func(name string)) error {
 	if notify == nil {
-		return fmt.Errorf("etcdstore: listen: %w: notify function is nil", tenure.ErrInvalid)
+		return fmt.Errorf("etcdstore: listen: %w: notify function is nil", store.ErrInvalid)
 	}
 	if err := s.begin("listen"); err != nil {
 		return err

@@ -10,23 +10,23 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tenure-dev/tenure/store"
+
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
-
-	"github.com/tenure-dev/tenure"
 )
 
 var (
-	_ tenure.Store    = (*Store)(nil)
-	_ tenure.Notifier = (*Store)(nil)
-	_ tenure.Lister   = (*Store)(nil)
+	_ store.Store    = (*Store)(nil)
+	_ store.Notifier = (*Store)(nil)
+	_ store.Lister   = (*Store)(nil)
 )
 
 // acquireAttempts bounds how often Acquire retries when the lease it found
 // held expired before the store could ask how long it had left.
 const acquireAttempts = 3
 
-// Store is a [tenure.Store] on etcd. Its methods are safe for concurrent
+// Store is a [store.Store] on etcd. Its methods are safe for concurrent
 // use. Create it with [New].
 type Store struct {
 	client    *clientv3.Client
@@ -43,7 +43,7 @@ type Store struct {
 // keeps ownership of client: [Store.Close] does not close it.
 func New(client *clientv3.Client, cfg Config) (*Store, error) {
 	if client == nil {
-		return nil, fmt.Errorf("etcdstore: %w: client is nil; pass a *clientv3.Client from clientv3.New", tenure.ErrInvalid)
+		return nil, fmt.Errorf("etcdstore: %w: client is nil; pass a *clientv3.Client from clientv3.New", store.ErrInvalid)
 	}
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -59,7 +59,7 @@ func New(client *clientv3.Client, cfg Config) (*Store, error) {
 	}, nil
 }
 
-// Acquire implements [tenure.Store.Acquire] in two round trips: it grants
+// Acquire implements [store.Store.Acquire] in two round trips: it grants
 // an etcd lease of p.TTL rounded up to whole seconds, then creates the
 // held/ key on it in a transaction that requires the key to be absent. The
 // token is that transaction's revision. When the lease is held, Acquire
@@ -67,21 +67,21 @@ func New(client *clientv3.Client, cfg Config) (*Store, error) {
 // holder's has left: two more round trips.
 //
 // A TTL below [MinTTL] or above [MaxTTL] is refused with an error matching
-// [tenure.ErrInvalid].
-func (s *Store) Acquire(ctx context.Context, p tenure.AcquireParams) (tenure.Grant, error) {
+// [store.ErrInvalid].
+func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (store.Grant, error) {
 	if err := s.begin("acquire"); err != nil {
-		return tenure.Grant{}, err
+		return store.Grant{}, err
 	}
 	if err := p.Validate(); err != nil {
-		return tenure.Grant{}, fmt.Errorf("etcdstore: acquire: %w", err)
+		return store.Grant{}, fmt.Errorf("etcdstore: acquire: %w", err)
 	}
 	secs, err := ttlSeconds(p.Name, p.TTL)
 	if err != nil {
-		return tenure.Grant{}, fmt.Errorf("etcdstore: acquire: %w", err)
+		return store.Grant{}, fmt.Errorf("etcdstore: acquire: %w", err)
 	}
 	lease, err := s.client.Grant(ctx, secs)
 	if err != nil {
-		return tenure.Grant{}, classify(fmt.Sprintf("acquire %q: grant etcd lease", p.Name), err)
+		return store.Grant{}, classify(fmt.Sprintf("acquire %q: grant etcd lease", p.Name), err)
 	}
 	k := s.keys(p.Name)
 	holder := encodeHolder(p.Holder)
@@ -98,13 +98,13 @@ func (s *Store) Acquire(ctx context.Context, p tenure.AcquireParams) (tenure.Gra
 			Else(clientv3.OpGet(k.held)).
 			Commit()
 		if err != nil {
-			return tenure.Grant{}, classify(fmt.Sprintf("acquire %q", p.Name), err)
+			return store.Grant{}, classify(fmt.Sprintf("acquire %q", p.Name), err)
 		}
 		if resp.Succeeded {
-			return tenure.Grant{
+			return store.Grant{
 				Name:      p.Name,
 				Holder:    p.Holder,
-				Token:     tenure.Token(resp.Header.Revision),
+				Token:     store.Token(resp.Header.Revision),
 				Seq:       1,
 				Remaining: time.Duration(lease.TTL) * time.Second,
 			}, nil
@@ -115,7 +115,7 @@ func (s *Store) Acquire(ctx context.Context, p tenure.AcquireParams) (tenure.Gra
 		}
 		left, err := s.remaining(ctx, fmt.Sprintf("acquire %q", p.Name), []*mvccpb.KeyValue{sn.held})
 		if err != nil {
-			return tenure.Grant{}, err
+			return store.Grant{}, err
 		}
 		remaining, held := left[clientv3.LeaseID(sn.held.Lease)]
 		if !held {
@@ -125,16 +125,16 @@ func (s *Store) Acquire(ctx context.Context, p tenure.AcquireParams) (tenure.Gra
 		s.revoke(ctx, lease.ID)
 		g, err := sn.grant(p.Name, remaining)
 		if err != nil {
-			return tenure.Grant{}, err
+			return store.Grant{}, err
 		}
-		return tenure.Grant{}, &tenure.HeldError{Name: p.Name, Holder: g.Holder, Token: g.Token, Seq: g.Seq, Remaining: g.Remaining}
+		return store.Grant{}, &store.HeldError{Name: p.Name, Holder: g.Holder, Token: g.Token, Seq: g.Seq, Remaining: g.Remaining}
 	}
 	s.revoke(ctx, lease.ID)
-	return tenure.Grant{}, fmt.Errorf("etcdstore: acquire %q: %w: the lease was held, then expired, %d times in a row while the store looked; retry",
-		p.Name, tenure.ErrUnavailable, acquireAttempts)
+	return store.Grant{}, fmt.Errorf("etcdstore: acquire %q: %w: the lease was held, then expired, %d times in a row while the store looked; retry",
+		p.Name, store.ErrUnavailable, acquireAttempts)
 }
 
-// Renew implements [tenure.Store.Renew]. It grants one new etcd lease per
+// Renew implements [store.Store.Renew]. It grants one new etcd lease per
 // distinct TTL in ps (one round trip, for a [tenure.Client] always one),
 // then moves every lease that matches onto it with a compare-and-set on its
 // token, seq and holder: one nested transaction per lease, up to
@@ -143,11 +143,11 @@ func (s *Store) Acquire(ctx context.Context, p tenure.AcquireParams) (tenure.Gra
 // in ps stay on the etcd leases they had, and expire when those do.
 // Entries that do not match cost a further round trip per distinct etcd
 // lease of their current holders, to report the time they have left.
-func (s *Store) Renew(ctx context.Context, ps []tenure.RenewParams) ([]tenure.RenewResult, error) {
+func (s *Store) Renew(ctx context.Context, ps []store.RenewParams) ([]store.RenewResult, error) {
 	if err := s.begin("renew"); err != nil {
 		return nil, err
 	}
-	if err := tenure.ValidateRenewBatch(ps); err != nil {
+	if err := store.ValidateRenewBatch(ps); err != nil {
 		return nil, fmt.Errorf("etcdstore: renew: %w", err)
 	}
 	secs := make([]int64, len(ps))
@@ -158,7 +158,7 @@ func (s *Store) Renew(ctx context.Context, ps []tenure.RenewParams) ([]tenure.Re
 		}
 	}
 	if len(ps) == 0 {
-		return []tenure.RenewResult{}, nil
+		return []store.RenewResult{}, nil
 	}
 
 	leases := make(map[int64]*clientv3.LeaseGrantResponse)
@@ -201,14 +201,14 @@ func (s *Store) Renew(ctx context.Context, ps []tenure.RenewParams) ([]tenure.Re
 		return nil, classify(fmt.Sprintf("renew batch of %d", len(ps)), errs[0])
 	}
 
-	results := make([]tenure.RenewResult, len(ps))
+	results := make([]store.RenewResult, len(ps))
 	snaps := make([]snapshot, len(ps))
 	var others []*mvccpb.KeyValue
 	used := make(map[int64]bool)
 	for i, p := range ps {
 		if outcomes[i].Succeeded {
 			used[secs[i]] = true
-			results[i] = tenure.RenewResult{Renewed: true, Grant: tenure.Grant{
+			results[i] = store.RenewResult{Renewed: true, Grant: store.Grant{
 				Name:      p.Name,
 				Holder:    p.Holder,
 				Token:     p.Token,
@@ -251,14 +251,14 @@ func (s *Store) Renew(ctx context.Context, ps []tenure.RenewParams) ([]tenure.Re
 		if err != nil {
 			return nil, err
 		}
-		results[i] = tenure.RenewResult{Grant: g}
+		results[i] = store.RenewResult{Grant: g}
 	}
 	return results, nil
 }
 
 // renewOp is the nested transaction that renews one lease onto the etcd
 // lease id, or reads it as it is.
-func (s *Store) renewOp(p tenure.RenewParams, id clientv3.LeaseID) clientv3.Op {
+func (s *Store) renewOp(p store.RenewParams, id clientv3.LeaseID) clientv3.Op {
 	k := s.keys(p.Name)
 	holder := encodeHolder(p.Holder)
 	return clientv3.OpTxn(
@@ -275,11 +275,11 @@ func (s *Store) renewOp(p tenure.RenewParams, id clientv3.LeaseID) clientv3.Op {
 	)
 }
 
-// Release implements [tenure.Store.Release] in one round trip: it deletes
+// Release implements [store.Store.Release] in one round trip: it deletes
 // the held/ key if its create revision is p.Token and its value p.Holder,
 // and marks the lease released. The etcd lease stays (it may carry other
 // leases of the same renewal) and expires by itself.
-func (s *Store) Release(ctx context.Context, p tenure.ReleaseParams) error {
+func (s *Store) Release(ctx context.Context, p store.ReleaseParams) error {
 	if err := s.begin("release"); err != nil {
 		return err
 	}
@@ -299,26 +299,26 @@ func (s *Store) Release(ctx context.Context, p tenure.ReleaseParams) error {
 	}
 	if !resp.Succeeded {
 		return fmt.Errorf("etcdstore: release of lease %q by %s with token %d refused: %w",
-			p.Name, p.Holder, p.Token, tenure.ErrNotHeld)
+			p.Name, p.Holder, p.Token, store.ErrNotHeld)
 	}
 	return nil
 }
 
-// Get implements [tenure.Store.Get]: one read of the lease's keys, and for
+// Get implements [store.Store.Get]: one read of the lease's keys, and for
 // a held lease one more round trip for its remaining time.
-func (s *Store) Get(ctx context.Context, name string) (tenure.Record, error) {
+func (s *Store) Get(ctx context.Context, name string) (store.Record, error) {
 	if err := s.begin("get"); err != nil {
-		return tenure.Record{}, err
+		return store.Record{}, err
 	}
-	if err := tenure.ValidateName(name); err != nil {
-		return tenure.Record{}, fmt.Errorf("etcdstore: get: %w", err)
+	if err := store.ValidateName(name); err != nil {
+		return store.Record{}, fmt.Errorf("etcdstore: get: %w", err)
 	}
 	k := s.keys(name)
 	resp, err := s.client.Txn(ctx).
 		Then(clientv3.OpGet(k.held), clientv3.OpGet(k.start), clientv3.OpGet(k.seq), clientv3.OpGet(k.released)).
 		Commit()
 	if err != nil {
-		return tenure.Record{}, classify(fmt.Sprintf("get %q", name), err)
+		return store.Record{}, classify(fmt.Sprintf("get %q", name), err)
 	}
 	rs := resp.Responses
 	sn := snapshot{
@@ -328,18 +328,18 @@ func (s *Store) Get(ctx context.Context, name string) (tenure.Record, error) {
 		released: first(rs[3].GetResponseRange().Kvs),
 	}
 	if sn.start == nil {
-		return tenure.Record{}, fmt.Errorf("etcdstore: lease %q: %w", name, tenure.ErrNotFound)
+		return store.Record{}, fmt.Errorf("etcdstore: lease %q: %w", name, store.ErrNotFound)
 	}
 	records, err := s.records(ctx, fmt.Sprintf("get %q", name), []string{name}, []snapshot{sn})
 	if err != nil {
-		return tenure.Record{}, err
+		return store.Record{}, err
 	}
 	return records[0], nil
 }
 
-// List implements [tenure.Lister.List]: one read of every key under the
+// List implements [store.Lister.List]: one read of every key under the
 // prefix, and one round trip per distinct etcd lease of the held leases.
-func (s *Store) List(ctx context.Context) ([]tenure.Record, error) {
+func (s *Store) List(ctx context.Context) ([]store.Record, error) {
 	if err := s.begin("list"); err != nil {
 		return nil, err
 	}
@@ -391,7 +391,7 @@ func (s *Store) List(ctx context.Context) ([]tenure.Record, error) {
 
 // records reports snapshots as records, asking the server for the
 // remaining time of those that are held.
-func (s *Store) records(ctx context.Context, op string, names []string, snaps []snapshot) ([]tenure.Record, error) {
+func (s *Store) records(ctx context.Context, op string, names []string, snaps []snapshot) ([]store.Record, error) {
 	var held []*mvccpb.KeyValue
 	for _, sn := range snaps {
 		if sn.held != nil {
@@ -402,7 +402,7 @@ func (s *Store) records(ctx context.Context, op string, names []string, snaps []
 	if err != nil {
 		return nil, err
 	}
-	records := make([]tenure.Record, len(snaps))
+	records := make([]store.Record, len(snaps))
 	for i, sn := range snaps {
 		var remaining time.Duration
 		if sn.held != nil {
@@ -468,11 +468,11 @@ func (s *Store) revoke(ctx context.Context, id clientv3.LeaseID) {
 //		Then(clientv3.OpPut("jobs/report", report)).
 //		Commit()
 //	// !resp.Succeeded: the tenure ended (released, expired or taken
-//	// over); do not retry the write, treat it as tenure.ErrFenced.
+//	// over); do not retry the write, treat it as store.ErrFenced.
 //
 // A token of 0 or less (a [tenure.Lease] no longer trusted reports 0) gives
 // a comparison that never holds.
-func (s *Store) IsOwner(name string, token tenure.Token) clientv3.Cmp {
+func (s *Store) IsOwner(name string, token store.Token) clientv3.Cmp {
 	key := s.keys(name).held
 	if token <= 0 {
 		return clientv3.Compare(clientv3.CreateRevision(key), "<", 0)
@@ -480,8 +480,8 @@ func (s *Store) IsOwner(name string, token tenure.Token) clientv3.Cmp {
 	return clientv3.Compare(clientv3.CreateRevision(key), "=", int64(token))
 }
 
-// Close implements [tenure.Store.Close]: later calls fail with
-// [tenure.ErrClosed] and every [Store.Listen] returns. It does not close
+// Close implements [store.Store.Close]: later calls fail with
+// [store.ErrClosed] and every [Store.Listen] returns. It does not close
 // the etcd client, and leaves every lease as it is. Closing twice is
 // harmless.
 func (s *Store) Close() error {
@@ -495,7 +495,7 @@ func (s *Store) Close() error {
 // begin refuses calls on a closed store.
 func (s *Store) begin(op string) error {
 	if s.closed.Load() {
-		return fmt.Errorf("etcdstore: %s on a closed store; create a new one with etcdstore.New: %w", op, tenure.ErrClosed)
+		return fmt.Errorf("etcdstore: %s on a closed store; create a new one with etcdstore.New: %w", op, store.ErrClosed)
 	}
 	return nil
 }

@@ -7,9 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tenure-dev/tenure/store"
+
 	"github.com/stretchr/testify/require"
 
-	"github.com/tenure-dev/tenure"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/store/memstore"
 )
@@ -41,33 +42,33 @@ func TestInjectedClock(t *testing.T) {
 	a, b := testutil.Holder(t, "a"), testutil.Holder(t, "b")
 	const ttl = 10 * time.Second
 
-	g, err := s.Acquire(ctx, tenure.AcquireParams{Name: "job", Holder: a, TTL: ttl})
+	g, err := s.Acquire(ctx, store.AcquireParams{Name: "job", Holder: a, TTL: ttl})
 	require.NoError(t, err)
-	require.Equal(t, tenure.Grant{Name: "job", Holder: a, Token: 1, Seq: 1, Remaining: ttl}, g)
+	require.Equal(t, store.Grant{Name: "job", Holder: a, Token: 1, Seq: 1, Remaining: ttl}, g)
 	r, err := s.Get(ctx, "job")
 	require.NoError(t, err)
 	require.Equal(t, clock.Now(), r.AcquiredAt)
 
 	clock.Advance(ttl - time.Millisecond)
-	_, err = s.Acquire(ctx, tenure.AcquireParams{Name: "job", Holder: b, TTL: ttl})
-	require.Equal(t, &tenure.HeldError{Name: "job", Holder: a, Token: 1, Seq: 1, Remaining: time.Millisecond}, err)
+	_, err = s.Acquire(ctx, store.AcquireParams{Name: "job", Holder: b, TTL: ttl})
+	require.Equal(t, &store.HeldError{Name: "job", Holder: a, Token: 1, Seq: 1, Remaining: time.Millisecond}, err)
 
 	clock.Advance(time.Millisecond)
 	r, err = s.Get(ctx, "job")
 	require.NoError(t, err)
-	require.Equal(t, tenure.StateExpired, r.State, "a lease expires at its expiry, not after")
-	rs, err := s.Renew(ctx, []tenure.RenewParams{{Name: "job", Holder: a, Token: 1, Seq: 1, TTL: ttl}})
+	require.Equal(t, store.StateExpired, r.State, "a lease expires at its expiry, not after")
+	rs, err := s.Renew(ctx, []store.RenewParams{{Name: "job", Holder: a, Token: 1, Seq: 1, TTL: ttl}})
 	require.NoError(t, err)
-	require.Equal(t, []tenure.RenewResult{{Grant: tenure.Grant{Name: "job", Token: 1, Seq: 1}}}, rs)
+	require.Equal(t, []store.RenewResult{{Grant: store.Grant{Name: "job", Token: 1, Seq: 1}}}, rs)
 
-	g, err = s.Acquire(ctx, tenure.AcquireParams{Name: "job", Holder: b, TTL: ttl})
+	g, err = s.Acquire(ctx, store.AcquireParams{Name: "job", Holder: b, TTL: ttl})
 	require.NoError(t, err)
-	require.Equal(t, tenure.Token(2), g.Token)
+	require.Equal(t, store.Token(2), g.Token)
 
 	clock.Advance(4 * time.Second)
-	rs, err = s.Renew(ctx, []tenure.RenewParams{{Name: "job", Holder: b, Token: 2, Seq: 1, TTL: 2 * ttl}})
+	rs, err = s.Renew(ctx, []store.RenewParams{{Name: "job", Holder: b, Token: 2, Seq: 1, TTL: 2 * ttl}})
 	require.NoError(t, err)
-	require.Equal(t, []tenure.RenewResult{{Renewed: true, Grant: tenure.Grant{Name: "job", Holder: b, Token: 2, Seq: 2, Remaining: 2 * ttl}}}, rs,
+	require.Equal(t, []store.RenewResult{{Renewed: true, Grant: store.Grant{Name: "job", Holder: b, Token: 2, Seq: 2, Remaining: 2 * ttl}}}, rs,
 		"a renewal sets the expiry to the store's now plus the new TTL")
 }
 
@@ -79,23 +80,23 @@ func TestCancelledContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 
-	_, err := s.Acquire(ctx, tenure.AcquireParams{Name: "job", Holder: h, TTL: time.Minute})
+	_, err := s.Acquire(ctx, store.AcquireParams{Name: "job", Holder: h, TTL: time.Minute})
 	requireNotAttempted(t, err)
-	_, err = s.Renew(ctx, []tenure.RenewParams{{Name: "job", Holder: h, Token: 1, Seq: 1, TTL: time.Minute}})
+	_, err = s.Renew(ctx, []store.RenewParams{{Name: "job", Holder: h, Token: 1, Seq: 1, TTL: time.Minute}})
 	requireNotAttempted(t, err)
-	requireNotAttempted(t, s.Release(ctx, tenure.ReleaseParams{Name: "job", Holder: h, Token: 1}))
+	requireNotAttempted(t, s.Release(ctx, store.ReleaseParams{Name: "job", Holder: h, Token: 1}))
 	_, err = s.Get(ctx, "job")
 	requireNotAttempted(t, err)
 	_, err = s.List(ctx)
 	requireNotAttempted(t, err)
 
 	_, err = s.Get(t.Context(), "job")
-	require.ErrorIs(t, err, tenure.ErrNotFound, "a call with a done context changes nothing")
+	require.ErrorIs(t, err, store.ErrNotFound, "a call with a done context changes nothing")
 }
 
 func requireNotAttempted(t *testing.T, err error) {
 	t.Helper()
-	require.ErrorIs(t, err, tenure.ErrUnavailable)
+	require.ErrorIs(t, err, store.ErrUnavailable)
 	require.ErrorIs(t, err, context.Canceled)
 }
 
@@ -134,9 +135,9 @@ func TestSlowListenerDoesNotBlock(t *testing.T) {
 	})
 
 	cycle := func(name string) {
-		g, err := s.Acquire(ctx, tenure.AcquireParams{Name: name, Holder: h, TTL: time.Minute})
+		g, err := s.Acquire(ctx, store.AcquireParams{Name: name, Holder: h, TTL: time.Minute})
 		require.NoError(t, err)
-		require.NoError(t, s.Release(ctx, tenure.ReleaseParams{Name: name, Holder: h, Token: g.Token}))
+		require.NoError(t, s.Release(ctx, store.ReleaseParams{Name: name, Holder: h, Token: g.Token}))
 	}
 	// Listen may not have subscribed yet: release until it has.
 	for waiting := true; waiting; {
@@ -180,8 +181,8 @@ func TestSlowListenerDoesNotBlock(t *testing.T) {
 func TestListenInput(t *testing.T) {
 	t.Parallel()
 	s := memstore.New(memstore.Config{})
-	require.ErrorIs(t, s.Listen(t.Context(), nil), tenure.ErrInvalid)
+	require.ErrorIs(t, s.Listen(t.Context(), nil), store.ErrInvalid)
 	require.NoError(t, s.Close())
 	require.NoError(t, s.Close(), "closing twice is harmless")
-	require.ErrorIs(t, s.Listen(t.Context(), func(string) {}), tenure.ErrClosed)
+	require.ErrorIs(t, s.Listen(t.Context(), func(string) {}), store.ErrClosed)
 }

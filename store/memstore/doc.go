@@ -1,5 +1,5 @@
 // Package memstore is the in-memory reference implementation of
-// [tenure.Store], [tenure.Notifier] and [tenure.Lister].
+// [store.Store], [store.Notifier] and [store.Lister].
 //
 // It exists for tests, the deterministic simulation and runnable examples:
 // everything it knows is lost with the process, so it must never guard real
@@ -34,8 +34,8 @@
 // # Failure modes
 //
 // Calls cannot be lost or half applied, so memstore never returns
-// [tenure.ErrUnavailable] except when the call's context is already done, in
+// [store.ErrUnavailable] except when the call's context is already done, in
 // which case nothing was attempted. Input outside the limits fails with an
-// error matching [tenure.ErrInvalid] and changes nothing. After
-// [Store.Close] every call fails with [tenure.ErrClosed].
+// error matching [store.ErrInvalid] and changes nothing. After
+// [Store.Close] every call fails with [store.ErrClosed].
 package memstore

@@ -6,7 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/tenure-dev/tenure"
+	"github.com/tenure-dev/tenure/store"
+
 	"github.com/tenure-dev/tenure/store/memstore"
 )
 
@@ -15,19 +16,19 @@ func Example() {
 	s := memstore.New(memstore.Config{})
 	defer s.Close()
 
-	alice := tenure.Holder{Label: "alice", Instance: "a1"}
-	bob := tenure.Holder{Label: "bob", Instance: "b1"}
+	alice := store.Holder{Label: "alice", Instance: "a1"}
+	bob := store.Holder{Label: "bob", Instance: "b1"}
 
-	g, _ := s.Acquire(ctx, tenure.AcquireParams{Name: "nightly-billing", Holder: alice, TTL: time.Minute})
+	g, _ := s.Acquire(ctx, store.AcquireParams{Name: "nightly-billing", Holder: alice, TTL: time.Minute})
 	fmt.Println("alice holds it with token", g.Token)
 
-	_, err := s.Acquire(ctx, tenure.AcquireParams{Name: "nightly-billing", Holder: bob, TTL: time.Minute})
-	if held, ok := errors.AsType[*tenure.HeldError](err); ok {
+	_, err := s.Acquire(ctx, store.AcquireParams{Name: "nightly-billing", Holder: bob, TTL: time.Minute})
+	if held, ok := errors.AsType[*store.HeldError](err); ok {
 		fmt.Println("bob is told it is held by", held.Holder)
 	}
 
-	_ = s.Release(ctx, tenure.ReleaseParams{Name: "nightly-billing", Holder: alice, Token: g.Token})
-	g, _ = s.Acquire(ctx, tenure.AcquireParams{Name: "nightly-billing", Holder: bob, TTL: time.Minute})
+	_ = s.Release(ctx, store.ReleaseParams{Name: "nightly-billing", Holder: alice, Token: g.Token})
+	g, _ = s.Acquire(ctx, store.AcquireParams{Name: "nightly-billing", Holder: bob, TTL: time.Minute})
 	fmt.Println("bob holds it with token", g.Token)
 	// Output:
 	// alice holds it with token 1

@@ -8,13 +8,13 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tenure-dev/tenure"
+	"github.com/tenure-dev/tenure/store"
 )
 
 var (
-	_ tenure.Store    = (*Store)(nil)
-	_ tenure.Notifier = (*Store)(nil)
-	_ tenure.Lister   = (*Store)(nil)
+	_ store.Store    = (*Store)(nil)
+	_ store.Notifier = (*Store)(nil)
+	_ store.Lister   = (*Store)(nil)
 )
 
 // Config configures a [Store]. The zero value is ready to use.
@@ -25,7 +25,7 @@ type Config struct {
 	Clock func() time.Time
 }
 
-// Store is an in-memory [tenure.Store]. Its methods are safe for concurrent
+// Store is an in-memory [store.Store]. Its methods are safe for concurrent
 // use. Create it with [New].
 type Store struct {
 	clock func() time.Time
@@ -33,7 +33,7 @@ type Store struct {
 
 	mu        sync.Mutex
 	closed    bool
-	last      tenure.Token // the greatest token handed out, for any name
+	last      store.Token // the greatest token handed out, for any name
 	leases    map[string]*lease
 	listeners map[*listener]struct{}
 }
@@ -41,8 +41,8 @@ type Store struct {
 // lease is the state of one name. A lease is held when it is not released
 // and its expiry is after the store's now.
 type lease struct {
-	holder     tenure.Holder
-	token      tenure.Token
+	holder     store.Holder
+	token      store.Token
 	seq        int64
 	expires    time.Time
 	acquiredAt time.Time
@@ -70,23 +70,23 @@ func New(cfg Config) *Store {
 	}
 }
 
-// Acquire implements [tenure.Store.Acquire].
-func (s *Store) Acquire(ctx context.Context, p tenure.AcquireParams) (tenure.Grant, error) {
+// Acquire implements [store.Store.Acquire].
+func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (store.Grant, error) {
 	if err := begin(ctx, "acquire"); err != nil {
-		return tenure.Grant{}, err
+		return store.Grant{}, err
 	}
 	if err := p.Validate(); err != nil {
-		return tenure.Grant{}, fmt.Errorf("memstore: acquire: %w", err)
+		return store.Grant{}, fmt.Errorf("memstore: acquire: %w", err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return tenure.Grant{}, errClosed("acquire")
+		return store.Grant{}, errClosed("acquire")
 	}
 	now := s.clock()
 	l, known := s.leases[p.Name]
 	if known && l.heldAt(now) {
-		return tenure.Grant{}, &tenure.HeldError{
+		return store.Grant{}, &store.HeldError{
 			Name:      p.Name,
 			Holder:    l.holder,
 			Token:     l.token,
@@ -110,12 +110,12 @@ func (s *Store) Acquire(ctx context.Context, p tenure.AcquireParams) (tenure.Gra
 	return l.grant(p.Name, now), nil
 }
 
-// Renew implements [tenure.Store.Renew].
-func (s *Store) Renew(ctx context.Context, ps []tenure.RenewParams) ([]tenure.RenewResult, error) {
+// Renew implements [store.Store.Renew].
+func (s *Store) Renew(ctx context.Context, ps []store.RenewParams) ([]store.RenewResult, error) {
 	if err := begin(ctx, "renew"); err != nil {
 		return nil, err
 	}
-	if err := tenure.ValidateRenewBatch(ps); err != nil {
+	if err := store.ValidateRenewBatch(ps); err != nil {
 		return nil, fmt.Errorf("memstore: renew: %w", err)
 	}
 	s.mu.Lock()
@@ -124,11 +124,11 @@ func (s *Store) Renew(ctx context.Context, ps []tenure.RenewParams) ([]tenure.Re
 		return nil, errClosed("renew")
 	}
 	now := s.clock()
-	results := make([]tenure.RenewResult, len(ps))
+	results := make([]store.RenewResult, len(ps))
 	for i, p := range ps {
 		l, known := s.leases[p.Name]
 		if !known {
-			results[i] = tenure.RenewResult{Grant: tenure.Grant{Name: p.Name}}
+			results[i] = store.RenewResult{Grant: store.Grant{Name: p.Name}}
 			continue
 		}
 		renewed := l.heldAt(now) && l.holder == p.Holder && l.token == p.Token && l.seq == p.Seq
@@ -136,13 +136,13 @@ func (s *Store) Renew(ctx context.Context, ps []tenure.RenewParams) ([]tenure.Re
 			l.seq++
 			l.expires = now.Add(p.TTL)
 		}
-		results[i] = tenure.RenewResult{Renewed: renewed, Grant: l.grant(p.Name, now)}
+		results[i] = store.RenewResult{Renewed: renewed, Grant: l.grant(p.Name, now)}
 	}
 	return results, nil
 }
 
-// Release implements [tenure.Store.Release].
-func (s *Store) Release(ctx context.Context, p tenure.ReleaseParams) error {
+// Release implements [store.Store.Release].
+func (s *Store) Release(ctx context.Context, p store.ReleaseParams) error {
 	if err := begin(ctx, "release"); err != nil {
 		return err
 	}
@@ -158,7 +158,7 @@ func (s *Store) Release(ctx context.Context, p tenure.ReleaseParams) error {
 	l, known := s.leases[p.Name]
 	if !known || !l.heldAt(now) || l.holder != p.Holder || l.token != p.Token {
 		return fmt.Errorf("memstore: release of lease %q by %s with token %d refused: %w",
-			p.Name, p.Holder, p.Token, tenure.ErrNotHeld)
+			p.Name, p.Holder, p.Token, store.ErrNotHeld)
 	}
 	l.released = true
 	l.expires = now
@@ -166,28 +166,28 @@ func (s *Store) Release(ctx context.Context, p tenure.ReleaseParams) error {
 	return nil
 }
 
-// Get implements [tenure.Store.Get].
-func (s *Store) Get(ctx context.Context, name string) (tenure.Record, error) {
+// Get implements [store.Store.Get].
+func (s *Store) Get(ctx context.Context, name string) (store.Record, error) {
 	if err := begin(ctx, "get"); err != nil {
-		return tenure.Record{}, err
+		return store.Record{}, err
 	}
-	if err := tenure.ValidateName(name); err != nil {
-		return tenure.Record{}, fmt.Errorf("memstore: get: %w", err)
+	if err := store.ValidateName(name); err != nil {
+		return store.Record{}, fmt.Errorf("memstore: get: %w", err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return tenure.Record{}, errClosed("get")
+		return store.Record{}, errClosed("get")
 	}
 	l, known := s.leases[name]
 	if !known {
-		return tenure.Record{}, fmt.Errorf("memstore: lease %q: %w", name, tenure.ErrNotFound)
+		return store.Record{}, fmt.Errorf("memstore: lease %q: %w", name, store.ErrNotFound)
 	}
 	return l.record(name, s.clock()), nil
 }
 
-// List implements [tenure.Lister.List].
-func (s *Store) List(ctx context.Context) ([]tenure.Record, error) {
+// List implements [store.Lister.List].
+func (s *Store) List(ctx context.Context) ([]store.Record, error) {
 	if err := begin(ctx, "list"); err != nil {
 		return nil, err
 	}
@@ -197,21 +197,21 @@ func (s *Store) List(ctx context.Context) ([]tenure.Record, error) {
 		return nil, errClosed("list")
 	}
 	now := s.clock()
-	records := make([]tenure.Record, 0, len(s.leases))
+	records := make([]store.Record, 0, len(s.leases))
 	for name, l := range s.leases {
 		records = append(records, l.record(name, now))
 	}
-	slices.SortFunc(records, func(a, b tenure.Record) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(records, func(a, b store.Record) int { return strings.Compare(a.Name, b.Name) })
 	return records, nil
 }
 
-// Listen implements [tenure.Notifier.Listen]. notify runs on the calling
+// Listen implements [store.Notifier.Listen]. notify runs on the calling
 // goroutine, one name at a time, in the order the store changed. Listen
 // returns ctx's error when ctx is done and an error matching
-// [tenure.ErrClosed] when the store is closed.
+// [store.ErrClosed] when the store is closed.
 func (s *Store) Listen(ctx context.Context, notify func(name string)) error {
 	if notify == nil {
-		return fmt.Errorf("memstore: listen: %w: notify function is nil", tenure.ErrInvalid)
+		return fmt.Errorf("memstore: listen: %w: notify function is nil", store.ErrInvalid)
 	}
 	l := &listener{wake: make(chan struct{}, 1)}
 	s.mu.Lock()
@@ -248,8 +248,8 @@ func (s *Store) Listen(ctx context.Context, notify func(name string)) error {
 	}
 }
 
-// Close implements [tenure.Store.Close]: later calls fail with
-// [tenure.ErrClosed] and every [Store.Listen] returns. Closing twice is
+// Close implements [store.Store.Close]: later calls fail with
+// [store.ErrClosed] and every [Store.Listen] returns. Closing twice is
 // harmless.
 func (s *Store) Close() error {
 	s.mu.Lock()
@@ -276,10 +276,10 @@ func (l *lease) heldAt(now time.Time) bool {
 	return !l.released && now.Before(l.expires)
 }
 
-// grant reports l as a [tenure.Grant]: with its holder and remaining time
+// grant reports l as a [store.Grant]: with its holder and remaining time
 // while it is held, with neither when it is not.
-func (l *lease) grant(name string, now time.Time) tenure.Grant {
-	g := tenure.Grant{Name: name, Token: l.token, Seq: l.seq}
+func (l *lease) grant(name string, now time.Time) store.Grant {
+	g := store.Grant{Name: name, Token: l.token, Seq: l.seq}
 	if l.heldAt(now) {
 		g.Holder = l.holder
 		g.Remaining = l.expires.Sub(now)
@@ -287,18 +287,18 @@ func (l *lease) grant(name string, now time.Time) tenure.Grant {
 	return g
 }
 
-// record reports l as a [tenure.Record], naming the last holder even when
+// record reports l as a [store.Record], naming the last holder even when
 // the lease is no longer held.
-func (l *lease) record(name string, now time.Time) tenure.Record {
-	r := tenure.Record{Grant: l.grant(name, now), AcquiredAt: l.acquiredAt}
+func (l *lease) record(name string, now time.Time) store.Record {
+	r := store.Record{Grant: l.grant(name, now), AcquiredAt: l.acquiredAt}
 	r.Holder = l.holder
 	switch {
 	case l.released:
-		r.State = tenure.StateReleased
+		r.State = store.StateReleased
 	case l.heldAt(now):
-		r.State = tenure.StateHeld
+		r.State = store.StateHeld
 	default:
-		r.State = tenure.StateExpired
+		r.State = store.StateExpired
 	}
 	return r
 }
@@ -307,11 +307,11 @@ func (l *lease) record(name string, now time.Time) tenure.Record {
 // attempted.
 func begin(ctx context.Context, op string) error {
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("memstore: %s not attempted: %w: %w", op, tenure.ErrUnavailable, err)
+		return fmt.Errorf("memstore: %s not attempted: %w: %w", op, store.ErrUnavailable, err)
 	}
 	return nil
 }
 
 func errClosed(op string) error {
-	return fmt.Errorf("memstore: %s on a closed store; create a new one with memstore.New: %w", op, tenure.ErrClosed)
+	return fmt.Errorf("memstore: %s on a closed store; create a new one with memstore.New: %w", op, store.ErrClosed)
 }

@@ -3,7 +3,8 @@ package memstore_test
 import (
 	"testing"
 
-	"github.com/tenure-dev/tenure"
+	"github.com/tenure-dev/tenure/store"
+
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/store/memstore"
 	"github.com/tenure-dev/tenure/store/storetest"
@@ -13,7 +14,7 @@ func TestMain(m *testing.M) { testutil.VerifyTestMain(m) }
 
 type harness struct{}
 
-func (harness) NewStore(tb testing.TB) tenure.Store {
+func (harness) NewStore(tb testing.TB) store.Store {
 	s := memstore.New(memstore.Config{})
 	tb.Cleanup(func() { _ = s.Close() })
 	return s

@@ -24,7 +24,7 @@
 //
 // # Not a lease, and no token
 //
-// This package is deliberately not a [tenure.Store] and hands out no
+// This package is deliberately not a [store.Store] and hands out no
 // fencing token, because an advisory lock has neither an expiry nor a
 // counter:
 //
@@ -44,7 +44,7 @@
 // goes, but so does the session's ability to do the work: the guarded
 // statements fail instead of running unguarded. Work anywhere else (another
 // connection, another service, a file, an API) is not protected by it; run
-// that under a lease from a real [tenure.Store] and fence it.
+// that under a lease from a real [store.Store] and fence it.
 //
 // # Keys
 //
@@ -67,7 +67,7 @@
 // pool, acquire a connection, pass its Conn(), and release it to the pool
 // only after [Guard.Unlock]. Anything that resets the session (DISCARD ALL,
 // pg_advisory_unlock_all) releases the lock behind the [Guard]'s back;
-// Unlock then reports [tenure.ErrNotHeld].
+// Unlock then reports [store.ErrNotHeld].
 //
 // PostgreSQL counts: a session that locks a key twice holds it until it
 // unlocks it twice. Each Guard unlocks once.
@@ -81,11 +81,11 @@
 // # Errors
 //
 //   - A lock held by another session: a [*HeldError] matching
-//     [tenure.ErrHeld], naming the holder's backend pid when it can.
+//     [store.ErrHeld], naming the holder's backend pid when it can.
 //   - Bad input (nil connection or transaction, empty key): an error
-//     matching [tenure.ErrInvalid]; nothing is sent.
+//     matching [store.ErrInvalid]; nothing is sent.
 //   - The server could not be reached or did not answer: an error matching
-//     [tenure.ErrUnavailable].
+//     [store.ErrUnavailable].
 //   - [Guard.Unlock] of a lock the session no longer holds:
-//     [tenure.ErrNotHeld].
+//     [store.ErrNotHeld].
 package pgadvisory

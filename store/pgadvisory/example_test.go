@@ -6,9 +6,10 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/tenure-dev/tenure/store"
+
 	"github.com/jackc/pgx/v5"
 
-	"github.com/tenure-dev/tenure"
 	"github.com/tenure-dev/tenure/store/pgadvisory"
 )
 
@@ -57,7 +58,7 @@ func ExampleTryLock() {
 		return
 	}
 	defer func() {
-		if err := g.Unlock(ctx); err != nil && !errors.Is(err, tenure.ErrNotHeld) {
+		if err := g.Unlock(ctx); err != nil && !errors.Is(err, store.ErrNotHeld) {
 			fmt.Println(err)
 		}
 	}()

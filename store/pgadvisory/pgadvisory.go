@@ -10,10 +10,10 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/tenure-dev/tenure/store"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-
-	"github.com/tenure-dev/tenure"
 )
 
 // MaxKeyLen is the longest key, in bytes.
@@ -69,8 +69,8 @@ func (e *HeldError) Error() string {
 		e.Key, e.ID, e.PID, e.PID)
 }
 
-// Is matches [tenure.ErrHeld].
-func (e *HeldError) Is(target error) bool { return target == tenure.ErrHeld }
+// Is matches [store.ErrHeld].
+func (e *HeldError) Is(target error) bool { return target == store.ErrHeld }
 
 // Guard is a session advisory lock held on one connection. It carries no
 // token: see the package documentation for why. Create it with [TryLock] or
@@ -91,7 +91,7 @@ func (g *Guard) Key() string { return g.key }
 func (g *Guard) ID() int64 { return g.id }
 
 // TryLock takes the session advisory lock for key on conn if no other
-// session holds it, and returns a [*HeldError] (matching [tenure.ErrHeld])
+// session holds it, and returns a [*HeldError] (matching [store.ErrHeld])
 // at once if one does. It does not wait. If it cannot tell whether it got
 // the lock, it closes conn (see the package documentation).
 func TryLock(ctx context.Context, conn *pgx.Conn, key string) (*Guard, error) {
@@ -138,19 +138,19 @@ func Lock(ctx context.Context, conn *pgx.Conn, key string) (*Guard, error) {
 }
 
 // Unlock releases the lock. A second call fails with an error matching
-// [tenure.ErrNotHeld], and so does a call after something else on the
+// [store.ErrNotHeld], and so does a call after something else on the
 // session released the lock (DISCARD ALL, pg_advisory_unlock_all): the
 // work the guard was meant to cover may then have run unguarded.
 //
 // When the server cannot be told, Unlock closes the connection and returns
-// an error matching [tenure.ErrUnavailable]: the server releases the lock
+// an error matching [store.ErrUnavailable]: the server releases the lock
 // when it notices the session ended, at once when the connection is
 // intact, only after TCP keepalive when the network is cut.
 func (g *Guard) Unlock(ctx context.Context) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if !g.held {
-		return fmt.Errorf("pgadvisory: unlock %q: %w: it was already unlocked", g.key, tenure.ErrNotHeld)
+		return fmt.Errorf("pgadvisory: unlock %q: %w: it was already unlocked", g.key, store.ErrNotHeld)
 	}
 	g.held = false
 	var released bool
@@ -158,17 +158,17 @@ func (g *Guard) Unlock(ctx context.Context) error {
 	if err != nil {
 		closeConn(ctx, g.conn)
 		return fmt.Errorf("pgadvisory: unlock %q: %w: closed the connection, which releases the lock once the server notices: %w",
-			g.key, tenure.ErrUnavailable, err)
+			g.key, store.ErrUnavailable, err)
 	}
 	if !released {
 		return fmt.Errorf("pgadvisory: unlock %q: %w: the session no longer held it; something on this connection released it (DISCARD ALL, pg_advisory_unlock_all), so the guarded work may have run unguarded",
-			g.key, tenure.ErrNotHeld)
+			g.key, store.ErrNotHeld)
 	}
 	return nil
 }
 
 // TryXactLock takes the transaction advisory lock for key in tx if no other
-// session holds it, and returns a [*HeldError] (matching [tenure.ErrHeld])
+// session holds it, and returns a [*HeldError] (matching [store.ErrHeld])
 // at once if one does. PostgreSQL releases the lock when tx commits or
 // rolls back; there is nothing to unlock. After any other error tx is
 // aborted: roll it back.
@@ -214,13 +214,13 @@ func XactLock(ctx context.Context, tx pgx.Tx, key string) error {
 func validate(nilConn bool, what, key string) error {
 	switch {
 	case nilConn:
-		return fmt.Errorf("%w: %s is nil", tenure.ErrInvalid, what)
+		return fmt.Errorf("%w: %s is nil", store.ErrInvalid, what)
 	case key == "":
-		return fmt.Errorf("%w: key is empty; name the work the lock guards (e.g. \"billing: schema migrations\")", tenure.ErrInvalid)
+		return fmt.Errorf("%w: key is empty; name the work the lock guards (e.g. \"billing: schema migrations\")", store.ErrInvalid)
 	case len(key) > MaxKeyLen:
-		return fmt.Errorf("%w: key is %d bytes long; the maximum is %d", tenure.ErrInvalid, len(key), MaxKeyLen)
+		return fmt.Errorf("%w: key is %d bytes long; the maximum is %d", store.ErrInvalid, len(key), MaxKeyLen)
 	case !utf8.ValidString(key):
-		return fmt.Errorf("%w: key %q is not valid UTF-8", tenure.ErrInvalid, key)
+		return fmt.Errorf("%w: key %q is not valid UTF-8", store.ErrInvalid, key)
 	}
 	return nil
 }
@@ -229,7 +229,7 @@ func validate(nilConn bool, what, key string) error {
 // anything is sent.
 func notAttempted(ctx context.Context, op, key string) error {
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("pgadvisory: %s %q not attempted: %w: %w", op, key, tenure.ErrUnavailable, err)
+		return fmt.Errorf("pgadvisory: %s %q not attempted: %w: %w", op, key, store.ErrUnavailable, err)
 	}
 	return nil
 }
@@ -266,7 +266,7 @@ func notTaken(err error) bool {
 func interpretError(op, key string, err error) error {
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) {
-		return fmt.Errorf("pgadvisory: %s %q: %w: %w", op, key, tenure.ErrUnavailable, err)
+		return fmt.Errorf("pgadvisory: %s %q: %w: %w", op, key, store.ErrUnavailable, err)
 	}
 	switch code := pgErr.Code; {
 	case code == "55P03":
@@ -275,7 +275,7 @@ func interpretError(op, key string, err error) error {
 	case code == "25P02":
 		return fmt.Errorf("pgadvisory: %s %q: the transaction had already failed; roll it back and start again: %w", op, key, err)
 	case len(code) == 5 && (code[:2] == "08" || code[:2] == "40" || code[:2] == "53" || code[:2] == "57" || code[:2] == "58"):
-		return fmt.Errorf("pgadvisory: %s %q: %w: %w", op, key, tenure.ErrUnavailable, err)
+		return fmt.Errorf("pgadvisory: %s %q: %w: %w", op, key, store.ErrUnavailable, err)
 	}
 	return fmt.Errorf("pgadvisory: %s %q: %w", op, key, err)
 }

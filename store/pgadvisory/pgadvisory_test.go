@@ -7,11 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tenure-dev/tenure/store"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tenure-dev/tenure"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/store/pgadvisory"
 )
@@ -69,7 +70,7 @@ func pid(c *pgx.Conn) uint32 { return c.PgConn().PID() }
 // requireHeld checks that err is a HeldError for key naming pid.
 func requireHeld(t *testing.T, err error, key string, pid uint32) {
 	t.Helper()
-	require.ErrorIs(t, err, tenure.ErrHeld)
+	require.ErrorIs(t, err, store.ErrHeld)
 	var held *pgadvisory.HeldError
 	require.ErrorAs(t, err, &held)
 	require.Equal(t, pgadvisory.HeldError{Key: key, ID: pgadvisory.ID(key), PID: pid}, *held)
@@ -153,7 +154,7 @@ func TestSessionLock(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, g.Unlock(ctx))
 		err = g.Unlock(ctx)
-		require.ErrorIs(t, err, tenure.ErrNotHeld)
+		require.ErrorIs(t, err, store.ErrNotHeld)
 		require.ErrorContains(t, err, "already unlocked")
 	})
 
@@ -174,7 +175,7 @@ func TestSessionLock(t *testing.T) {
 		require.NoError(t, g2.Unlock(ctx))
 
 		err = g.Unlock(ctx)
-		require.ErrorIs(t, err, tenure.ErrUnavailable)
+		require.ErrorIs(t, err, store.ErrUnavailable)
 		require.True(t, b.a.IsClosed(), "a session that cannot be told to unlock is closed")
 	})
 
@@ -187,7 +188,7 @@ func TestSessionLock(t *testing.T) {
 		_, err = b.a.Exec(ctx, "SELECT pg_advisory_unlock_all()")
 		require.NoError(t, err)
 		err = g.Unlock(ctx)
-		require.ErrorIs(t, err, tenure.ErrNotHeld)
+		require.ErrorIs(t, err, store.ErrNotHeld)
 		require.ErrorContains(t, err, "may have run unguarded")
 		require.False(t, b.a.IsClosed())
 	})
@@ -276,7 +277,7 @@ func TestSessionLock(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 		cancel()
 		_, err := pgadvisory.TryLock(ctx, b.a, b.key)
-		require.ErrorIs(t, err, tenure.ErrUnavailable)
+		require.ErrorIs(t, err, store.ErrUnavailable)
 		require.ErrorContains(t, err, "not attempted")
 		_, err = pgadvisory.Lock(ctx, b.a, b.key)
 		require.ErrorIs(t, err, context.Canceled)
@@ -444,7 +445,7 @@ func TestInvalid(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			err := call(t)
-			require.ErrorIs(t, err, tenure.ErrInvalid)
+			require.ErrorIs(t, err, store.ErrInvalid)
 			require.True(t, strings.HasPrefix(err.Error(), "pgadvisory: "), err.Error())
 		})
 	}

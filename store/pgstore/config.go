@@ -7,9 +7,9 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/tenure-dev/tenure/store"
 
-	"github.com/tenure-dev/tenure"
+	"github.com/jackc/pgx/v5"
 )
 
 // Defaults for [Config].
@@ -136,17 +136,17 @@ func validateIdent(field, s string, maxLen int) error {
 	switch {
 	case len(s) > maxLen:
 		return fmt.Errorf("pgstore: %w: %s %q is %d bytes long; the maximum is %d (PostgreSQL truncates longer names)",
-			tenure.ErrInvalid, field, s, len(s), maxLen)
+			store.ErrInvalid, field, s, len(s), maxLen)
 	case !utf8.ValidString(s):
-		return fmt.Errorf("pgstore: %w: %s %q is not valid UTF-8", tenure.ErrInvalid, field, s)
+		return fmt.Errorf("pgstore: %w: %s %q is not valid UTF-8", store.ErrInvalid, field, s)
 	case strings.Contains(s, "$"):
 		return fmt.Errorf("pgstore: %w: %s %q contains '$', which names may not contain; choose another name",
-			tenure.ErrInvalid, field, s)
+			store.ErrInvalid, field, s)
 	}
 	for _, r := range s {
 		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
 			return fmt.Errorf("pgstore: %w: %s %q contains the control character %U; choose another name",
-				tenure.ErrInvalid, field, s, r)
+				store.ErrInvalid, field, s, r)
 		}
 	}
 	return nil

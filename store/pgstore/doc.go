@@ -1,5 +1,5 @@
-// Package pgstore is the PostgreSQL [tenure.Store], tenure's default
-// backend. It also implements [tenure.Notifier] and [tenure.Lister].
+// Package pgstore is the PostgreSQL [store.Store], tenure's default
+// backend. It also implements [store.Notifier] and [store.Lister].
 //
 //	pool, err := pgxpool.New(ctx, "postgres://...")
 //	store, err := pgstore.New(pool, pgstore.Config{})
@@ -34,7 +34,7 @@
 // At run time the store needs only SELECT, INSERT and UPDATE on the two
 // tables, USAGE on the schema and the sequence and EXECUTE on the functions:
 // no DDL, no DELETE. A call on a schema that was never migrated fails with
-// an error matching [tenure.ErrNotMigrated].
+// an error matching [store.ErrNotMigrated].
 //
 // # Clock
 //
@@ -80,11 +80,11 @@
 //
 //   - A statement whose reply does not arrive (connection cut after the
 //     commit, context deadline, server shutdown) fails with an error
-//     matching [tenure.ErrUnavailable]: it may have been applied. The client
+//     matching [store.ErrUnavailable]: it may have been applied. The client
 //     treats the outcome as unknown (promise P3); the renewal chain (seq)
 //     then tells a lost reply from a clone.
 //   - Serialization failures, deadlocks, a read-only standby and too many
-//     connections are [tenure.ErrUnavailable] too; a renewal that hits one
+//     connections are [store.ErrUnavailable] too; a renewal that hits one
 //     was not applied, but the client cannot know that in general.
 //   - A lease row locked by a fenced transaction ([pgfence], or the
 //     functions below called from SQL) makes renewals, releases and

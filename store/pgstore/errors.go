@@ -5,24 +5,24 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/tenure-dev/tenure/store"
 
-	"github.com/tenure-dev/tenure"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // interpretError is the one place where errors from pgx become tenure's
 // errors. op names the call for the message ("acquire lease \"x\"").
 //
 //   - Missing schema, tables, columns or functions (SQLSTATE 3F000, 42P01,
-//     42703, 42883) match [tenure.ErrNotMigrated].
+//     42703, 42883) match [store.ErrNotMigrated].
 //   - Server-side errors that say the server cannot serve now (connection
 //     exceptions, shutdown, query cancelled by a timeout, too many
 //     connections, a read-only standby, serialization failures and
 //     deadlocks) and every error that is not the server's (transport,
-//     context deadline or cancellation) match [tenure.ErrUnavailable]: the
+//     context deadline or cancellation) match [store.ErrUnavailable]: the
 //     call may have been applied.
 //   - A cached statement invalidated by a migration matches
-//     [tenure.ErrUnavailable] too: pgx drops its cache and a retry succeeds.
+//     [store.ErrUnavailable] too: pgx drops its cache and a retry succeeds.
 //   - Any other server error is returned as it is, wrapped with op.
 func interpretError(op string, err error) error {
 	if err == nil {
@@ -30,20 +30,20 @@ func interpretError(op string, err error) error {
 	}
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) {
-		return fmt.Errorf("pgstore: %s: %w (it may have been applied): %w", op, tenure.ErrUnavailable, err)
+		return fmt.Errorf("pgstore: %s: %w (it may have been applied): %w", op, store.ErrUnavailable, err)
 	}
 	switch code := pgErr.Code; {
 	case code == "3F000" || code == "42P01" || code == "42703" || code == "42883":
 		return fmt.Errorf("pgstore: %s: %w: run `tenure migrate` (or Store.Migrate) as the schema's owner: %w",
-			op, tenure.ErrNotMigrated, err)
+			op, store.ErrNotMigrated, err)
 	case code == "42501":
 		return fmt.Errorf("pgstore: %s: permission denied; the run-time role needs the grants Config.GrantSQL lists, and Migrate needs the schema's owner: %w", op, err)
 	case code == "0A000" && strings.Contains(pgErr.Message, "cached plan must not change result type"):
 		// A migration changed a table under a cached prepared statement;
 		// pgx has dropped its cache, so the next call succeeds.
-		return fmt.Errorf("pgstore: %s: %w: the schema changed under a cached statement; retry: %w", op, tenure.ErrUnavailable, err)
+		return fmt.Errorf("pgstore: %s: %w: the schema changed under a cached statement; retry: %w", op, store.ErrUnavailable, err)
 	case unavailableCode(code):
-		return fmt.Errorf("pgstore: %s: %w (it may have been applied): %w", op, tenure.ErrUnavailable, err)
+		return fmt.Errorf("pgstore: %s: %w (it may have been applied): %w", op, store.ErrUnavailable, err)
 	}
 	return fmt.Errorf("pgstore: %s: %w", op, err)
 }
@@ -71,5 +71,5 @@ func unavailableCode(code string) bool {
 
 // closedError is returned by calls on a closed store.
 func closedError(op string) error {
-	return fmt.Errorf("pgstore: %s on a closed store; create a new one with pgstore.New: %w", op, tenure.ErrClosed)
+	return fmt.Errorf("pgstore: %s on a closed store; create a new one with pgstore.New: %w", op, store.ErrClosed)
 }

@@ -5,9 +5,10 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/tenure-dev/tenure/store"
+
 	"github.com/jackc/pgx/v5"
 
-	"github.com/tenure-dev/tenure"
 	"github.com/tenure-dev/tenure/internal/reconnect"
 )
 
@@ -20,20 +21,20 @@ const (
 	listenCloseTimeout = 5 * time.Second
 )
 
-// Listen implements [tenure.Notifier.Listen]. It takes one connection out
+// Listen implements [store.Notifier.Listen]. It takes one connection out
 // of the pool for itself (the pool opens another in its place) and runs
 // LISTEN on the store's channel ([Objects.Channel]); notify runs on the
 // calling goroutine with the payload, a lease name, for every release and
 // acquisition. When the connection fails it is dropped and a new one is
 // made, after a backoff growing from 50ms to 5s; notifications sent in
 // between are lost, so after every LISTEN it calls notify with the empty
-// name (see [tenure.Notifier]).
+// name (see [store.Notifier]).
 //
 // Listen returns ctx's error when ctx is done and an error matching
-// [tenure.ErrClosed] when the store is closed.
+// [store.ErrClosed] when the store is closed.
 func (s *Store) Listen(ctx context.Context, notify func(name string)) error {
 	if notify == nil {
-		return fmt.Errorf("pgstore: listen: %w: notify function is nil", tenure.ErrInvalid)
+		return fmt.Errorf("pgstore: listen: %w: notify function is nil", store.ErrInvalid)
 	}
 	if s.closed.Load() {
 		return closedError("listen")

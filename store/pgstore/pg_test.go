@@ -7,11 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tenure-dev/tenure/store"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tenure-dev/tenure"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/store/pgstore"
 	"github.com/tenure-dev/tenure/store/pgstore/pgstoretest"
@@ -53,9 +54,9 @@ func newStore(t *testing.T, pool *pgxpool.Pool, cfg pgstore.Config) *pgstore.Sto
 	return s
 }
 
-func (b *testBundle) acquire(t *testing.T, name string, h tenure.Holder, ttl time.Duration) tenure.Grant {
+func (b *testBundle) acquire(t *testing.T, name string, h store.Holder, ttl time.Duration) store.Grant {
 	t.Helper()
-	g, err := b.store.Acquire(t.Context(), tenure.AcquireParams{Name: name, Holder: h, TTL: ttl})
+	g, err := b.store.Acquire(t.Context(), store.AcquireParams{Name: name, Holder: h, TTL: ttl})
 	require.NoError(t, err)
 	return g
 }
@@ -104,10 +105,10 @@ func TestConfig(t *testing.T) {
 			t.Parallel()
 			obj, err := tc.cfg.Objects()
 			if tc.wantErr != "" {
-				require.ErrorIs(t, err, tenure.ErrInvalid)
+				require.ErrorIs(t, err, store.ErrInvalid)
 				require.ErrorContains(t, err, tc.wantErr)
 				_, err = pgstore.New(&pgxpool.Pool{}, tc.cfg)
-				require.ErrorIs(t, err, tenure.ErrInvalid, "New validates the config")
+				require.ErrorIs(t, err, store.ErrInvalid, "New validates the config")
 				return
 			}
 			require.NoError(t, err)
@@ -121,7 +122,7 @@ func TestConfig(t *testing.T) {
 	t.Run("NilPool", func(t *testing.T) {
 		t.Parallel()
 		_, err := pgstore.New(nil, pgstore.Config{})
-		require.ErrorIs(t, err, tenure.ErrInvalid)
+		require.ErrorIs(t, err, store.ErrInvalid)
 	})
 
 	t.Run("DistinctChannels", func(t *testing.T) {
@@ -213,17 +214,17 @@ func TestMigrate(t *testing.T) {
 				}
 				ctx := t.Context()
 				h := testutil.Holder(t, "a")
-				_, err := b.store.Acquire(ctx, tenure.AcquireParams{Name: "job", Holder: h, TTL: time.Minute})
-				require.ErrorIs(t, err, tenure.ErrNotMigrated, "Acquire")
+				_, err := b.store.Acquire(ctx, store.AcquireParams{Name: "job", Holder: h, TTL: time.Minute})
+				require.ErrorIs(t, err, store.ErrNotMigrated, "Acquire")
 				require.ErrorContains(t, err, "tenure migrate")
-				_, err = b.store.Renew(ctx, []tenure.RenewParams{{Name: "job", Holder: h, Token: 1, Seq: 1, TTL: time.Minute}})
-				require.ErrorIs(t, err, tenure.ErrNotMigrated, "Renew")
-				err = b.store.Release(ctx, tenure.ReleaseParams{Name: "job", Holder: h, Token: 1})
-				require.ErrorIs(t, err, tenure.ErrNotMigrated, "Release")
+				_, err = b.store.Renew(ctx, []store.RenewParams{{Name: "job", Holder: h, Token: 1, Seq: 1, TTL: time.Minute}})
+				require.ErrorIs(t, err, store.ErrNotMigrated, "Renew")
+				err = b.store.Release(ctx, store.ReleaseParams{Name: "job", Holder: h, Token: 1})
+				require.ErrorIs(t, err, store.ErrNotMigrated, "Release")
 				_, err = b.store.Get(ctx, "job")
-				require.ErrorIs(t, err, tenure.ErrNotMigrated, "Get")
+				require.ErrorIs(t, err, store.ErrNotMigrated, "Get")
 				_, err = b.store.List(ctx)
-				require.ErrorIs(t, err, tenure.ErrNotMigrated, "List")
+				require.ErrorIs(t, err, store.ErrNotMigrated, "List")
 			})
 		}
 	})
@@ -292,7 +293,7 @@ func TestListen(t *testing.T) {
 		require.Empty(t, receive(t, names, "the announcement of the second LISTEN"))
 
 		g := b.acquire(t, "job", testutil.Holder(t, "a"), time.Minute)
-		require.NoError(t, b.store.Release(t.Context(), tenure.ReleaseParams{Name: g.Name, Holder: g.Holder, Token: g.Token}))
+		require.NoError(t, b.store.Release(t.Context(), store.ReleaseParams{Name: g.Name, Holder: g.Holder, Token: g.Token}))
 		for got := ""; got != g.Name; {
 			got = receive(t, names, "the notification of the release")
 		}
@@ -325,9 +326,9 @@ func TestListen(t *testing.T) {
 		receive(t, pids, "LISTEN")
 
 		h := testutil.Holder(t, "a")
-		g, err := otherStore.Acquire(t.Context(), tenure.AcquireParams{Name: "other", Holder: h, TTL: time.Minute})
+		g, err := otherStore.Acquire(t.Context(), store.AcquireParams{Name: "other", Holder: h, TTL: time.Minute})
 		require.NoError(t, err)
-		require.Equal(t, tenure.Token(1), g.Token, "each prefix has its own token sequence")
+		require.Equal(t, store.Token(1), g.Token, "each prefix has its own token sequence")
 		b.acquire(t, "mine", h, time.Minute)
 		got := receive(t, names, "the notification of the subscription")
 		require.Empty(t, got, "LISTEN is announced with the empty name")
@@ -341,7 +342,7 @@ func TestListen(t *testing.T) {
 	t.Run("NilNotify", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, nil, true)
-		require.ErrorIs(t, b.store.Listen(t.Context(), nil), tenure.ErrInvalid)
+		require.ErrorIs(t, b.store.Listen(t.Context(), nil), store.ErrInvalid)
 	})
 }
 
@@ -366,7 +367,7 @@ func TestTokens(t *testing.T) {
 		for round := range rounds {
 			name := "race_" + string(rune('a'+round))
 			type outcome struct {
-				g   tenure.Grant
+				g   store.Grant
 				err error
 			}
 			out := make(chan outcome, racers)
@@ -374,20 +375,20 @@ func TestTokens(t *testing.T) {
 			for i := range racers {
 				h := testutil.Holder(t, "racer"+string(rune('0'+i)))
 				wg.Go(func() {
-					g, err := b.store.Acquire(t.Context(), tenure.AcquireParams{Name: name, Holder: h, TTL: time.Minute})
+					g, err := b.store.Acquire(t.Context(), store.AcquireParams{Name: name, Holder: h, TTL: time.Minute})
 					out <- outcome{g, err}
 				})
 			}
 			wg.Wait()
 			close(out)
-			var winners []tenure.Grant
-			var held []*tenure.HeldError
+			var winners []store.Grant
+			var held []*store.HeldError
 			for o := range out {
 				if o.err == nil {
 					winners = append(winners, o.g)
 					continue
 				}
-				var he *tenure.HeldError
+				var he *store.HeldError
 				require.ErrorAs(t, o.err, &he)
 				held = append(held, he)
 			}
@@ -409,8 +410,8 @@ func TestUnavailable(t *testing.T) {
 		b := setup(t, nil, true)
 		ctx, cancel := context.WithCancel(t.Context())
 		cancel()
-		_, err := b.store.Acquire(ctx, tenure.AcquireParams{Name: "job", Holder: testutil.Holder(t, "a"), TTL: time.Minute})
-		require.ErrorIs(t, err, tenure.ErrUnavailable)
+		_, err := b.store.Acquire(ctx, store.AcquireParams{Name: "job", Holder: testutil.Holder(t, "a"), TTL: time.Minute})
+		require.ErrorIs(t, err, store.ErrUnavailable)
 		require.ErrorIs(t, err, context.Canceled)
 	})
 
@@ -423,7 +424,7 @@ func TestUnavailable(t *testing.T) {
 		s := newStore(t, pool, cfg)
 		pool.Close()
 		_, err := s.Get(t.Context(), "job")
-		require.ErrorIs(t, err, tenure.ErrUnavailable)
+		require.ErrorIs(t, err, store.ErrUnavailable)
 	})
 
 	t.Run("DeadlineWhileBlocked", func(t *testing.T) {
@@ -438,8 +439,8 @@ func TestUnavailable(t *testing.T) {
 		require.NoError(t, err)
 		ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
 		defer cancel()
-		_, err = b.store.Renew(ctx, []tenure.RenewParams{{Name: g.Name, Holder: g.Holder, Token: g.Token, Seq: g.Seq, TTL: time.Minute}})
-		require.ErrorIs(t, err, tenure.ErrUnavailable, "a renewal cut off by its deadline has an unknown outcome")
+		_, err = b.store.Renew(ctx, []store.RenewParams{{Name: g.Name, Holder: g.Holder, Token: g.Token, Seq: g.Seq, TTL: time.Minute}})
+		require.ErrorIs(t, err, store.ErrUnavailable, "a renewal cut off by its deadline has an unknown outcome")
 		require.ErrorContains(t, err, "may have been applied")
 	})
 }

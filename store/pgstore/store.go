@@ -9,16 +9,16 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tenure-dev/tenure/store"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/tenure-dev/tenure"
 )
 
 var (
-	_ tenure.Store    = (*Store)(nil)
-	_ tenure.Notifier = (*Store)(nil)
-	_ tenure.Lister   = (*Store)(nil)
+	_ store.Store    = (*Store)(nil)
+	_ store.Notifier = (*Store)(nil)
+	_ store.Lister   = (*Store)(nil)
 )
 
 //go:embed queries/*.sql
@@ -29,8 +29,8 @@ var queryFS embed.FS
 // queries/acquire.sql). The second attempt always sees that row.
 const acquireAttempts = 3
 
-// Store is the PostgreSQL [tenure.Store], [tenure.Notifier] and
-// [tenure.Lister]. It is safe for concurrent use. Create it with [New] and
+// Store is the PostgreSQL [store.Store], [store.Notifier] and
+// [store.Lister]. It is safe for concurrent use. Create it with [New] and
 // create its schema with [Store.Migrate] (or `tenure migrate`).
 type Store struct {
 	pool  *pgxpool.Pool
@@ -54,14 +54,14 @@ type Store struct {
 
 // New returns a Store using pool, with the objects cfg names. It does not
 // touch the database: call [Store.Migrate] once (as the schema's owner)
-// before the first use, or calls fail with [tenure.ErrNotMigrated].
+// before the first use, or calls fail with [store.ErrNotMigrated].
 //
 // The store does not own pool: [Store.Close] leaves it open. pool's
 // DefaultQueryExecMode may be any of pgx's modes. Statements keep no
 // session state; only [Store.Listen] holds a session of its own.
 func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 	if pool == nil {
-		return nil, fmt.Errorf("pgstore: %w: pool is nil; create one with pgxpool.New", tenure.ErrInvalid)
+		return nil, fmt.Errorf("pgstore: %w: pool is nil; create one with pgxpool.New", store.ErrInvalid)
 	}
 	obj, err := cfg.Objects()
 	if err != nil {
@@ -97,22 +97,22 @@ func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 // Objects returns the names of the store's database objects.
 func (s *Store) Objects() Objects { return s.obj }
 
-// Acquire implements [tenure.Store.Acquire] in one statement (one round
+// Acquire implements [store.Store.Acquire] in one statement (one round
 // trip; two when it races with the very first insert of the same name).
 // A successful acquisition is announced on the store's channel. An error
-// matching [tenure.ErrUnavailable] means it may have been applied.
-func (s *Store) Acquire(ctx context.Context, p tenure.AcquireParams) (tenure.Grant, error) {
+// matching [store.ErrUnavailable] means it may have been applied.
+func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (store.Grant, error) {
 	if err := s.begin(ctx, "acquire"); err != nil {
-		return tenure.Grant{}, err
+		return store.Grant{}, err
 	}
 	if err := p.Validate(); err != nil {
-		return tenure.Grant{}, fmt.Errorf("pgstore: acquire: %w", err)
+		return store.Grant{}, fmt.Errorf("pgstore: acquire: %w", err)
 	}
 	op := fmt.Sprintf("acquire lease %q", p.Name)
 	for range acquireAttempts {
 		var (
 			acquired    bool
-			g           = tenure.Grant{Name: p.Name}
+			g           = store.Grant{Name: p.Name}
 			remainingUS int64
 		)
 		err := s.pool.QueryRow(ctx, s.acquireSQL,
@@ -122,33 +122,33 @@ func (s *Store) Acquire(ctx context.Context, p tenure.AcquireParams) (tenure.Gra
 			continue
 		}
 		if err != nil {
-			return tenure.Grant{}, interpretError(op, err)
+			return store.Grant{}, interpretError(op, err)
 		}
 		g.Remaining = time.Duration(remainingUS) * time.Microsecond
 		if !acquired {
-			return tenure.Grant{}, &tenure.HeldError{
+			return store.Grant{}, &store.HeldError{
 				Name: p.Name, Holder: g.Holder, Token: g.Token, Seq: g.Seq, Remaining: g.Remaining,
 			}
 		}
 		return g, nil
 	}
-	return tenure.Grant{}, fmt.Errorf("pgstore: %s: %w: the lease row changed under %d attempts in a row; try again",
-		op, tenure.ErrUnavailable, acquireAttempts)
+	return store.Grant{}, fmt.Errorf("pgstore: %s: %w: the lease row changed under %d attempts in a row; try again",
+		op, store.ErrUnavailable, acquireAttempts)
 }
 
-// Renew implements [tenure.Store.Renew]: the whole batch (up to
-// [tenure.MaxRenewBatch] leases) is one statement and one round trip. An
-// error matching [tenure.ErrUnavailable] means some or all of the batch
+// Renew implements [store.Store.Renew]: the whole batch (up to
+// [store.MaxRenewBatch] leases) is one statement and one round trip. An
+// error matching [store.ErrUnavailable] means some or all of the batch
 // may have been renewed.
-func (s *Store) Renew(ctx context.Context, ps []tenure.RenewParams) ([]tenure.RenewResult, error) {
+func (s *Store) Renew(ctx context.Context, ps []store.RenewParams) ([]store.RenewResult, error) {
 	if err := s.begin(ctx, "renew"); err != nil {
 		return nil, err
 	}
-	if err := tenure.ValidateRenewBatch(ps); err != nil {
+	if err := store.ValidateRenewBatch(ps); err != nil {
 		return nil, fmt.Errorf("pgstore: renew: %w", err)
 	}
 	if len(ps) == 0 {
-		return []tenure.RenewResult{}, nil
+		return []store.RenewResult{}, nil
 	}
 	var (
 		names     = make([]string, len(ps))
@@ -170,10 +170,10 @@ func (s *Store) Renew(ctx context.Context, ps []tenure.RenewParams) ([]tenure.Re
 	if err != nil {
 		return nil, interpretError(op, err)
 	}
-	results := make([]tenure.RenewResult, 0, len(ps))
+	results := make([]store.RenewResult, 0, len(ps))
 	for rows.Next() {
 		var (
-			r           tenure.RenewResult
+			r           store.RenewResult
 			known, held bool
 			remainingUS int64
 		)
@@ -183,10 +183,10 @@ func (s *Store) Renew(ctx context.Context, ps []tenure.RenewParams) ([]tenure.Re
 			return nil, interpretError(op, err)
 		}
 		if !known {
-			r.Grant = tenure.Grant{}
+			r.Grant = store.Grant{}
 		}
 		if !held {
-			r.Grant.Holder = tenure.Holder{}
+			r.Grant.Holder = store.Holder{}
 			remainingUS = 0
 		}
 		r.Grant.Remaining = time.Duration(remainingUS) * time.Microsecond
@@ -197,7 +197,7 @@ func (s *Store) Renew(ctx context.Context, ps []tenure.RenewParams) ([]tenure.Re
 	}
 	if len(results) != len(ps) {
 		return nil, fmt.Errorf("pgstore: %s: %w: the server answered %d results for %d leases",
-			op, tenure.ErrUnavailable, len(results), len(ps))
+			op, store.ErrUnavailable, len(results), len(ps))
 	}
 	for i := range results {
 		results[i].Grant.Name = ps[i].Name
@@ -205,11 +205,11 @@ func (s *Store) Renew(ctx context.Context, ps []tenure.RenewParams) ([]tenure.Re
 	return results, nil
 }
 
-// Release implements [tenure.Store.Release]: it expires the lease now,
+// Release implements [store.Store.Release]: it expires the lease now,
 // keeps its row and token order, and announces the release on the store's
-// channel. An error matching [tenure.ErrUnavailable] means it may have
+// channel. An error matching [store.ErrUnavailable] means it may have
 // been applied.
-func (s *Store) Release(ctx context.Context, p tenure.ReleaseParams) error {
+func (s *Store) Release(ctx context.Context, p store.ReleaseParams) error {
 	if err := s.begin(ctx, "release"); err != nil {
 		return err
 	}
@@ -225,35 +225,35 @@ func (s *Store) Release(ctx context.Context, p tenure.ReleaseParams) error {
 	}
 	if n == 0 {
 		return fmt.Errorf("pgstore: release of lease %q by %s with token %d refused: %w",
-			p.Name, p.Holder, p.Token, tenure.ErrNotHeld)
+			p.Name, p.Holder, p.Token, store.ErrNotHeld)
 	}
 	return nil
 }
 
-// Get implements [tenure.Store.Get].
-func (s *Store) Get(ctx context.Context, name string) (tenure.Record, error) {
+// Get implements [store.Store.Get].
+func (s *Store) Get(ctx context.Context, name string) (store.Record, error) {
 	if err := s.begin(ctx, "get"); err != nil {
-		return tenure.Record{}, err
+		return store.Record{}, err
 	}
-	if err := tenure.ValidateName(name); err != nil {
-		return tenure.Record{}, fmt.Errorf("pgstore: get: %w", err)
+	if err := store.ValidateName(name); err != nil {
+		return store.Record{}, fmt.Errorf("pgstore: get: %w", err)
 	}
 	rows, err := s.pool.Query(ctx, s.getSQL, name)
 	if err != nil {
-		return tenure.Record{}, interpretError(fmt.Sprintf("get lease %q", name), err)
+		return store.Record{}, interpretError(fmt.Sprintf("get lease %q", name), err)
 	}
 	records, err := scanRecords(rows)
 	if err != nil {
-		return tenure.Record{}, interpretError(fmt.Sprintf("get lease %q", name), err)
+		return store.Record{}, interpretError(fmt.Sprintf("get lease %q", name), err)
 	}
 	if len(records) == 0 {
-		return tenure.Record{}, fmt.Errorf("pgstore: lease %q: %w", name, tenure.ErrNotFound)
+		return store.Record{}, fmt.Errorf("pgstore: lease %q: %w", name, store.ErrNotFound)
 	}
 	return records[0], nil
 }
 
-// List implements [tenure.Lister.List], ordered by name in byte order.
-func (s *Store) List(ctx context.Context) ([]tenure.Record, error) {
+// List implements [store.Lister.List], ordered by name in byte order.
+func (s *Store) List(ctx context.Context) ([]store.Record, error) {
 	if err := s.begin(ctx, "list"); err != nil {
 		return nil, err
 	}
@@ -268,8 +268,8 @@ func (s *Store) List(ctx context.Context) ([]tenure.Record, error) {
 	return records, nil
 }
 
-// Close implements [tenure.Store.Close]: later calls fail with
-// [tenure.ErrClosed] and every [Store.Listen] returns. It leaves the pool
+// Close implements [store.Store.Close]: later calls fail with
+// [store.ErrClosed] and every [Store.Listen] returns. It leaves the pool
 // open. Closing twice is harmless.
 func (s *Store) Close() error {
 	s.closed.Store(true)
@@ -278,12 +278,12 @@ func (s *Store) Close() error {
 }
 
 // scanRecords reads the rows of get.sql or list.sql and closes them.
-func scanRecords(rows pgx.Rows) ([]tenure.Record, error) {
+func scanRecords(rows pgx.Rows) ([]store.Record, error) {
 	defer rows.Close()
-	var records []tenure.Record
+	var records []store.Record
 	for rows.Next() {
 		var (
-			r           tenure.Record
+			r           store.Record
 			released    bool
 			held        bool
 			remainingUS int64
@@ -294,12 +294,12 @@ func scanRecords(rows pgx.Rows) ([]tenure.Record, error) {
 		}
 		switch {
 		case released:
-			r.State = tenure.StateReleased
+			r.State = store.StateReleased
 		case held:
-			r.State = tenure.StateHeld
+			r.State = store.StateHeld
 			r.Remaining = time.Duration(remainingUS) * time.Microsecond
 		default:
-			r.State = tenure.StateExpired
+			r.State = store.StateExpired
 		}
 		records = append(records, r)
 	}
@@ -307,7 +307,7 @@ func scanRecords(rows pgx.Rows) ([]tenure.Record, error) {
 		return nil, err
 	}
 	if records == nil {
-		records = []tenure.Record{}
+		records = []store.Record{}
 	}
 	return records, nil
 }
@@ -319,7 +319,7 @@ func (s *Store) begin(ctx context.Context, op string) error {
 		return closedError(op)
 	}
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("pgstore: %s not attempted: %w: %w", op, tenure.ErrUnavailable, err)
+		return fmt.Errorf("pgstore: %s not attempted: %w: %w", op, store.ErrUnavailable, err)
 	}
 	return nil
 }

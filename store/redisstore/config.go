@@ -5,7 +5,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/tenure-dev/tenure"
+	"github.com/tenure-dev/tenure/store"
 )
 
 // DefaultKeyPrefix is the prefix used when [Config.KeyPrefix] is empty.
@@ -88,14 +88,14 @@ func validatePrefix(p string) error {
 	switch {
 	case len(p) > MaxKeyPrefixLen:
 		return fmt.Errorf("redisstore: %w: KeyPrefix %q is %d bytes long; the maximum is %d",
-			tenure.ErrInvalid, p, len(p), MaxKeyPrefixLen)
+			store.ErrInvalid, p, len(p), MaxKeyPrefixLen)
 	case !utf8.ValidString(p):
-		return fmt.Errorf("redisstore: %w: KeyPrefix %q is not valid UTF-8", tenure.ErrInvalid, p)
+		return fmt.Errorf("redisstore: %w: KeyPrefix %q is not valid UTF-8", store.ErrInvalid, p)
 	}
 	for _, r := range p {
 		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
 			return fmt.Errorf("redisstore: %w: KeyPrefix %q contains the control character %U; choose another prefix",
-				tenure.ErrInvalid, p, r)
+				store.ErrInvalid, p, r)
 		}
 	}
 	return nil

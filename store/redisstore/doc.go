@@ -1,6 +1,6 @@
-// Package redisstore is the Redis [tenure.Store] for a single Redis server
+// Package redisstore is the Redis [store.Store] for a single Redis server
 // (or the primary that Sentinel names). It also implements
-// [tenure.Notifier] and [tenure.Lister].
+// [store.Notifier] and [store.Lister].
 //
 //	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379", ContextTimeoutEnabled: true})
 //	store, err := redisstore.New(rdb, redisstore.Config{})
@@ -69,7 +69,7 @@
 // script (scripts/*.lua, embedded) and one round trip; go-redis sends
 // EVALSHA and falls back to EVAL when the server answers NOSCRIPT (after a
 // restart or SCRIPT FLUSH). Renew sends the whole batch, up to
-// [tenure.MaxRenewBatch] leases, as one script call, which the server runs
+// [store.MaxRenewBatch] leases, as one script call, which the server runs
 // without serving anyone else: on a small two-core machine a batch of
 // 10,000 leases takes about 170 ms end to end (17 microseconds per lease),
 // more on a loaded one. [Store.Get] is one read-only script; [Store.List]
@@ -100,13 +100,13 @@
 // equal tokens lets both write. That breaks promise P2.
 //
 // What the store detects: every [Store] remembers, in memory, the greatest
-// token the server reported to it (in grants, in [tenure.HeldError], in
+// token the server reported to it (in grants, in [store.HeldError], in
 // renewal results, in Get and List). A grant whose token is not greater
 // than the greatest seen before the request was sent can only come from a
 // counter that went backwards. Acquire then refuses it: it gives the
 // tenure back, raises the counter to the greatest token seen plus
 // [CounterRepairMargin], and fails with an error matching
-// [ErrTokenWentBackwards] (not [tenure.ErrUnavailable]). The next
+// [ErrTokenWentBackwards] (not [store.ErrUnavailable]). The next
 // acquisition gets a token above everything this store saw. Renewals of
 // leases the server lost fail by themselves (the lease is absent, or held
 // by another tenure), so a holder stands down on its next renewal.
@@ -130,7 +130,7 @@
 //
 //   - A call whose reply does not arrive (connection cut, timeout, context
 //     deadline, server restart) fails with an error matching
-//     [tenure.ErrUnavailable]: it may have been applied. So do replies that
+//     [store.ErrUnavailable]: it may have been applied. So do replies that
 //     mean "not now" (LOADING, BUSY, READONLY during a failover,
 //     MASTERDOWN, OOM, too many clients). The client treats the outcome as
 //     unknown (promise P3).
@@ -138,15 +138,15 @@
 //     3 by default). A retried script that had been applied shows up as a
 //     lease held by the caller's own holder (Acquire) or as a seq mismatch
 //     (Renew); the client treats both as loss, the safe side.
-//   - A closed go-redis client fails calls with [tenure.ErrClosed]. ACL
+//   - A closed go-redis client fails calls with [store.ErrClosed]. ACL
 //     refusals and keys of another type under the prefix come back as
 //     errors that say so. Under ACLs the client's user needs EVAL, EVALSHA,
 //     SCAN and SUBSCRIBE, and the commands the scripts call (HMGET, HSET,
 //     HINCRBY, GET, SET, INCR, DEL, PTTL, PEXPIRE, TIME, PUBLISH), on the
 //     store's keys and channel.
-//   - Input outside the limits fails with [tenure.ErrInvalid] before
+//   - Input outside the limits fails with [store.ErrInvalid] before
 //     anything is sent. After [Store.Close] every call fails with
-//     [tenure.ErrClosed]; Close leaves the go-redis client open.
+//     [store.ErrClosed]; Close leaves the go-redis client open.
 //
 // Package [github.com/tenure-dev/tenure/fence/redisfence] is the resource
 // side: fenced writes to Redis keys.

@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/tenure-dev/tenure/store"
 
-	"github.com/tenure-dev/tenure"
+	"github.com/redis/go-redis/v9"
 )
 
 // ErrTokenWentBackwards reports that the server granted a new tenure a
@@ -17,7 +17,7 @@ import (
 // to a replica that lacked them, a flushed database). The grant was refused:
 // no lease was handed out, the tenure was given back and the counter raised
 // (the message says when that repair failed too). It matches none of tenure's
-// sentinels: it is not [tenure.ErrUnavailable], because retrying blindly
+// sentinels: it is not [store.ErrUnavailable], because retrying blindly
 // is not the answer. See the package documentation.
 var ErrTokenWentBackwards = errors.New("redisstore: token went backwards")
 
@@ -37,9 +37,9 @@ var unavailablePrefixes = []string{
 //   - Transport errors, timeouts, context deadlines and cancellations, an
 //     exhausted pool, an empty (nil) reply and server replies meaning "not
 //     now" (LOADING, BUSY, READONLY, MASTERDOWN, TRYAGAIN, CLUSTERDOWN,
-//     NOREPLICAS, OOM, too many clients) match [tenure.ErrUnavailable]:
+//     NOREPLICAS, OOM, too many clients) match [store.ErrUnavailable]:
 //     the call may have been applied.
-//   - A closed go-redis client matches [tenure.ErrClosed].
+//   - A closed go-redis client matches [store.ErrClosed].
 //   - Authentication and ACL refusals, and WRONGTYPE (another program's
 //     keys under the prefix), are returned wrapped with advice.
 //   - Any other server error is returned as it is, wrapped with op.
@@ -52,20 +52,20 @@ func interpretError(op string, err error) error {
 	}
 	if errors.Is(err, redis.ErrClosed) {
 		return fmt.Errorf("redisstore: %s: %w: the go-redis client was closed; the store does not own it: %w",
-			op, tenure.ErrClosed, err)
+			op, store.ErrClosed, err)
 	}
 	if errors.Is(err, redis.Nil) {
 		return fmt.Errorf("redisstore: %s: %w: the server answered nothing (it may have been applied): %w",
-			op, tenure.ErrUnavailable, err)
+			op, store.ErrUnavailable, err)
 	}
 	var rerr redis.Error
 	if !errors.As(err, &rerr) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("redisstore: %s: %w (it may have been applied): %w", op, tenure.ErrUnavailable, err)
+		return fmt.Errorf("redisstore: %s: %w (it may have been applied): %w", op, store.ErrUnavailable, err)
 	}
 	msg := rerr.Error()
 	for _, p := range unavailablePrefixes {
 		if strings.HasPrefix(msg, p) {
-			return fmt.Errorf("redisstore: %s: %w (it may have been applied): %w", op, tenure.ErrUnavailable, err)
+			return fmt.Errorf("redisstore: %s: %w (it may have been applied): %w", op, store.ErrUnavailable, err)
 		}
 	}
 	switch {
@@ -83,10 +83,10 @@ func interpretError(op string, err error) error {
 // have been applied.
 func unexpectedReply(op string, reply any) error {
 	return fmt.Errorf("redisstore: %s: %w: unexpected reply %v from the server; do other programs write keys under the store's prefix?",
-		op, tenure.ErrUnavailable, reply)
+		op, store.ErrUnavailable, reply)
 }
 
 // closedError is returned by calls on a closed store.
 func closedError(op string) error {
-	return fmt.Errorf("redisstore: %s on a closed store; create a new one with redisstore.New: %w", op, tenure.ErrClosed)
+	return fmt.Errorf("redisstore: %s on a closed store; create a new one with redisstore.New: %w", op, store.ErrClosed)
 }

@@ -7,9 +7,10 @@ import (
 	"net"
 	"time"
 
+	"github.com/tenure-dev/tenure/store"
+
 	"github.com/redis/go-redis/v9"
 
-	"github.com/tenure-dev/tenure"
 	"github.com/tenure-dev/tenure/internal/reconnect"
 )
 
@@ -23,7 +24,7 @@ const (
 	listenIdle = 15 * time.Second
 )
 
-// Listen implements [tenure.Notifier.Listen]. It subscribes to the store's
+// Listen implements [store.Notifier.Listen]. It subscribes to the store's
 // channel ([Keys.Channel]) on a connection of its own and calls notify on
 // the calling goroutine with the lease name of every release and every
 // takeover of an expired lease, as the scripts publish them. When the
@@ -31,13 +32,13 @@ const (
 // Listen subscribes again on a new connection after a backoff growing from
 // 50ms to 5s; messages published in between are lost (Redis pub/sub keeps
 // nothing), so on every subscription's confirmation it calls notify with
-// the empty name (see [tenure.Notifier]).
+// the empty name (see [store.Notifier]).
 //
 // Listen returns ctx's error when ctx is done and an error matching
-// [tenure.ErrClosed] when the store is closed.
+// [store.ErrClosed] when the store is closed.
 func (s *Store) Listen(ctx context.Context, notify func(name string)) error {
 	if notify == nil {
-		return fmt.Errorf("redisstore: listen: %w: notify function is nil", tenure.ErrInvalid)
+		return fmt.Errorf("redisstore: listen: %w: notify function is nil", store.ErrInvalid)
 	}
 	if s.closed.Load() {
 		return closedError("listen")

@@ -14,10 +14,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tenure-dev/tenure/store"
+
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tenure-dev/tenure"
 	"github.com/tenure-dev/tenure/internal/faultnet"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/store/redisstore"
@@ -51,16 +52,16 @@ func newStore(t *testing.T, c redisstore.Client, prefix string) *redisstore.Stor
 	return s
 }
 
-func acquire(t *testing.T, s tenure.Store, name string, h tenure.Holder, ttl time.Duration) tenure.Grant {
+func acquire(t *testing.T, s store.Store, name string, h store.Holder, ttl time.Duration) store.Grant {
 	t.Helper()
-	g, err := s.Acquire(t.Context(), tenure.AcquireParams{Name: name, Holder: h, TTL: ttl})
+	g, err := s.Acquire(t.Context(), store.AcquireParams{Name: name, Holder: h, TTL: ttl})
 	require.NoError(t, err, "acquire %q", name)
 	return g
 }
 
-func release(t *testing.T, s tenure.Store, g tenure.Grant) {
+func release(t *testing.T, s store.Store, g store.Grant) {
 	t.Helper()
-	require.NoError(t, s.Release(t.Context(), tenure.ReleaseParams{Name: g.Name, Holder: g.Holder, Token: g.Token}))
+	require.NoError(t, s.Release(t.Context(), store.ReleaseParams{Name: g.Name, Holder: g.Holder, Token: g.Token}))
 }
 
 func TestConfig(t *testing.T) {
@@ -86,9 +87,9 @@ func TestConfig(t *testing.T) {
 			t.Cleanup(func() { _ = c.Close() })
 			_, newErr := redisstore.New(c, tc.cfg)
 			if tc.wantErr != "" {
-				require.ErrorIs(t, err, tenure.ErrInvalid)
+				require.ErrorIs(t, err, store.ErrInvalid)
 				require.ErrorContains(t, err, tc.wantErr)
-				require.ErrorIs(t, newErr, tenure.ErrInvalid, "New validates the config")
+				require.ErrorIs(t, newErr, store.ErrInvalid, "New validates the config")
 				return
 			}
 			require.NoError(t, err)
@@ -115,7 +116,7 @@ func TestNew(t *testing.T) {
 		"Ring":     ring,
 	} {
 		_, err := redisstore.New(c, redisstore.Config{})
-		require.ErrorIs(t, err, tenure.ErrInvalid, name)
+		require.ErrorIs(t, err, store.ErrInvalid, name)
 	}
 }
 
@@ -207,10 +208,10 @@ func TestRenewIsOneRoundTrip(t *testing.T) {
 	c.AddHook(log)
 	s := newStore(t, c, redisstoretest.Prefix(t, c))
 	holder := testutil.Holder(t, "holder")
-	ps := make([]tenure.RenewParams, 500)
+	ps := make([]store.RenewParams, 500)
 	for i := range ps {
 		g := acquire(t, s, fmt.Sprintf("lease-%03d", i), holder, time.Minute)
-		ps[i] = tenure.RenewParams{Name: g.Name, Holder: g.Holder, Token: g.Token, Seq: g.Seq, TTL: time.Minute}
+		ps[i] = store.RenewParams{Name: g.Name, Holder: g.Holder, Token: g.Token, Seq: g.Seq, TTL: time.Minute}
 	}
 	renew := func() {
 		rs, err := s.Renew(t.Context(), ps)
@@ -245,7 +246,7 @@ func TestList(t *testing.T) {
 		require.Len(t, records, n)
 		for i, r := range records {
 			require.Equal(t, fmt.Sprintf("lease-%04d", i), r.Name)
-			require.Equal(t, tenure.StateHeld, r.State)
+			require.Equal(t, store.StateHeld, r.State)
 		}
 	})
 
@@ -267,7 +268,7 @@ func TestList(t *testing.T) {
 		require.Equal(t, "mine", records[0].Name)
 		r, err := weird.Get(t.Context(), "mine")
 		require.NoError(t, err)
-		require.Equal(t, tenure.StateHeld, r.State)
+		require.Equal(t, store.StateHeld, r.State)
 	})
 }
 
@@ -282,7 +283,7 @@ func TestCounterDeleted(t *testing.T) {
 	holder := testutil.Holder(t, "holder")
 	first := acquire(t, b.store, "first", holder, time.Minute)
 	release(t, b.store, first)
-	var seen tenure.Token
+	var seen store.Token
 	for i := range 4 {
 		g := acquire(t, b.store, fmt.Sprintf("other-%d", i), holder, time.Minute)
 		seen = g.Token
@@ -293,11 +294,11 @@ func TestCounterDeleted(t *testing.T) {
 	again := acquire(t, fresh, "first", holder, time.Minute)
 	require.Greater(t, again.Token, first.Token, "the record's token is a floor for its own name")
 
-	_, err := b.store.Acquire(ctx, tenure.AcquireParams{Name: "new", Holder: holder, TTL: time.Minute})
+	_, err := b.store.Acquire(ctx, store.AcquireParams{Name: "new", Holder: holder, TTL: time.Minute})
 	requireWentBackwards(t, err)
 	r, err := b.store.Get(ctx, "new")
 	require.NoError(t, err)
-	require.Equal(t, tenure.StateReleased, r.State, "the refused tenure was given back")
+	require.Equal(t, store.StateReleased, r.State, "the refused tenure was given back")
 	require.LessOrEqual(t, r.Token, seen)
 
 	next := acquire(t, b.store, "new", holder, time.Minute)
@@ -307,10 +308,10 @@ func TestCounterDeleted(t *testing.T) {
 func requireWentBackwards(t *testing.T, err error) {
 	t.Helper()
 	require.ErrorIs(t, err, redisstore.ErrTokenWentBackwards)
-	require.NotErrorIs(t, err, tenure.ErrUnavailable, "a token that went backwards is not a retriable outage")
-	require.NotErrorIs(t, err, tenure.ErrHeld)
-	require.NotErrorIs(t, err, tenure.ErrInvalid)
-	require.NotErrorIs(t, err, tenure.ErrClosed)
+	require.NotErrorIs(t, err, store.ErrUnavailable, "a token that went backwards is not a retriable outage")
+	require.NotErrorIs(t, err, store.ErrHeld)
+	require.NotErrorIs(t, err, store.ErrInvalid)
+	require.NotErrorIs(t, err, store.ErrClosed)
 }
 
 // TestRestartWithoutPersistence crashes a server that persists nothing:
@@ -330,24 +331,24 @@ func TestRestartWithoutPersistence(t *testing.T) {
 		release(t, leader, acquire(t, leader, "job", a, time.Minute))
 	}
 	held := acquire(t, leader, "job", a, time.Minute)
-	_, err := follower.Acquire(ctx, tenure.AcquireParams{Name: "job", Holder: b, TTL: time.Minute})
-	var heldErr *tenure.HeldError
+	_, err := follower.Acquire(ctx, store.AcquireParams{Name: "job", Holder: b, TTL: time.Minute})
+	var heldErr *store.HeldError
 	require.ErrorAs(t, err, &heldErr)
 	require.Equal(t, held.Token, heldErr.Token, "the follower has seen the holder's token")
 
 	srv.Restart(t)
 
-	rs, err := leader.Renew(ctx, []tenure.RenewParams{{Name: "job", Holder: a, Token: held.Token, Seq: held.Seq, TTL: time.Minute}})
+	rs, err := leader.Renew(ctx, []store.RenewParams{{Name: "job", Holder: a, Token: held.Token, Seq: held.Seq, TTL: time.Minute}})
 	require.NoError(t, err)
 	require.False(t, rs[0].Renewed, "the lease was lost with the server's data")
-	require.Equal(t, tenure.Grant{Name: "job"}, rs[0].Grant)
+	require.Equal(t, store.Grant{Name: "job"}, rs[0].Grant)
 
-	_, err = follower.Acquire(ctx, tenure.AcquireParams{Name: "job", Holder: b, TTL: time.Minute})
+	_, err = follower.Acquire(ctx, store.AcquireParams{Name: "job", Holder: b, TTL: time.Minute})
 	requireWentBackwards(t, err)
 	require.ErrorContains(t, err, fmt.Sprintf("already seen token %d", held.Token))
 	r, err := follower.Get(ctx, "job")
 	require.NoError(t, err)
-	require.Equal(t, tenure.StateReleased, r.State, "the refused tenure was given back")
+	require.Equal(t, store.StateReleased, r.State, "the refused tenure was given back")
 	require.Less(t, r.Token, held.Token)
 
 	next := acquire(t, leader, "job", a, time.Minute)
@@ -362,7 +363,7 @@ func TestRestartWithoutPersistence(t *testing.T) {
 	reused := acquire(t, newcomer, "job", b, time.Minute)
 	require.LessOrEqual(t, reused.Token, next.Token, "a store without memory of the lost tokens cannot detect their reuse")
 
-	_, err = leader.Acquire(ctx, tenure.AcquireParams{Name: "other", Holder: a, TTL: time.Minute})
+	_, err = leader.Acquire(ctx, store.AcquireParams{Name: "other", Holder: a, TTL: time.Minute})
 	requireWentBackwards(t, err)
 }
 
@@ -377,7 +378,7 @@ func TestRestartWithAppendfsyncAlways(t *testing.T) {
 	s := newStore(t, c, prefix)
 	a, b := testutil.Holder(t, "a"), testutil.Holder(t, "b")
 	g := acquire(t, s, "job", a, time.Minute)
-	rs, err := s.Renew(ctx, []tenure.RenewParams{{Name: "job", Holder: a, Token: g.Token, Seq: g.Seq, TTL: time.Minute}})
+	rs, err := s.Renew(ctx, []store.RenewParams{{Name: "job", Holder: a, Token: g.Token, Seq: g.Seq, TTL: time.Minute}})
 	require.NoError(t, err)
 	require.True(t, rs[0].Renewed)
 
@@ -386,10 +387,10 @@ func TestRestartWithAppendfsyncAlways(t *testing.T) {
 	fresh := newStore(t, c, prefix)
 	r, err := fresh.Get(ctx, "job")
 	require.NoError(t, err)
-	require.Equal(t, tenure.StateHeld, r.State, "the lease survived the crash")
+	require.Equal(t, store.StateHeld, r.State, "the lease survived the crash")
 	require.Equal(t, g.Token, r.Token)
 	require.Equal(t, int64(2), r.Seq)
-	rs, err = s.Renew(ctx, []tenure.RenewParams{{Name: "job", Holder: a, Token: g.Token, Seq: 2, TTL: time.Minute}})
+	rs, err = s.Renew(ctx, []store.RenewParams{{Name: "job", Holder: a, Token: g.Token, Seq: 2, TTL: time.Minute}})
 	require.NoError(t, err)
 	require.True(t, rs[0].Renewed, "the holder renews across the crash")
 	release(t, s, rs[0].Grant)
@@ -430,9 +431,9 @@ func awaitListening(t *testing.T, s *redisstore.Store, r *testutil.Notifications
 	for time.Now().Before(deadline) {
 		// A name never probed before: one heard earlier proves nothing now.
 		name := fmt.Sprintf("probe-%d", probes.Add(1))
-		g, err := s.Acquire(t.Context(), tenure.AcquireParams{Name: name, Holder: holder, TTL: time.Minute})
+		g, err := s.Acquire(t.Context(), store.AcquireParams{Name: name, Holder: holder, TTL: time.Minute})
 		if err == nil {
-			err = s.Release(t.Context(), tenure.ReleaseParams{Name: name, Holder: holder, Token: g.Token})
+			err = s.Release(t.Context(), store.ReleaseParams{Name: name, Holder: holder, Token: g.Token})
 		}
 		// After an error the wait is a pause before the next try.
 		if heard := r.Wait(name, 50*time.Millisecond); heard && err == nil {
@@ -511,19 +512,19 @@ func TestUnavailable(t *testing.T) {
 
 // requireUnavailable checks that every call fails with ErrUnavailable
 // within its context's deadline of d.
-func requireUnavailable(t *testing.T, s *redisstore.Store, g tenure.Grant, d time.Duration) {
+func requireUnavailable(t *testing.T, s *redisstore.Store, g store.Grant, d time.Duration) {
 	t.Helper()
 	for name, call := range map[string]func(ctx context.Context) error{
 		"Acquire": func(ctx context.Context) error {
-			_, err := s.Acquire(ctx, tenure.AcquireParams{Name: "other", Holder: g.Holder, TTL: time.Minute})
+			_, err := s.Acquire(ctx, store.AcquireParams{Name: "other", Holder: g.Holder, TTL: time.Minute})
 			return err
 		},
 		"Renew": func(ctx context.Context) error {
-			_, err := s.Renew(ctx, []tenure.RenewParams{{Name: g.Name, Holder: g.Holder, Token: g.Token, Seq: g.Seq, TTL: time.Minute}})
+			_, err := s.Renew(ctx, []store.RenewParams{{Name: g.Name, Holder: g.Holder, Token: g.Token, Seq: g.Seq, TTL: time.Minute}})
 			return err
 		},
 		"Release": func(ctx context.Context) error {
-			return s.Release(ctx, tenure.ReleaseParams{Name: g.Name, Holder: g.Holder, Token: g.Token})
+			return s.Release(ctx, store.ReleaseParams{Name: g.Name, Holder: g.Holder, Token: g.Token})
 		},
 		"Get": func(ctx context.Context) error {
 			_, err := s.Get(ctx, g.Name)
@@ -537,7 +538,7 @@ func requireUnavailable(t *testing.T, s *redisstore.Store, g tenure.Grant, d tim
 		ctx, cancel := context.WithTimeout(t.Context(), d)
 		err := call(ctx)
 		cancel()
-		require.ErrorIs(t, err, tenure.ErrUnavailable, name)
+		require.ErrorIs(t, err, store.ErrUnavailable, name)
 	}
 }
 
@@ -548,9 +549,9 @@ func TestForeignKeys(t *testing.T) {
 	require.NoError(t, b.client.Set(ctx, b.keys.Record("job"), "not a hash", 0).Err())
 	_, err := b.store.Get(ctx, "job")
 	require.Error(t, err)
-	require.NotErrorIs(t, err, tenure.ErrUnavailable)
+	require.NotErrorIs(t, err, store.ErrUnavailable)
 	require.ErrorContains(t, err, "another type")
-	_, err = b.store.Acquire(ctx, tenure.AcquireParams{Name: "job", Holder: testutil.Holder(t, "a"), TTL: time.Minute})
+	_, err = b.store.Acquire(ctx, store.AcquireParams{Name: "job", Holder: testutil.Holder(t, "a"), TTL: time.Minute})
 	require.ErrorContains(t, err, "another type")
 }
 
@@ -560,7 +561,7 @@ func TestClosedClient(t *testing.T) {
 	require.NoError(t, c.Close())
 	s := newStore(t, c, "")
 	_, err := s.Get(t.Context(), "job")
-	require.ErrorIs(t, err, tenure.ErrClosed)
+	require.ErrorIs(t, err, store.ErrClosed)
 	require.ErrorContains(t, err, "go-redis client was closed")
 }
 
@@ -577,20 +578,20 @@ func TestInterpretError(t *testing.T) {
 		want error  // the sentinel it must match, or nil for none
 		text string // what the message must say
 	}{
-		"Loading":      {err: serverError("LOADING Redis is loading the dataset in memory"), want: tenure.ErrUnavailable},
-		"ReadOnly":     {err: serverError("READONLY You can't write against a read only replica."), want: tenure.ErrUnavailable},
-		"Busy":         {err: serverError("BUSY Redis is busy running a script."), want: tenure.ErrUnavailable},
-		"MasterDown":   {err: serverError("MASTERDOWN Link with MASTER is down"), want: tenure.ErrUnavailable},
-		"OOM":          {err: serverError("OOM command not allowed when used memory > 'maxmemory'."), want: tenure.ErrUnavailable},
-		"MaxClients":   {err: serverError("ERR max number of clients reached"), want: tenure.ErrUnavailable},
-		"TryAgain":     {err: serverError("TRYAGAIN Multiple keys request during rehashing of slot"), want: tenure.ErrUnavailable},
-		"Nil":          {err: redis.Nil, want: tenure.ErrUnavailable},
-		"Deadline":     {err: context.DeadlineExceeded, want: tenure.ErrUnavailable},
-		"Canceled":     {err: fmt.Errorf("read: %w", context.Canceled), want: tenure.ErrUnavailable},
-		"EOF":          {err: io.EOF, want: tenure.ErrUnavailable},
-		"Dial":         {err: &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")}, want: tenure.ErrUnavailable},
-		"PoolTimeout":  {err: redis.ErrPoolTimeout, want: tenure.ErrUnavailable},
-		"ClientClosed": {err: redis.ErrClosed, want: tenure.ErrClosed},
+		"Loading":      {err: serverError("LOADING Redis is loading the dataset in memory"), want: store.ErrUnavailable},
+		"ReadOnly":     {err: serverError("READONLY You can't write against a read only replica."), want: store.ErrUnavailable},
+		"Busy":         {err: serverError("BUSY Redis is busy running a script."), want: store.ErrUnavailable},
+		"MasterDown":   {err: serverError("MASTERDOWN Link with MASTER is down"), want: store.ErrUnavailable},
+		"OOM":          {err: serverError("OOM command not allowed when used memory > 'maxmemory'."), want: store.ErrUnavailable},
+		"MaxClients":   {err: serverError("ERR max number of clients reached"), want: store.ErrUnavailable},
+		"TryAgain":     {err: serverError("TRYAGAIN Multiple keys request during rehashing of slot"), want: store.ErrUnavailable},
+		"Nil":          {err: redis.Nil, want: store.ErrUnavailable},
+		"Deadline":     {err: context.DeadlineExceeded, want: store.ErrUnavailable},
+		"Canceled":     {err: fmt.Errorf("read: %w", context.Canceled), want: store.ErrUnavailable},
+		"EOF":          {err: io.EOF, want: store.ErrUnavailable},
+		"Dial":         {err: &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")}, want: store.ErrUnavailable},
+		"PoolTimeout":  {err: redis.ErrPoolTimeout, want: store.ErrUnavailable},
+		"ClientClosed": {err: redis.ErrClosed, want: store.ErrClosed},
 		"NoPerm":       {err: serverError("NOPERM User u has no permissions to run the 'evalsha' command"), text: "refused by the server"},
 		"NoAuth":       {err: serverError("NOAUTH Authentication required."), text: "refused by the server"},
 		"WrongPass":    {err: serverError("WRONGPASS invalid username-password pair"), text: "refused by the server"},
@@ -602,7 +603,7 @@ func TestInterpretError(t *testing.T) {
 			err := redisstore.InterpretError("get lease \"job\"", tc.err)
 			require.ErrorIs(t, err, tc.err, "the cause is kept")
 			require.ErrorContains(t, err, `redisstore: get lease "job"`)
-			for _, sentinel := range []error{tenure.ErrUnavailable, tenure.ErrClosed, tenure.ErrHeld, tenure.ErrInvalid} {
+			for _, sentinel := range []error{store.ErrUnavailable, store.ErrClosed, store.ErrHeld, store.ErrInvalid} {
 				if sentinel == tc.want {
 					require.ErrorIs(t, err, sentinel)
 				} else {

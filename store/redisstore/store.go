@@ -9,15 +9,15 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/tenure-dev/tenure/store"
 
-	"github.com/tenure-dev/tenure"
+	"github.com/redis/go-redis/v9"
 )
 
 var (
-	_ tenure.Store    = (*Store)(nil)
-	_ tenure.Notifier = (*Store)(nil)
-	_ tenure.Lister   = (*Store)(nil)
+	_ store.Store    = (*Store)(nil)
+	_ store.Notifier = (*Store)(nil)
+	_ store.Lister   = (*Store)(nil)
 
 	_ Client = (*redis.Client)(nil)
 	_ Client = redis.UniversalClient(nil)
@@ -70,7 +70,7 @@ type Client interface {
 	Scan(ctx context.Context, cursor uint64, match string, count int64) *redis.ScanCmd
 }
 
-// Store is the Redis [tenure.Store], [tenure.Notifier] and [tenure.Lister].
+// Store is the Redis [store.Store], [store.Notifier] and [store.Lister].
 // It is safe for concurrent use. Create it with [New].
 type Store struct {
 	client Client
@@ -97,14 +97,14 @@ type Store struct {
 func New(client Client, cfg Config) (*Store, error) {
 	switch c := client.(type) {
 	case nil:
-		return nil, fmt.Errorf("redisstore: %w: client is nil; create one with redis.NewClient", tenure.ErrInvalid)
+		return nil, fmt.Errorf("redisstore: %w: client is nil; create one with redis.NewClient", store.ErrInvalid)
 	case *redis.Client:
 		if c == nil {
-			return nil, fmt.Errorf("redisstore: %w: client is nil; create one with redis.NewClient", tenure.ErrInvalid)
+			return nil, fmt.Errorf("redisstore: %w: client is nil; create one with redis.NewClient", store.ErrInvalid)
 		}
 	case *redis.ClusterClient, *redis.Ring:
 		return nil, fmt.Errorf("redisstore: %w: %T spreads keys over several primaries, but a store needs one token counter on one primary; connect a redis.Client to one server or use redis.NewFailoverClient",
-			tenure.ErrInvalid, client)
+			store.ErrInvalid, client)
 	}
 	keys, err := cfg.Keys()
 	if err != nil {
@@ -118,55 +118,55 @@ func New(client Client, cfg Config) (*Store, error) {
 // Keys returns the names of the store's keys and channel.
 func (s *Store) Keys() Keys { return s.keys }
 
-// Acquire implements [tenure.Store.Acquire] with one script call (one round
+// Acquire implements [store.Store.Acquire] with one script call (one round
 // trip). A takeover of an expired lease is announced on the store's
-// channel. An error matching [tenure.ErrUnavailable] means it may have been
+// channel. An error matching [store.ErrUnavailable] means it may have been
 // applied.
 //
 // When the server grants a token that is not greater than one this store
 // has already seen, Acquire refuses the grant: it gives the tenure back,
 // raises the counter above every token the store saw (a second round trip)
 // and fails with an error matching [ErrTokenWentBackwards].
-func (s *Store) Acquire(ctx context.Context, p tenure.AcquireParams) (tenure.Grant, error) {
+func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (store.Grant, error) {
 	if err := s.begin(ctx, "acquire"); err != nil {
-		return tenure.Grant{}, err
+		return store.Grant{}, err
 	}
 	if err := p.Validate(); err != nil {
-		return tenure.Grant{}, fmt.Errorf("redisstore: acquire: %w", err)
+		return store.Grant{}, fmt.Errorf("redisstore: acquire: %w", err)
 	}
 	op := fmt.Sprintf("acquire lease %q", p.Name)
-	floor := tenure.Token(s.highest.Load())
+	floor := store.Token(s.highest.Load())
 	reply, err := acquireScript.Run(ctx, s.client,
 		[]string{s.keys.Record(p.Name), s.keys.Held(p.Name), s.keys.Counter},
 		p.Holder.Label, p.Holder.Instance, milliseconds(p.TTL), s.keys.Channel, p.Name,
 	).Slice()
 	if err != nil {
-		return tenure.Grant{}, interpretError(op, err)
+		return store.Grant{}, interpretError(op, err)
 	}
 	var (
 		acquired int64
-		g        = tenure.Grant{Name: p.Name}
+		g        = store.Grant{Name: p.Name}
 		rem      int64
 	)
 	if !scan(reply, &acquired, &g.Holder.Label, &g.Holder.Instance, &g.Token, &g.Seq, &rem) {
-		return tenure.Grant{}, unexpectedReply(op, reply)
+		return store.Grant{}, unexpectedReply(op, reply)
 	}
 	g.Remaining = time.Duration(rem) * time.Millisecond
 	s.observe(g.Token)
 	if acquired == 0 {
-		return tenure.Grant{}, &tenure.HeldError{
+		return store.Grant{}, &store.HeldError{
 			Name: p.Name, Holder: g.Holder, Token: g.Token, Seq: g.Seq, Remaining: g.Remaining,
 		}
 	}
 	if g.Token <= floor {
-		return tenure.Grant{}, s.refuse(ctx, op, p, g.Token, floor)
+		return store.Grant{}, s.refuse(ctx, op, p, g.Token, floor)
 	}
 	return g, nil
 }
 
 // refuse gives back a tenure granted with a token that went backwards and
 // raises the counter, and returns the error that says so.
-func (s *Store) refuse(ctx context.Context, op string, p tenure.AcquireParams, granted, seen tenure.Token) error {
+func (s *Store) refuse(ctx context.Context, op string, p store.AcquireParams, granted, seen store.Token) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), repairTimeout)
 	defer cancel()
 	raised := seen + CounterRepairMargin
@@ -182,19 +182,19 @@ func (s *Store) refuse(ctx context.Context, op string, p tenure.AcquireParams, g
 		op, granted, seen, ErrTokenWentBackwards, counter)
 }
 
-// Renew implements [tenure.Store.Renew]: the whole batch (up to
-// [tenure.MaxRenewBatch] leases) is one script call and one round trip. An
-// error matching [tenure.ErrUnavailable] means some or all of the batch may
+// Renew implements [store.Store.Renew]: the whole batch (up to
+// [store.MaxRenewBatch] leases) is one script call and one round trip. An
+// error matching [store.ErrUnavailable] means some or all of the batch may
 // have been renewed.
-func (s *Store) Renew(ctx context.Context, ps []tenure.RenewParams) ([]tenure.RenewResult, error) {
+func (s *Store) Renew(ctx context.Context, ps []store.RenewParams) ([]store.RenewResult, error) {
 	if err := s.begin(ctx, "renew"); err != nil {
 		return nil, err
 	}
-	if err := tenure.ValidateRenewBatch(ps); err != nil {
+	if err := store.ValidateRenewBatch(ps); err != nil {
 		return nil, fmt.Errorf("redisstore: renew: %w", err)
 	}
 	if len(ps) == 0 {
-		return []tenure.RenewResult{}, nil
+		return []store.RenewResult{}, nil
 	}
 	keys := make([]string, 0, 2*len(ps))
 	args := make([]any, 0, 5*len(ps))
@@ -219,8 +219,8 @@ func (s *Store) Renew(ctx context.Context, ps []tenure.RenewParams) ([]tenure.Re
 
 // renewResults decodes the flat reply of renew.lua (its header describes
 // it) and reports whether it had that shape.
-func (s *Store) renewResults(ps []tenure.RenewParams, reply []any) ([]tenure.RenewResult, bool) {
-	results := make([]tenure.RenewResult, len(ps))
+func (s *Store) renewResults(ps []store.RenewParams, reply []any) ([]store.RenewResult, bool) {
+	results := make([]store.RenewResult, len(ps))
 	for i, p := range ps {
 		if len(reply) == 0 {
 			return nil, false
@@ -229,7 +229,7 @@ func (s *Store) renewResults(ps []tenure.RenewParams, reply []any) ([]tenure.Ren
 		if !ok {
 			return nil, false
 		}
-		g := tenure.Grant{Name: p.Name}
+		g := store.Grant{Name: p.Name}
 		var rem int64
 		switch kind {
 		case 0:
@@ -255,17 +255,17 @@ func (s *Store) renewResults(ps []tenure.RenewParams, reply []any) ([]tenure.Ren
 		}
 		g.Remaining = time.Duration(rem) * time.Millisecond
 		s.observe(g.Token)
-		results[i] = tenure.RenewResult{Renewed: kind == 1, Grant: g}
+		results[i] = store.RenewResult{Renewed: kind == 1, Grant: g}
 	}
 	return results, len(reply) == 0
 }
 
-// Release implements [tenure.Store.Release] with one script call: it
+// Release implements [store.Store.Release] with one script call: it
 // deletes the held key when holder and token match, marks the record
 // released, keeps the token counter and announces the release on the
-// store's channel. An error matching [tenure.ErrUnavailable] means it may
+// store's channel. An error matching [store.ErrUnavailable] means it may
 // have been applied.
-func (s *Store) Release(ctx context.Context, p tenure.ReleaseParams) error {
+func (s *Store) Release(ctx context.Context, p store.ReleaseParams) error {
 	if err := s.begin(ctx, "release"); err != nil {
 		return err
 	}
@@ -281,34 +281,34 @@ func (s *Store) Release(ctx context.Context, p tenure.ReleaseParams) error {
 	}
 	if n == 0 {
 		return fmt.Errorf("redisstore: release of lease %q by %s with token %d refused: %w",
-			p.Name, p.Holder, p.Token, tenure.ErrNotHeld)
+			p.Name, p.Holder, p.Token, store.ErrNotHeld)
 	}
 	return nil
 }
 
-// Get implements [tenure.Store.Get] with one script call.
-func (s *Store) Get(ctx context.Context, name string) (tenure.Record, error) {
+// Get implements [store.Store.Get] with one script call.
+func (s *Store) Get(ctx context.Context, name string) (store.Record, error) {
 	if err := s.begin(ctx, "get"); err != nil {
-		return tenure.Record{}, err
+		return store.Record{}, err
 	}
-	if err := tenure.ValidateName(name); err != nil {
-		return tenure.Record{}, fmt.Errorf("redisstore: get: %w", err)
+	if err := store.ValidateName(name); err != nil {
+		return store.Record{}, fmt.Errorf("redisstore: get: %w", err)
 	}
 	records, err := s.read(ctx, fmt.Sprintf("get lease %q", name), []string{name})
 	if err != nil {
-		return tenure.Record{}, err
+		return store.Record{}, err
 	}
 	if len(records) == 0 {
-		return tenure.Record{}, fmt.Errorf("redisstore: lease %q: %w", name, tenure.ErrNotFound)
+		return store.Record{}, fmt.Errorf("redisstore: lease %q: %w", name, store.ErrNotFound)
 	}
 	return records[0], nil
 }
 
-// List implements [tenure.Lister.List], ordered by name in byte order. It
+// List implements [store.Lister.List], ordered by name in byte order. It
 // finds the records with SCAN (one round trip per 1,000 keys or so) and
 // reads them 1,000 at a time; it is not one snapshot, so leases that change
 // while it runs are reported as they were when their chunk was read.
-func (s *Store) List(ctx context.Context) ([]tenure.Record, error) {
+func (s *Store) List(ctx context.Context) ([]store.Record, error) {
 	if err := s.begin(ctx, "list"); err != nil {
 		return nil, err
 	}
@@ -338,7 +338,7 @@ func (s *Store) List(ctx context.Context) ([]tenure.Record, error) {
 		cursor = next
 	}
 	slices.Sort(names)
-	records := make([]tenure.Record, 0, len(names))
+	records := make([]store.Record, 0, len(names))
 	for chunk := range slices.Chunk(names, readChunk) {
 		rs, err := s.read(ctx, op, chunk)
 		if err != nil {
@@ -350,7 +350,7 @@ func (s *Store) List(ctx context.Context) ([]tenure.Record, error) {
 }
 
 // read reports the leases names that exist, in the order given.
-func (s *Store) read(ctx context.Context, op string, names []string) ([]tenure.Record, error) {
+func (s *Store) read(ctx context.Context, op string, names []string) ([]store.Record, error) {
 	keys := make([]string, 0, 2*len(names))
 	for _, n := range names {
 		keys = append(keys, s.keys.Record(n), s.keys.Held(n))
@@ -362,11 +362,11 @@ func (s *Store) read(ctx context.Context, op string, names []string) ([]tenure.R
 	if len(reply) != len(names) {
 		return nil, unexpectedReply(op, fmt.Sprintf("of %d results for %d leases", len(reply), len(names)))
 	}
-	records := make([]tenure.Record, 0, len(names))
+	records := make([]store.Record, 0, len(names))
 	for i, item := range reply {
 		var (
 			found, acqS, acqUS, state, rem int64
-			r                              = tenure.Record{Grant: tenure.Grant{Name: names[i]}}
+			r                              = store.Record{Grant: store.Grant{Name: names[i]}}
 		)
 		if !scan(item, &found, &r.Holder.Label, &r.Holder.Instance, &r.Token, &r.Seq, &acqS, &acqUS, &state, &rem) {
 			return nil, unexpectedReply(op, item)
@@ -374,8 +374,8 @@ func (s *Store) read(ctx context.Context, op string, names []string) ([]tenure.R
 		if found == 0 {
 			continue
 		}
-		r.State = tenure.State(state)
-		if r.State != tenure.StateHeld && r.State != tenure.StateExpired && r.State != tenure.StateReleased {
+		r.State = store.State(state)
+		if r.State != store.StateHeld && r.State != store.StateExpired && r.State != store.StateReleased {
 			return nil, unexpectedReply(op, item)
 		}
 		s.observe(r.Token)
@@ -386,8 +386,8 @@ func (s *Store) read(ctx context.Context, op string, names []string) ([]tenure.R
 	return records, nil
 }
 
-// Close implements [tenure.Store.Close]: later calls fail with
-// [tenure.ErrClosed] and every [Store.Listen] returns. It leaves the
+// Close implements [store.Store.Close]: later calls fail with
+// [store.ErrClosed] and every [Store.Listen] returns. It leaves the
 // client open. Closing twice is harmless.
 func (s *Store) Close() error {
 	s.closed.Store(true)
@@ -402,13 +402,13 @@ func (s *Store) begin(ctx context.Context, op string) error {
 		return closedError(op)
 	}
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("redisstore: %s not attempted: %w: %w", op, tenure.ErrUnavailable, err)
+		return fmt.Errorf("redisstore: %s not attempted: %w: %w", op, store.ErrUnavailable, err)
 	}
 	return nil
 }
 
 // observe raises the greatest token seen to t.
-func (s *Store) observe(t tenure.Token) {
+func (s *Store) observe(t store.Token) {
 	for {
 		cur := s.highest.Load()
 		if int64(t) <= cur || s.highest.CompareAndSwap(cur, int64(t)) {
@@ -427,7 +427,7 @@ func milliseconds(d time.Duration) int64 {
 }
 
 // scan copies the elements of a script's array reply into dst (each a
-// *string, *int64 or *tenure.Token) and reports whether the reply had that
+// *string, *int64 or *store.Token) and reports whether the reply had that
 // shape.
 func scan(reply any, dst ...any) bool {
 	items, ok := reply.([]any)
@@ -451,12 +451,12 @@ func scan(reply any, dst ...any) bool {
 				return false
 			}
 			*d = n
-		case *tenure.Token:
+		case *store.Token:
 			n, ok := integer(items[i])
 			if !ok {
 				return false
 			}
-			*d = tenure.Token(n)
+			*d = store.Token(n)
 		default:
 			return false
 		}

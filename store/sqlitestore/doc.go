@@ -10,7 +10,7 @@
 //	defer st.Close()
 //	client, err := tenure.New(st, tenure.Config{})
 //
-// [Store] implements [tenure.Store] and [tenure.Lister]. Every write
+// [Store] implements [store.Store] and [store.Lister]. Every write
 // (acquire, a whole renew batch, release) is one transaction begun
 // IMMEDIATE, so it holds the file's write lock from its first read to its
 // commit and processes sharing the file take turns. The file is in WAL
@@ -37,7 +37,7 @@
 //     up to one TTL (minus the safety margin) after its last renewal two
 //     processes believe they lead. Fencing keeps the resource correct: once
 //     the new holder's token is recorded at a fence, the old holder's writes
-//     are refused with [tenure.ErrFenced]; writes the old holder made before
+//     are refused with [store.ErrFenced]; writes the old holder made before
 //     that are ordered before the new tenure. Side effects that check no
 //     token may happen twice in that window. The old holder learns of the
 //     takeover at its next renewal (the token no longer matches), or sooner
@@ -49,7 +49,7 @@
 //     costs availability, never safety.
 //
 // Tokens do not depend on the clock, so neither step makes a token repeat
-// or go down. The AcquiredAt of a [tenure.Record] is read off the same clock and may
+// or go down. The AcquiredAt of a [store.Record] is read off the same clock and may
 // look out of order after a step; nothing decides on it.
 //
 // # Token source
@@ -70,8 +70,8 @@
 //
 // # Notify
 //
-// None: the store does not implement [tenure.Notifier]. A follower whose
-// [Store.Acquire] fails gets a [*tenure.HeldError] with the remaining time
+// None: the store does not implement [store.Notifier]. A follower whose
+// [Store.Acquire] fails gets a [*store.HeldError] with the remaining time
 // by the store's clock and retries at that expiry; a release therefore
 // reaches followers at their next aligned retry, not at once.
 //
@@ -79,7 +79,7 @@
 //
 // The same file holds a fence table, tenure_fence(resource, token), with
 // the semantics of PostgreSQL's: [Fence] records the highest token each
-// resource accepted and refuses a lower one with a [*tenure.FencedError]
+// resource accepted and refuses a lower one with a [*store.FencedError]
 // inside the caller's own transaction. Begin that transaction on
 // [Store.DB], write your own tables in the same file in it, and the fence
 // check and the write commit together:
@@ -90,7 +90,7 @@
 //	}
 //	defer tx.Rollback()
 //	if err := sqlitestore.Fence(ctx, tx, "ledger", lease.Token()); err != nil {
-//		return err // errors.Is(err, tenure.ErrFenced): superseded; stop
+//		return err // errors.Is(err, store.ErrFenced): superseded; stop
 //	}
 //	if _, err := tx.ExecContext(ctx, "UPDATE ledger SET balance = balance - ?", amount); err != nil {
 //		return err
@@ -101,8 +101,8 @@
 //
 //   - Another process holds the write lock for longer than
 //     [Config.BusyTimeout]: the call fails with an error matching
-//     [tenure.ErrUnavailable]. So does a call whose context ends, a full
-//     disk and an I/O error. As the [tenure.Store] contract says, the
+//     [store.ErrUnavailable]. So does a call whose context ends, a full
+//     disk and an I/O error. As the [store.Store] contract says, the
 //     caller treats the outcome as unknown.
 //   - A process that dies mid-transaction leaves nothing half done: SQLite
 //     rolls the transaction back, and its leases expire after their TTL.
@@ -111,7 +111,7 @@
 //     the path and what to do.
 //   - A file whose schema is newer than this package (PRAGMA user_version
 //     above [SchemaVersion]) fails [Open]; a database missing the tables
-//     fails [Fence] with [tenure.ErrNotMigrated].
+//     fails [Fence] with [store.ErrNotMigrated].
 //   - Losing, replacing or rewinding the file: see Token source.
 //
 // Schema changes are applied by [Open] in one IMMEDIATE transaction and

@@ -9,10 +9,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tenure-dev/tenure/store"
+
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
-
-	"github.com/tenure-dev/tenure"
 )
 
 // classify is the one place where errors of SQLite, database/sql and the
@@ -22,13 +22,13 @@ func (s *Store) classify(op string, err error) error {
 	if err == nil {
 		return nil
 	}
-	var held *tenure.HeldError
+	var held *store.HeldError
 	if errors.As(err, &held) {
 		return err
 	}
 	if s.closed.Load() {
 		// Close raced with the call; whatever broke, the store is closed.
-		return fmt.Errorf("sqlitestore: %s: %w: %w", op, tenure.ErrClosed, err)
+		return fmt.Errorf("sqlitestore: %s: %w: %w", op, store.ErrClosed, err)
 	}
 	return classifyErr(op, s.path, s.cfg.BusyTimeout, err)
 }
@@ -38,8 +38,8 @@ func (s *Store) classify(op string, err error) error {
 // unknown).
 func classifyErr(what, path string, busy time.Duration, err error) error {
 	for _, sentinel := range []error{
-		tenure.ErrInvalid, tenure.ErrNotHeld, tenure.ErrNotFound, tenure.ErrFenced,
-		tenure.ErrUnavailable, tenure.ErrClosed, tenure.ErrNotMigrated,
+		store.ErrInvalid, store.ErrNotHeld, store.ErrNotFound, store.ErrFenced,
+		store.ErrUnavailable, store.ErrClosed, store.ErrNotMigrated,
 	} {
 		if errors.Is(err, sentinel) {
 			return fmt.Errorf("sqlitestore: %s: %w", what, err)
@@ -51,11 +51,11 @@ func classifyErr(what, path string, busy time.Duration, err error) error {
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("sqlitestore: %s: %w: the call's context ended before %s answered; the call may have been applied: %w",
-			what, tenure.ErrUnavailable, file, err)
+			what, store.ErrUnavailable, file, err)
 	}
 	if errors.Is(err, driver.ErrBadConn) || errors.Is(err, sql.ErrConnDone) {
 		return fmt.Errorf("sqlitestore: %s: %w: the connection to %s broke; the call may have been applied, retry: %w",
-			what, tenure.ErrUnavailable, file, err)
+			what, store.ErrUnavailable, file, err)
 	}
 	var se *sqlite.Error
 	if !errors.As(err, &se) {
@@ -68,7 +68,7 @@ func classifyErr(what, path string, busy time.Duration, err error) error {
 			timeout = fmt.Sprintf("the busy timeout (%s)", busy)
 		}
 		return fmt.Errorf("sqlitestore: %s: %w: %s stayed locked by another connection or process for longer than %s; retry, shorten the other side's transactions or raise Config.BusyTimeout: %w",
-			what, tenure.ErrUnavailable, file, timeout, err)
+			what, store.ErrUnavailable, file, timeout, err)
 	case sqlite3.SQLITE_NOTADB:
 		return fmt.Errorf("sqlitestore: %s: %s is not a SQLite database (or is encrypted); point the store at another path, or move that file away if it is not yours to keep: %w",
 			what, file, err)
@@ -80,11 +80,11 @@ func classifyErr(what, path string, busy time.Duration, err error) error {
 			what, file, err)
 	case sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_PROTOCOL:
 		return fmt.Errorf("sqlitestore: %s: %w: %s could not be read or written (disk full or I/O error); free space or fix the disk, then retry: %w",
-			what, tenure.ErrUnavailable, file, err)
+			what, store.ErrUnavailable, file, err)
 	case sqlite3.SQLITE_ERROR:
 		if strings.Contains(se.Error(), "no such table") || strings.Contains(se.Error(), "no such column") {
 			return fmt.Errorf("sqlitestore: %s: %w: %s lacks the tenure tables; open it with sqlitestore.Open (which migrates it) before using it: %w",
-				what, tenure.ErrNotMigrated, file, err)
+				what, store.ErrNotMigrated, file, err)
 		}
 	}
 	return fmt.Errorf("sqlitestore: %s: %w", what, err)

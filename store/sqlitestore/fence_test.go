@@ -9,10 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tenure-dev/tenure/store"
+
 	"github.com/stretchr/testify/require"
 	"modernc.org/sqlite"
 
-	"github.com/tenure-dev/tenure"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/store/sqlitestore"
 )
@@ -33,15 +34,15 @@ func TestFence(t *testing.T) {
 	}
 	// fence runs Fence for tok in a transaction of its own and commits it
 	// when Fence passed.
-	fence := func(t *testing.T, b *testBundle, tok tenure.Token) error {
+	fence := func(t *testing.T, b *testBundle, tok store.Token) error {
 		t.Helper()
 		return inTx(t.Context(), b.st.DB(), func(tx *sql.Tx) error {
 			return sqlitestore.Fence(t.Context(), tx, b.resource, tok)
 		})
 	}
-	recorded := func(t *testing.T, b *testBundle) tenure.Token {
+	recorded := func(t *testing.T, b *testBundle) store.Token {
 		t.Helper()
-		var tok tenure.Token
+		var tok store.Token
 		require.NoError(t, b.st.DB().QueryRowContext(t.Context(),
 			"SELECT token FROM tenure_fence WHERE resource = ?", b.resource).Scan(&tok))
 		return tok
@@ -53,11 +54,11 @@ func TestFence(t *testing.T) {
 		require.NoError(t, fence(t, b, 5))
 
 		err := fence(t, b, 4)
-		require.ErrorIs(t, err, tenure.ErrFenced)
-		var fe *tenure.FencedError
+		require.ErrorIs(t, err, store.ErrFenced)
+		var fe *store.FencedError
 		require.ErrorAs(t, err, &fe)
-		require.Equal(t, tenure.FencedError{Resource: b.resource, Offered: 4, Recorded: 5}, *fe)
-		require.Equal(t, tenure.Token(5), recorded(t, b))
+		require.Equal(t, store.FencedError{Resource: b.resource, Offered: 4, Recorded: 5}, *fe)
+		require.Equal(t, store.Token(5), recorded(t, b))
 	})
 
 	t.Run("EqualAndGreaterPass", func(t *testing.T) {
@@ -65,9 +66,9 @@ func TestFence(t *testing.T) {
 		b := setup(t)
 		require.NoError(t, fence(t, b, 5))
 		require.NoError(t, fence(t, b, 5))
-		require.Equal(t, tenure.Token(5), recorded(t, b))
+		require.Equal(t, store.Token(5), recorded(t, b))
 		require.NoError(t, fence(t, b, 7))
-		require.Equal(t, tenure.Token(7), recorded(t, b))
+		require.Equal(t, store.Token(7), recorded(t, b))
 	})
 
 	t.Run("RollbackLeavesFenceUnchanged", func(t *testing.T) {
@@ -80,7 +81,7 @@ func TestFence(t *testing.T) {
 		require.NoError(t, sqlitestore.Fence(t.Context(), tx, b.resource, 9))
 		require.NoError(t, tx.Rollback())
 
-		require.Equal(t, tenure.Token(3), recorded(t, b))
+		require.Equal(t, store.Token(3), recorded(t, b))
 		require.NoError(t, fence(t, b, 4), "a token below the rolled-back one still passes")
 	})
 
@@ -90,7 +91,7 @@ func TestFence(t *testing.T) {
 		ctx := t.Context()
 		_, err := b.st.DB().ExecContext(ctx, "CREATE TABLE ledger (token INTEGER NOT NULL, amount INTEGER NOT NULL)")
 		require.NoError(t, err)
-		charge := func(tok tenure.Token, amount int) error {
+		charge := func(tok store.Token, amount int) error {
 			return inTx(ctx, b.st.DB(), func(tx *sql.Tx) error {
 				if err := sqlitestore.Fence(ctx, tx, b.resource, tok); err != nil {
 					return err
@@ -101,7 +102,7 @@ func TestFence(t *testing.T) {
 		}
 		require.NoError(t, charge(2, 10))
 		require.NoError(t, charge(3, 20))
-		require.ErrorIs(t, charge(2, 99), tenure.ErrFenced)
+		require.ErrorIs(t, charge(2, 99), store.ErrFenced)
 
 		var n, sum int
 		require.NoError(t, b.st.DB().QueryRowContext(ctx, "SELECT count(*), sum(amount) FROM ledger").Scan(&n, &sum))
@@ -115,29 +116,29 @@ func TestFence(t *testing.T) {
 		ctx := t.Context()
 		name := testutil.UniqueName(t)
 		first := testutil.Holder(t, "first")
-		g1, err := b.st.Acquire(ctx, tenure.AcquireParams{Name: name, Holder: first, TTL: time.Minute})
+		g1, err := b.st.Acquire(ctx, store.AcquireParams{Name: name, Holder: first, TTL: time.Minute})
 		require.NoError(t, err)
-		require.NoError(t, b.st.Release(ctx, tenure.ReleaseParams{Name: name, Holder: first, Token: g1.Token}))
-		g2, err := b.st.Acquire(ctx, tenure.AcquireParams{Name: name, Holder: testutil.Holder(t, "second"), TTL: time.Minute})
+		require.NoError(t, b.st.Release(ctx, store.ReleaseParams{Name: name, Holder: first, Token: g1.Token}))
+		g2, err := b.st.Acquire(ctx, store.AcquireParams{Name: name, Holder: testutil.Holder(t, "second"), TTL: time.Minute})
 		require.NoError(t, err)
 
 		require.NoError(t, fence(t, b, g2.Token))
 		err = fence(t, b, g1.Token)
-		require.ErrorIs(t, err, tenure.ErrFenced)
+		require.ErrorIs(t, err, store.ErrFenced)
 		require.ErrorContains(t, err, "stale")
 	})
 
 	t.Run("InvalidInput", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		require.ErrorIs(t, sqlitestore.Fence(t.Context(), nil, "r", 1), tenure.ErrInvalid)
+		require.ErrorIs(t, sqlitestore.Fence(t.Context(), nil, "r", 1), store.ErrInvalid)
 		for _, tc := range []struct {
 			name     string
 			resource string
-			tok      tenure.Token
+			tok      store.Token
 		}{
 			{"EmptyResource", "", 1},
-			{"LongResource", strings.Repeat("r", tenure.MaxNameLen+1), 1},
+			{"LongResource", strings.Repeat("r", store.MaxNameLen+1), 1},
 			{"InvalidUTF8", "\xff", 1},
 			{"ZeroToken", "r", 0},
 			{"NegativeToken", "r", -1},
@@ -145,7 +146,7 @@ func TestFence(t *testing.T) {
 			err := inTx(t.Context(), b.st.DB(), func(tx *sql.Tx) error {
 				return sqlitestore.Fence(t.Context(), tx, tc.resource, tc.tok)
 			})
-			require.ErrorIs(t, err, tenure.ErrInvalid, tc.name)
+			require.ErrorIs(t, err, store.ErrInvalid, tc.name)
 		}
 		var n int
 		require.NoError(t, b.st.DB().QueryRowContext(t.Context(), "SELECT count(*) FROM tenure_fence").Scan(&n))
@@ -162,8 +163,8 @@ func TestFence(t *testing.T) {
 		err = inTx(t.Context(), db, func(tx *sql.Tx) error {
 			return sqlitestore.Fence(t.Context(), tx, "r", 1)
 		})
-		require.ErrorIs(t, err, tenure.ErrNotMigrated)
-		require.False(t, errors.Is(err, tenure.ErrFenced))
+		require.ErrorIs(t, err, store.ErrNotMigrated)
+		require.False(t, errors.Is(err, store.ErrFenced))
 	})
 
 	t.Run("CanceledContext", func(t *testing.T) {
@@ -174,6 +175,6 @@ func TestFence(t *testing.T) {
 		defer func() { _ = tx.Rollback() }() // The canceled statement may already have ended the transaction.
 		ctx, cancel := context.WithCancel(t.Context())
 		cancel()
-		require.ErrorIs(t, sqlitestore.Fence(ctx, tx, b.resource, 1), tenure.ErrUnavailable)
+		require.ErrorIs(t, sqlitestore.Fence(ctx, tx, b.resource, 1), store.ErrUnavailable)
 	})
 }

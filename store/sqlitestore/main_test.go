@@ -13,7 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tenure-dev/tenure"
+	"github.com/tenure-dev/tenure/store"
+
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/store/sqlitestore"
 )
@@ -51,7 +52,7 @@ func TestMain(m *testing.M) {
 func runChild(role string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
 	defer cancel()
-	holder := tenure.Holder{Label: "child-" + os.Getenv(childIndex), Instance: randomHex()}
+	holder := store.Holder{Label: "child-" + os.Getenv(childIndex), Instance: randomHex()}
 	switch role {
 	case "open":
 		if err := awaitStart(); err != nil {
@@ -62,7 +63,7 @@ func runChild(role string) error {
 			return err
 		}
 		defer st.Close()
-		_, err = st.Acquire(ctx, tenure.AcquireParams{Name: "open-" + os.Getenv(childIndex), Holder: holder, TTL: time.Minute})
+		_, err = st.Acquire(ctx, store.AcquireParams{Name: "open-" + os.Getenv(childIndex), Holder: holder, TTL: time.Minute})
 		return err
 	case "openmany":
 		if err := awaitStart(); err != nil {
@@ -99,7 +100,7 @@ func awaitStart() error {
 // grants table through the fence, marks the lease as taken in the holding
 // table (whose primary key refuses a second concurrent holder), unmarks it
 // and is released.
-func raceChild(ctx context.Context, st *sqlitestore.Store, holder tenure.Holder, want int) error {
+func raceChild(ctx context.Context, st *sqlitestore.Store, holder store.Holder, want int) error {
 	db := st.DB()
 	if _, err := db.ExecContext(ctx, `
 CREATE TABLE IF NOT EXISTS grants (
@@ -120,8 +121,8 @@ CREATE TABLE IF NOT EXISTS holding (
 		if attempts > 200_000 {
 			return fmt.Errorf("won only %d of %d tenures in %d attempts", won, want, attempts)
 		}
-		g, err := st.Acquire(ctx, tenure.AcquireParams{Name: raceLease, Holder: holder, TTL: time.Minute})
-		if errors.Is(err, tenure.ErrHeld) {
+		g, err := st.Acquire(ctx, store.AcquireParams{Name: raceLease, Holder: holder, TTL: time.Minute})
+		if errors.Is(err, store.ErrHeld) {
 			continue
 		}
 		if err != nil {
@@ -144,7 +145,7 @@ CREATE TABLE IF NOT EXISTS holding (
 		if err != nil {
 			return fmt.Errorf("get: %w", err)
 		}
-		if rec.State != tenure.StateHeld || rec.Holder != holder || rec.Token != g.Token {
+		if rec.State != store.StateHeld || rec.Holder != holder || rec.Token != g.Token {
 			return fmt.Errorf("two concurrent holders: token %d of %s sees the lease %s by %s with token %d", g.Token, holder, rec.State, rec.Holder, rec.Token)
 		}
 		if err := inTx(ctx, db, func(tx *sql.Tx) error {
@@ -159,7 +160,7 @@ CREATE TABLE IF NOT EXISTS holding (
 		}); err != nil {
 			return err
 		}
-		if err := st.Release(ctx, tenure.ReleaseParams{Name: raceLease, Holder: holder, Token: g.Token}); err != nil {
+		if err := st.Release(ctx, store.ReleaseParams{Name: raceLease, Holder: holder, Token: g.Token}); err != nil {
 			return fmt.Errorf("release token %d: %w", g.Token, err)
 		}
 	}

@@ -10,9 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tenure-dev/tenure/store"
+
 	"github.com/stretchr/testify/require"
 
-	"github.com/tenure-dev/tenure"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/store/sqlitestore"
 )
@@ -56,7 +57,7 @@ func TestOpen(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "a b?c#d%20e&f", "x?y.db")
 		st := openStore(t, path, sqlitestore.Config{})
 		require.Equal(t, path, st.Path())
-		_, err := st.Acquire(t.Context(), tenure.AcquireParams{Name: "x", Holder: testutil.Holder(t, "h"), TTL: time.Minute})
+		_, err := st.Acquire(t.Context(), store.AcquireParams{Name: "x", Holder: testutil.Holder(t, "h"), TTL: time.Minute})
 		require.NoError(t, err)
 		info, err := os.Stat(path)
 		require.NoError(t, err)
@@ -74,17 +75,17 @@ func TestOpen(t *testing.T) {
 
 		st, err := sqlitestore.Open(ctx, path, sqlitestore.Config{})
 		require.NoError(t, err)
-		g, err := st.Acquire(ctx, tenure.AcquireParams{Name: name, Holder: h, TTL: time.Minute})
+		g, err := st.Acquire(ctx, store.AcquireParams{Name: name, Holder: h, TTL: time.Minute})
 		require.NoError(t, err)
-		require.NoError(t, st.Release(ctx, tenure.ReleaseParams{Name: name, Holder: h, Token: g.Token}))
+		require.NoError(t, st.Release(ctx, store.ReleaseParams{Name: name, Holder: h, Token: g.Token}))
 		require.NoError(t, st.Close())
 
 		st = openStore(t, path, sqlitestore.Config{})
 		rec, err := st.Get(ctx, name)
 		require.NoError(t, err)
-		require.Equal(t, tenure.StateReleased, rec.State)
+		require.Equal(t, store.StateReleased, rec.State)
 		require.Equal(t, g.Token, rec.Token)
-		g2, err := st.Acquire(ctx, tenure.AcquireParams{Name: name, Holder: testutil.Holder(t, "second"), TTL: time.Minute})
+		g2, err := st.Acquire(ctx, store.AcquireParams{Name: name, Holder: testutil.Holder(t, "second"), TTL: time.Minute})
 		require.NoError(t, err)
 		require.Greater(t, g2.Token, g.Token)
 	})
@@ -93,7 +94,7 @@ func TestOpen(t *testing.T) {
 		t.Parallel()
 		ctx := t.Context()
 		st := openStore(t, filepath.Join(t.TempDir(), "tenure.db"), sqlitestore.Config{})
-		_, err := st.Acquire(ctx, tenure.AcquireParams{Name: "x", Holder: testutil.Holder(t, "h"), TTL: time.Minute})
+		_, err := st.Acquire(ctx, store.AcquireParams{Name: "x", Holder: testutil.Holder(t, "h"), TTL: time.Minute})
 		require.NoError(t, err)
 
 		_, err = st.DB().ExecContext(ctx, "DELETE FROM tenure_counter")
@@ -116,9 +117,9 @@ func TestOpen(t *testing.T) {
     (name, holder_label, holder_instance, token, seq, acquired_at, expires_at, released)
 VALUES ('x', 'old', 'old', 41, 3, 0, 0, 1)`)
 		require.NoError(t, err)
-		g, err := st.Acquire(ctx, tenure.AcquireParams{Name: "x", Holder: h, TTL: time.Minute})
+		g, err := st.Acquire(ctx, store.AcquireParams{Name: "x", Holder: h, TTL: time.Minute})
 		require.NoError(t, err)
-		require.Equal(t, tenure.Token(42), g.Token)
+		require.Equal(t, store.Token(42), g.Token)
 	})
 
 	t.Run("NewerSchemaIsRefused", func(t *testing.T) {
@@ -181,7 +182,7 @@ VALUES ('x', 'old', 'old', 41, 3, 0, 0, 1)`)
 		path := filepath.Join(t.TempDir(), "tenure.db")
 		for _, d := range []time.Duration{-time.Second, time.Microsecond} {
 			_, err := sqlitestore.Open(t.Context(), path, sqlitestore.Config{BusyTimeout: d})
-			require.ErrorIs(t, err, tenure.ErrInvalid)
+			require.ErrorIs(t, err, store.ErrInvalid)
 			require.ErrorContains(t, err, "BusyTimeout")
 		}
 		_, err := os.Stat(path)
@@ -202,13 +203,13 @@ func TestBusy(t *testing.T) {
 
 		tx, err := blocker.DB().BeginTx(ctx, nil) // IMMEDIATE: holds the write lock.
 		require.NoError(t, err)
-		_, err = st.Acquire(ctx, tenure.AcquireParams{Name: "x", Holder: h, TTL: time.Minute})
-		require.ErrorIs(t, err, tenure.ErrUnavailable)
+		_, err = st.Acquire(ctx, store.AcquireParams{Name: "x", Holder: h, TTL: time.Minute})
+		require.ErrorIs(t, err, store.ErrUnavailable)
 		require.ErrorContains(t, err, "busy timeout (50ms)")
 		require.ErrorContains(t, err, path)
 		require.NoError(t, tx.Rollback())
 
-		g, err := st.Acquire(ctx, tenure.AcquireParams{Name: "x", Holder: h, TTL: time.Minute})
+		g, err := st.Acquire(ctx, store.AcquireParams{Name: "x", Holder: h, TTL: time.Minute})
 		require.NoError(t, err)
 		require.Equal(t, int64(1), g.Seq)
 	})
@@ -225,12 +226,12 @@ func TestBusy(t *testing.T) {
 		var wg sync.WaitGroup
 		for i := range errs {
 			wg.Go(func() {
-				_, errs[i] = st.Acquire(ctx, tenure.AcquireParams{Name: fmt.Sprint(i), Holder: testutil.Holder(t, "h"), TTL: time.Minute})
+				_, errs[i] = st.Acquire(ctx, store.AcquireParams{Name: fmt.Sprint(i), Holder: testutil.Holder(t, "h"), TTL: time.Minute})
 			})
 		}
 		wg.Wait()
 		for i, err := range errs {
-			require.ErrorIs(t, err, tenure.ErrUnavailable, "call %d", i)
+			require.ErrorIs(t, err, store.ErrUnavailable, "call %d", i)
 			require.ErrorContains(t, err, "busy timeout (50ms)", "call %d", i)
 		}
 	})
@@ -246,8 +247,8 @@ func TestBusy(t *testing.T) {
 		defer func() { require.NoError(t, tx.Rollback()) }()
 		ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
 		defer cancel()
-		_, err = st.Renew(ctx, []tenure.RenewParams{{Name: "x", Holder: testutil.Holder(t, "h"), Token: 1, Seq: 1, TTL: time.Minute}})
-		require.ErrorIs(t, err, tenure.ErrUnavailable)
+		_, err = st.Renew(ctx, []store.RenewParams{{Name: "x", Holder: testutil.Holder(t, "h"), Token: 1, Seq: 1, TTL: time.Minute}})
+		require.ErrorIs(t, err, store.ErrUnavailable)
 		require.True(t, errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled), "got %v", err)
 	})
 }
@@ -260,7 +261,7 @@ func TestClosed(t *testing.T) {
 	require.NoError(t, st.Close())
 	require.NoError(t, st.Close(), "a second Close does nothing")
 	_, err = st.List(ctx)
-	require.ErrorIs(t, err, tenure.ErrClosed)
+	require.ErrorIs(t, err, store.ErrClosed)
 	require.Error(t, st.DB().PingContext(ctx), "Close closes the database handle it opened")
 }
 

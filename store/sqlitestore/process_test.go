@@ -12,9 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tenure-dev/tenure/store"
+
 	"github.com/stretchr/testify/require"
 
-	"github.com/tenure-dev/tenure"
 	"github.com/tenure-dev/tenure/store/sqlitestore"
 )
 
@@ -82,9 +83,9 @@ func TestProcesses(t *testing.T) {
 		recs, err := st.List(t.Context())
 		require.NoError(t, err)
 		require.Len(t, recs, n)
-		seen := map[tenure.Token]bool{}
+		seen := map[store.Token]bool{}
 		for _, r := range recs {
-			require.Equal(t, tenure.StateHeld, r.State, "lease %s", r.Name)
+			require.Equal(t, store.StateHeld, r.State, "lease %s", r.Name)
 			require.False(t, seen[r.Token], "token %d handed out twice", r.Token)
 			seen[r.Token] = true
 		}
@@ -101,11 +102,11 @@ func TestProcesses(t *testing.T) {
 		rows, err := st.DB().QueryContext(ctx, "SELECT token, holder FROM grants ORDER BY id")
 		require.NoError(t, err)
 		defer rows.Close()
-		var last tenure.Token
+		var last store.Token
 		perHolder := map[string]int{}
 		count := 0
 		for rows.Next() {
-			var tok tenure.Token
+			var tok store.Token
 			var holder string
 			require.NoError(t, rows.Scan(&tok, &holder))
 			require.Greater(t, tok, last, "grant %d: tokens must strictly increase in acquisition order", count)
@@ -125,7 +126,7 @@ func TestProcesses(t *testing.T) {
 
 		rec, err := st.Get(ctx, raceLease)
 		require.NoError(t, err)
-		require.Equal(t, tenure.StateReleased, rec.State)
+		require.Equal(t, store.StateReleased, rec.State)
 		require.Equal(t, last, rec.Token)
 	})
 }

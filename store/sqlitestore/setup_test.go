@@ -10,9 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tenure-dev/tenure/store"
+
 	"github.com/stretchr/testify/require"
 
-	"github.com/tenure-dev/tenure"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/store/sqlitestore"
 )
@@ -31,7 +32,7 @@ func freshFile(dir string, i int) string {
 
 // openMany opens every fresh file under dir at once, each with a handle of
 // its own, and takes a lease in each.
-func openMany(ctx context.Context, dir string, holder tenure.Holder) error {
+func openMany(ctx context.Context, dir string, holder store.Holder) error {
 	errs := make([]error, freshFiles)
 	var wg sync.WaitGroup
 	for i := range freshFiles {
@@ -43,7 +44,7 @@ func openMany(ctx context.Context, dir string, holder tenure.Holder) error {
 				return
 			}
 			defer st.Close()
-			if _, err := st.Acquire(ctx, tenure.AcquireParams{Name: holder.Label, Holder: holder, TTL: time.Minute}); err != nil {
+			if _, err := st.Acquire(ctx, store.AcquireParams{Name: holder.Label, Holder: holder, TTL: time.Minute}); err != nil {
 				errs[i] = fmt.Errorf("acquire in file %d: %w", i, err)
 			}
 		})
@@ -74,7 +75,7 @@ func checkFreshFiles(t *testing.T, dir string) {
 		require.NoError(t, err)
 		require.Len(t, recs, freshOpeners, "file %d", i)
 		for _, r := range recs {
-			require.Equal(t, tenure.StateHeld, r.State)
+			require.Equal(t, store.StateHeld, r.State)
 		}
 	}
 }
@@ -137,7 +138,7 @@ func TestOpenWaitsForAWriterOnAFreshFile(t *testing.T) {
 		require.NoError(t, r.err)
 		t.Cleanup(func() { require.NoError(t, r.st.Close()) })
 		require.GreaterOrEqual(t, r.elapsed, hold)
-		_, err := r.st.Acquire(t.Context(), tenure.AcquireParams{Name: "x", Holder: testutil.Holder(t, "h"), TTL: time.Minute})
+		_, err := r.st.Acquire(t.Context(), store.AcquireParams{Name: "x", Holder: testutil.Holder(t, "h"), TTL: time.Minute})
 		require.NoError(t, err)
 	})
 
@@ -148,7 +149,7 @@ func TestOpenWaitsForAWriterOnAFreshFile(t *testing.T) {
 		unlock := lock(t, path)
 		r := <-open(path, busy)
 		unlock()
-		require.ErrorIs(t, r.err, tenure.ErrUnavailable)
+		require.ErrorIs(t, r.err, store.ErrUnavailable)
 		require.ErrorContains(t, r.err, "busy timeout (200ms)")
 		require.GreaterOrEqual(t, r.elapsed, busy, "Open gave up before its busy timeout")
 	})
@@ -194,7 +195,7 @@ func TestSchemaSQL(t *testing.T) {
 	var mode string
 	require.NoError(t, scripted.DB().QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode))
 	require.Equal(t, "wal", mode)
-	g, err := scripted.Acquire(ctx, tenure.AcquireParams{Name: "x", Holder: testutil.Holder(t, "h"), TTL: time.Minute})
+	g, err := scripted.Acquire(ctx, store.AcquireParams{Name: "x", Holder: testutil.Holder(t, "h"), TTL: time.Minute})
 	require.NoError(t, err)
-	require.Equal(t, tenure.Token(1), g.Token)
+	require.Equal(t, store.Token(1), g.Token)
 }

@@ -5,9 +5,10 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/tenure-dev/tenure/store"
+
 	"github.com/stretchr/testify/require"
 
-	"github.com/tenure-dev/tenure"
 	"github.com/tenure-dev/tenure/store/sqlitestore"
 	"github.com/tenure-dev/tenure/store/storetest"
 )
@@ -20,7 +21,7 @@ func newHarness(tb testing.TB) harness {
 	return harness{base: openStore(tb, filepath.Join(tb.TempDir(), "base.db"), sqlitestore.Config{})}
 }
 
-func (harness) NewStore(tb testing.TB) tenure.Store {
+func (harness) NewStore(tb testing.TB) store.Store {
 	return openStore(tb, filepath.Join(tb.TempDir(), "tenure.db"), sqlitestore.Config{})
 }
 

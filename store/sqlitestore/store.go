@@ -14,10 +14,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tenure-dev/tenure/store"
+
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
-
-	"github.com/tenure-dev/tenure"
 )
 
 // DefaultBusyTimeout is how long a call waits for another connection or
@@ -28,7 +28,7 @@ const DefaultBusyTimeout = 5 * time.Second
 type Config struct {
 	// BusyTimeout is how long one call waits for the database's write lock
 	// while another connection or process holds it, before failing with an
-	// error matching [tenure.ErrUnavailable]. Calls of one Store queue
+	// error matching [store.ErrUnavailable]. Calls of one Store queue
 	// among themselves first, for at most as long again. Zero means
 	// [DefaultBusyTimeout]; negative values are refused. A longer timeout
 	// rides out longer transactions of other processes (yours included:
@@ -42,17 +42,17 @@ func (c Config) withDefaults() (Config, error) {
 	switch {
 	case c.BusyTimeout < 0:
 		return c, fmt.Errorf("sqlitestore: %w: BusyTimeout (%s) must not be negative; use 0 for the default of %s",
-			tenure.ErrInvalid, c.BusyTimeout, DefaultBusyTimeout)
+			store.ErrInvalid, c.BusyTimeout, DefaultBusyTimeout)
 	case c.BusyTimeout == 0:
 		c.BusyTimeout = DefaultBusyTimeout
 	case c.BusyTimeout < time.Millisecond:
 		return c, fmt.Errorf("sqlitestore: %w: BusyTimeout (%s) must be at least 1ms; SQLite counts it in milliseconds",
-			tenure.ErrInvalid, c.BusyTimeout)
+			store.ErrInvalid, c.BusyTimeout)
 	}
 	return c, nil
 }
 
-// Store is a [tenure.Store] and [tenure.Lister] kept in one SQLite file. It
+// Store is a [store.Store] and [store.Lister] kept in one SQLite file. It
 // is safe for concurrent use by many goroutines and, through the file, by
 // many processes on the same host.
 type Store struct {
@@ -68,8 +68,8 @@ type Store struct {
 }
 
 var (
-	_ tenure.Store  = (*Store)(nil)
-	_ tenure.Lister = (*Store)(nil)
+	_ store.Store  = (*Store)(nil)
+	_ store.Lister = (*Store)(nil)
 )
 
 // Open opens the lease database at path, creating the file (mode 0600) and
@@ -108,11 +108,11 @@ func Open(ctx context.Context, path string, cfg Config) (*Store, error) {
 // and a new file is private to its user.
 func preparePath(path string) (string, error) {
 	if path == "" {
-		return "", fmt.Errorf("sqlitestore: %w: database path is empty; pass a file path such as the one DefaultPath returns", tenure.ErrInvalid)
+		return "", fmt.Errorf("sqlitestore: %w: database path is empty; pass a file path such as the one DefaultPath returns", store.ErrInvalid)
 	}
 	abs, err := filepath.Abs(path)
 	if err != nil {
-		return "", fmt.Errorf("sqlitestore: %w: cannot make database path %q absolute: %w", tenure.ErrInvalid, path, err)
+		return "", fmt.Errorf("sqlitestore: %w: cannot make database path %q absolute: %w", store.ErrInvalid, path, err)
 	}
 	dir := filepath.Dir(abs)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -220,12 +220,12 @@ func (s *Store) Path() string { return s.path }
 // IMMEDIATE: a [sql.DB.BeginTx] takes the file's write lock at once (a
 // read-only transaction does not) and holds it until commit or rollback, so
 // keep them short, and do not call the store's own methods while holding
-// one: they would wait for that lock and fail with [tenure.ErrUnavailable]
+// one: they would wait for that lock and fail with [store.ErrUnavailable]
 // after [Config.BusyTimeout]. Do not close it; [Store.Close] does.
 func (s *Store) DB() *sql.DB { return s.db }
 
 // Close closes the store's database handle, the one [Store.DB] returns.
-// Later calls fail with [tenure.ErrClosed]; a second Close does nothing.
+// Later calls fail with [store.ErrClosed]; a second Close does nothing.
 func (s *Store) Close() error {
 	if s.closed.Swap(true) {
 		return nil
@@ -238,7 +238,7 @@ func (s *Store) Close() error {
 
 func (s *Store) checkOpen(op string) error {
 	if s.closed.Load() {
-		return fmt.Errorf("sqlitestore: %s: %w", op, tenure.ErrClosed)
+		return fmt.Errorf("sqlitestore: %s: %w", op, store.ErrClosed)
 	}
 	return nil
 }
@@ -253,7 +253,7 @@ func (s *Store) writeTx(ctx context.Context, op string, f func(tx *sql.Tx, now i
 		wait.Stop()
 	case <-wait.C:
 		return fmt.Errorf("sqlitestore: %s: %w: other calls of this process kept %q busy for longer than the busy timeout (%s); retry or raise Config.BusyTimeout",
-			op, tenure.ErrUnavailable, s.path, s.cfg.BusyTimeout)
+			op, store.ErrUnavailable, s.path, s.cfg.BusyTimeout)
 	case <-ctx.Done():
 		wait.Stop()
 		return s.classify(op, ctx.Err())
@@ -275,15 +275,15 @@ func (s *Store) writeTx(ctx context.Context, op string, f func(tx *sql.Tx, now i
 // expiry returns now + ttl, refusing a TTL whose expiry cannot be stored.
 func expiry(name string, now int64, ttl time.Duration) (int64, error) {
 	if int64(ttl) > math.MaxInt64-now {
-		return 0, fmt.Errorf("%w: TTL %s for lease %q is too long to store; use a shorter one", tenure.ErrInvalid, ttl, name)
+		return 0, fmt.Errorf("%w: TTL %s for lease %q is too long to store; use a shorter one", store.ErrInvalid, ttl, name)
 	}
 	return now + int64(ttl), nil
 }
 
 // row is one tenure_leases row.
 type row struct {
-	holder     tenure.Holder
-	token      tenure.Token
+	holder     store.Holder
+	token      store.Token
 	seq        int64
 	acquiredAt int64
 	expiresAt  int64
@@ -305,8 +305,8 @@ func scanRow(sc scanner) (row, error) {
 func (r row) held(now int64) bool { return !r.released && r.expiresAt > now }
 
 // grant reports r as the store sees it at now.
-func (r row) grant(name string, now int64) tenure.Grant {
-	g := tenure.Grant{Name: name, Token: r.token, Seq: r.seq}
+func (r row) grant(name string, now int64) store.Grant {
+	g := store.Grant{Name: name, Token: r.token, Seq: r.seq}
 	if r.held(now) {
 		g.Holder = r.holder
 		g.Remaining = time.Duration(r.expiresAt - now)
@@ -315,29 +315,29 @@ func (r row) grant(name string, now int64) tenure.Grant {
 }
 
 // record reports r as [Store.Get] does at now.
-func (r row) record(name string, now int64) tenure.Record {
-	rec := tenure.Record{Grant: r.grant(name, now), AcquiredAt: time.Unix(0, r.acquiredAt).UTC()}
+func (r row) record(name string, now int64) store.Record {
+	rec := store.Record{Grant: r.grant(name, now), AcquiredAt: time.Unix(0, r.acquiredAt).UTC()}
 	rec.Holder = r.holder
 	switch {
 	case r.released:
-		rec.State = tenure.StateReleased
+		rec.State = store.StateReleased
 	case r.held(now):
-		rec.State = tenure.StateHeld
+		rec.State = store.StateHeld
 	default:
-		rec.State = tenure.StateExpired
+		rec.State = store.StateExpired
 	}
 	return rec
 }
 
-// Acquire implements [tenure.Store.Acquire] in one IMMEDIATE transaction.
-func (s *Store) Acquire(ctx context.Context, p tenure.AcquireParams) (tenure.Grant, error) {
+// Acquire implements [store.Store.Acquire] in one IMMEDIATE transaction.
+func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (store.Grant, error) {
 	if err := s.checkOpen("acquire"); err != nil {
-		return tenure.Grant{}, err
+		return store.Grant{}, err
 	}
 	if err := p.Validate(); err != nil {
-		return tenure.Grant{}, fmt.Errorf("sqlitestore: acquire: %w", err)
+		return store.Grant{}, fmt.Errorf("sqlitestore: acquire: %w", err)
 	}
-	var g tenure.Grant
+	var g store.Grant
 	err := s.writeTx(ctx, "acquire", func(tx *sql.Tx, now int64) error {
 		cur, err := scanRow(tx.QueryRowContext(ctx, selectLease, p.Name))
 		switch {
@@ -345,7 +345,7 @@ func (s *Store) Acquire(ctx context.Context, p tenure.AcquireParams) (tenure.Gra
 		case err != nil:
 			return err
 		case cur.held(now):
-			return &tenure.HeldError{
+			return &store.HeldError{
 				Name:      p.Name,
 				Holder:    cur.holder,
 				Token:     cur.token,
@@ -360,12 +360,12 @@ func (s *Store) Acquire(ctx context.Context, p tenure.AcquireParams) (tenure.Gra
 		// The counter is the token source; taking the maximum with the
 		// lease's own last token keeps P2 even for a counter restored
 		// from an older copy of the file.
-		var tok tenure.Token
+		var tok store.Token
 		err = tx.QueryRowContext(ctx,
 			`UPDATE tenure_counter SET last_token = max(last_token, ?) + 1 WHERE id = 1 RETURNING last_token`,
 			cur.token).Scan(&tok)
 		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("%w: the token counter row is missing from %s", tenure.ErrNotMigrated, s.path)
+			return fmt.Errorf("%w: the token counter row is missing from %s", store.ErrNotMigrated, s.path)
 		}
 		if err != nil {
 			return err
@@ -385,30 +385,30 @@ ON CONFLICT (name) DO UPDATE SET
 		if err != nil {
 			return err
 		}
-		g = tenure.Grant{Name: p.Name, Holder: p.Holder, Token: tok, Seq: 1, Remaining: p.TTL}
+		g = store.Grant{Name: p.Name, Holder: p.Holder, Token: tok, Seq: 1, Remaining: p.TTL}
 		return nil
 	})
 	if err != nil {
-		return tenure.Grant{}, err
+		return store.Grant{}, err
 	}
 	return g, nil
 }
 
-// Renew implements [tenure.Store.Renew]: the whole batch in one IMMEDIATE
+// Renew implements [store.Store.Renew]: the whole batch in one IMMEDIATE
 // transaction.
-func (s *Store) Renew(ctx context.Context, ps []tenure.RenewParams) ([]tenure.RenewResult, error) {
+func (s *Store) Renew(ctx context.Context, ps []store.RenewParams) ([]store.RenewResult, error) {
 	if err := s.checkOpen("renew"); err != nil {
 		return nil, err
 	}
-	if err := tenure.ValidateRenewBatch(ps); err != nil {
+	if err := store.ValidateRenewBatch(ps); err != nil {
 		return nil, fmt.Errorf("sqlitestore: renew: %w", err)
 	}
 	if len(ps) == 0 {
-		return []tenure.RenewResult{}, nil
+		return []store.RenewResult{}, nil
 	}
-	var results []tenure.RenewResult
+	var results []store.RenewResult
 	err := s.writeTx(ctx, "renew", func(tx *sql.Tx, now int64) error {
-		results = make([]tenure.RenewResult, len(ps))
+		results = make([]store.RenewResult, len(ps))
 		update, err := tx.PrepareContext(ctx, `UPDATE tenure_leases SET seq = seq + 1, expires_at = ?
 WHERE name = ? AND holder_label = ? AND holder_instance = ? AND token = ? AND seq = ?
     AND released = 0 AND expires_at > ?
@@ -430,7 +430,7 @@ RETURNING seq`)
 			var seq int64
 			err = update.QueryRowContext(ctx, exp, p.Name, p.Holder.Label, p.Holder.Instance, p.Token, p.Seq, now).Scan(&seq)
 			if err == nil {
-				results[i] = tenure.RenewResult{Renewed: true, Grant: tenure.Grant{
+				results[i] = store.RenewResult{Renewed: true, Grant: store.Grant{
 					Name: p.Name, Holder: p.Holder, Token: p.Token, Seq: seq, Remaining: p.TTL,
 				}}
 				continue
@@ -441,11 +441,11 @@ RETURNING seq`)
 			cur, err := scanRow(get.QueryRowContext(ctx, p.Name))
 			switch {
 			case errors.Is(err, sql.ErrNoRows):
-				results[i] = tenure.RenewResult{Grant: tenure.Grant{Name: p.Name}}
+				results[i] = store.RenewResult{Grant: store.Grant{Name: p.Name}}
 			case err != nil:
 				return err
 			default:
-				results[i] = tenure.RenewResult{Grant: cur.grant(p.Name, now)}
+				results[i] = store.RenewResult{Grant: cur.grant(p.Name, now)}
 			}
 		}
 		return nil
@@ -456,8 +456,8 @@ RETURNING seq`)
 	return results, nil
 }
 
-// Release implements [tenure.Store.Release] in one IMMEDIATE transaction.
-func (s *Store) Release(ctx context.Context, p tenure.ReleaseParams) error {
+// Release implements [store.Store.Release] in one IMMEDIATE transaction.
+func (s *Store) Release(ctx context.Context, p store.ReleaseParams) error {
 	if err := s.checkOpen("release"); err != nil {
 		return err
 	}
@@ -477,34 +477,34 @@ WHERE name = ? AND holder_label = ? AND holder_instance = ? AND token = ?
 			return err
 		}
 		if n == 0 {
-			return fmt.Errorf("lease %q is not held by %s with token %d: %w", p.Name, p.Holder, p.Token, tenure.ErrNotHeld)
+			return fmt.Errorf("lease %q is not held by %s with token %d: %w", p.Name, p.Holder, p.Token, store.ErrNotHeld)
 		}
 		return nil
 	})
 }
 
-// Get implements [tenure.Store.Get].
-func (s *Store) Get(ctx context.Context, name string) (tenure.Record, error) {
+// Get implements [store.Store.Get].
+func (s *Store) Get(ctx context.Context, name string) (store.Record, error) {
 	if err := s.checkOpen("get"); err != nil {
-		return tenure.Record{}, err
+		return store.Record{}, err
 	}
-	if err := tenure.ValidateName(name); err != nil {
-		return tenure.Record{}, fmt.Errorf("sqlitestore: get: %w", err)
+	if err := store.ValidateName(name); err != nil {
+		return store.Record{}, fmt.Errorf("sqlitestore: get: %w", err)
 	}
 	r, err := scanRow(s.db.QueryRowContext(ctx, selectLease, name))
 	if errors.Is(err, sql.ErrNoRows) {
-		return tenure.Record{}, fmt.Errorf("sqlitestore: get: lease %q: %w", name, tenure.ErrNotFound)
+		return store.Record{}, fmt.Errorf("sqlitestore: get: lease %q: %w", name, store.ErrNotFound)
 	}
 	if err != nil {
-		return tenure.Record{}, s.classify("get", err)
+		return store.Record{}, s.classify("get", err)
 	}
 	// The clock is read after the row, so a concurrent renewal can only
 	// make the reported remaining time shorter than the truth.
 	return r.record(name, time.Now().UnixNano()), nil
 }
 
-// List implements [tenure.Lister.List]: every lease, ordered by name.
-func (s *Store) List(ctx context.Context) ([]tenure.Record, error) {
+// List implements [store.Lister.List]: every lease, ordered by name.
+func (s *Store) List(ctx context.Context) ([]store.Record, error) {
 	if err := s.checkOpen("list"); err != nil {
 		return nil, err
 	}
@@ -530,7 +530,7 @@ FROM tenure_leases ORDER BY name`)
 		return nil, s.classify("list", err)
 	}
 	now := time.Now().UnixNano()
-	recs := make([]tenure.Record, len(all))
+	recs := make([]store.Record, len(all))
 	for i, n := range all {
 		recs[i] = n.record(n.name, now)
 	}

@@ -6,9 +6,10 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/tenure-dev/tenure/store"
+
 	"github.com/stretchr/testify/require"
 
-	"github.com/tenure-dev/tenure"
 	"github.com/tenure-dev/tenure/internal/testutil"
 )
 
@@ -73,7 +74,7 @@ func testAcquire(t *testing.T, h Harness) {
 
 		b.waitExpiry(t, held.Remaining)
 		r := b.get(t, n)
-		require.Equal(t, tenure.StateExpired, r.State)
+		require.Equal(t, store.StateExpired, r.State)
 		require.Equal(t, first.Holder, r.Holder, "an expired lease still names its last holder")
 		require.Equal(t, first.Token, r.Token)
 		require.Zero(t, r.Remaining)
@@ -115,11 +116,11 @@ func testAcquire(t *testing.T, h Harness) {
 
 // race has [racers] holders acquire name at once and checks that exactly one
 // wins and every other is told the winner.
-func (b *bundle) race(t *testing.T, name string) tenure.Grant {
+func (b *bundle) race(t *testing.T, name string) store.Grant {
 	t.Helper()
 	type outcome struct {
-		holder tenure.Holder
-		grant  tenure.Grant
+		holder store.Holder
+		grant  store.Grant
 		err    error
 	}
 	outcomes := make([]outcome, racers)
@@ -132,14 +133,14 @@ func (b *bundle) race(t *testing.T, name string) tenure.Grant {
 	for i := range outcomes {
 		wg.Go(func() {
 			<-start
-			p := tenure.AcquireParams{Name: name, Holder: outcomes[i].holder, TTL: longTTL}
+			p := store.AcquireParams{Name: name, Holder: outcomes[i].holder, TTL: longTTL}
 			outcomes[i].grant, outcomes[i].err = b.store.Acquire(ctx, p)
 		})
 	}
 	close(start)
 	wg.Wait()
 
-	var winners []tenure.Grant
+	var winners []store.Grant
 	for _, o := range outcomes {
 		if o.err == nil {
 			require.Equal(t, o.holder, o.grant.Holder)
@@ -154,8 +155,8 @@ func (b *bundle) race(t *testing.T, name string) tenure.Grant {
 		if o.err == nil {
 			continue
 		}
-		var held *tenure.HeldError
-		require.True(t, errors.As(o.err, &held), "a losing acquirer gets a *tenure.HeldError, not %v", o.err)
+		var held *store.HeldError
+		require.True(t, errors.As(o.err, &held), "a losing acquirer gets a *store.HeldError, not %v", o.err)
 		require.Equal(t, winner.Holder, held.Holder, "a losing acquirer is told the winner")
 		require.Equal(t, winner.Token, held.Token)
 	}

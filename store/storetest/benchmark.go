@@ -7,7 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tenure-dev/tenure"
+	"github.com/tenure-dev/tenure/store"
+
 	"github.com/tenure-dev/tenure/internal/testutil"
 )
 
@@ -15,7 +16,7 @@ const (
 	// benchTTL is long enough that no lease expires during a benchmark.
 	benchTTL = 10 * time.Minute
 	// benchBatch is how many leases one RenewBatch operation renews.
-	benchBatch = tenure.MaxRenewBatch
+	benchBatch = store.MaxRenewBatch
 	// roundTripSamples is how many round trips the baseline is the median of.
 	roundTripSamples = 200
 )
@@ -38,7 +39,7 @@ func Benchmark(b *testing.B, h Harness) {
 		holder := testutil.Holder(b, "bench")
 		ops := 0
 		for b.Loop() {
-			p := tenure.AcquireParams{Name: fmt.Sprintf("%s_%d", prefix, ops), Holder: holder, TTL: benchTTL}
+			p := store.AcquireParams{Name: fmt.Sprintf("%s_%d", prefix, ops), Holder: holder, TTL: benchTTL}
 			if _, err := s.Acquire(ctx, p); err != nil {
 				b.Fatalf("acquire %q: %v", p.Name, err)
 			}
@@ -50,11 +51,11 @@ func Benchmark(b *testing.B, h Harness) {
 	b.Run("Renew", func(b *testing.B) {
 		s := h.NewStore(b)
 		ctx := b.Context()
-		g, err := s.Acquire(ctx, tenure.AcquireParams{Name: testutil.UniqueName(b), Holder: testutil.Holder(b, "bench"), TTL: benchTTL})
+		g, err := s.Acquire(ctx, store.AcquireParams{Name: testutil.UniqueName(b), Holder: testutil.Holder(b, "bench"), TTL: benchTTL})
 		if err != nil {
 			b.Fatalf("acquire: %v", err)
 		}
-		ps := []tenure.RenewParams{{Name: g.Name, Holder: g.Holder, Token: g.Token, Seq: g.Seq, TTL: benchTTL}}
+		ps := []store.RenewParams{{Name: g.Name, Holder: g.Holder, Token: g.Token, Seq: g.Seq, TTL: benchTTL}}
 		ops := 0
 		for b.Loop() {
 			rs, err := s.Renew(ctx, ps)
@@ -72,13 +73,13 @@ func Benchmark(b *testing.B, h Harness) {
 		ctx := b.Context()
 		prefix := testutil.UniqueName(b)
 		holder := testutil.Holder(b, "bench")
-		ps := make([]tenure.RenewParams, benchBatch)
+		ps := make([]store.RenewParams, benchBatch)
 		for i := range ps {
-			g, err := s.Acquire(ctx, tenure.AcquireParams{Name: fmt.Sprintf("%s_%05d", prefix, i), Holder: holder, TTL: benchTTL})
+			g, err := s.Acquire(ctx, store.AcquireParams{Name: fmt.Sprintf("%s_%05d", prefix, i), Holder: holder, TTL: benchTTL})
 			if err != nil {
 				b.Fatalf("acquire lease %d of %d: %v", i, benchBatch, err)
 			}
-			ps[i] = tenure.RenewParams{Name: g.Name, Holder: g.Holder, Token: g.Token, Seq: g.Seq, TTL: benchTTL}
+			ps[i] = store.RenewParams{Name: g.Name, Holder: g.Holder, Token: g.Token, Seq: g.Seq, TTL: benchTTL}
 		}
 		ops := 0
 		for b.Loop() {

@@ -1,4 +1,4 @@
-// Package storetest is the conformance suite every [tenure.Store] backend
+// Package storetest is the conformance suite every [store.Store] backend
 // runs against its real server, and the benchmarks that compare backends.
 //
 // # Running it
@@ -8,7 +8,7 @@
 //
 //	type harness struct{ pool *pgxpool.Pool }
 //
-//	func (h harness) NewStore(tb testing.TB) tenure.Store { ... }
+//	func (h harness) NewStore(tb testing.TB) store.Store { ... }
 //	func (h harness) Capabilities() storetest.Capabilities { ... }
 //
 //	func TestStore(t *testing.T)      { storetest.Run(t, harness{...}) }
@@ -23,7 +23,7 @@
 // # Time
 //
 // The suite runs on real time, because real servers cannot be fast-forwarded.
-// Expiry tests use leases of [tenure.MinTTL] to one second (raised to
+// Expiry tests use leases of [store.MinTTL] to one second (raised to
 // [Capabilities.MinTTL] for stores that refuse shorter ones) and wait for the
 // remaining time the store reported plus [Capabilities.ExpiryLag]; no test
 // waits on a sleep for anything else. Notifications are awaited on channels
@@ -34,7 +34,7 @@
 // # What it checks
 //
 //   - Acquire: a new tenure on an absent, released or expired lease; a
-//     [*tenure.HeldError] with holder, token, seq and remaining time when held
+//     [*store.HeldError] with holder, token, seq and remaining time when held
 //     (by anyone, the same holder included); exactly one winner among racing
 //     acquirers.
 //   - Renew: the compare-and-set on holder, token and seq; seq advancing by
@@ -45,12 +45,12 @@
 //   - Tokens: strictly increasing per name across every kind of tenure change
 //     (promise P2).
 //   - Notify (when [Capabilities.Notify]): releases and takeovers reach a
-//     [tenure.Notifier] listener, which announces its subscription with
+//     [store.Notifier] listener, which announces its subscription with
 //     the empty name.
-//   - Input: every limit of the contract refused with [tenure.ErrInvalid],
+//   - Input: every limit of the contract refused with [store.ErrInvalid],
 //     with nothing changed.
-//   - Close: every call after [tenure.Store.Close] fails with
-//     [tenure.ErrClosed].
-//   - List (when the store is a [tenure.Lister]): every lease in name order
+//   - Close: every call after [store.Store.Close] fails with
+//     [store.ErrClosed].
+//   - List (when the store is a [store.Lister]): every lease in name order
 //     with its state.
 package storetest

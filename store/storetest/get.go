@@ -3,9 +3,10 @@ package storetest
 import (
 	"testing"
 
+	"github.com/tenure-dev/tenure/store"
+
 	"github.com/stretchr/testify/require"
 
-	"github.com/tenure-dev/tenure"
 	"github.com/tenure-dev/tenure/internal/testutil"
 )
 
@@ -14,7 +15,7 @@ func testGet(t *testing.T, h Harness) {
 		t.Parallel()
 		b := setup(t, h)
 		_, err := b.store.Get(t.Context(), name(t))
-		require.ErrorIs(t, err, tenure.ErrNotFound)
+		require.ErrorIs(t, err, store.ErrNotFound)
 	})
 
 	t.Run("NewTenureNewAcquiredAt", func(t *testing.T) {
@@ -33,9 +34,9 @@ func testGet(t *testing.T, h Harness) {
 	t.Run("List", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, h)
-		lister, ok := b.store.(tenure.Lister)
+		lister, ok := b.store.(store.Lister)
 		if !ok {
-			t.Skipf("storetest: %T does not implement tenure.Lister", b.store)
+			t.Skipf("storetest: %T does not implement store.Lister", b.store)
 		}
 		empty, err := lister.List(t.Context())
 		require.NoError(t, err)
@@ -54,14 +55,14 @@ func testGet(t *testing.T, h Harness) {
 		records, err := lister.List(t.Context())
 		require.NoError(t, err)
 		want := []struct {
-			grant tenure.Grant
-			state tenure.State
+			grant store.Grant
+			state store.State
 			seq   int64
 		}{
-			{released, tenure.StateReleased, 1},
-			{renewed, tenure.StateHeld, 2},
-			{held, tenure.StateHeld, 1},
-			{expired, tenure.StateExpired, 1},
+			{released, store.StateReleased, 1},
+			{renewed, store.StateHeld, 2},
+			{held, store.StateHeld, 1},
+			{expired, store.StateExpired, 1},
 		}
 		require.Len(t, records, len(want))
 		for i, w := range want {
@@ -72,7 +73,7 @@ func testGet(t *testing.T, h Harness) {
 			require.Equal(t, w.grant.Token, r.Token, "lease %q", r.Name)
 			require.Equal(t, w.seq, r.Seq, "lease %q", r.Name)
 			require.False(t, r.AcquiredAt.IsZero(), "lease %q", r.Name)
-			if w.state == tenure.StateHeld {
+			if w.state == store.StateHeld {
 				require.Positive(t, r.Remaining, "lease %q", r.Name)
 			} else {
 				require.Zero(t, r.Remaining, "lease %q", r.Name)

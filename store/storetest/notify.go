@@ -5,9 +5,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tenure-dev/tenure/store"
+
 	"github.com/stretchr/testify/require"
 
-	"github.com/tenure-dev/tenure"
 	"github.com/tenure-dev/tenure/internal/testutil"
 )
 
@@ -64,10 +65,10 @@ func testNotify(t *testing.T, h Harness) {
 	})
 }
 
-func (b *bundle) notifier(t *testing.T) tenure.Notifier {
+func (b *bundle) notifier(t *testing.T) store.Notifier {
 	t.Helper()
-	n, ok := b.store.(tenure.Notifier)
-	require.True(t, ok, "Capabilities.Notify is set but %T does not implement tenure.Notifier", b.store)
+	n, ok := b.store.(store.Notifier)
+	require.True(t, ok, "Capabilities.Notify is set but %T does not implement store.Notifier", b.store)
 	return n
 }
 
@@ -111,7 +112,7 @@ func (b *bundle) ready(t *testing.T, r *testutil.Notifications, done <-chan erro
 			t.Fatalf("Listen returned before the test ended: %v", err)
 		default:
 		}
-		g, err := b.store.Acquire(t.Context(), tenure.AcquireParams{Name: warmup, Holder: holder, TTL: longTTL})
+		g, err := b.store.Acquire(t.Context(), store.AcquireParams{Name: warmup, Holder: holder, TTL: longTTL})
 		require.NoError(t, err)
 		b.release(t, g)
 		if r.Wait(warmup, warmupWait) {

@@ -3,9 +3,10 @@ package storetest
 import (
 	"testing"
 
+	"github.com/tenure-dev/tenure/store"
+
 	"github.com/stretchr/testify/require"
 
-	"github.com/tenure-dev/tenure"
 	"github.com/tenure-dev/tenure/internal/testutil"
 )
 
@@ -18,7 +19,7 @@ func testRelease(t *testing.T, h Harness) {
 		b.release(t, first)
 
 		r := b.get(t, n)
-		require.Equal(t, tenure.StateReleased, r.State)
+		require.Equal(t, store.StateReleased, r.State)
 		require.Equal(t, first.Holder, r.Holder, "a released lease still names its last holder")
 		require.Equal(t, first.Token, r.Token, "release keeps the token")
 		require.Zero(t, r.Remaining)
@@ -39,7 +40,7 @@ func testRelease(t *testing.T, h Harness) {
 		require.True(t, b.renew(t, g, longTTL).Renewed)
 
 		b.release(t, g)
-		require.Equal(t, tenure.StateReleased, b.get(t, g.Name).State)
+		require.Equal(t, store.StateReleased, b.get(t, g.Name).State)
 	})
 
 	t.Run("WrongToken", func(t *testing.T) {
@@ -47,13 +48,13 @@ func testRelease(t *testing.T, h Harness) {
 		b := setup(t, h)
 		g := b.acquire(t, name(t), testutil.Holder(t, "holder"), longTTL)
 
-		for _, token := range []tenure.Token{g.Token + 1, g.Token + 1000} {
-			err := b.store.Release(t.Context(), tenure.ReleaseParams{Name: g.Name, Holder: g.Holder, Token: token})
-			require.ErrorIs(t, err, tenure.ErrNotHeld, "release with token %d of a tenure with token %d", token, g.Token)
+		for _, token := range []store.Token{g.Token + 1, g.Token + 1000} {
+			err := b.store.Release(t.Context(), store.ReleaseParams{Name: g.Name, Holder: g.Holder, Token: token})
+			require.ErrorIs(t, err, store.ErrNotHeld, "release with token %d of a tenure with token %d", token, g.Token)
 		}
 		if g.Token > 1 {
-			err := b.store.Release(t.Context(), tenure.ReleaseParams{Name: g.Name, Holder: g.Holder, Token: g.Token - 1})
-			require.ErrorIs(t, err, tenure.ErrNotHeld)
+			err := b.store.Release(t.Context(), store.ReleaseParams{Name: g.Name, Holder: g.Holder, Token: g.Token - 1})
+			require.ErrorIs(t, err, store.ErrNotHeld)
 		}
 		b.requireHeld(t, g, 1)
 	})
@@ -63,12 +64,12 @@ func testRelease(t *testing.T, h Harness) {
 		b := setup(t, h)
 		g := b.acquire(t, name(t), testutil.Holder(t, "holder"), longTTL)
 
-		for _, other := range []tenure.Holder{
+		for _, other := range []store.Holder{
 			testutil.Holder(t, "other"),
 			{Label: g.Holder.Label, Instance: g.Holder.Instance + "x"},
 		} {
-			err := b.store.Release(t.Context(), tenure.ReleaseParams{Name: g.Name, Holder: other, Token: g.Token})
-			require.ErrorIs(t, err, tenure.ErrNotHeld, "release by %s of a lease held by %s", other, g.Holder)
+			err := b.store.Release(t.Context(), store.ReleaseParams{Name: g.Name, Holder: other, Token: g.Token})
+			require.ErrorIs(t, err, store.ErrNotHeld, "release by %s of a lease held by %s", other, g.Holder)
 		}
 		b.requireHeld(t, g, 1)
 	})
@@ -79,10 +80,10 @@ func testRelease(t *testing.T, h Harness) {
 		g := b.acquire(t, name(t), testutil.Holder(t, "holder"), longTTL)
 		b.release(t, g)
 
-		err := b.store.Release(t.Context(), tenure.ReleaseParams{Name: g.Name, Holder: g.Holder, Token: g.Token})
-		require.ErrorIs(t, err, tenure.ErrNotHeld, "a second release finds the lease not held")
+		err := b.store.Release(t.Context(), store.ReleaseParams{Name: g.Name, Holder: g.Holder, Token: g.Token})
+		require.ErrorIs(t, err, store.ErrNotHeld, "a second release finds the lease not held")
 		r := b.get(t, g.Name)
-		require.Equal(t, tenure.StateReleased, r.State)
+		require.Equal(t, store.StateReleased, r.State)
 		require.Equal(t, g.Token, r.Token)
 	})
 
@@ -91,10 +92,10 @@ func testRelease(t *testing.T, h Harness) {
 		b := setup(t, h)
 		n := name(t)
 
-		err := b.store.Release(t.Context(), tenure.ReleaseParams{Name: n, Holder: testutil.Holder(t, "holder"), Token: 1})
-		require.ErrorIs(t, err, tenure.ErrNotHeld)
+		err := b.store.Release(t.Context(), store.ReleaseParams{Name: n, Holder: testutil.Holder(t, "holder"), Token: 1})
+		require.ErrorIs(t, err, store.ErrNotHeld)
 		_, err = b.store.Get(t.Context(), n)
-		require.ErrorIs(t, err, tenure.ErrNotFound, "a refused release creates nothing")
+		require.ErrorIs(t, err, store.ErrNotFound, "a refused release creates nothing")
 	})
 
 	t.Run("AfterExpiry", func(t *testing.T) {
@@ -102,9 +103,9 @@ func testRelease(t *testing.T, h Harness) {
 		b := setup(t, h)
 		g := b.expired(t, name(t), testutil.Holder(t, "holder"))
 
-		err := b.store.Release(t.Context(), tenure.ReleaseParams{Name: g.Name, Holder: g.Holder, Token: g.Token})
-		require.ErrorIs(t, err, tenure.ErrNotHeld, "an expired lease is no longer held")
-		require.Equal(t, tenure.StateExpired, b.get(t, g.Name).State)
+		err := b.store.Release(t.Context(), store.ReleaseParams{Name: g.Name, Holder: g.Holder, Token: g.Token})
+		require.ErrorIs(t, err, store.ErrNotHeld, "an expired lease is no longer held")
+		require.Equal(t, store.StateExpired, b.get(t, g.Name).State)
 	})
 
 	// A late retry of an old tenure's release must not end the tenure that
@@ -116,8 +117,8 @@ func testRelease(t *testing.T, h Harness) {
 		b.release(t, old)
 		current := b.acquire(t, old.Name, old.Holder, longTTL)
 
-		err := b.store.Release(t.Context(), tenure.ReleaseParams{Name: old.Name, Holder: old.Holder, Token: old.Token})
-		require.ErrorIs(t, err, tenure.ErrNotHeld)
+		err := b.store.Release(t.Context(), store.ReleaseParams{Name: old.Name, Holder: old.Holder, Token: old.Token})
+		require.ErrorIs(t, err, store.ErrNotHeld)
 		b.requireHeld(t, current, 1)
 	})
 }

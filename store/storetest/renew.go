@@ -5,9 +5,10 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/tenure-dev/tenure/store"
+
 	"github.com/stretchr/testify/require"
 
-	"github.com/tenure-dev/tenure"
 	"github.com/tenure-dev/tenure/internal/testutil"
 )
 
@@ -22,7 +23,7 @@ func testRenew(t *testing.T, h Harness) {
 		before := b.get(t, g.Name)
 
 		for seq := int64(1); seq <= 3; seq++ {
-			res := b.renew(t, tenure.Grant{Name: g.Name, Holder: g.Holder, Token: g.Token, Seq: seq}, longTTL)
+			res := b.renew(t, store.Grant{Name: g.Name, Holder: g.Holder, Token: g.Token, Seq: seq}, longTTL)
 			require.True(t, res.Renewed, "renewal at seq %d", seq)
 			require.Equal(t, g.Holder, res.Grant.Holder)
 			require.Equal(t, g.Token, res.Grant.Token, "a renewal keeps the token")
@@ -65,7 +66,7 @@ func testRenew(t *testing.T, h Harness) {
 		b := setup(t, h)
 		g := b.acquire(t, name(t), testutil.Holder(t, "holder"), longTTL)
 
-		res := b.renew(t, tenure.Grant{Name: g.Name, Holder: g.Holder, Token: g.Token, Seq: 2}, longTTL)
+		res := b.renew(t, store.Grant{Name: g.Name, Holder: g.Holder, Token: g.Token, Seq: 2}, longTTL)
 		require.False(t, res.Renewed)
 		require.Equal(t, int64(1), res.Grant.Seq)
 		b.requireHeld(t, g, 1)
@@ -76,12 +77,12 @@ func testRenew(t *testing.T, h Harness) {
 		b := setup(t, h)
 		g := b.acquire(t, name(t), testutil.Holder(t, "holder"), longTTL)
 
-		for _, other := range []tenure.Holder{
+		for _, other := range []store.Holder{
 			testutil.Holder(t, "other"),
 			{Label: g.Holder.Label, Instance: g.Holder.Instance + "x"},
 			{Label: g.Holder.Label + "x", Instance: g.Holder.Instance},
 		} {
-			res := b.renew(t, tenure.Grant{Name: g.Name, Holder: other, Token: g.Token, Seq: g.Seq}, longTTL)
+			res := b.renew(t, store.Grant{Name: g.Name, Holder: other, Token: g.Token, Seq: g.Seq}, longTTL)
 			require.False(t, res.Renewed, "renewal by %s of a lease held by %s", other, g.Holder)
 			require.Equal(t, g.Holder, res.Grant.Holder, "the result names the real holder")
 			require.Equal(t, g.Token, res.Grant.Token)
@@ -95,7 +96,7 @@ func testRenew(t *testing.T, h Harness) {
 		b := setup(t, h)
 		g := b.acquire(t, name(t), testutil.Holder(t, "holder"), longTTL)
 
-		res := b.renew(t, tenure.Grant{Name: g.Name, Holder: g.Holder, Token: g.Token + 1, Seq: g.Seq}, longTTL)
+		res := b.renew(t, store.Grant{Name: g.Name, Holder: g.Holder, Token: g.Token + 1, Seq: g.Seq}, longTTL)
 		require.False(t, res.Renewed)
 		require.Equal(t, g.Token, res.Grant.Token)
 		b.requireHeld(t, g, 1)
@@ -106,12 +107,12 @@ func testRenew(t *testing.T, h Harness) {
 		b := setup(t, h)
 		n := name(t)
 
-		res := b.renewOne(t, tenure.RenewParams{Name: n, Holder: testutil.Holder(t, "holder"), Token: 1, Seq: 1, TTL: longTTL})
+		res := b.renewOne(t, store.RenewParams{Name: n, Holder: testutil.Holder(t, "holder"), Token: 1, Seq: 1, TTL: longTTL})
 		require.False(t, res.Renewed)
-		require.Equal(t, tenure.Grant{Name: n}, res.Grant, "an absent lease has no holder, token, seq or time")
+		require.Equal(t, store.Grant{Name: n}, res.Grant, "an absent lease has no holder, token, seq or time")
 
 		_, err := b.store.Get(t.Context(), n)
-		require.ErrorIs(t, err, tenure.ErrNotFound, "a failed renewal creates nothing")
+		require.ErrorIs(t, err, store.ErrNotFound, "a failed renewal creates nothing")
 	})
 
 	t.Run("AfterExpiry", func(t *testing.T) {
@@ -123,7 +124,7 @@ func testRenew(t *testing.T, h Harness) {
 		require.False(t, res.Renewed, "an expired lease cannot be renewed")
 		require.Zero(t, res.Grant.Holder, "nobody holds an expired lease")
 		require.Zero(t, res.Grant.Remaining)
-		require.Equal(t, tenure.StateExpired, b.get(t, g.Name).State)
+		require.Equal(t, store.StateExpired, b.get(t, g.Name).State)
 	})
 
 	t.Run("AfterRelease", func(t *testing.T) {
@@ -136,7 +137,7 @@ func testRenew(t *testing.T, h Harness) {
 		require.False(t, res.Renewed, "a released lease cannot be renewed")
 		require.Zero(t, res.Grant.Holder, "nobody holds a released lease")
 		require.Zero(t, res.Grant.Remaining)
-		require.Equal(t, tenure.StateReleased, b.get(t, g.Name).State)
+		require.Equal(t, store.StateReleased, b.get(t, g.Name).State)
 	})
 
 	t.Run("EmptyBatch", func(t *testing.T) {
@@ -152,14 +153,14 @@ func testRenew(t *testing.T, h Harness) {
 		b := setup(t, h)
 		prefix := name(t)
 		holder := testutil.Holder(t, "holder")
-		grants := make([]tenure.Grant, bigBatch)
+		grants := make([]store.Grant, bigBatch)
 		for i := range grants {
 			grants[i] = b.acquire(t, fmt.Sprintf("%s_%04d", prefix, i), holder, longTTL)
 		}
 		rand.Shuffle(len(grants), func(i, j int) { grants[i], grants[j] = grants[j], grants[i] })
-		ps := make([]tenure.RenewParams, len(grants))
+		ps := make([]store.RenewParams, len(grants))
 		for i, g := range grants {
-			ps[i] = tenure.RenewParams{Name: g.Name, Holder: g.Holder, Token: g.Token, Seq: g.Seq, TTL: longTTL}
+			ps[i] = store.RenewParams{Name: g.Name, Holder: g.Holder, Token: g.Token, Seq: g.Seq, TTL: longTTL}
 		}
 
 		rs, err := b.store.Renew(t.Context(), ps)
@@ -190,7 +191,7 @@ func testRenew(t *testing.T, h Harness) {
 		b.release(t, released)
 		ok2 := b.acquire(t, prefix+"_ok2", holder, longTTL)
 
-		ps := []tenure.RenewParams{
+		ps := []store.RenewParams{
 			{Name: stale.Name, Holder: holder, Token: stale.Token, Seq: 1, TTL: longTTL},
 			{Name: ok1.Name, Holder: holder, Token: ok1.Token, Seq: 1, TTL: longTTL},
 			{Name: taken.Name, Holder: holder, Token: taken.Token, Seq: 1, TTL: longTTL},

@@ -5,9 +5,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tenure-dev/tenure/store"
+
 	"github.com/stretchr/testify/require"
 
-	"github.com/tenure-dev/tenure"
 	"github.com/tenure-dev/tenure/internal/testutil"
 )
 
@@ -18,7 +19,7 @@ type Harness interface {
 	// that closes it and removes what it created. The suite may close the
 	// store itself first, so that cleanup must tolerate a store that is
 	// already closed.
-	NewStore(tb testing.TB) tenure.Store
+	NewStore(tb testing.TB) store.Store
 
 	// Capabilities describes what the backend can do and how its server
 	// behaves.
@@ -27,7 +28,7 @@ type Harness interface {
 
 // Capabilities describes a backend to the suite.
 type Capabilities struct {
-	// Notify reports that the store implements [tenure.Notifier] and that
+	// Notify reports that the store implements [store.Notifier] and that
 	// the suite should check its notifications.
 	Notify bool
 
@@ -38,7 +39,7 @@ type Capabilities struct {
 
 	// MinTTL is the shortest TTL the store accepts (etcd refuses leases
 	// below 2 s). The suite raises the short leases of its expiry tests to
-	// it. 0: the store accepts [tenure.MinTTL].
+	// it. 0: the store accepts [store.MinTTL].
 	MinTTL time.Duration
 
 	// RoundTrip is the store's own cheapest round trip to its server (for
@@ -49,7 +50,7 @@ type Capabilities struct {
 
 const (
 	// expiringTTL is the lease length of tests that wait for an expiry.
-	expiringTTL = tenure.MinTTL
+	expiringTTL = store.MinTTL
 	// shortTTL is the lease length of tests that check a lease is held
 	// before waiting for its expiry: long enough to check, short enough to
 	// wait for.
@@ -91,7 +92,7 @@ func Run(t *testing.T, h Harness) {
 // bundle is what one subtest works with: a fresh store and the backend's
 // capabilities.
 type bundle struct {
-	store tenure.Store
+	store store.Store
 	caps  Capabilities
 }
 
@@ -108,9 +109,9 @@ func name(t *testing.T) string {
 	return testutil.UniqueName(t)
 }
 
-func (b *bundle) acquire(t *testing.T, name string, h tenure.Holder, ttl time.Duration) tenure.Grant {
+func (b *bundle) acquire(t *testing.T, name string, h store.Holder, ttl time.Duration) store.Grant {
 	t.Helper()
-	g, err := b.store.Acquire(t.Context(), tenure.AcquireParams{Name: name, Holder: h, TTL: ttl})
+	g, err := b.store.Acquire(t.Context(), store.AcquireParams{Name: name, Holder: h, TTL: ttl})
 	require.NoError(t, err, "acquire %q by %s", name, h)
 	require.Equal(t, name, g.Name)
 	require.Equal(t, h, g.Holder)
@@ -121,37 +122,37 @@ func (b *bundle) acquire(t *testing.T, name string, h tenure.Holder, ttl time.Du
 
 // acquireHeld attempts an acquisition that must fail because the lease is
 // held, and returns what the store said about the holder.
-func (b *bundle) acquireHeld(t *testing.T, name string, h tenure.Holder, ttl time.Duration) *tenure.HeldError {
+func (b *bundle) acquireHeld(t *testing.T, name string, h store.Holder, ttl time.Duration) *store.HeldError {
 	t.Helper()
-	g, err := b.store.Acquire(t.Context(), tenure.AcquireParams{Name: name, Holder: h, TTL: ttl})
-	require.ErrorIs(t, err, tenure.ErrHeld, "acquire %q by %s while held returned grant %+v", name, h, g)
-	var held *tenure.HeldError
+	g, err := b.store.Acquire(t.Context(), store.AcquireParams{Name: name, Holder: h, TTL: ttl})
+	require.ErrorIs(t, err, store.ErrHeld, "acquire %q by %s while held returned grant %+v", name, h, g)
+	var held *store.HeldError
 	require.ErrorAs(t, err, &held)
 	require.Equal(t, name, held.Name)
 	return held
 }
 
-func (b *bundle) renew(t *testing.T, g tenure.Grant, ttl time.Duration) tenure.RenewResult {
+func (b *bundle) renew(t *testing.T, g store.Grant, ttl time.Duration) store.RenewResult {
 	t.Helper()
-	return b.renewOne(t, tenure.RenewParams{Name: g.Name, Holder: g.Holder, Token: g.Token, Seq: g.Seq, TTL: ttl})
+	return b.renewOne(t, store.RenewParams{Name: g.Name, Holder: g.Holder, Token: g.Token, Seq: g.Seq, TTL: ttl})
 }
 
-func (b *bundle) renewOne(t *testing.T, p tenure.RenewParams) tenure.RenewResult {
+func (b *bundle) renewOne(t *testing.T, p store.RenewParams) store.RenewResult {
 	t.Helper()
-	rs, err := b.store.Renew(t.Context(), []tenure.RenewParams{p})
+	rs, err := b.store.Renew(t.Context(), []store.RenewParams{p})
 	require.NoError(t, err, "renew %+v", p)
 	require.Len(t, rs, 1)
 	require.Equal(t, p.Name, rs[0].Grant.Name)
 	return rs[0]
 }
 
-func (b *bundle) release(t *testing.T, g tenure.Grant) {
+func (b *bundle) release(t *testing.T, g store.Grant) {
 	t.Helper()
-	err := b.store.Release(t.Context(), tenure.ReleaseParams{Name: g.Name, Holder: g.Holder, Token: g.Token})
+	err := b.store.Release(t.Context(), store.ReleaseParams{Name: g.Name, Holder: g.Holder, Token: g.Token})
 	require.NoError(t, err, "release %q by %s with token %d", g.Name, g.Holder, g.Token)
 }
 
-func (b *bundle) get(t *testing.T, name string) tenure.Record {
+func (b *bundle) get(t *testing.T, name string) store.Record {
 	t.Helper()
 	r, err := b.store.Get(t.Context(), name)
 	require.NoError(t, err, "get %q", name)
@@ -176,10 +177,10 @@ func (b *bundle) requireRemaining(t *testing.T, ttl, remaining time.Duration) {
 
 // requireHeld checks that the store reports the lease g as held with g's
 // holder and token and the given seq.
-func (b *bundle) requireHeld(t *testing.T, g tenure.Grant, seq int64) tenure.Record {
+func (b *bundle) requireHeld(t *testing.T, g store.Grant, seq int64) store.Record {
 	t.Helper()
 	r := b.get(t, g.Name)
-	require.Equal(t, tenure.StateHeld, r.State)
+	require.Equal(t, store.StateHeld, r.State)
 	require.Equal(t, g.Holder, r.Holder)
 	require.Equal(t, g.Token, r.Token)
 	require.Equal(t, seq, r.Seq)
@@ -197,7 +198,7 @@ func (b *bundle) waitExpiry(t *testing.T, remaining time.Duration) {
 }
 
 // expiring is the TTL of leases that tests wait to expire:
-// [tenure.MinTTL], or the store's minimum if greater.
+// [store.MinTTL], or the store's minimum if greater.
 func (b *bundle) expiring() time.Duration { return max(expiringTTL, b.caps.MinTTL) }
 
 // short is the TTL of leases that tests check are held and then wait to
@@ -206,7 +207,7 @@ func (b *bundle) short() time.Duration { return max(shortTTL, b.caps.MinTTL) }
 
 // expired acquires name for h with a TTL of [bundle.expiring] and waits until it has
 // expired by the store's clock, returning the expired tenure's grant.
-func (b *bundle) expired(t *testing.T, name string, h tenure.Holder) tenure.Grant {
+func (b *bundle) expired(t *testing.T, name string, h store.Holder) store.Grant {
 	t.Helper()
 	g := b.acquire(t, name, h, b.expiring())
 	b.waitExpiry(t, g.Remaining)

@@ -7,9 +7,10 @@ import (
 	"os/exec"
 	"testing"
 
+	"github.com/tenure-dev/tenure/store"
+
 	"github.com/stretchr/testify/require"
 
-	"github.com/tenure-dev/tenure"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/store/memstore"
 	"github.com/tenure-dev/tenure/store/storetest"
@@ -24,37 +25,37 @@ const mutantEnv = "STORETEST_MUTANT"
 // mutants are stores that break the contract in one way each, with a subtest
 // of the suite that must catch it.
 var mutants = map[string]struct {
-	wrap    func(*memstore.Store) tenure.Store
+	wrap    func(*memstore.Store) store.Store
 	catcher string
 }{
 	"ReentrantAcquire": {
-		wrap:    func(s *memstore.Store) tenure.Store { return reentrantAcquire{s} },
+		wrap:    func(s *memstore.Store) store.Store { return reentrantAcquire{s} },
 		catcher: "Acquire/HeldBySameHolder",
 	},
 	"RenewIgnoresSeq": {
-		wrap:    func(s *memstore.Store) tenure.Store { return renewIgnoresSeq{s} },
+		wrap:    func(s *memstore.Store) store.Store { return renewIgnoresSeq{s} },
 		catcher: "Renew/StaleSeq",
 	},
 	"ReleaseIgnoresToken": {
-		wrap:    func(s *memstore.Store) tenure.Store { return releaseIgnoresToken{s} },
+		wrap:    func(s *memstore.Store) store.Store { return releaseIgnoresToken{s} },
 		catcher: "Release/StaleTokenAfterNewTenure",
 	},
 	"RenewResultsReversed": {
-		wrap:    func(s *memstore.Store) tenure.Store { return renewReversed{s} },
+		wrap:    func(s *memstore.Store) store.Store { return renewReversed{s} },
 		catcher: "Renew/MixedBatch",
 	},
 	"SilentListener": {
-		wrap:    func(s *memstore.Store) tenure.Store { return silentListener{s} },
+		wrap:    func(s *memstore.Store) store.Store { return silentListener{s} },
 		catcher: "Close/EveryCallFails",
 	},
 }
 
 type harness struct {
-	wrap      func(*memstore.Store) tenure.Store
+	wrap      func(*memstore.Store) store.Store
 	roundTrip func(ctx context.Context) error
 }
 
-func (h harness) NewStore(tb testing.TB) tenure.Store {
+func (h harness) NewStore(tb testing.TB) store.Store {
 	s := memstore.New(memstore.Config{})
 	tb.Cleanup(func() { _ = s.Close() })
 	return h.wrap(s)
@@ -90,7 +91,7 @@ func TestSuiteCatchesMutants(t *testing.T) {
 
 func TestSuitePassesMemstore(t *testing.T) {
 	t.Parallel()
-	storetest.Run(t, harness{wrap: func(s *memstore.Store) tenure.Store { return s }})
+	storetest.Run(t, harness{wrap: func(s *memstore.Store) store.Store { return s }})
 }
 
 func BenchmarkMemstore(b *testing.B) {
@@ -98,10 +99,10 @@ func BenchmarkMemstore(b *testing.B) {
 	probe := memstore.New(memstore.Config{})
 	b.Cleanup(func() { _ = probe.Close() })
 	storetest.Benchmark(b, harness{
-		wrap: func(s *memstore.Store) tenure.Store { return s },
+		wrap: func(s *memstore.Store) store.Store { return s },
 		roundTrip: func(ctx context.Context) error {
 			_, err := probe.Get(ctx, "probe")
-			if errors.Is(err, tenure.ErrNotFound) {
+			if errors.Is(err, store.ErrNotFound) {
 				return nil
 			}
 			return err
@@ -112,10 +113,10 @@ func BenchmarkMemstore(b *testing.B) {
 // reentrantAcquire lets a holder acquire a lease it already holds.
 type reentrantAcquire struct{ *memstore.Store }
 
-func (s reentrantAcquire) Acquire(ctx context.Context, p tenure.AcquireParams) (tenure.Grant, error) {
+func (s reentrantAcquire) Acquire(ctx context.Context, p store.AcquireParams) (store.Grant, error) {
 	g, err := s.Store.Acquire(ctx, p)
-	if held, ok := errors.AsType[*tenure.HeldError](err); ok && held.Holder == p.Holder {
-		return tenure.Grant{Name: p.Name, Holder: held.Holder, Token: held.Token, Seq: held.Seq, Remaining: held.Remaining}, nil
+	if held, ok := errors.AsType[*store.HeldError](err); ok && held.Holder == p.Holder {
+		return store.Grant{Name: p.Name, Holder: held.Holder, Token: held.Token, Seq: held.Seq, Remaining: held.Remaining}, nil
 	}
 	return g, err
 }
@@ -124,8 +125,8 @@ func (s reentrantAcquire) Acquire(ctx context.Context, p tenure.AcquireParams) (
 // seq the lease has now.
 type renewIgnoresSeq struct{ *memstore.Store }
 
-func (s renewIgnoresSeq) Renew(ctx context.Context, ps []tenure.RenewParams) ([]tenure.RenewResult, error) {
-	fixed := make([]tenure.RenewParams, len(ps))
+func (s renewIgnoresSeq) Renew(ctx context.Context, ps []store.RenewParams) ([]store.RenewResult, error) {
+	fixed := make([]store.RenewParams, len(ps))
 	for i, p := range ps {
 		if r, err := s.Get(ctx, p.Name); err == nil {
 			p.Seq = r.Seq
@@ -138,7 +139,7 @@ func (s renewIgnoresSeq) Renew(ctx context.Context, ps []tenure.RenewParams) ([]
 // releaseIgnoresToken releases the lease whatever tenure the caller had.
 type releaseIgnoresToken struct{ *memstore.Store }
 
-func (s releaseIgnoresToken) Release(ctx context.Context, p tenure.ReleaseParams) error {
+func (s releaseIgnoresToken) Release(ctx context.Context, p store.ReleaseParams) error {
 	if r, err := s.Get(ctx, p.Name); err == nil {
 		p.Token = r.Token
 	}
@@ -148,7 +149,7 @@ func (s releaseIgnoresToken) Release(ctx context.Context, p tenure.ReleaseParams
 // renewReversed returns renew results in the wrong order.
 type renewReversed struct{ *memstore.Store }
 
-func (s renewReversed) Renew(ctx context.Context, ps []tenure.RenewParams) ([]tenure.RenewResult, error) {
+func (s renewReversed) Renew(ctx context.Context, ps []store.RenewParams) ([]store.RenewResult, error) {
 	rs, err := s.Store.Renew(ctx, ps)
 	for i, j := 0, len(rs)-1; i < j; i, j = i+1, j-1 {
 		rs[i], rs[j] = rs[j], rs[i]
@@ -160,7 +161,7 @@ func (s renewReversed) Renew(ctx context.Context, ps []tenure.RenewParams) ([]te
 type silentListener struct{ *memstore.Store }
 
 func (s silentListener) Listen(ctx context.Context, notify func(string)) error {
-	if _, err := s.Get(ctx, "probe"); errors.Is(err, tenure.ErrClosed) {
+	if _, err := s.Get(ctx, "probe"); errors.Is(err, store.ErrClosed) {
 		return nil
 	}
 	return s.Store.Listen(ctx, notify)

@@ -3,9 +3,10 @@ package storetest
 import (
 	"testing"
 
+	"github.com/tenure-dev/tenure/store"
+
 	"github.com/stretchr/testify/require"
 
-	"github.com/tenure-dev/tenure"
 	"github.com/tenure-dev/tenure/internal/testutil"
 )
 
@@ -19,8 +20,8 @@ func testToken(t *testing.T, h Harness) {
 		n := name(t)
 		// Holders alternate in pairs, so tenures pass both to the same
 		// holder and to another one.
-		holders := []tenure.Holder{testutil.Holder(t, "a"), testutil.Holder(t, "b")}
-		var last tenure.Token
+		holders := []store.Holder{testutil.Holder(t, "a"), testutil.Holder(t, "b")}
+		var last store.Token
 		for i := range tenures {
 			g := b.acquire(t, n, holders[(i/2)%2], longTTL)
 			require.Greater(t, g.Token, last, "tenure %d", i)
@@ -39,7 +40,7 @@ func testToken(t *testing.T, h Harness) {
 		prefix := name(t)
 		names := []string{prefix + "_a", prefix + "_b", prefix + "_c"}
 		holder := testutil.Holder(t, "holder")
-		last := make(map[string]tenure.Token)
+		last := make(map[string]store.Token)
 		for i := range tenures {
 			n := names[(i+i/3)%len(names)]
 			g := b.acquire(t, n, holder, longTTL)

@@ -45,7 +45,7 @@ import (
 const BinEnv = "TENURE_CONSUL_BIN"
 
 // SessionTTLMin is the session_ttl_min agents started here run with:
-// [tenure.MinTTL], so that the conformance suite's short leases are not
+// [store.MinTTL], so that the conformance suite's short leases are not
 // rounded up to Consul's default of 10 s.
 const SessionTTLMin = 500 * time.Millisecond
 

@@ -6,10 +6,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tenure-dev/tenure/store"
+
 	"github.com/hashicorp/consul/api"
 	"go.uber.org/goleak"
 
-	"github.com/tenure-dev/tenure"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/store/consulstore"
 	"github.com/tenure-dev/tenure/store/storetest"
@@ -77,7 +78,7 @@ type Harness struct {
 // "tenuretest/<unique name>/" with an API client of its own. Its cleanup
 // closes it and deletes every key under its prefix; the sessions it
 // created expire by themselves.
-func (h Harness) NewStore(tb testing.TB) tenure.Store {
+func (h Harness) NewStore(tb testing.TB) store.Store {
 	tb.Helper()
 	s, _ := h.New(tb)
 	return s

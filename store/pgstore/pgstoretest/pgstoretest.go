@@ -14,10 +14,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tenure-dev/tenure/store"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/tenure-dev/tenure"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/store/pgstore"
 	"github.com/tenure-dev/tenure/store/storetest"
@@ -151,7 +152,7 @@ type Harness struct {
 }
 
 // NewStore implements [storetest.Harness].
-func (h Harness) NewStore(tb testing.TB) tenure.Store {
+func (h Harness) NewStore(tb testing.TB) store.Store {
 	tb.Helper()
 	newConfig := h.Config
 	if newConfig == nil {

@@ -15,9 +15,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tenure-dev/tenure/store"
+
 	"github.com/redis/go-redis/v9"
 
-	"github.com/tenure-dev/tenure"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/store/redisstore"
 	"github.com/tenure-dev/tenure/store/storetest"
@@ -100,7 +101,7 @@ type Harness struct {
 }
 
 // NewStore implements [storetest.Harness].
-func (h Harness) NewStore(tb testing.TB) tenure.Store {
+func (h Harness) NewStore(tb testing.TB) store.Store {
 	tb.Helper()
 	s, err := redisstore.New(h.Client, redisstore.Config{KeyPrefix: Prefix(tb, h.Client)})
 	if err != nil {

@@ -1,4 +1,4 @@
-package tenure
+package store
 
 import "strconv"
 

@@ -1,4 +1,7 @@
-package tenure
+// Package identity makes holder instance ids (promise P5): in memory, from
+// fresh randomness mixed with both clocks and the process id, never read
+// from disk, the machine id or the hostname.
+package identity
 
 import (
 	"crypto/rand"
@@ -11,13 +14,13 @@ import (
 
 var instanceEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
 
-// NewInstanceID returns a fresh holder instance id (promise P5): 26
+// New returns a fresh holder instance id (promise P5): 26
 // lowercase base32 characters hashed from 16 random bytes, the wall and
 // monotonic clocks in nanoseconds and the process id. It is made in memory,
 // never read from disk, the machine id or the hostname, so a forked or
 // restored process that makes its own differs from its parent even if their
 // random generators were cloned along with them.
-func NewInstanceID() string {
+func New() string {
 	var b [16 + 8 + 8 + 8]byte
 	_, _ = rand.Read(b[:16]) // crypto/rand.Read never fails (Go ≥ 1.24)
 	now := time.Now()

@@ -1,4 +1,4 @@
-package tenure
+package store
 
 import (
 	"context"
@@ -9,8 +9,8 @@ import (
 
 // Limits on names, identities and batches, which every [Store] enforces: a
 // call outside them fails with an error matching [ErrInvalid] and changes
-// nothing. MinTTL is enforced by [Config]; stores only require a positive
-// TTL, and may require more (etcd's minimum is 2 s).
+// nothing. A client takes no lease shorter than MinTTL; a store that cannot
+// keep leases that short says so with [TTLFloor].
 const (
 	// MaxNameLen is the longest lease name, in bytes.
 	MaxNameLen = 255
@@ -21,7 +21,7 @@ const (
 	// MaxRenewBatch is the most leases one [Store.Renew] call may carry.
 	// A [Client] holding more splits its renewals into batches of this size.
 	MaxRenewBatch = 10_000
-	// MinTTL is the shortest lease a [Client] takes.
+	// MinTTL is the shortest lease a client takes.
 	MinTTL = 500 * time.Millisecond
 )
 
@@ -83,6 +83,24 @@ type Notifier interface {
 	Listen(ctx context.Context, notify func(name string)) error
 }
 
+// TTLFloor is implemented by stores that cannot keep a lease as short as
+// [MinTTL] (etcd's lessor refuses less than 2 s; Consul's servers refuse
+// sessions below their session_ttl_min). A client refuses a TTL below the
+// floor when it is made, rather than at its first acquisition.
+type TTLFloor interface {
+	// MinTTL returns the shortest TTL the store accepts.
+	MinTTL() time.Duration
+}
+
+// MinTTLOf returns the shortest TTL s accepts: [MinTTL], or the store's own
+// floor when it is greater.
+func MinTTLOf(s Store) time.Duration {
+	if f, ok := s.(TTLFloor); ok {
+		return max(MinTTL, f.MinTTL())
+	}
+	return MinTTL
+}
+
 // Lister is implemented by stores that can enumerate their leases.
 type Lister interface {
 	// List returns every lease the store knows, ordered by name.
@@ -107,10 +125,10 @@ func (h Holder) String() string {
 
 // Validate reports whether h can be stored.
 func (h Holder) Validate() error {
-	if err := validateText("holder label", h.Label, MaxLabelLen); err != nil {
+	if err := ValidateText("holder label", h.Label, MaxLabelLen); err != nil {
 		return err
 	}
-	return validateText("holder instance", h.Instance, MaxInstanceLen)
+	return ValidateText("holder instance", h.Instance, MaxInstanceLen)
 }
 
 // AcquireParams asks for a new tenure of a lease.
@@ -256,10 +274,13 @@ type Record struct {
 // ValidateName reports whether name can be a lease name: non-empty valid
 // UTF-8 of at most [MaxNameLen] bytes without control characters.
 func ValidateName(name string) error {
-	return validateText("lease name", name, MaxNameLen)
+	return ValidateText("lease name", name, MaxNameLen)
 }
 
-func validateText(what, s string, maxLen int) error {
+// ValidateText reports whether s can be stored as what (a name, a label, an
+// id): non-empty valid UTF-8 of at most maxLen bytes without control
+// characters. Its error matches [ErrInvalid] and names what.
+func ValidateText(what, s string, maxLen int) error {
 	switch {
 	case s == "":
 		return fmt.Errorf("%w: %s is empty", ErrInvalid, what)

@@ -1,0 +1,143 @@
+// Package drive is the one glue between the lease engine and a store: it
+// carries out the engine's store actions ([engine.SendAcquire],
+// [engine.SendRenew], [engine.SendRelease]) and turns what the store
+// answered into the events that feed the engine back.
+//
+// The client's runtime and the simulation both call it, so the seeded
+// simulation runs exercise the glue that ships: batch splitting, the
+// classification of errors that retrying cannot cure, and the checks that
+// a store's answers are answers to what was asked. An answer that fails
+// those checks is treated as a store failure, which ends the tenures it
+// concerns (promise P3): a store that misreports is never trusted.
+//
+// Scheduling is the caller's: the runtime runs each call on its own
+// goroutine with a timeout ([Timeout]); the simulation delivers it over a
+// simulated network. A call that cannot complete (a timeout, a connection
+// reset) is answered with [Failed].
+package drive
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/tenure-dev/tenure/internal/engine"
+	"github.com/tenure-dev/tenure/store"
+)
+
+// Call carries out one store action against s and returns the event that
+// answers it. a must be a [engine.SendAcquire], [engine.SendRenew] or
+// [engine.SendRelease]; Call panics on anything else, a programmer error.
+func Call(ctx context.Context, s store.Store, a engine.Action) engine.Event {
+	switch a := a.(type) {
+	case engine.SendAcquire:
+		return acquire(ctx, s, a)
+	case engine.SendRenew:
+		return renew(ctx, s, a)
+	case engine.SendRelease:
+		err := s.Release(ctx, store.ReleaseParams{Name: a.Name, Holder: a.Holder, Token: a.Token})
+		return engine.ReleaseDone{Name: a.Name, Token: a.Token, Err: err}
+	}
+	panic(fmt.Sprintf("drive: %T is not a store action", a))
+}
+
+// Failed returns the event that answers a store action whose call could
+// not complete with err: its outcome is unknown.
+func Failed(a engine.Action, err error) engine.Event {
+	switch a := a.(type) {
+	case engine.SendAcquire:
+		return engine.AcquireDone{Name: a.Name, Holder: a.Holder, SentAt: a.SentAt, Err: err}
+	case engine.SendRenew:
+		return engine.RenewDone{SentAt: a.SentAt, Items: a.Items, Err: err}
+	case engine.SendRelease:
+		return engine.ReleaseDone{Name: a.Name, Token: a.Token, Err: err}
+	}
+	panic(fmt.Sprintf("drive: %T is not a store action", a))
+}
+
+// Timeout returns how long the call for a store action may take, measured
+// from now on the monotonic clock: a renewal until the earliest local
+// deadline of its batch (an answer after it is of no use), anything else
+// one renew interval. It is at least a millisecond.
+func Timeout(a engine.Action, now, renewInterval time.Duration) time.Duration {
+	d := renewInterval
+	if r, ok := a.(engine.SendRenew); ok {
+		d = r.Deadline - now
+	}
+	return max(d, time.Millisecond)
+}
+
+// Permanent reports whether err is one that retrying cannot cure: bad
+// input, a store that is not set up, a store that was closed. A campaign
+// ends with such an error instead of backing off.
+func Permanent(err error) bool {
+	return errors.Is(err, store.ErrInvalid) || errors.Is(err, store.ErrNotMigrated) || errors.Is(err, store.ErrClosed)
+}
+
+func acquire(ctx context.Context, s store.Store, a engine.SendAcquire) engine.AcquireDone {
+	d := engine.AcquireDone{Name: a.Name, Holder: a.Holder, SentAt: a.SentAt}
+	g, err := s.Acquire(ctx, store.AcquireParams{Name: a.Name, Holder: a.Holder, TTL: a.TTL})
+	var held *store.HeldError
+	switch {
+	case err == nil:
+		err = checkGrant(a, g)
+		if err == nil {
+			g.Name, g.Holder = a.Name, a.Holder
+			d.Grant = &g
+			return d
+		}
+	case errors.As(err, &held):
+		d.Held = &store.Grant{Name: a.Name, Holder: held.Holder, Token: held.Token, Seq: held.Seq, Remaining: held.Remaining}
+		return d
+	}
+	d.Err, d.Permanent = err, Permanent(err)
+	return d
+}
+
+// checkGrant makes sure a grant is one: a positive token, the first seq of
+// a tenure, time left.
+func checkGrant(a engine.SendAcquire, g store.Grant) error {
+	if g.Token <= 0 || g.Seq != 1 || g.Remaining <= 0 || g.Remaining > a.TTL {
+		return fmt.Errorf("%w: store granted lease %q with token %d, seq %d and %s remaining of a %s TTL; that is no new tenure",
+			store.ErrUnavailable, a.Name, g.Token, g.Seq, g.Remaining, a.TTL)
+	}
+	return nil
+}
+
+func renew(ctx context.Context, s store.Store, a engine.SendRenew) engine.RenewDone {
+	d := engine.RenewDone{SentAt: a.SentAt, Items: a.Items, Results: make([]store.RenewResult, 0, len(a.Items))}
+	for ps := a.Items; len(ps) > 0; {
+		n := min(len(ps), store.MaxRenewBatch)
+		res, err := s.Renew(ctx, ps[:n])
+		if err == nil {
+			err = checkRenewed(ps[:n], res)
+		}
+		if err != nil {
+			d.Results, d.Err = nil, err
+			return d
+		}
+		d.Results = append(d.Results, res...)
+		ps = ps[n:]
+	}
+	return d
+}
+
+// checkRenewed makes sure res answers ps: one result per request, in order,
+// and every renewal reported is the one asked for, its seq advanced by one.
+func checkRenewed(ps []store.RenewParams, res []store.RenewResult) error {
+	if len(res) != len(ps) {
+		return fmt.Errorf("%w: store answered %d results for %d renewals", store.ErrUnavailable, len(res), len(ps))
+	}
+	for i, r := range res {
+		p := ps[i]
+		if r.Grant.Name != "" && r.Grant.Name != p.Name {
+			return fmt.Errorf("%w: store answered renewal %d with lease %q instead of %q", store.ErrUnavailable, i, r.Grant.Name, p.Name)
+		}
+		if r.Renewed && (r.Grant.Holder != p.Holder || r.Grant.Token != p.Token || r.Grant.Seq != p.Seq+1 || r.Grant.Remaining <= 0) {
+			return fmt.Errorf("%w: store renewed lease %q as %s, token %d, seq %d with %s remaining; asked for %s, token %d, seq %d",
+				store.ErrUnavailable, p.Name, r.Grant.Holder, r.Grant.Token, r.Grant.Seq, r.Grant.Remaining, p.Holder, p.Token, p.Seq+1)
+		}
+	}
+	return nil
+}
