@@ -7,7 +7,7 @@ package main
 import (
 	"os"
 
-	"github.com/tenure-dev/tenure/internal/chaos"
+	"github.com/tenure-dev/tenure/cmd/tenure-chaos/internal/chaos"
 )
 
 func main() {

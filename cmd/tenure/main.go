@@ -7,7 +7,7 @@ import (
 	"context"
 	"os"
 
-	"github.com/tenure-dev/tenure/internal/cli"
+	"github.com/tenure-dev/tenure/cmd/tenure/internal/cli"
 )
 
 func main() {

@@ -9,8 +9,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/tenure-dev/tenure/internal/cli"
-	"github.com/tenure-dev/tenure/internal/storeurl"
+	"github.com/tenure-dev/tenure/cmd/tenure/internal/cli"
+	"github.com/tenure-dev/tenure/cmd/tenure/internal/storeurl"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/store/consulstore/consulstoretest"
 	"github.com/tenure-dev/tenure/store/etcdstore/etcdtest"

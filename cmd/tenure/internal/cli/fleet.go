@@ -6,8 +6,8 @@ import (
 	"io"
 	"strings"
 
-	"github.com/tenure-dev/tenure/internal/registrycli"
-	"github.com/tenure-dev/tenure/internal/storeurl"
+	"github.com/tenure-dev/tenure/cmd/tenure/internal/registrycli"
+	"github.com/tenure-dev/tenure/cmd/tenure/internal/storeurl"
 	"github.com/tenure-dev/tenure/registry"
 )
 

@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tenure-dev/tenure/internal/testutil"
-	"github.com/tenure-dev/tenure/store/pgadvisory"
+	"github.com/tenure-dev/tenure/pgadvisory"
 )
 
 func TestMain(m *testing.M) { testutil.VerifyTestMain(m) }

@@ -17,7 +17,7 @@ import (
 	"github.com/tenure-dev/tenure/store"
 
 	"github.com/tenure-dev/tenure"
-	"github.com/tenure-dev/tenure/internal/storeurl"
+	"github.com/tenure-dev/tenure/cmd/tenure/internal/storeurl"
 )
 
 // DefaultGrace is the default of run's --grace: how long the command has

@@ -10,7 +10,7 @@ import (
 
 	"github.com/tenure-dev/tenure/store"
 
-	"github.com/tenure-dev/tenure/internal/storeurl"
+	"github.com/tenure-dev/tenure/cmd/tenure/internal/storeurl"
 )
 
 // releaseAttempts bounds how often release --force retries when the lease

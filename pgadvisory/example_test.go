@@ -10,7 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/tenure-dev/tenure/store/pgadvisory"
+	"github.com/tenure-dev/tenure/pgadvisory"
 )
 
 // Every instance of a service runs the migration at start; the first one

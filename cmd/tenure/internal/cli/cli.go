@@ -14,8 +14,8 @@ import (
 	"github.com/tenure-dev/tenure/store"
 
 	"github.com/tenure-dev/tenure"
-	"github.com/tenure-dev/tenure/internal/registrycli"
-	"github.com/tenure-dev/tenure/internal/storeurl"
+	"github.com/tenure-dev/tenure/cmd/tenure/internal/registrycli"
+	"github.com/tenure-dev/tenure/cmd/tenure/internal/storeurl"
 )
 
 // Exit codes of the tenure command (see the package documentation).

@@ -13,7 +13,7 @@ import (
 
 	"github.com/tenure-dev/tenure/store"
 
-	"github.com/tenure-dev/tenure/internal/storeurl"
+	"github.com/tenure-dev/tenure/cmd/tenure/internal/storeurl"
 )
 
 // DefaultInterval is the default of status's --interval.

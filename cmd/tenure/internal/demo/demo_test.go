@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/tenure-dev/tenure/internal/demo"
+	"github.com/tenure-dev/tenure/cmd/tenure/internal/demo"
 	"github.com/tenure-dev/tenure/internal/testutil"
 )
 

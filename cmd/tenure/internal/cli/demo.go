@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tenure-dev/tenure/internal/demo"
+	"github.com/tenure-dev/tenure/cmd/tenure/internal/demo"
 )
 
 // DefaultDemoTTL is the default of demo's --ttl.
