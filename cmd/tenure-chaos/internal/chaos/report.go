@@ -176,7 +176,7 @@ const reportLimits = `
 
 ## Reproduce
 
-Short cells, as CI runs them (go test ./internal/chaos):
+Short cells, as CI runs them (go test ./cmd/tenure-chaos/internal/chaos):
 
 	go build -o tenure-chaos ./cmd/tenure-chaos
 	export TENURE_ETCD_BIN=$(tools/etcd/ensure.sh) TENURE_CONSUL_BIN=$(tools/consul/ensure.sh)
