@@ -117,7 +117,10 @@ func renew(ctx context.Context, s store.Store, a engine.SendRenew) engine.RenewD
 			d.Results, d.Err = nil, err
 			return d
 		}
-		d.Results = append(d.Results, res...)
+		for i, r := range res {
+			r.Renewed = renewed(ps[i], r)
+			d.Results = append(d.Results, r)
+		}
 		ps = ps[n:]
 	}
 	return d

@@ -550,3 +550,47 @@ func TestProgressReportedAtTheBoundCounts(t *testing.T) {
 	h.advance(bound)
 	none[Lost](t, h.step(Progress{Name: "billing", Token: 7, At: h.now}))
 }
+
+func TestReleaseOfAHeldTenureEndsItAndGivesItBack(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	a := h.acquire("billing", 4, time.Millisecond)
+	acts := h.step(Release{Name: "billing", Holder: a.Holder, Token: 4})
+	require.Equal(t, ReasonReleased, only[Lost](t, acts).Reason)
+	require.Equal(t, SendRelease{Name: "billing", Holder: a.Holder, Token: 4}, only[SendRelease](t, acts))
+	none[SendRelease](t, h.step(Release{Name: "billing", Holder: a.Holder, Token: 4}))
+}
+
+// TestReleaseAfterLossHoldsBackTheNextAttempt: the owner of a tenure lost
+// to a failed renewal releases it once its work stopped (the lease may
+// still be this holder's at the store); a campaign for the name waits for
+// that release to be answered, so it never races it.
+func TestReleaseAfterLossHoldsBackTheNextAttempt(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	a := h.acquire("billing", 4, time.Millisecond)
+	send := only[SendRenew](t, h.tick())
+	require.Equal(t, ReasonRenewError, only[Lost](t, h.step(RenewDone{SentAt: send.SentAt, Items: send.Items, Err: errStore})).Reason)
+
+	rel := only[SendRelease](t, h.step(Release{Name: "billing", Holder: a.Holder, Token: 4}))
+	require.Equal(t, store.Token(4), rel.Token)
+	none[SendAcquire](t, h.step(Want{Name: "billing", Campaign: true}))
+	_, armed := h.e.Next()
+	require.False(t, armed, "no attempt is due before the release is answered")
+	acts := h.step(ReleaseDone{Name: "billing", Token: 4, Err: errStore})
+	require.Equal(t, "billing", only[SendAcquire](t, acts).Name, "answered, even with an error: the name is free")
+}
+
+// TestReleaseOfAnOldTenureLeavesTheNewOneAlone: releasing a tenure that a
+// newer one of the same name replaced is sent (the store refuses it: the
+// token does not match) and changes nothing here.
+func TestReleaseOfAnOldTenureLeavesTheNewOneAlone(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	a := h.acquire("billing", 9, time.Millisecond)
+	acts := h.step(Release{Name: "billing", Holder: a.Holder, Token: 8})
+	require.Equal(t, store.Token(8), only[SendRelease](t, acts).Token)
+	none[Lost](t, acts)
+	h.step(ReleaseDone{Name: "billing", Token: 8})
+	require.Equal(t, store.Token(9), only[SendRenew](t, h.tick()).Items[0].Token, "the newer tenure is still held and renewed")
+}

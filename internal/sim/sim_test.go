@@ -2,6 +2,9 @@ package sim_test
 
 import (
 	"flag"
+	"os/exec"
+	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -91,4 +94,22 @@ func TestRunsReplayExactly(t *testing.T) {
 		cfg := sim.Config{Seed: s, Strict: s%2 == 0}
 		require.Equal(t, sim.Run(cfg), sim.Run(cfg), "seed %d", s)
 	}
+}
+
+// TestGlueMutantIsCaught shows that the seeded runs exercise the glue that
+// ships between the engine and the store (internal/drive): it builds this
+// package with the glue broken on purpose (build tag tenure_glue_mutant:
+// a renewal judged by holder and token instead of the store's
+// compare-and-set) and requires the simulation to find the violation that
+// break causes.
+func TestGlueMutantIsCaught(t *testing.T) {
+	t.Parallel()
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		gobin = filepath.Join(runtime.GOROOT(), "bin", "go")
+	}
+	cmd := exec.CommandContext(t.Context(), gobin, "test", "-count=1", "-tags", "tenure_glue_mutant", "-run", "^TestGlueMutantRun$", "-v", ".")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Contains(t, string(out), "glue mutant caught at", "%s", out)
 }
