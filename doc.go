@@ -1,8 +1,15 @@
 // Package tenure runs singleton work one at a time on compute that can be
 // paused, restored from a snapshot twice, forked with its disk, and whose
-// clocks lie. It holds leases with fencing tokens over a [Store] you already
+// clocks lie. It holds leases with fencing tokens over a store you already
 // run (PostgreSQL, Redis, etcd, Consul, or an embedded SQLite file), and
 // ships the resource-side checks that make the tokens mean something.
+//
+// This package is the user's API: [Client], [Config], [Lease],
+// [ChainWrite], [Transition] and the errors to match. The contract a
+// backend implements is package [github.com/tenure-dev/tenure/store]; the
+// backends are its subpackages (pgstore, redisstore, etcdstore,
+// consulstore, sqlitestore, memstore, alwaysleader), the resource-side
+// checks are under fence/.
 //
 // # What is promised, and where
 //
@@ -23,7 +30,8 @@
 //   - P4 The resource decides. Resources keep the highest token accepted and
 //     refuse lower ones (see the fence packages).
 //   - P5 Identity is per instance: a label plus an id made in memory at
-//     start ([NewInstanceID]), regenerated on revoke, wake and restore.
+//     start (random bytes mixed with both clocks and the pid), regenerated
+//     on revoke, wake and restore.
 //   - P6 Renewals are a chain. Each renewal is a compare-and-set on
 //     (holder, token, seq) that advances seq; a holder whose seq no longer
 //     matches has been cloned, and stands down.
@@ -48,19 +56,52 @@
 // channel and [Lease.Err]. [Config.OnTransition] receives every acquisition
 // and loss, in order.
 //
+// # A tenure's life
+//
+// Every acquisition is a new tenure with a new token; a tenure ends once
+// and never comes back:
+//
+//	           Acquire / Campaign
+//	                  │
+//	                  ▼            refused: HeldError (Acquire returns it;
+//	             acquiring ──────► Campaign retries at the holder's expiry
+//	                  │            by the store's clock, or on a release
+//	        grant seen│            notification)
+//	                  ▼
+//	     ┌────────► held ◄────────┐  Token() = token
+//	     │            │           │
+//	     └────────────┘           │
+//	   renewal seen: the deadline │
+//	   moves on; seq + 1          │
+//	                              │
+//	  the local deadline passes, a renewal fails or times out,
+//	  the store reports another holder, an expiry or a moved seq,
+//	  a pause is detected, the progress gate, Revoke, Release,
+//	  the end of Run
+//	                  │
+//	                  ▼
+//	                lost       Token() = 0, Done closed, Err = *LostError
+//	                  │
+//	                  ▼  the owner releases once the work stopped
+//	              released     (Lease.Release, Do after fn returns),
+//	                           or the store expires it by its TTL
+//
 // # The trust window
 //
-// A tenure is trusted from a grant until its local deadline: the send time
-// (on the monotonic clock) of the last renewal seen to succeed, plus the
-// remaining time the store granted, minus a safety margin of
-// max(TTL/10, 2×round trip), minus [Config.Grace]. Renewals go out every
-// [Config.RenewInterval] (TTL/3 by default), all of a client's leases in
-// one store round trip. [Lease.Token] returns 0 the moment the window closes,
-// and also when the wall clock and the monotonic clock disagree about the
-// time since the window opened by more than [Config.SuspendTolerance] (a
-// virtual machine paused and its wall clock re-synced on wake). A timer that
-// fires that much too late (SIGSTOP, a descheduled process) ends every
-// tenure too. After a clone or a suspension the identity is regenerated.
+// A tenure is trusted until its local deadline, on the monotonic clock:
+//
+//	deadline = sent + remaining − max(TTL/10, 2×round trip) − Grace
+//
+// where sent is the send time of the last renewal (or the grant) seen to
+// succeed and remaining the time the store granted by its own clock.
+// Renewals go out every [Config.RenewInterval] (TTL/3 by default), all of
+// a client's leases in one store round trip. [Lease.Token] returns 0 the
+// moment the window closes, and also when the wall clock and the monotonic
+// clock disagree about the time since the window opened by more than
+// [Config.SuspendTolerance] (a virtual machine paused and its wall clock
+// re-synced on wake). A timer that fires that much too late (SIGSTOP, a
+// descheduled process) ends every tenure too. After a clone or a
+// suspension the identity is regenerated.
 //
 // The monotonic clock does not count time a virtual machine spends paused.
 // If your platform can tell you about a resume or restore, call
@@ -77,15 +118,15 @@
 // [ChainWrite] (pgfence.StrictTx) advances the same chain inside the
 // resource's own transaction, so that of two clones only one can ever
 // write; chain writes and renewals of a tenure never overlap, so a moved
-// chain always means a clone. [Client.AdoptClone] makes such a clone on
-// purpose, for fault injection.
+// chain always means a clone. The chaos harness and the fences' tests make
+// such clones on purpose.
 //
 // # Followers
 //
 // A refused acquisition returns the current holder and its remaining time
 // by the store's clock ([HeldError]); a campaign retries when that time is
 // up (plus jitter), or at once when the store announces a release or
-// takeover (stores that implement [Notifier]), and also when the store's
+// takeover (stores that implement [store.Notifier]), and also when the store's
 // listener has just (re)subscribed, since announcements made before then
 // are lost. Errors back off with jitter up to the renew interval; nothing
 // spins.

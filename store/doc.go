@@ -1,0 +1,55 @@
+// Package store is the contract between tenure's lease client and the
+// stores that keep leases: the page for whoever writes a backend. It
+// imports only the standard library.
+//
+// A backend implements [Store]: Acquire, a batched Renew, Release, Get and
+// Close. Optional capabilities are separate interfaces, found by type
+// assertion: [Notifier] (announce releases and takeovers, so followers need
+// not wait for the expiry they were told), [Lister] (enumerate leases, for
+// status pages) and [TTLFloor] (a store that cannot keep leases as short as
+// [MinTTL]). Assert each at compile time:
+//
+//	var (
+//		_ store.Store    = (*Store)(nil)
+//		_ store.Notifier = (*Store)(nil)
+//	)
+//
+// Every backend passes the conformance suite in
+// [github.com/tenure-dev/tenure/store/storetest] against its real server.
+//
+// # What a store promises
+//
+//   - It owns time (promise P1): every expiry is decided on the store's
+//     clock, inside the call's one atomic operation. A client's clock is
+//     never consulted.
+//   - Tokens only go up (P2): every new tenure of a name gets a token
+//     greater than every token handed out before for that name, across
+//     releases, restarts and deleted records; a renewal keeps it.
+//   - Renewals are a chain (P6): a renewal is a compare-and-set on holder,
+//     token and seq that advances seq by one, so that of two clones only
+//     one can renew.
+//   - Every compare-and-set is spelled out in the params; a store keeps no
+//     hidden state between calls. Every answer reports the lease as it is
+//     ([Grant]: holder, token, seq, remaining time by the store's clock),
+//     refusals included ([HeldError]), so that a follower retries exactly
+//     when the lease can expire.
+//
+// # Errors
+//
+// Classify errors at one place per backend and wrap the cause with %w:
+// bad input is [ErrInvalid] and changes nothing (check it with the
+// validators here: [AcquireParams.Validate], [ValidateRenewBatch],
+// [ValidateName], [ValidateText]); a missing schema is [ErrNotMigrated]; a
+// call on a closed store is [ErrClosed]; a held lease is a [*HeldError];
+// anything the network or the server did is [ErrUnavailable], which means
+// the call may have been applied: the client treats its outcome as unknown
+// and stands down (promise P3). A store-side fence that refuses a stale
+// token returns a [*FencedError].
+//
+// # Limits
+//
+// Names, labels and instance ids are non-empty UTF-8 without control
+// characters, at most [MaxNameLen], [MaxLabelLen] and [MaxInstanceLen]
+// bytes; a Renew call carries at most [MaxRenewBatch] leases (a client
+// holding more splits its renewals into batches of that size).
+package store
