@@ -127,6 +127,11 @@ func (c *Client) want(ctx context.Context, name string, campaign bool) (*Lease, 
 	// Withdraw, then take the one answer the loop still owes: a tenure
 	// granted in the meantime is given back.
 	c.enqueue(request{event: engine.Unwant{Name: name}, reply: reply})
+	if !c.started.Load() {
+		// No loop has drained the inbox yet: whenever one starts, it
+		// sees the request and its withdrawal together, and owes nothing.
+		return nil, fmt.Errorf("%w (the client's Run never started: call go client.Run(ctx) first)", ctx.Err())
+	}
 	select {
 	case r := <-reply:
 		if r.lease != nil {

@@ -1,6 +1,7 @@
 package tenure_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -64,4 +65,41 @@ func TestNewRefusesNilStore(t *testing.T) {
 	t.Parallel()
 	_, err := tenure.New(nil, tenure.Config{})
 	require.ErrorIs(t, err, tenure.ErrInvalid)
+}
+
+// floored is a memstore that, like etcd, cannot keep leases under 2 s.
+type floored struct{ *memstore.Store }
+
+func (floored) MinTTL() time.Duration { return 2 * time.Second }
+
+func TestNewRefusesTTLBelowTheStoresFloor(t *testing.T) {
+	t.Parallel()
+	st := floored{memstore.New(memstore.Config{})}
+	t.Cleanup(func() { _ = st.Close() })
+	_, err := tenure.New(st, tenure.Config{TTL: time.Second})
+	require.ErrorIs(t, err, tenure.ErrInvalid)
+	require.ErrorContains(t, err, "below the store's minimum lease of 2s")
+	_, err = tenure.New(st, tenure.Config{TTL: 2 * time.Second})
+	require.NoError(t, err)
+}
+
+func TestValidateFillsDefaultsFirst(t *testing.T) {
+	t.Parallel()
+	require.NoError(t, tenure.Config{}.Validate())
+	err := tenure.Config{TTL: 3 * time.Second, RenewInterval: 2 * time.Second}.Validate()
+	require.ErrorIs(t, err, tenure.ErrInvalid)
+	require.ErrorContains(t, err, "RenewInterval (2s) must be at most TTL/2 (1.5s)")
+}
+
+func TestCampaignWithoutRunReturnsWhenCtxIsDone(t *testing.T) {
+	t.Parallel()
+	st := memstore.New(memstore.Config{})
+	t.Cleanup(func() { _ = st.Close() })
+	c, err := tenure.New(st, tenure.Config{})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	_, err = c.Campaign(ctx, "billing")
+	require.ErrorIs(t, err, context.Canceled)
+	require.ErrorContains(t, err, "Run never started")
 }
