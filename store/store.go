@@ -140,13 +140,26 @@ type AcquireParams struct {
 
 // Validate reports whether p is well formed.
 func (p AcquireParams) Validate() error {
-	if err := ValidateName(p.Name); err != nil {
-		return err
-	}
-	if err := p.Holder.Validate(); err != nil {
+	if err := validateTenure(p.Name, p.Holder); err != nil {
 		return err
 	}
 	return validateTTL(p.TTL)
+}
+
+// validateTenure checks the lease name and holder every call carries.
+func validateTenure(name string, h Holder) error {
+	if err := ValidateName(name); err != nil {
+		return err
+	}
+	return h.Validate()
+}
+
+// validateToken checks a token a call presents as its own.
+func validateToken(name string, t Token) error {
+	if t <= 0 {
+		return fmt.Errorf("%w: token %d for lease %q must be positive", ErrInvalid, t, name)
+	}
+	return nil
 }
 
 // RenewParams extends one tenure: a compare-and-set on holder, token and seq.
@@ -160,14 +173,11 @@ type RenewParams struct {
 
 // Validate reports whether p is well formed.
 func (p RenewParams) Validate() error {
-	if err := ValidateName(p.Name); err != nil {
+	if err := validateTenure(p.Name, p.Holder); err != nil {
 		return err
 	}
-	if err := p.Holder.Validate(); err != nil {
+	if err := validateToken(p.Name, p.Token); err != nil {
 		return err
-	}
-	if p.Token <= 0 {
-		return fmt.Errorf("%w: token %d for lease %q must be positive", ErrInvalid, p.Token, p.Name)
 	}
 	if p.Seq <= 0 {
 		return fmt.Errorf("%w: seq %d for lease %q must be positive", ErrInvalid, p.Seq, p.Name)
@@ -203,16 +213,10 @@ type ReleaseParams struct {
 
 // Validate reports whether p is well formed.
 func (p ReleaseParams) Validate() error {
-	if err := ValidateName(p.Name); err != nil {
+	if err := validateTenure(p.Name, p.Holder); err != nil {
 		return err
 	}
-	if err := p.Holder.Validate(); err != nil {
-		return err
-	}
-	if p.Token <= 0 {
-		return fmt.Errorf("%w: token %d for lease %q must be positive", ErrInvalid, p.Token, p.Name)
-	}
-	return nil
+	return validateToken(p.Name, p.Token)
 }
 
 // Grant is a lease as the store saw it at the moment it decided.
