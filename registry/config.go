@@ -3,23 +3,21 @@ package registry
 import (
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/tenure-dev/tenure/store"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/tenure-dev/tenure/internal/pgkit"
 )
 
 // Defaults for [Config] and [CacheConfig].
 const (
 	// DefaultSchema is the schema used when [Config.Schema] is empty. It is
 	// the same as pgstore's, so one `tenure migrate` sets up both.
-	DefaultSchema = "public"
+	DefaultSchema = pgkit.DefaultSchema
 	// DefaultTablePrefix is the prefix used when [Config.TablePrefix] is
 	// empty. It is the same as pgstore's.
-	DefaultTablePrefix = "tenure_"
+	DefaultTablePrefix = pgkit.DefaultTablePrefix
 	// DefaultHeartbeatInterval is how often an agent heartbeats when
 	// [Config.HeartbeatInterval] is zero.
 	DefaultHeartbeatInterval = 10 * time.Second
@@ -34,11 +32,6 @@ const (
 
 // MinHeartbeatInterval is the shortest [Config.HeartbeatInterval] accepted.
 const MinHeartbeatInterval = 10 * time.Millisecond
-
-// maxIdentLen is the longest identifier PostgreSQL keeps (NAMEDATALEN-1);
-// longer ones are silently truncated, which would make two configurations
-// share objects.
-const maxIdentLen = 63
 
 // Name suffixes appended to [Config.TablePrefix]. The longest one bounds the
 // prefix's length.
@@ -55,7 +48,7 @@ const (
 // MaxTablePrefixLen is the longest [Config.TablePrefix], in bytes: the
 // prefix plus the longest object name it is put in front of
 // ("registry_migrations") must fit PostgreSQL's 63-byte identifiers.
-const MaxTablePrefixLen = maxIdentLen - longestSuffix
+const MaxTablePrefixLen = pgkit.MaxIdentLen - longestSuffix
 
 // Config configures a [Registry]. It is passed by value; the zero value
 // means the defaults: tables named tenure_* in the schema public, heartbeats
@@ -124,38 +117,31 @@ func (c Config) Objects() (Objects, error) {
 	if err != nil {
 		return Objects{}, err
 	}
-	p := c.TablePrefix
+	ns := pgkit.Namespace{Schema: c.Schema, Prefix: c.TablePrefix}
 	return Objects{
-		Schema:             c.Schema,
-		TablePrefix:        p,
-		Agents:             p + suffixAgents,
-		Owners:             p + suffixOwners,
-		Reassignments:      p + suffixReassignments,
-		Migrations:         p + suffixMigrations,
-		OwnersAgentIndex:   p + suffixOwnersAgent,
-		ReassignmentsIndex: p + suffixReassignIdx,
+		Schema:             ns.Schema,
+		TablePrefix:        ns.Prefix,
+		Agents:             ns.Name(suffixAgents),
+		Owners:             ns.Name(suffixOwners),
+		Reassignments:      ns.Name(suffixReassignments),
+		Migrations:         ns.Name(suffixMigrations),
+		OwnersAgentIndex:   ns.Name(suffixOwnersAgent),
+		ReassignmentsIndex: ns.Name(suffixReassignIdx),
 	}, nil
 }
 
 // normalize fills in defaults and validates c.
 func (c Config) normalize() (Config, error) {
-	if c.Schema == "" {
-		c.Schema = DefaultSchema
+	ns, err := pgkit.NewNamespace("registry", c.Schema, c.TablePrefix, longestSuffix)
+	if err != nil {
+		return c, err
 	}
-	if c.TablePrefix == "" {
-		c.TablePrefix = DefaultTablePrefix
-	}
+	c.Schema, c.TablePrefix = ns.Schema, ns.Prefix
 	if c.HeartbeatInterval == 0 {
 		c.HeartbeatInterval = DefaultHeartbeatInterval
 	}
 	if c.StaleAfter == 0 {
 		c.StaleAfter = DefaultStaleAfter
-	}
-	if err := validateIdent("Schema", c.Schema, maxIdentLen); err != nil {
-		return c, err
-	}
-	if err := validateIdent("TablePrefix", c.TablePrefix, MaxTablePrefixLen); err != nil {
-		return c, err
 	}
 	switch {
 	case c.HeartbeatInterval < 0:
@@ -174,31 +160,8 @@ func (c Config) normalize() (Config, error) {
 	return c, nil
 }
 
-func validateIdent(field, s string, maxLen int) error {
-	switch {
-	case len(s) > maxLen:
-		return fmt.Errorf("registry: %w: %s %q is %d bytes long; the maximum is %d (PostgreSQL truncates longer names)",
-			store.ErrInvalid, field, s, len(s), maxLen)
-	case !utf8.ValidString(s):
-		return fmt.Errorf("registry: %w: %s %q is not valid UTF-8", store.ErrInvalid, field, s)
-	case strings.Contains(s, "$"):
-		return fmt.Errorf("registry: %w: %s %q contains '$', which names may not contain; choose another name",
-			store.ErrInvalid, field, s)
-	}
-	for _, r := range s {
-		if isControl(r) {
-			return fmt.Errorf("registry: %w: %s %q contains the control character %U; choose another name",
-				store.ErrInvalid, field, s, r)
-		}
-	}
-	return nil
-}
-
-func isControl(r rune) bool { return r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) }
-
-// ident quotes a schema-qualified name.
-func ident(schema, name string) string {
-	return pgx.Identifier{schema, name}.Sanitize()
+func (o Objects) namespace() pgkit.Namespace {
+	return pgkit.Namespace{Schema: o.Schema, Prefix: o.TablePrefix}
 }
 
 // agentColumns is the column list every query that reports an agent selects,
@@ -211,23 +174,17 @@ const agentColumns = `a.id, a.instance, a.seq, a.address, a.labels::text, a.capa
        NOT a.deregistered AND a.heartbeat_at + a.stale_after_us * interval '1 microsecond' > now.t AS alive,
        greatest(0, floor(extract(epoch FROM now.t - a.heartbeat_at) * 1000000))::bigint AS age_us`
 
-// sqlNames substitutes the quoted names (and the agent column list) into the
-// embedded SQL, once, at construction.
-type sqlNames struct {
-	replacer *strings.Replacer
-}
-
-func newSQLNames(obj Objects) sqlNames {
-	return sqlNames{replacer: strings.NewReplacer(
-		"{{schema}}", pgx.Identifier{obj.Schema}.Sanitize(),
-		"{{agents}}", ident(obj.Schema, obj.Agents),
-		"{{owners}}", ident(obj.Schema, obj.Owners),
-		"{{reassignments}}", ident(obj.Schema, obj.Reassignments),
-		"{{migrations}}", ident(obj.Schema, obj.Migrations),
-		"{{owners_agent_idx}}", pgx.Identifier{obj.OwnersAgentIndex}.Sanitize(),
-		"{{reassignments_idx}}", pgx.Identifier{obj.ReassignmentsIndex}.Sanitize(),
+// renderer returns the function that substitutes the quoted names (and the
+// agent column list) into the embedded SQL, once, at construction.
+func (o Objects) renderer() func(sql string) string {
+	return o.namespace().Renderer(map[string]string{
+		"agents":        o.Agents,
+		"owners":        o.Owners,
+		"reassignments": o.Reassignments,
+		"migrations":    o.Migrations,
+	},
+		"{{owners_agent_idx}}", pgkit.QuoteIdent(o.OwnersAgentIndex),
+		"{{reassignments_idx}}", pgkit.QuoteIdent(o.ReassignmentsIndex),
 		"{{agent_columns}}", agentColumns,
-	)}
+	)
 }
-
-func (n sqlNames) render(sql string) string { return n.replacer.Replace(sql) }

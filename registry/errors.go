@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/tenure-dev/tenure/store"
-
-	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/tenure-dev/tenure/internal/pgkit"
 )
 
 // Sentinel errors of the registry. Errors that carry data are types matching
@@ -154,8 +152,8 @@ func (e *IdentityConflictError) Is(target error) bool {
 	return target == ErrIdentityConflict || (target == ErrUnknownAgent && e.CurrentInstance == "")
 }
 
-// interpretError is the one place where errors from pgx become tenure's and
-// the registry's errors. op names the call for the message.
+// errs is the one place where errors from pgx become tenure's and the
+// registry's errors ([pgkit.Interpreter.Error]):
 //
 //   - Missing schema, tables, columns or functions (SQLSTATE 3F000, 42P01,
 //     42703, 42883) match [store.ErrNotMigrated].
@@ -164,48 +162,15 @@ func (e *IdentityConflictError) Is(target error) bool {
 //     cancellation) match [store.ErrUnavailable]: the call may have been
 //     applied.
 //   - Any other server error is returned as it is, wrapped with op.
-func interpretError(op string, err error) error {
-	if err == nil {
-		return nil
-	}
-	var pgErr *pgconn.PgError
-	if !errors.As(err, &pgErr) {
-		return fmt.Errorf("registry: %s: %w (it may have been applied): %w", op, store.ErrUnavailable, err)
-	}
-	switch code := pgErr.Code; {
-	case code == "3F000" || code == "42P01" || code == "42703" || code == "42883":
-		return fmt.Errorf("registry: %s: %w: run `tenure migrate` (or Registry.Migrate) as the schema's owner: %w",
-			op, store.ErrNotMigrated, err)
-	case code == "42501":
-		return fmt.Errorf("registry: %s: permission denied; grant the run-time role what Config.GrantSQL prints: %w", op, err)
-	case unavailableCode(code):
-		return fmt.Errorf("registry: %s: %w (it may have been applied): %w", op, store.ErrUnavailable, err)
-	}
-	return fmt.Errorf("registry: %s: %w", op, err)
+var errs = pgkit.Interpreter{
+	Owner:   "registry",
+	Migrate: "run `tenure migrate` (or Registry.Migrate) as the schema's owner",
+	Grant:   "grant the run-time role what Config.GrantSQL prints",
+	Unknown: "it may have been applied",
 }
 
-// unavailableCode reports SQLSTATEs meaning "not now" rather than "never".
-func unavailableCode(code string) bool {
-	if len(code) != 5 {
-		return false
-	}
-	switch code[:2] {
-	case "08", // connection exception
-		"40", // transaction rollback: serialization failure, deadlock
-		"53", // insufficient resources
-		"57", // operator intervention: shutdown, terminated, statement_timeout
-		"58": // system error
-		return true
-	}
-	switch code {
-	case "25006", // read_only_sql_transaction: a standby, e.g. mid-failover
-		"55P03": // lock_not_available: lock_timeout ran out
-		return true
-	}
-	return false
-}
+// interpretError classifies err for the call op.
+func interpretError(op string, err error) error { return errs.Error(op, err) }
 
 // notAttempted is returned when ctx is done before a call starts.
-func notAttempted(op string, err error) error {
-	return fmt.Errorf("registry: %s not attempted: %w: %w", op, store.ErrUnavailable, err)
-}
+func notAttempted(op string, err error) error { return errs.NotAttempted(op, err) }

@@ -11,7 +11,7 @@ import (
 // the store would say after that much silence.
 func SetHeartbeatAge(ctx context.Context, r *Registry, id string, age time.Duration) error {
 	_, err := r.pool.Exec(ctx,
-		r.names.render("UPDATE {{agents}} SET heartbeat_at = clock_timestamp() - $2::bigint * interval '1 microsecond' WHERE id = $1"),
+		r.render("UPDATE {{agents}} SET heartbeat_at = clock_timestamp() - $2::bigint * interval '1 microsecond' WHERE id = $1"),
 		id, age.Microseconds())
 	return err
 }

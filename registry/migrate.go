@@ -3,15 +3,12 @@ package registry
 import (
 	"context"
 	"embed"
-	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/tenure-dev/tenure/store"
 
-	"github.com/jackc/pgx/v5"
-
-	"github.com/tenure-dev/tenure/internal/pgmigrate"
+	"github.com/tenure-dev/tenure/internal/pgkit"
 )
 
 //go:embed migrations/*.up.sql
@@ -20,13 +17,13 @@ var migrationFS embed.FS
 // migrations returns the registry's migrations for obj. They share the
 // schema's advisory lock with pgstore's, so `tenure migrate` may apply the
 // two in either order, and keep their versions in a table of their own.
-func migrations(obj Objects) (pgmigrate.Set, error) {
-	ms, err := pgmigrate.Load("registry", migrationFS, "migrations")
-	return pgmigrate.Set{
-		Owner:      "registry",
+func migrations(obj Objects) (pgkit.Set, error) {
+	ms, err := pgkit.Load("registry", migrationFS, "migrations")
+	return pgkit.Set{
+		Errors:     errs,
 		Schema:     obj.Schema,
-		Table:      ident(obj.Schema, obj.Migrations),
-		Render:     newSQLNames(obj).render,
+		Table:      obj.namespace().Ident(obj.Migrations),
+		Render:     obj.renderer(),
 		Migrations: ms,
 	}, err
 }
@@ -42,22 +39,11 @@ func migrations(obj Objects) (pgmigrate.Set, error) {
 // own. Versions recorded there that this library does not know (a newer
 // library ran) are left alone.
 func (r *Registry) Migrate(ctx context.Context) error {
-	const op = "migrate"
-	if err := ctx.Err(); err != nil {
-		return notAttempted(op, err)
-	}
 	set, err := migrations(r.obj)
 	if err != nil {
 		return err
 	}
-	if err := set.Run(ctx, r.pool); err != nil {
-		var step *pgmigrate.Error
-		if errors.As(err, &step) {
-			return interpretError(step.Op, step.Err)
-		}
-		return interpretError(op, err)
-	}
-	return nil
+	return set.Run(ctx, r.pool)
 }
 
 // MigrationSQL returns the registry's whole schema for c as one SQL script,
@@ -74,7 +60,7 @@ func (c Config) MigrationSQL() (string, error) {
 		return "", err
 	}
 	return set.Script(
-		fmt.Sprintf("tenure registry schema: schema %s, table prefix %s.", pgmigrate.QuoteLiteral(obj.Schema), pgmigrate.QuoteLiteral(obj.TablePrefix)),
+		fmt.Sprintf("tenure registry schema: schema %s, table prefix %s.", pgkit.QuoteLiteral(obj.Schema), pgkit.QuoteLiteral(obj.TablePrefix)),
 		"Run as the schema's owner; the run-time role needs only the grants registry.Config.GrantSQL lists.",
 	), nil
 }
@@ -93,11 +79,11 @@ func (c Config) GrantSQL(role string) (string, error) {
 	if role == "" {
 		return "", fmt.Errorf("registry: grant: %w: role is empty", store.ErrInvalid)
 	}
-	r := pgx.Identifier{role}.Sanitize()
+	ns, r := obj.namespace(), pgkit.QuoteIdent(role)
 	var b strings.Builder
-	fmt.Fprintf(&b, "GRANT USAGE ON SCHEMA %s TO %s;\n", pgx.Identifier{obj.Schema}.Sanitize(), r)
-	fmt.Fprintf(&b, "GRANT SELECT, INSERT, UPDATE ON TABLE %s TO %s;\n", ident(obj.Schema, obj.Agents), r)
-	fmt.Fprintf(&b, "GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE %s TO %s;\n", ident(obj.Schema, obj.Owners), r)
-	fmt.Fprintf(&b, "GRANT SELECT, INSERT ON TABLE %s TO %s;\n", ident(obj.Schema, obj.Reassignments), r)
+	fmt.Fprintf(&b, "GRANT USAGE ON SCHEMA %s TO %s;\n", ns.QuotedSchema(), r)
+	fmt.Fprintf(&b, "GRANT SELECT, INSERT, UPDATE ON TABLE %s TO %s;\n", ns.Ident(obj.Agents), r)
+	fmt.Fprintf(&b, "GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE %s TO %s;\n", ns.Ident(obj.Owners), r)
+	fmt.Fprintf(&b, "GRANT SELECT, INSERT ON TABLE %s TO %s;\n", ns.Ident(obj.Reassignments), r)
 	return b.String(), nil
 }

@@ -33,11 +33,12 @@ const maxPending = 8
 // the store's, by its clock. Create it with [New] and its schema with
 // [Registry.Migrate] (or `tenure migrate`).
 type Registry struct {
-	pool  *pgxpool.Pool
-	obj   Objects
-	cfg   Config // normalized
-	log   *slog.Logger
-	names sqlNames
+	pool *pgxpool.Pool
+	obj  Objects
+	cfg  Config // normalized
+	log  *slog.Logger
+	// render substitutes the quoted names into SQL.
+	render func(sql string) string
 
 	registerSQL, heartbeatSQL, conflictSQL, deregisterSQL  string
 	agentSQL, agentsSQL, ownerSQL, placeSQL                string
@@ -64,8 +65,8 @@ func New(pool *pgxpool.Pool, cfg Config) (*Registry, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	names := newSQLNames(obj)
-	r := &Registry{pool: pool, obj: obj, cfg: cfg, log: log, names: names}
+	render := obj.renderer()
+	r := &Registry{pool: pool, obj: obj, cfg: cfg, log: log, render: render}
 	for _, q := range []struct {
 		file string
 		dst  *string
@@ -87,7 +88,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Registry, error) {
 		if err != nil {
 			return nil, fmt.Errorf("registry: embedded query %s is missing: %w", q.file, err)
 		}
-		*q.dst = names.render(string(text))
+		*q.dst = render(string(text))
 	}
 	return r, nil
 }

@@ -1,12 +1,4 @@
-// Package pgmigrate applies versioned, embedded SQL migrations to one
-// PostgreSQL schema, for the packages that keep tables there (pgstore and
-// registry). Every set of migrations of a schema runs under the same
-// transaction-scoped advisory lock, so sets never run at once and may be
-// applied in either order; each set records its applied versions in a
-// table of its own. Migrations are idempotent to apply: a version already
-// recorded is skipped, and versions recorded by a newer library are left
-// alone.
-package pgmigrate
+package pgkit
 
 import (
 	"context"
@@ -27,10 +19,16 @@ type Migration struct {
 	SQL     string // with the owner's {{placeholders}}
 }
 
-// Set is the migrations of one package, ready to apply or print.
+// Set is the migrations of one package, ready to apply or print. Every
+// set of migrations of a schema runs under the same transaction-scoped
+// advisory lock, so sets never run at once and may be applied in either
+// order; each set records its applied versions in a table of its own.
+// Migrations are idempotent to apply: a version already recorded is
+// skipped, and versions recorded by a newer library are left alone.
 type Set struct {
-	// Owner names the package in messages ("pgstore", "registry").
-	Owner string
+	// Errors interprets the server's and the driver's errors for the
+	// package; its Owner names the package in messages and scripts.
+	Errors Interpreter
 	// Schema is the schema the migrations create objects in.
 	Schema string
 	// Table is the quoted, schema-qualified table that records applied
@@ -93,24 +91,18 @@ func (s Set) createTable() string {
 )`
 }
 
-// Error is a failed step of Apply: Op says which, Err is the server's or
-// the driver's error, for the owner to interpret.
-type Error struct {
-	Op  string
-	Err error
-}
-
-func (e *Error) Error() string { return e.Op + ": " + e.Err.Error() }
-func (e *Error) Unwrap() error { return e.Err }
-
 // Run applies the set in a transaction of its own begun on db (a pool or
-// a connection). Every error it returns is an [*Error].
+// a connection). Its errors are [Set.Errors]'s: a ctx already done is
+// refused before anything is sent.
 func (s Set) Run(ctx context.Context, db interface {
 	Begin(ctx context.Context) (pgx.Tx, error)
 }) error {
+	if err := ctx.Err(); err != nil {
+		return s.Errors.NotAttempted("migrate", err)
+	}
 	tx, err := db.Begin(ctx)
 	if err != nil {
-		return &Error{Op: "migrate", Err: err}
+		return s.Errors.Error("migrate", err)
 	}
 	defer func() {
 		_ = tx.Rollback(context.WithoutCancel(ctx)) // After Commit this is a no-op; after a failure the failure is the error to report.
@@ -119,17 +111,18 @@ func (s Set) Run(ctx context.Context, db interface {
 		return err
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return &Error{Op: "migrate", Err: err}
+		return s.Errors.Error("migrate", err)
 	}
 	return nil
 }
 
 // Apply runs the set's missing migrations in tx, under the schema's
-// advisory lock, and records them. The caller begins and commits tx.
+// advisory lock, and records them. The caller begins and commits tx. Its
+// errors are [Set.Errors]'s.
 func (s Set) Apply(ctx context.Context, tx pgx.Tx) error {
 	step := func(op, sql string, args ...any) error {
 		if _, err := tx.Exec(ctx, sql, args...); err != nil {
-			return &Error{Op: op, Err: err}
+			return s.Errors.Error(op, err)
 		}
 		return nil
 	}
@@ -144,17 +137,17 @@ func (s Set) Apply(ctx context.Context, tx pgx.Tx) error {
 	}
 	rows, err := tx.Query(ctx, "SELECT version FROM "+s.Table)
 	if err != nil {
-		return &Error{Op: "migrate", Err: err}
+		return s.Errors.Error("migrate", err)
 	}
 	applied, err := pgx.CollectRows(rows, pgx.RowTo[int])
 	if err != nil {
-		return &Error{Op: "migrate", Err: err}
+		return s.Errors.Error("migrate", err)
 	}
 	for _, m := range s.Migrations {
 		if slices.Contains(applied, m.Version) {
 			continue
 		}
-		op := fmt.Sprintf("migrate: apply %s %03d_%s", s.Owner, m.Version, m.Name)
+		op := fmt.Sprintf("migrate: apply %s %03d_%s", s.Errors.Owner, m.Version, m.Name)
 		if err := step(op, s.Render(m.SQL)); err != nil {
 			return err
 		}
@@ -179,21 +172,11 @@ func (s Set) Script(header ...string) string {
 	b.WriteString(createSchema(s.Schema) + ";\n")
 	b.WriteString(s.createTable() + ";\n")
 	for _, m := range s.Migrations {
-		fmt.Fprintf(&b, "\n-- %s migration %03d_%s\n", s.Owner, m.Version, m.Name)
+		fmt.Fprintf(&b, "\n-- %s migration %03d_%s\n", s.Errors.Owner, m.Version, m.Name)
 		b.WriteString(strings.TrimRight(s.Render(m.SQL), "\n") + "\n")
 		fmt.Fprintf(&b, "INSERT INTO %s (version, name) VALUES (%d, %s) ON CONFLICT (version) DO NOTHING;\n",
 			s.Table, m.Version, QuoteLiteral(m.Name))
 	}
 	b.WriteString("\nCOMMIT;\n")
 	return b.String()
-}
-
-// QuoteLiteral quotes s as an SQL string literal that reads the same
-// whatever standard_conforming_strings says.
-func QuoteLiteral(s string) string {
-	q := "'" + strings.ReplaceAll(s, "'", "''") + "'"
-	if strings.Contains(s, `\`) {
-		q = "E" + strings.ReplaceAll(q, `\`, `\\`)
-	}
-	return q
 }

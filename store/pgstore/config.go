@@ -3,28 +3,18 @@ package pgstore
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"fmt"
-	"strings"
-	"unicode/utf8"
 
-	"github.com/tenure-dev/tenure/store"
-
-	"github.com/jackc/pgx/v5"
+	"github.com/tenure-dev/tenure/internal/pgkit"
 )
 
 // Defaults for [Config].
 const (
 	// DefaultSchema is the schema used when [Config.Schema] is empty.
-	DefaultSchema = "public"
+	DefaultSchema = pgkit.DefaultSchema
 	// DefaultTablePrefix is the prefix used when [Config.TablePrefix] is
 	// empty.
-	DefaultTablePrefix = "tenure_"
+	DefaultTablePrefix = pgkit.DefaultTablePrefix
 )
-
-// maxIdentLen is the longest identifier PostgreSQL keeps (NAMEDATALEN-1);
-// longer ones are silently truncated, which would make two configurations
-// share objects.
-const maxIdentLen = 63
 
 // Name suffixes appended to [Config.TablePrefix]. The longest one bounds the
 // prefix's length.
@@ -42,7 +32,7 @@ const (
 // MaxTablePrefixLen is the longest [Config.TablePrefix], in bytes: the
 // prefix plus the longest object name it is put in front of
 // ("check_lease_strict") must fit PostgreSQL's 63-byte identifiers.
-const MaxTablePrefixLen = maxIdentLen - longestSuffix
+const MaxTablePrefixLen = pgkit.MaxIdentLen - longestSuffix
 
 // Config configures a [Store] (and names the objects [pgfence] calls). It is
 // passed by value; the zero value means the defaults: tables, sequence and
@@ -96,99 +86,54 @@ type Objects struct {
 
 // Objects validates c and names its database objects.
 func (c Config) Objects() (Objects, error) {
-	c, err := c.normalize()
+	ns, err := c.namespace()
 	if err != nil {
 		return Objects{}, err
 	}
-	p := c.TablePrefix
 	return Objects{
-		Schema:               c.Schema,
-		TablePrefix:          p,
-		Leases:               p + suffixLeases,
-		Fences:               p + suffixFences,
-		TokenSeq:             p + suffixTokenSeq,
-		Migrations:           p + suffixMigrations,
-		FenceFunc:            p + suffixFence,
-		CheckLeaseFunc:       p + suffixCheckLease,
-		CheckLeaseStrictFunc: p + suffixCheckLeaseStrict,
-		Channel:              channelName(c.Schema, p),
+		Schema:               ns.Schema,
+		TablePrefix:          ns.Prefix,
+		Leases:               ns.Name(suffixLeases),
+		Fences:               ns.Name(suffixFences),
+		TokenSeq:             ns.Name(suffixTokenSeq),
+		Migrations:           ns.Name(suffixMigrations),
+		FenceFunc:            ns.Name(suffixFence),
+		CheckLeaseFunc:       ns.Name(suffixCheckLease),
+		CheckLeaseStrictFunc: ns.Name(suffixCheckLeaseStrict),
+		Channel:              channelName(ns.Schema, ns.Prefix),
 	}, nil
 }
 
-// normalize fills in defaults and validates c.
-func (c Config) normalize() (Config, error) {
-	if c.Schema == "" {
-		c.Schema = DefaultSchema
-	}
-	if c.TablePrefix == "" {
-		c.TablePrefix = DefaultTablePrefix
-	}
-	if err := validateIdent("Schema", c.Schema, maxIdentLen); err != nil {
-		return c, err
-	}
-	if err := validateIdent("TablePrefix", c.TablePrefix, MaxTablePrefixLen); err != nil {
-		return c, err
-	}
-	return c, nil
+// namespace fills in defaults and validates c.
+func (c Config) namespace() (pgkit.Namespace, error) {
+	return pgkit.NewNamespace("pgstore", c.Schema, c.TablePrefix, longestSuffix)
 }
 
-func validateIdent(field, s string, maxLen int) error {
-	switch {
-	case len(s) > maxLen:
-		return fmt.Errorf("pgstore: %w: %s %q is %d bytes long; the maximum is %d (PostgreSQL truncates longer names)",
-			store.ErrInvalid, field, s, len(s), maxLen)
-	case !utf8.ValidString(s):
-		return fmt.Errorf("pgstore: %w: %s %q is not valid UTF-8", store.ErrInvalid, field, s)
-	case strings.Contains(s, "$"):
-		return fmt.Errorf("pgstore: %w: %s %q contains '$', which names may not contain; choose another name",
-			store.ErrInvalid, field, s)
-	}
-	for _, r := range s {
-		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
-			return fmt.Errorf("pgstore: %w: %s %q contains the control character %U; choose another name",
-				store.ErrInvalid, field, s, r)
-		}
-	}
-	return nil
+func (o Objects) namespace() pgkit.Namespace {
+	return pgkit.Namespace{Schema: o.Schema, Prefix: o.TablePrefix}
 }
 
 // channelName derives the notification channel from schema and prefix:
 // readable when it fits PostgreSQL's 63 bytes, a hash of both otherwise.
 func channelName(schema, prefix string) string {
 	name := schema + "." + prefix + suffixLeases
-	if len(name) <= maxIdentLen {
+	if len(name) <= pgkit.MaxIdentLen {
 		return name
 	}
 	sum := sha256.Sum256([]byte(schema + "\x00" + prefix))
 	return "tenure_" + hex.EncodeToString(sum[:16])
 }
 
-// ident quotes a schema-qualified name.
-func ident(schema, name string) string {
-	return pgx.Identifier{schema, name}.Sanitize()
+// renderer returns the function that substitutes the quoted names into the
+// embedded SQL, once, at construction.
+func (o Objects) renderer() func(sql string) string {
+	return o.namespace().Renderer(map[string]string{
+		"leases":                o.Leases,
+		"fences":                o.Fences,
+		"token_seq":             o.TokenSeq,
+		"migrations":            o.Migrations,
+		"fence_fn":              o.FenceFunc,
+		"check_lease_fn":        o.CheckLeaseFunc,
+		"check_lease_strict_fn": o.CheckLeaseStrictFunc,
+	})
 }
-
-// sqlNames holds the quoted names substituted into the embedded SQL, once,
-// at construction.
-type sqlNames struct {
-	obj      Objects
-	replacer *strings.Replacer
-}
-
-func newSQLNames(obj Objects) sqlNames {
-	return sqlNames{
-		obj: obj,
-		replacer: strings.NewReplacer(
-			"{{schema}}", pgx.Identifier{obj.Schema}.Sanitize(),
-			"{{leases}}", ident(obj.Schema, obj.Leases),
-			"{{fences}}", ident(obj.Schema, obj.Fences),
-			"{{token_seq}}", ident(obj.Schema, obj.TokenSeq),
-			"{{migrations}}", ident(obj.Schema, obj.Migrations),
-			"{{fence_fn}}", ident(obj.Schema, obj.FenceFunc),
-			"{{check_lease_fn}}", ident(obj.Schema, obj.CheckLeaseFunc),
-			"{{check_lease_strict_fn}}", ident(obj.Schema, obj.CheckLeaseStrictFunc),
-		),
-	}
-}
-
-func (n sqlNames) render(sql string) string { return n.replacer.Replace(sql) }

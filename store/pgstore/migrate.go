@@ -3,28 +3,25 @@ package pgstore
 import (
 	"context"
 	"embed"
-	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/tenure-dev/tenure/store"
 
-	"github.com/jackc/pgx/v5"
-
-	"github.com/tenure-dev/tenure/internal/pgmigrate"
+	"github.com/tenure-dev/tenure/internal/pgkit"
 )
 
 //go:embed migrations/*.up.sql
 var migrationFS embed.FS
 
 // migrations returns the store's migrations for obj.
-func migrations(obj Objects) (pgmigrate.Set, error) {
-	ms, err := pgmigrate.Load("pgstore", migrationFS, "migrations")
-	return pgmigrate.Set{
-		Owner:      "pgstore",
+func migrations(obj Objects) (pgkit.Set, error) {
+	ms, err := pgkit.Load("pgstore", migrationFS, "migrations")
+	return pgkit.Set{
+		Errors:     errs,
 		Schema:     obj.Schema,
-		Table:      ident(obj.Schema, obj.Migrations),
-		Render:     newSQLNames(obj).render,
+		Table:      obj.namespace().Ident(obj.Migrations),
+		Render:     obj.renderer(),
 		Migrations: ms,
 	}, err
 }
@@ -39,22 +36,14 @@ func migrations(obj Objects) (pgmigrate.Set, error) {
 // prefix's migrations table. Migrations recorded there that this library
 // does not know (a newer library ran) are left alone.
 func (s *Store) Migrate(ctx context.Context) error {
-	const op = "migrate"
-	if err := s.begin(ctx, op); err != nil {
+	if err := s.begin(ctx, "migrate"); err != nil {
 		return err
 	}
 	set, err := migrations(s.obj)
 	if err != nil {
 		return err
 	}
-	if err := set.Run(ctx, s.pool); err != nil {
-		var step *pgmigrate.Error
-		if errors.As(err, &step) {
-			return interpretError(step.Op, step.Err)
-		}
-		return interpretError(op, err)
-	}
-	return nil
+	return set.Run(ctx, s.pool)
 }
 
 // MigrationSQL returns the whole schema for c as one SQL script, for a DBA
@@ -71,7 +60,7 @@ func (c Config) MigrationSQL() (string, error) {
 		return "", err
 	}
 	return set.Script(
-		fmt.Sprintf("tenure schema: schema %s, table prefix %s.", pgmigrate.QuoteLiteral(obj.Schema), pgmigrate.QuoteLiteral(obj.TablePrefix)),
+		fmt.Sprintf("tenure schema: schema %s, table prefix %s.", pgkit.QuoteLiteral(obj.Schema), pgkit.QuoteLiteral(obj.TablePrefix)),
 		"Run as the schema's owner; the run-time role needs only the grants pgstore.Config.GrantSQL lists.",
 	), nil
 }
@@ -90,13 +79,13 @@ func (c Config) GrantSQL(role string) (string, error) {
 	if role == "" {
 		return "", fmt.Errorf("pgstore: grant: %w: role is empty", store.ErrInvalid)
 	}
-	r := pgx.Identifier{role}.Sanitize()
+	ns, r := obj.namespace(), pgkit.QuoteIdent(role)
 	var b strings.Builder
-	fmt.Fprintf(&b, "GRANT USAGE ON SCHEMA %s TO %s;\n", pgx.Identifier{obj.Schema}.Sanitize(), r)
+	fmt.Fprintf(&b, "GRANT USAGE ON SCHEMA %s TO %s;\n", ns.QuotedSchema(), r)
 	fmt.Fprintf(&b, "GRANT SELECT, INSERT, UPDATE ON TABLE %s, %s TO %s;\n",
-		ident(obj.Schema, obj.Leases), ident(obj.Schema, obj.Fences), r)
-	fmt.Fprintf(&b, "GRANT USAGE ON SEQUENCE %s TO %s;\n", ident(obj.Schema, obj.TokenSeq), r)
+		ns.Ident(obj.Leases), ns.Ident(obj.Fences), r)
+	fmt.Fprintf(&b, "GRANT USAGE ON SEQUENCE %s TO %s;\n", ns.Ident(obj.TokenSeq), r)
 	fmt.Fprintf(&b, "GRANT EXECUTE ON FUNCTION %s(text, bigint), %s(text, bigint), %s(text, bigint, text, text, bigint) TO %s;\n",
-		ident(obj.Schema, obj.FenceFunc), ident(obj.Schema, obj.CheckLeaseFunc), ident(obj.Schema, obj.CheckLeaseStrictFunc), r)
+		ns.Ident(obj.FenceFunc), ns.Ident(obj.CheckLeaseFunc), ns.Ident(obj.CheckLeaseStrictFunc), r)
 	return b.String(), nil
 }

@@ -33,9 +33,8 @@ const acquireAttempts = 3
 // [store.Lister]. It is safe for concurrent use. Create it with [New] and
 // create its schema with [Store.Migrate] (or `tenure migrate`).
 type Store struct {
-	pool  *pgxpool.Pool
-	obj   Objects
-	names sqlNames
+	pool *pgxpool.Pool
+	obj  Objects
 	// seqName is the token sequence as regclass text, a bind parameter.
 	seqName string
 
@@ -67,12 +66,11 @@ func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	names := newSQLNames(obj)
+	render := obj.renderer()
 	s := &Store{
 		pool:    pool,
 		obj:     obj,
-		names:   names,
-		seqName: ident(obj.Schema, obj.TokenSeq),
+		seqName: obj.namespace().Ident(obj.TokenSeq),
 	}
 	for _, q := range []struct {
 		file string
@@ -88,7 +86,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 		if err != nil {
 			return nil, fmt.Errorf("pgstore: embedded query %s is missing: %w", q.file, err)
 		}
-		*q.dst = names.render(string(text))
+		*q.dst = render(string(text))
 	}
 	s.done, s.cancel = context.WithCancel(context.Background())
 	return s, nil
@@ -319,7 +317,7 @@ func (s *Store) begin(ctx context.Context, op string) error {
 		return closedError(op)
 	}
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("pgstore: %s not attempted: %w: %w", op, store.ErrUnavailable, err)
+		return errs.NotAttempted(op, err)
 	}
 	return nil
 }
