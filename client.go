@@ -166,10 +166,12 @@ func (c *Client) Do(ctx context.Context, name string, fn func(ctx context.Contex
 }
 
 // Revoke is the hook for wake, resume, restore and fork: it drops every
-// tenure at once (their Done channels close with [LossRevoked]), regenerates
-// the identity, and releases the leases at the store. Campaigns in progress
-// go on with the new identity; held work must campaign again, and gets a new
-// token.
+// tenure at once (their Done channels close with [LossRevoked]) and
+// regenerates the identity. It does not release the leases at the store: a
+// restored or forked process cannot know whether it is the copy that still
+// does the work, so they expire by their TTL (or are released by that
+// copy). Campaigns in progress go on with the new identity; held work must
+// campaign again, and gets a new token.
 func (c *Client) Revoke() {
 	c.enqueue(request{event: engine.Revoke{}})
 }

@@ -193,12 +193,21 @@ func (w *ChainWrite) Abort() {
 // the lease may still be this holder's at the store, and releasing it lets
 // the next holder in before the TTL runs out.
 //
+// A tenure that ended because this process may be a copy of another (a
+// moved renewal chain, a detected suspension, [Client.Revoke]) is not
+// released: the other copy may be the one that holds it, and the lease
+// expires by its TTL instead. Neither is one that the store already gave to
+// someone else.
+//
 // It returns the tenure's [*LostError] if it had already ended for another
 // reason, the store's error if the store could not be told (the lease then
 // expires by its TTL), and [ErrClosed] if the client's Run has returned
 // (Run released every tenure it held).
 func (l *Lease) Release(ctx context.Context) error {
 	l.ended.Store(true)
+	if lost, ok := l.Err().(*LostError); ok && !lost.Reason.releasable() {
+		return lost
+	}
 	reply := make(chan error, 1)
 	l.client.enqueue(request{event: engine.Release{Name: l.name, Holder: l.holder, Token: l.token}, released: reply})
 	var err error

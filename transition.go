@@ -74,6 +74,20 @@ var lossReasonNames = map[LossReason]string{
 	LossClosed:          "client closed",
 }
 
+// releasable reports whether a tenure that ended for r may still be this
+// process's alone at the store (see [engine.Reason.Releasable]).
+func (r LossReason) releasable() bool {
+	if r == LossClosed {
+		return true
+	}
+	for er, lr := range lossReasons {
+		if lr == r {
+			return er.Releasable()
+		}
+	}
+	return false
+}
+
 // String describes the reason in a few words.
 func (r LossReason) String() string {
 	if s, ok := lossReasonNames[r]; ok {

@@ -447,16 +447,14 @@ func (e *Engine) giveBack(name string, h store.Holder, token store.Token) {
 }
 
 // loseAll ends every held tenure and regenerates the identity: what ended
-// them (a clone, a suspension, a revoke) concerns the whole process. A
-// revoke, asked for by the holder itself, also releases them at once, so
-// that it can acquire again with fresh tokens.
+// them (a clone, a suspension, a revoke) concerns the whole process. None
+// is released: a process that was cloned or restored cannot know whether
+// it is the copy that still does the work, so the leases expire by their
+// TTL unless the copy at the head of the renewal chain releases them.
 func (e *Engine) loseAll(r Reason, err error) {
 	for _, l := range e.order {
 		if !l.removed && l.phase == held {
 			e.lose(l, r, err)
-			if r == ReasonRevoked {
-				e.giveBack(l.name, l.holder, l.token)
-			}
 		}
 	}
 	e.regenerate()

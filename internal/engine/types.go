@@ -23,3 +23,16 @@ const (
 	ReasonProgressStalled
 	ReasonReleased
 )
+
+// Releasable reports whether a tenure that ended for r may still be this
+// process's alone at the store, so that its owner releases it once the work
+// under it has stopped. After a moved chain, a suspension or a revoke this
+// process may be a copy whose twin holds the lease; after a takeover or an
+// expiry at the store there is nothing left to release.
+func (r Reason) Releasable() bool {
+	switch r {
+	case ReasonExpiredLocally, ReasonRenewError, ReasonProgressStalled, ReasonReleased:
+		return true
+	}
+	return false
+}

@@ -1,8 +1,9 @@
-// Package sim runs the real lease engine (internal/engine) against the real
-// in-memory store (store/memstore) on virtual time, through a simulated
-// network, with simulated processes that are paused, killed, restarted,
-// cloned and given wrong wall clocks, and checks what landed at a fenced
-// resource.
+// Package sim runs the real lease engine (internal/engine) and the glue that
+// ships between it and a store (internal/drive) against the real in-memory
+// store (store/memstore) on virtual time, through a simulated network, with
+// simulated processes that are paused, killed, restarted, cloned, revoked
+// (as a restore hook would) and given wrong wall clocks, and checks what
+// landed at a fenced resource.
 //
 // Everything is driven by one seeded random source and one event queue, so a
 // run is a pure function of its [Config]: any failure replays exactly from
@@ -23,7 +24,17 @@
 //   - unknown is no: whenever a process sends a write, the store agrees at
 //     that instant, by its own clock, that the process's tenure is live
 //     (except after a pause the process could not detect: a VM whose wall
-//     clock was not re-synced on wake; there only the fence protects).
+//     clock was not re-synced on wake; there only the fence protects);
+//   - a revoke releases nothing: a process that revoked a tenure (perhaps
+//     a restored copy whose twin still works under it) never sends its
+//     release.
+//
+// One exemption remains in "unknown is no": a tenure that one of two
+// byte-identical clones released (after a failed renewal, or because its
+// work was done) may still be trusted by the other until that one's next
+// renewal; both carry the same holder, token and seq, so no compare-and-set
+// at release can tell them apart, and the strict fence keeps the resource
+// safe meanwhile.
 //
 // # Mutants
 //
@@ -31,5 +42,7 @@
 // mechanism on purpose (no token bump on takeover, a fence that accepts
 // lower tokens, deleting the row on release, expiry judged by the client's
 // clock, working on after a failed renewal, no seq check) and the tests
-// assert that the checker catches every one.
+// assert that the checker catches every one. The glue is broken on purpose
+// in a separate build (tag tenure_glue_mutant), which the tests build and
+// run too.
 package sim

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/tenure-dev/tenure/store"
@@ -38,7 +39,8 @@ type proc struct {
 	timerGen     int
 	pending      []*pending
 	tenure       *tenure_
-	chainWaiting []tenure_ // chain writes asked for, not yet granted
+	chainWaiting []tenure_            // chain writes asked for, not yet granted
+	revoked      map[store.Token]bool // tenures this process revoked
 	ids          int
 }
 
@@ -68,7 +70,7 @@ var errReset = errors.New("connection reset: the process was restored from a sna
 
 func (w *world) newProc() *proc {
 	w.nextUID++
-	return &proc{w: w, uid: w.nextUID, wallOff: w.between(-3*7*24*time.Hour, 3*7*24*time.Hour)}
+	return &proc{w: w, uid: w.nextUID, wallOff: w.between(-3*7*24*time.Hour, 3*7*24*time.Hour), revoked: make(map[store.Token]bool)}
 }
 
 func (p *proc) newInstance() string {
@@ -113,6 +115,7 @@ func (w *world) clone(p *proc) {
 	c.ids = p.ids
 	c.blind, c.blindUntil = p.blind, p.blindUntil
 	c.chainWaiting = append([]tenure_(nil), p.chainWaiting...)
+	c.revoked = maps.Clone(p.revoked)
 	w.tracef("clone p%d as p%d", p.uid, c.uid)
 	c.eng = p.eng.Clone(c.newInstance, c.jitter)
 	if p.tenure != nil {
@@ -209,13 +212,15 @@ func (p *proc) arm() {
 func (p *proc) do(a engine.Action) {
 	w := p.w
 	switch a := a.(type) {
-	case engine.SendAcquire, engine.SendRenew, engine.SendRelease:
-		// The shipped glue makes the call when the request reaches the
-		// store; the clientClock mutant reads the sender's wall clock.
-		now := p.instant()
-		w.request(p, drive.Timeout(a, now.Mono, w.cfg.TTL/3), func(ctx context.Context) engine.Event {
-			return drive.Call(withWall(ctx, now.Wall), w.store, a)
-		}, func(err error) engine.Event { return drive.Failed(a, err) })
+	case engine.SendRelease:
+		if p.revoked[a.Token] {
+			// A revoke is the restore hook: the process may be a copy
+			// whose twin still does the work under this tenure.
+			w.violation("p%d released token %d, which it had revoked", p.uid, a.Token)
+		}
+		p.send(a)
+	case engine.SendAcquire, engine.SendRenew:
+		p.send(a)
 	case engine.Acquired:
 		w.tracef("p%d acquired token %d as %s", p.uid, a.Token, a.Holder.Instance)
 		w.report.Grants++
@@ -229,6 +234,9 @@ func (p *proc) do(a engine.Action) {
 		}
 	case engine.Lost:
 		w.tracef("p%d lost token %d: reason %d", p.uid, a.Token, a.Reason)
+		if a.Reason == engine.ReasonRevoked {
+			p.revoked[a.Token] = true
+		}
 		p.chainWaiting = nil
 		t := p.tenure
 		if t == nil || t.token != a.Token {
@@ -239,8 +247,7 @@ func (p *proc) do(a engine.Action) {
 			return
 		}
 		p.tenure = nil
-		if a.Reason != engine.ReasonReleased && a.Reason != engine.ReasonSuperseded &&
-			a.Reason != engine.ReasonExpiredAtStore && a.Reason != engine.ReasonSeqMismatch {
+		if a.Reason != engine.ReasonReleased && a.Reason.Releasable() {
 			// The lease may still be ours at the store: its owner gives it
 			// back once the work stopped (Lease.Release). The engine holds
 			// the new campaign back until the release is answered.
@@ -263,6 +270,16 @@ func (p *proc) do(a engine.Action) {
 			p.step(engine.Want{Name: leaseName, Campaign: true})
 		}
 	}
+}
+
+// send makes a store call over the network with the shipped glue, which
+// runs when the request reaches the store; the clientClock mutant reads the
+// sender's wall clock from ctx.
+func (p *proc) send(a engine.Action) {
+	now := p.instant()
+	p.w.request(p, drive.Timeout(a, now.Mono, p.w.cfg.TTL/3), func(ctx context.Context) engine.Event {
+		return drive.Call(withWall(ctx, now.Wall), p.w.store, a)
+	}, func(err error) engine.Event { return drive.Failed(a, err) })
 }
 
 // see notes a renewal seen to succeed: one sent after a blind pause ends

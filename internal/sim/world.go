@@ -240,7 +240,13 @@ func (w *world) nemesis() {
 			w.step(p)
 		}
 	case 5:
-		w.step(p)
+		if w.rng.IntN(2) == 0 {
+			// A restore hook: the process (perhaps a clone) revokes.
+			w.tracef("p%d revokes", p.uid)
+			p.run(func() { p.step(engine.Revoke{}) })
+		} else {
+			w.step(p)
+		}
 	case 6:
 		w.slowUntil = w.now + w.between(time.Second, 3*time.Second)
 		w.tracef("network slow until %s", w.slowUntil)
