@@ -18,8 +18,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tenure-dev/tenure/internal/testserver"
 	"github.com/tenure-dev/tenure/registry"
-	"github.com/tenure-dev/tenure/store/pgstore/pgstoretest"
 )
 
 func TestPlace(t *testing.T) {
@@ -273,7 +273,7 @@ const placeChildGoroutines = 4
 // "go" on stdin, places every resource from several goroutines and prints
 // "placed RESOURCE AGENT CREATED" per answer.
 func placeChild(t *testing.T) {
-	pool := pgstoretest.Pool(t, pgx.QueryExecModeCacheStatement, "")
+	pool := testserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")
 	reg, err := registry.New(pool, registry.Config{Schema: os.Getenv(envSchema), TablePrefix: testPrefix})
 	require.NoError(t, err)
 	resources := strings.Split(os.Getenv(envResources), ",")

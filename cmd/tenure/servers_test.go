@@ -11,10 +11,8 @@ import (
 
 	"github.com/tenure-dev/tenure/cmd/tenure/internal/cli"
 	"github.com/tenure-dev/tenure/cmd/tenure/internal/storeurl"
+	"github.com/tenure-dev/tenure/internal/testserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
-	"github.com/tenure-dev/tenure/store/consulstore/consulstoretest"
-	"github.com/tenure-dev/tenure/store/etcdstore/etcdtest"
-	"github.com/tenure-dev/tenure/store/redisstore/redisstoretest"
 )
 
 // TestServerStores runs status, run, run --wait and release --force
@@ -25,9 +23,9 @@ func TestServerStores(t *testing.T) {
 	t.Parallel()
 	t.Run("Redis", func(t *testing.T) {
 		t.Parallel()
-		client := redisstoretest.Client(t)
-		prefix := redisstoretest.Prefix(t, client)
-		u, err := url.Parse(redisstoretest.URL())
+		client := testserver.RedisClient(t)
+		prefix := testserver.RedisPrefix(t, client)
+		u, err := url.Parse(testserver.RedisURL())
 		require.NoError(t, err)
 		q := u.Query()
 		q.Set(storeurl.ParamPrefix, prefix)
@@ -36,7 +34,7 @@ func TestServerStores(t *testing.T) {
 	})
 	t.Run("Etcd", func(t *testing.T) {
 		t.Parallel()
-		srv := etcdtest.Own(t)
+		srv := testserver.OwnEtcd(t)
 		serverStore(t, "etcd://"+strings.TrimPrefix(srv.Endpoint, "http://")+"?tenure_prefix="+testutil.UniqueName(t)+"/", "etcd")
 	})
 	t.Run("Consul", func(t *testing.T) {
@@ -50,7 +48,7 @@ func TestServerStores(t *testing.T) {
 		require.Equal(t, cli.ExitUsage, short.code)
 		require.Contains(t, short.stderr.rest(), "session_ttl_min")
 		serverStore(t, fmt.Sprintf("consul://%s?%s=%s&%s=%s/", agent.HTTPAddr,
-			storeurl.ParamSessionTTLMin, consulstoretest.SessionTTLMin, storeurl.ParamPrefix, testutil.UniqueName(t)), "Consul")
+			storeurl.ParamSessionTTLMin, testserver.ConsulSessionTTLMin, storeurl.ParamPrefix, testutil.UniqueName(t)), "Consul")
 	})
 }
 

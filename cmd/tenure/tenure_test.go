@@ -18,10 +18,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tenure-dev/tenure/cmd/tenure/internal/cli"
-	"github.com/tenure-dev/tenure/internal/faultnet"
 	"github.com/tenure-dev/tenure/cmd/tenure/internal/storeurl"
+	"github.com/tenure-dev/tenure/internal/faultnet"
+	"github.com/tenure-dev/tenure/internal/testserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
-	"github.com/tenure-dev/tenure/store/pgstore/pgstoretest"
 )
 
 // store is a fresh, migrated store for one test.
@@ -47,9 +47,9 @@ func sqliteStore(t *testing.T) store {
 // tenure binary.
 func pgStore(t *testing.T) store {
 	t.Helper()
-	owner := pgstoretest.Pool(t, pgx.QueryExecModeCacheStatement, "")
+	owner := testserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")
 	schema := testutil.UniqueName(t)
-	t.Cleanup(func() { pgstoretest.DropSchema(t, owner, schema) })
+	t.Cleanup(func() { testserver.PostgresDropSchema(t, owner, schema) })
 	u, err := url.Parse(testutil.PostgresURL())
 	require.NoError(t, err)
 	q := u.Query()
@@ -619,9 +619,9 @@ func TestExitCodes(t *testing.T) {
 
 	t.Run("NotMigrated", func(t *testing.T) {
 		t.Parallel()
-		owner := pgstoretest.Pool(t, pgx.QueryExecModeCacheStatement, "")
+		owner := testserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")
 		schema := testutil.UniqueName(t)
-		t.Cleanup(func() { pgstoretest.DropSchema(t, owner, schema) })
+		t.Cleanup(func() { testserver.PostgresDropSchema(t, owner, schema) })
 		u := testutil.PostgresURL()
 		if strings.Contains(u, "?") {
 			u += "&"

@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tenure-dev/tenure/fence/httpfence"
+	"github.com/tenure-dev/tenure/internal/testserver"
 	"github.com/tenure-dev/tenure/store/pgstore"
-	"github.com/tenure-dev/tenure/store/pgstore/pgstoretest"
 )
 
 func TestPostgres(t *testing.T) {
@@ -19,12 +19,12 @@ func TestPostgres(t *testing.T) {
 
 	t.Run("TwoInstancesShareTheFence", func(t *testing.T) {
 		t.Parallel()
-		owner := pgstoretest.Pool(t, pgx.QueryExecModeCacheStatement, "")
-		cfg := pgstoretest.Config(t)
-		pgstoretest.Schema(t, owner, cfg)
-		role := pgstoretest.Role(t, owner)
-		pgstoretest.Grant(t, owner, cfg, role)
-		pool := pgstoretest.Pool(t, pgx.QueryExecModeCacheStatement, role)
+		owner := testserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")
+		cfg := testserver.PostgresConfig(t)
+		testserver.PostgresSchema(t, owner, cfg)
+		role := testserver.PostgresRole(t, owner)
+		testserver.PostgresGrant(t, owner, cfg, role)
+		pool := testserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, role)
 
 		// Two instances of one service, each with its own pool and fence store.
 		instance := func() *testBundle {
@@ -59,8 +59,8 @@ func TestPostgres(t *testing.T) {
 
 	t.Run("NotMigrated", func(t *testing.T) {
 		t.Parallel()
-		owner := pgstoretest.Pool(t, pgx.QueryExecModeCacheStatement, "")
-		fences, err := httpfence.NewPostgres(owner, pgstoretest.Config(t))
+		owner := testserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")
+		fences, err := httpfence.NewPostgres(owner, testserver.PostgresConfig(t))
 		require.NoError(t, err)
 		b := &testBundle{errs: make(chan error, 1)}
 		b.handler = b.wrap(t, fences)
@@ -74,7 +74,7 @@ func TestPostgres(t *testing.T) {
 		t.Parallel()
 		_, err := httpfence.NewPostgres(nil, pgstore.Config{})
 		require.ErrorIs(t, err, store.ErrInvalid)
-		owner := pgstoretest.Pool(t, pgx.QueryExecModeCacheStatement, "")
+		owner := testserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")
 		_, err = httpfence.NewPostgres(owner, pgstore.Config{TablePrefix: "a$"})
 		require.ErrorIs(t, err, store.ErrInvalid)
 		fences, err := httpfence.NewPostgres(owner, pgstore.Config{})

@@ -16,9 +16,9 @@ import (
 
 	"github.com/tenure-dev/tenure"
 	"github.com/tenure-dev/tenure/fence/pgfence"
+	"github.com/tenure-dev/tenure/internal/testserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/store/pgstore"
-	"github.com/tenure-dev/tenure/store/pgstore/pgstoretest"
 )
 
 func TestMain(m *testing.M) { testutil.VerifyTestMain(m) }
@@ -41,22 +41,22 @@ type testBundle struct {
 
 func setup(t *testing.T, mode pgx.QueryExecMode) *testBundle {
 	t.Helper()
-	return setupConfig(t, mode, pgstoretest.Config(t))
+	return setupConfig(t, mode, testserver.PostgresConfig(t))
 }
 
 func setupConfig(t *testing.T, mode pgx.QueryExecMode, cfg pgstore.Config) *testBundle {
 	t.Helper()
-	owner := pgstoretest.Pool(t, mode, "")
-	role := pgstoretest.Role(t, owner)
+	owner := testserver.PostgresPool(t, mode, "")
+	role := testserver.PostgresRole(t, owner)
 	b := &testBundle{owner: owner, cfg: cfg}
-	pgstoretest.Schema(t, owner, b.cfg)
-	pgstoretest.Grant(t, owner, b.cfg, role)
+	testserver.PostgresSchema(t, owner, b.cfg)
+	testserver.PostgresGrant(t, owner, b.cfg, role)
 	b.writes = pgx.Identifier{b.cfg.Schema, "writes"}.Sanitize()
 	_, err := owner.Exec(t.Context(), "CREATE TABLE "+b.writes+" (token bigint NOT NULL, written_at timestamptz NOT NULL DEFAULT clock_timestamp())")
 	require.NoError(t, err)
 	_, err = owner.Exec(t.Context(), "GRANT SELECT, INSERT ON "+b.writes+" TO "+pgx.Identifier{role}.Sanitize())
 	require.NoError(t, err)
-	b.pool = pgstoretest.Pool(t, mode, role)
+	b.pool = testserver.PostgresPool(t, mode, role)
 	b.store, err = pgstore.New(b.pool, b.cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, b.store.Close()) })
@@ -271,8 +271,8 @@ func TestFence(t *testing.T) {
 
 	t.Run("NotMigrated", func(t *testing.T) {
 		t.Parallel()
-		owner := pgstoretest.Pool(t, pgx.QueryExecModeCacheStatement, "")
-		f, err := pgfence.New(pgstoretest.Config(t))
+		owner := testserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")
+		f, err := pgfence.New(testserver.PostgresConfig(t))
 		require.NoError(t, err)
 		err = f.Fence(t.Context(), owner, "r", 1)
 		require.ErrorIs(t, err, store.ErrNotMigrated)
@@ -518,7 +518,7 @@ func TestCheckLeaseStrict(t *testing.T) {
 // quoting everywhere, including inside the function bodies.
 func TestQuotedNames(t *testing.T) {
 	t.Parallel()
-	b := setupConfig(t, pgx.QueryExecModeCacheStatement, pgstoretest.WeirdConfig(t))
+	b := setupConfig(t, pgx.QueryExecModeCacheStatement, testserver.PostgresWeirdConfig(t))
 	ctx := t.Context()
 	require.NoError(t, b.fencer.Fence(ctx, b.pool, "r", 2))
 	requireFenced(t, b.fencer.Fence(ctx, b.pool, "r", 1), "r", 1, 2)
@@ -575,7 +575,7 @@ func TestPlainSQL(t *testing.T) {
 // names of its own.
 func TestDefaultSchema(t *testing.T) {
 	t.Parallel()
-	owner := pgstoretest.Pool(t, pgx.QueryExecModeCacheStatement, "")
+	owner := testserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")
 	s, err := pgstore.New(owner, pgstore.Config{})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, s.Close()) })

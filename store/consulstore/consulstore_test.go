@@ -12,9 +12,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tenure-dev/tenure/internal/faultnet"
+	"github.com/tenure-dev/tenure/internal/testserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/store/consulstore"
-	"github.com/tenure-dev/tenure/store/consulstore/consulstoretest"
 	"github.com/tenure-dev/tenure/store/storetest"
 )
 
@@ -27,11 +27,11 @@ const (
 
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	storetest.Run(t, consulstoretest.Harness{Agent: consulstoretest.Shared(t)})
+	storetest.Run(t, testserver.ConsulHarness{Agent: testserver.SharedConsul(t)})
 }
 
 func BenchmarkConformance(b *testing.B) {
-	storetest.Benchmark(b, consulstoretest.Harness{Agent: consulstoretest.Shared(b)})
+	storetest.Benchmark(b, testserver.ConsulHarness{Agent: testserver.SharedConsul(b)})
 }
 
 // bundle is a store on the shared agent, its client, and a lease name
@@ -44,7 +44,7 @@ type bundle struct {
 
 func setup(t *testing.T, cfg consulstore.Config) *bundle {
 	t.Helper()
-	s, client := consulstoretest.Harness{Agent: consulstoretest.Shared(t), Config: cfg}.New(t)
+	s, client := testserver.ConsulHarness{Agent: testserver.SharedConsul(t), Config: cfg}.New(t)
 	return &bundle{store: s, client: client, name: testutil.UniqueName(t)}
 }
 
@@ -338,9 +338,9 @@ func TestNewRefusesBadInput(t *testing.T) {
 func TestUnavailableWhenAgentGone(t *testing.T) {
 	t.Parallel()
 	agent, err := consulstoretest.StartAgent()
-	testutil.NeedServer(t, "consul agent (set "+consulstoretest.BinEnv+")", err)
+	testutil.NeedServer(t, "consul agent (set "+testserver.ConsulBinEnv+")", err)
 	t.Cleanup(func() { _ = agent.Stop() })
-	s, err := consulstore.New(agent.Client(t), consulstore.Config{MinSessionTTL: consulstoretest.SessionTTLMin})
+	s, err := consulstore.New(agent.Client(t), consulstore.Config{MinSessionTTL: testserver.ConsulSessionTTLMin})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Close() })
 	name := testutil.UniqueName(t)
@@ -383,13 +383,13 @@ func TestUnavailableWhenAgentGone(t *testing.T) {
 // ErrUnavailable.
 func TestDeadlineIsUnavailable(t *testing.T) {
 	t.Parallel()
-	agent := consulstoretest.Shared(t)
+	agent := testserver.SharedConsul(t)
 	proxy, err := faultnet.Listen(agent.HTTPAddr)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, proxy.Close()) })
-	s, err := consulstore.New(consulstoretest.NewClient(t, proxy.Addr()), consulstore.Config{
+	s, err := consulstore.New(testserver.ConsulClient(t, proxy.Addr()), consulstore.Config{
 		KeyPrefix:     "tenuretest/" + testutil.UniqueName(t) + "/",
-		MinSessionTTL: consulstoretest.SessionTTLMin,
+		MinSessionTTL: testserver.ConsulSessionTTLMin,
 	})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Close() })

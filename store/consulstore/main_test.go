@@ -3,9 +3,9 @@ package consulstore_test
 import (
 	"testing"
 
-	"github.com/tenure-dev/tenure/store/consulstore/consulstoretest"
+	"github.com/tenure-dev/tenure/internal/testserver"
 )
 
 // TestMain starts one Consul dev agent for the package's tests, stops it
 // after them and checks for leaked goroutines.
-func TestMain(m *testing.M) { consulstoretest.Main(m) }
+func TestMain(m *testing.M) { testserver.Main(m, testserver.Servers{Consul: true}) }

@@ -10,13 +10,13 @@ import (
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/tenure-dev/tenure/internal/testserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/store/etcdstore"
-	"github.com/tenure-dev/tenure/store/etcdstore/etcdtest"
 	"github.com/tenure-dev/tenure/store/storetest"
 )
 
-func TestMain(m *testing.M) { etcdtest.Main(m) }
+func TestMain(m *testing.M) { testserver.Main(m, testserver.Servers{Etcd: true}) }
 
 // expiryLag is how much later than the remaining time it reported etcd may
 // expire a lease: its lessor looks for expired leases every 500 ms, then
@@ -26,12 +26,12 @@ const expiryLag = time.Second
 // harness gives the conformance suite stores under fresh key prefixes of
 // the shared server, each with a client of its own.
 type harness struct {
-	srv  *etcdtest.Server
+	srv  *testserver.Etcd
 	base *clientv3.Client // for the round trip benchmarks compare with
 }
 
 func newHarness(tb testing.TB) harness {
-	srv := etcdtest.Shared(tb)
+	srv := testserver.SharedEtcd(tb)
 	return harness{srv: srv, base: srv.Client(tb)}
 }
 

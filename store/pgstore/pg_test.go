@@ -13,9 +13,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tenure-dev/tenure/internal/testserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/store/pgstore"
-	"github.com/tenure-dev/tenure/store/pgstore/pgstoretest"
 	"github.com/tenure-dev/tenure/store/storetest"
 )
 
@@ -29,18 +29,18 @@ type testBundle struct {
 	store *pgstore.Store
 }
 
-// setup returns a store on a fresh schema named by cfg (pgstoretest.Config
+// setup returns a store on a fresh schema named by cfg (testserver.PostgresConfig
 // when nil), migrated when migrate is set.
 func setup(t *testing.T, cfg func(testing.TB) pgstore.Config, migrate bool) *testBundle {
 	t.Helper()
 	if cfg == nil {
-		cfg = pgstoretest.Config
+		cfg = testserver.PostgresConfig
 	}
-	b := &testBundle{owner: pgstoretest.Pool(t, pgx.QueryExecModeCacheStatement, ""), cfg: cfg(t)}
+	b := &testBundle{owner: testserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, ""), cfg: cfg(t)}
 	if migrate {
-		pgstoretest.Schema(t, b.owner, b.cfg)
+		testserver.PostgresSchema(t, b.owner, b.cfg)
 	} else {
-		t.Cleanup(func() { pgstoretest.DropSchema(t, b.owner, b.cfg.Schema) })
+		t.Cleanup(func() { testserver.PostgresDropSchema(t, b.owner, b.cfg.Schema) })
 	}
 	b.store = newStore(t, b.owner, b.cfg)
 	return b
@@ -187,7 +187,7 @@ func TestMigrate(t *testing.T) {
 
 	t.Run("PrintedScript", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, pgstoretest.WeirdConfig, false)
+		b := setup(t, testserver.PostgresWeirdConfig, false)
 		script, err := b.cfg.MigrationSQL()
 		require.NoError(t, err)
 		require.Contains(t, script, "BEGIN;")
@@ -232,19 +232,19 @@ func TestMigrate(t *testing.T) {
 
 func TestLeastPrivilege(t *testing.T) {
 	t.Parallel()
-	owner := pgstoretest.Pool(t, pgx.QueryExecModeCacheStatement, "")
-	role := pgstoretest.Role(t, owner)
-	pool := pgstoretest.Pool(t, pgx.QueryExecModeCacheStatement, role)
+	owner := testserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")
+	role := testserver.PostgresRole(t, owner)
+	pool := testserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, role)
 
 	t.Run("Conformance", func(t *testing.T) {
 		t.Parallel()
-		storetest.Run(t, pgstoretest.Harness{Owner: owner, Pool: pool, Role: role, Config: pgstoretest.WeirdConfig})
+		storetest.Run(t, testserver.PostgresHarness{Owner: owner, Pool: pool, Role: role, Config: testserver.PostgresWeirdConfig})
 	})
 
 	t.Run("CannotMigrate", func(t *testing.T) {
 		t.Parallel()
-		cfg := pgstoretest.Config(t)
-		t.Cleanup(func() { pgstoretest.DropSchema(t, owner, cfg.Schema) })
+		cfg := testserver.PostgresConfig(t)
+		t.Cleanup(func() { testserver.PostgresDropSchema(t, owner, cfg.Schema) })
 		s := newStore(t, pool, cfg)
 		err := s.Migrate(t.Context())
 		require.Error(t, err, "the run-time role has no DDL rights")
@@ -253,9 +253,9 @@ func TestLeastPrivilege(t *testing.T) {
 
 	t.Run("NoDelete", func(t *testing.T) {
 		t.Parallel()
-		cfg := pgstoretest.Config(t)
-		pgstoretest.Schema(t, owner, cfg)
-		pgstoretest.Grant(t, owner, cfg, role)
+		cfg := testserver.PostgresConfig(t)
+		testserver.PostgresSchema(t, owner, cfg)
+		testserver.PostgresGrant(t, owner, cfg, role)
 		obj, err := cfg.Objects()
 		require.NoError(t, err)
 		_, err = pool.Exec(t.Context(), "DELETE FROM "+pgx.Identifier{obj.Schema, obj.Leases}.Sanitize())
@@ -307,7 +307,7 @@ func TestListen(t *testing.T) {
 		b := setup(t, nil, true)
 		other := b.cfg
 		other.TablePrefix = "other_"
-		pgstoretest.Schema(t, b.owner, other)
+		testserver.PostgresSchema(t, b.owner, other)
 		otherStore := newStore(t, b.owner, other)
 
 		names := make(chan string, 64)
@@ -417,10 +417,10 @@ func TestUnavailable(t *testing.T) {
 
 	t.Run("ClosedPool", func(t *testing.T) {
 		t.Parallel()
-		cfg := pgstoretest.Config(t)
-		owner := pgstoretest.Pool(t, pgx.QueryExecModeCacheStatement, "")
-		pgstoretest.Schema(t, owner, cfg)
-		pool := pgstoretest.Pool(t, pgx.QueryExecModeCacheStatement, "")
+		cfg := testserver.PostgresConfig(t)
+		owner := testserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")
+		testserver.PostgresSchema(t, owner, cfg)
+		pool := testserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")
 		s := newStore(t, pool, cfg)
 		pool.Close()
 		_, err := s.Get(t.Context(), "job")

@@ -5,8 +5,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/tenure-dev/tenure/internal/testserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
-	"github.com/tenure-dev/tenure/store/pgstore/pgstoretest"
 	"github.com/tenure-dev/tenure/store/storetest"
 )
 
@@ -23,11 +23,11 @@ func TestConformance(t *testing.T) {
 	for name, mode := range modes {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			storetest.Run(t, pgstoretest.Harness{Owner: pgstoretest.Pool(t, mode, "")})
+			storetest.Run(t, testserver.PostgresHarness{Owner: testserver.PostgresPool(t, mode, "")})
 		})
 	}
 }
 
 func BenchmarkStore(b *testing.B) {
-	storetest.Benchmark(b, pgstoretest.Harness{Owner: pgstoretest.Pool(b, pgx.QueryExecModeCacheStatement, "")})
+	storetest.Benchmark(b, testserver.PostgresHarness{Owner: testserver.PostgresPool(b, pgx.QueryExecModeCacheStatement, "")})
 }

@@ -20,9 +20,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tenure-dev/tenure/internal/faultnet"
+	"github.com/tenure-dev/tenure/internal/testserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/store/redisstore"
-	"github.com/tenure-dev/tenure/store/redisstore/redisstoretest"
 )
 
 // eventTimeout bounds every wait for an event.
@@ -39,8 +39,8 @@ type testBundle struct {
 // keys are deleted when the test ends.
 func setup(t *testing.T) *testBundle {
 	t.Helper()
-	c := redisstoretest.Client(t)
-	s := newStore(t, c, redisstoretest.Prefix(t, c))
+	c := testserver.RedisClient(t)
+	s := newStore(t, c, testserver.RedisPrefix(t, c))
 	return &testBundle{client: c, store: s, keys: s.Keys()}
 }
 
@@ -203,10 +203,10 @@ func (l *commandLog) take() []string {
 
 func TestRenewIsOneRoundTrip(t *testing.T) {
 	t.Parallel()
-	c := redisstoretest.Client(t)
+	c := testserver.RedisClient(t)
 	log := &commandLog{}
 	c.AddHook(log)
-	s := newStore(t, c, redisstoretest.Prefix(t, c))
+	s := newStore(t, c, testserver.RedisPrefix(t, c))
 	holder := testutil.Holder(t, "holder")
 	ps := make([]store.RenewParams, 500)
 	for i := range ps {
@@ -254,8 +254,8 @@ func TestList(t *testing.T) {
 	// of a prefix the unescaped pattern would match.
 	t.Run("GlobPrefix", func(t *testing.T) {
 		t.Parallel()
-		c := redisstoretest.Client(t)
-		base := redisstoretest.Prefix(t, c)
+		c := testserver.RedisClient(t)
+		base := testserver.RedisPrefix(t, c)
 		weird := newStore(t, c, base+`x*?[a]\:`)
 		plain := newStore(t, c, base+"xyza:")
 		holder := testutil.Holder(t, "holder")
@@ -319,7 +319,7 @@ func requireWentBackwards(t *testing.T, err error) {
 // next grant; a store that never saw them cannot tell.
 func TestRestartWithoutPersistence(t *testing.T) {
 	t.Parallel()
-	srv := redisstoretest.StartServer(t, redisstoretest.ServerConfig{})
+	srv := testserver.OwnRedis(t, testserver.RedisConfig{})
 	c := srv.Client(t)
 	ctx := t.Context()
 	prefix := "tenure_test:" + testutil.UniqueName(t) + ":"
@@ -371,7 +371,7 @@ func TestRestartWithoutPersistence(t *testing.T) {
 // to its append-only file: leases, seq and counter survive.
 func TestRestartWithAppendfsyncAlways(t *testing.T) {
 	t.Parallel()
-	srv := redisstoretest.StartServer(t, redisstoretest.ServerConfig{AppendFsyncAlways: true})
+	srv := testserver.OwnRedis(t, testserver.RedisConfig{AppendFsyncAlways: true})
 	c := srv.Client(t)
 	ctx := t.Context()
 	prefix := "tenure_test:" + testutil.UniqueName(t) + ":"
@@ -448,13 +448,13 @@ func TestListenReconnects(t *testing.T) {
 
 	t.Run("ConnectionCut", func(t *testing.T) {
 		t.Parallel()
-		direct := redisstoretest.Client(t)
+		direct := testserver.RedisClient(t)
 		proxy, err := faultnet.Listen(direct.Options().Addr)
 		require.NoError(t, err)
 		t.Cleanup(func() { require.NoError(t, proxy.Close()) })
 		c := redis.NewClient(&redis.Options{Addr: proxy.Addr(), DB: direct.Options().DB, ContextTimeoutEnabled: true})
 		t.Cleanup(func() { _ = c.Close() })
-		s := newStore(t, c, redisstoretest.Prefix(t, direct))
+		s := newStore(t, c, testserver.RedisPrefix(t, direct))
 		r := listen(t, s)
 		awaitListening(t, s, r)
 
@@ -467,7 +467,7 @@ func TestListenReconnects(t *testing.T) {
 
 	t.Run("ServerRestart", func(t *testing.T) {
 		t.Parallel()
-		srv := redisstoretest.StartServer(t, redisstoretest.ServerConfig{})
+		srv := testserver.OwnRedis(t, testserver.RedisConfig{})
 		s := newStore(t, srv.Client(t), "tenure_test:"+testutil.UniqueName(t)+":")
 		r := listen(t, s)
 		awaitListening(t, s, r)
@@ -482,7 +482,7 @@ func TestUnavailable(t *testing.T) {
 
 	t.Run("ServerDown", func(t *testing.T) {
 		t.Parallel()
-		srv := redisstoretest.StartServer(t, redisstoretest.ServerConfig{})
+		srv := testserver.OwnRedis(t, testserver.RedisConfig{})
 		// A pool whose every connection failed to dial starts a goroutine
 		// that probes the server once a second and outlives Close by up
 		// to a second: keep the failures below the pool's size.
@@ -496,13 +496,13 @@ func TestUnavailable(t *testing.T) {
 
 	t.Run("BlackHole", func(t *testing.T) {
 		t.Parallel()
-		direct := redisstoretest.Client(t)
+		direct := testserver.RedisClient(t)
 		proxy, err := faultnet.Listen(direct.Options().Addr)
 		require.NoError(t, err)
 		t.Cleanup(func() { require.NoError(t, proxy.Close()) })
 		c := redis.NewClient(&redis.Options{Addr: proxy.Addr(), DB: direct.Options().DB, ContextTimeoutEnabled: true})
 		t.Cleanup(func() { _ = c.Close() })
-		s := newStore(t, c, redisstoretest.Prefix(t, direct))
+		s := newStore(t, c, testserver.RedisPrefix(t, direct))
 		g := acquire(t, s, "job", testutil.Holder(t, "a"), time.Minute)
 		proxy.BlackHole()
 		t.Cleanup(proxy.Restore)

@@ -3,8 +3,8 @@ package redisstore_test
 import (
 	"testing"
 
+	"github.com/tenure-dev/tenure/internal/testserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
-	"github.com/tenure-dev/tenure/store/redisstore/redisstoretest"
 	"github.com/tenure-dev/tenure/store/storetest"
 )
 
@@ -12,9 +12,9 @@ func TestMain(m *testing.M) { testutil.VerifyTestMain(m) }
 
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	storetest.Run(t, redisstoretest.Harness{Client: redisstoretest.Client(t)})
+	storetest.Run(t, testserver.RedisHarness{Client: testserver.RedisClient(t)})
 }
 
 func BenchmarkStore(b *testing.B) {
-	storetest.Benchmark(b, redisstoretest.Harness{Client: redisstoretest.Client(b)})
+	storetest.Benchmark(b, testserver.RedisHarness{Client: testserver.RedisClient(b)})
 }

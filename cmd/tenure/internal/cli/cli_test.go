@@ -24,9 +24,9 @@ import (
 
 	"github.com/tenure-dev/tenure"
 	"github.com/tenure-dev/tenure/cmd/tenure/internal/storeurl"
+	"github.com/tenure-dev/tenure/internal/testserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/registry"
-	"github.com/tenure-dev/tenure/store/pgstore/pgstoretest"
 	"github.com/tenure-dev/tenure/store/sqlitestore"
 )
 
@@ -489,11 +489,11 @@ func TestMigrate(t *testing.T) {
 
 func TestPostgres(t *testing.T) {
 	t.Parallel()
-	owner := pgstoretest.Pool(t, pgx.QueryExecModeCacheStatement, "")
+	owner := testserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")
 	url := func(t *testing.T) string {
 		t.Helper()
 		schema := testutil.UniqueName(t)
-		t.Cleanup(func() { pgstoretest.DropSchema(t, owner, schema) })
+		t.Cleanup(func() { testserver.PostgresDropSchema(t, owner, schema) })
 		sep := "?"
 		if strings.Contains(testutil.PostgresURL(), "?") {
 			sep = "&"
@@ -566,7 +566,7 @@ func TestPostgres(t *testing.T) {
 		t.Parallel()
 		ctx := context.Background()
 		schema := testutil.UniqueName(t)
-		t.Cleanup(func() { pgstoretest.DropSchema(t, owner, schema) })
+		t.Cleanup(func() { testserver.PostgresDropSchema(t, owner, schema) })
 		u := testutil.PostgresURL()
 		if strings.Contains(u, "?") {
 			u += "&"

@@ -13,13 +13,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tenure-dev/tenure/cmd/tenure/internal/storeurl"
+	"github.com/tenure-dev/tenure/internal/testserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/store/consulstore"
-	"github.com/tenure-dev/tenure/store/consulstore/consulstoretest"
 	"github.com/tenure-dev/tenure/store/etcdstore"
-	"github.com/tenure-dev/tenure/store/etcdstore/etcdtest"
 	"github.com/tenure-dev/tenure/store/redisstore"
-	"github.com/tenure-dev/tenure/store/redisstore/redisstoretest"
 )
 
 func TestParseServers(t *testing.T) {
@@ -162,10 +160,10 @@ func serveAndRelease(t *testing.T, o *storeurl.Opened, ttl time.Duration) {
 
 func TestOpenRedis(t *testing.T) {
 	t.Parallel()
-	client := redisstoretest.Client(t)
-	prefix := redisstoretest.Prefix(t, client)
+	client := testserver.RedisClient(t)
+	prefix := testserver.RedisPrefix(t, client)
 
-	tg, err := storeurl.Parse(withParam(t, redisstoretest.URL(), storeurl.ParamPrefix, prefix))
+	tg, err := storeurl.Parse(withParam(t, testserver.RedisURL(), storeurl.ParamPrefix, prefix))
 	require.NoError(t, err)
 	require.Equal(t, prefix, tg.Redis.KeyPrefix)
 	o, err := tg.Open(t.Context(), storeurl.Options{})
@@ -186,7 +184,7 @@ func TestOpenRedis(t *testing.T) {
 
 func TestOpenEtcd(t *testing.T) {
 	t.Parallel()
-	srv := etcdtest.Own(t)
+	srv := testserver.OwnEtcd(t)
 	prefix := testutil.UniqueName(t) + "/"
 	tg, err := storeurl.Parse("etcd://" + strings.TrimPrefix(srv.Endpoint, "http://") + "?tenure_prefix=" + prefix)
 	require.NoError(t, err)

@@ -16,9 +16,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tenure-dev/tenure/cmd/tenure/internal/storeurl"
+	"github.com/tenure-dev/tenure/internal/testserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/store/pgstore"
-	"github.com/tenure-dev/tenure/store/pgstore/pgstoretest"
 )
 
 func TestMain(m *testing.M) { testutil.VerifyTestMain(m) }
@@ -287,12 +287,12 @@ func pgURL(t *testing.T, userinfo *url.Userinfo, host string, params map[string]
 func TestOpenPostgres(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	owner := pgstoretest.Pool(t, pgx.QueryExecModeCacheStatement, "")
+	owner := testserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")
 
 	t.Run("MigrateAndServe", func(t *testing.T) {
 		t.Parallel()
 		schema := testutil.UniqueName(t)
-		t.Cleanup(func() { pgstoretest.DropSchema(t, owner, schema) })
+		t.Cleanup(func() { testserver.PostgresDropSchema(t, owner, schema) })
 		tg, err := storeurl.Parse(pgURL(t, nil, "", map[string]string{"tenure_schema": schema, "tenure_prefix": "x_"}))
 		require.NoError(t, err)
 		require.Equal(t, pgstore.Config{Schema: schema, TablePrefix: "x_"}, tg.PG)
