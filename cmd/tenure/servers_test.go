@@ -39,9 +39,7 @@ func TestServerStores(t *testing.T) {
 	})
 	t.Run("Consul", func(t *testing.T) {
 		t.Parallel()
-		agent, err := consulstoretest.StartAgent()
-		testutil.NeedServer(t, "Consul", err)
-		t.Cleanup(func() { require.NoError(t, agent.Stop()) })
+		agent := testserver.OwnConsul(t)
 		// Without the agent's session_ttl_min in the URL, a short TTL is
 		// refused before anything is contacted.
 		short := run(t, testEnv(t), "run", "--name", "nightly", "--ttl", "2s", "--store", "consul://"+agent.HTTPAddr, "--", "true")

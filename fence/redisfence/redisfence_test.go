@@ -290,7 +290,7 @@ func TestUnavailable(t *testing.T) {
 	f, err := redisfence.New(redisfence.Config{})
 	require.NoError(t, err)
 	require.NoError(t, f.Check(t.Context(), c, "r", 1))
-	srv.Stop()
+	srv.Kill()
 
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()

@@ -337,9 +337,7 @@ func TestNewRefusesBadInput(t *testing.T) {
 // keeps trying until its context ends.
 func TestUnavailableWhenAgentGone(t *testing.T) {
 	t.Parallel()
-	agent, err := consulstoretest.StartAgent()
-	testutil.NeedServer(t, "consul agent (set "+testserver.ConsulBinEnv+")", err)
-	t.Cleanup(func() { _ = agent.Stop() })
+	agent := testserver.OwnConsul(t)
 	s, err := consulstore.New(agent.Client(t), consulstore.Config{MinSessionTTL: testserver.ConsulSessionTTLMin})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Close() })

@@ -336,7 +336,7 @@ func TestRestartWithoutPersistence(t *testing.T) {
 	require.ErrorAs(t, err, &heldErr)
 	require.Equal(t, held.Token, heldErr.Token, "the follower has seen the holder's token")
 
-	srv.Restart(t)
+	require.NoError(t, srv.Restart(t.Context()))
 
 	rs, err := leader.Renew(ctx, []store.RenewParams{{Name: "job", Holder: a, Token: held.Token, Seq: held.Seq, TTL: time.Minute}})
 	require.NoError(t, err)
@@ -358,7 +358,7 @@ func TestRestartWithoutPersistence(t *testing.T) {
 	// A second crash. A store made now has seen no token: it cannot tell
 	// that the counter went backwards, and hands out a token that was
 	// handed out before. This is what appendfsync always prevents.
-	srv.Restart(t)
+	require.NoError(t, srv.Restart(t.Context()))
 	newcomer := newStore(t, c, prefix)
 	reused := acquire(t, newcomer, "job", b, time.Minute)
 	require.LessOrEqual(t, reused.Token, next.Token, "a store without memory of the lost tokens cannot detect their reuse")
@@ -382,7 +382,7 @@ func TestRestartWithAppendfsyncAlways(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, rs[0].Renewed)
 
-	srv.Restart(t)
+	require.NoError(t, srv.Restart(t.Context()))
 
 	fresh := newStore(t, c, prefix)
 	r, err := fresh.Get(ctx, "job")
@@ -471,7 +471,7 @@ func TestListenReconnects(t *testing.T) {
 		s := newStore(t, srv.Client(t), "tenure_test:"+testutil.UniqueName(t)+":")
 		r := listen(t, s)
 		awaitListening(t, s, r)
-		srv.Restart(t)
+		require.NoError(t, srv.Restart(t.Context()))
 		awaitListening(t, s, r)
 		require.GreaterOrEqual(t, r.Count(""), 2, "each subscription is announced with the empty name")
 	})
@@ -490,7 +490,7 @@ func TestUnavailable(t *testing.T) {
 		t.Cleanup(func() { _ = c.Close() })
 		s := newStore(t, c, "tenure_test:"+testutil.UniqueName(t)+":")
 		g := acquire(t, s, "job", testutil.Holder(t, "a"), time.Minute)
-		srv.Stop()
+		srv.Kill()
 		requireUnavailable(t, s, g, 5*time.Second)
 	})
 

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tenure-dev/tenure/internal/testserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
 )
 
@@ -101,13 +102,13 @@ func needBackend(t *testing.T, b string) {
 	}
 	switch b {
 	case "redis":
-		_, err := binary(RedisBinEnv, "redis-server")
+		_, err := testserver.RedisBinary()
 		testutil.NeedServer(t, "redis-server ("+RedisBinEnv+")", err)
 	case "etcd":
-		_, err := binary(EtcdBinEnv, "etcd")
+		_, err := testserver.EtcdBinary()
 		testutil.NeedServer(t, "etcd ("+EtcdBinEnv+")", err)
 	case "consul":
-		_, err := binary(ConsulBinEnv, "consul")
+		_, err := testserver.ConsulBinary()
 		testutil.NeedServer(t, "consul ("+ConsulBinEnv+")", err)
 	}
 }

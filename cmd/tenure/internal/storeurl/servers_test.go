@@ -203,9 +203,7 @@ func TestOpenEtcd(t *testing.T) {
 
 func TestOpenConsul(t *testing.T) {
 	t.Parallel()
-	agent, err := consulstoretest.StartAgent()
-	testutil.NeedServer(t, "Consul", err)
-	t.Cleanup(func() { require.NoError(t, agent.Stop()) })
+	agent := testserver.OwnConsul(t)
 	prefix := testutil.UniqueName(t) + "/"
 	tg, err := storeurl.Parse("consul://" + agent.HTTPAddr + "?tenure_session_ttl_min=500ms&tenure_prefix=" + prefix)
 	require.NoError(t, err)

@@ -1,0 +1,42 @@
+// Package testserver gives tenure's tests the real servers they run
+// against, and the chaos harness the servers it crashes. It is for tests
+// and the chaos harness only: the library and the tenure command must
+// never import it.
+//
+// # One launcher
+//
+// [Start] runs one server process: it logs the process's output to a file
+// in the server's data directory, waits until [Config.Ready] says the
+// server answers as itself (not some other process on the same port), and
+// makes sure the process cannot outlive the test binary: it runs in a
+// process group of its own that [Process.Kill] kills as a whole, and on
+// Linux the kernel kills it when the test binary dies (Pdeathsig).
+// [Process.Restart] starts it again on the same ports with the same data;
+// [Process.Stop] kills it and removes its data. [Binary] finds a server
+// binary and says how to get one; [OnFreePorts] retries a start on fresh
+// ports when another process took one first.
+//
+// # The servers
+//
+//   - PostgreSQL (postgres.go): the machine's server at
+//     [testutil.PostgresURL]; [PostgresPool], [PostgresSchema],
+//     [PostgresRole] and friends give each test its own schema and role.
+//   - Redis (redis.go): the machine's server at [RedisURL] for most
+//     tests, whose keys a test keeps under a [RedisPrefix] of its own;
+//     [OwnRedis] starts a redis-server a test may crash and restart.
+//   - etcd (etcd.go) and Consul (consul.go): started from
+//     $TENURE_ETCD_BIN and $TENURE_CONSUL_BIN (or etcd and consul on PATH;
+//     tools/etcd/ensure.sh and tools/consul/ensure.sh build them). A
+//     package's TestMain calls [Main] to share one server among its tests
+//     ([SharedEtcd], [SharedConsul]); a test that stops or restarts its
+//     server starts its own ([OwnEtcd], [OwnConsul]).
+//
+// When a server is unreachable or its binary is missing, the test skips,
+// or fails when the environment variable CI is set
+// ([testutil.NeedServer]), so CI can never pass on zero tests.
+//
+// # Conformance harnesses
+//
+// [PostgresHarness], [RedisHarness] and [ConsulHarness] adapt those
+// servers to [storetest.Harness].
+package testserver

@@ -1,0 +1,101 @@
+package testserver
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/tenure-dev/tenure/internal/testutil"
+)
+
+// Servers names the servers [Main] starts for a package's tests to share.
+type Servers struct {
+	// Etcd starts one etcd server, for [SharedEtcd].
+	Etcd bool
+	// Consul starts one Consul dev agent, for [SharedConsul].
+	Consul bool
+}
+
+// shared holds what [Main] started, or why it could not.
+var shared struct {
+	main      bool // Main runs
+	servers   Servers
+	etcd      *Etcd
+	etcdErr   error
+	consul    *Consul
+	consulErr error
+}
+
+// Main runs a test package's tests: it starts the servers named, runs the
+// tests, stops the servers, fails the run if goroutines leaked (goleak, as
+// [testutil.VerifyTestMain] does, but after the servers are stopped) and
+// exits. Call it from TestMain:
+//
+//	func TestMain(m *testing.M) { testserver.Main(m, testserver.Servers{Etcd: true}) }
+//
+// A server that cannot start is not an error here: [SharedEtcd] and
+// [SharedConsul] report it to each test that asks.
+func Main(m *testing.M, servers Servers) {
+	goleak.VerifyTestMain(mainRun{m: m, servers: servers})
+}
+
+// mainRun runs the tests between the start and the stop of the shared
+// servers, so they are gone before goleak looks for leaks.
+type mainRun struct {
+	m       *testing.M
+	servers Servers
+}
+
+func (r mainRun) Run() int {
+	shared.main, shared.servers = true, r.servers
+	ctx := context.Background()
+	if r.servers.Etcd {
+		shared.etcd, shared.etcdErr = StartEtcd(ctx, EtcdConfig{})
+		if shared.etcd != nil {
+			defer stopShared("etcd", shared.etcd.Process)
+		}
+	}
+	if r.servers.Consul {
+		shared.consul, shared.consulErr = StartConsul(ctx, ConsulConfig{})
+		if shared.consul != nil {
+			defer stopShared("consul", shared.consul.Process)
+		}
+	}
+	return r.m.Run()
+}
+
+func stopShared(name string, p *Process) {
+	if err := p.Stop(); err != nil {
+		fmt.Fprintf(os.Stderr, "testserver: stop the shared %s: %v\n", name, err)
+	}
+}
+
+// needShared stops tb unless Main runs and was asked for the server.
+func needShared(tb testing.TB, asked bool, field string) {
+	tb.Helper()
+	if !shared.main || !asked {
+		tb.Fatalf("testserver: no shared server: the package's TestMain must call testserver.Main(m, testserver.Servers{%s: true})", field)
+	}
+}
+
+// SharedEtcd returns the etcd server [Main] started. When it could not
+// start it stops tb through [testutil.NeedServer]: a skip, or a failure
+// when CI is set.
+func SharedEtcd(tb testing.TB) *Etcd {
+	tb.Helper()
+	needShared(tb, shared.servers.Etcd, "Etcd")
+	testutil.NeedServer(tb, "etcd", shared.etcdErr)
+	return shared.etcd
+}
+
+// SharedConsul returns the Consul agent [Main] started. When it could not
+// start it stops tb through [testutil.NeedServer].
+func SharedConsul(tb testing.TB) *Consul {
+	tb.Helper()
+	needShared(tb, shared.servers.Consul, "Consul")
+	testutil.NeedServer(tb, "consul agent", shared.consulErr)
+	return shared.consul
+}
