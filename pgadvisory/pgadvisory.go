@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -13,7 +12,8 @@ import (
 	"github.com/tenure-dev/tenure/store"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/tenure-dev/tenure/internal/pgkit"
 )
 
 // MaxKeyLen is the longest key, in bytes.
@@ -229,7 +229,7 @@ func validate(nilConn bool, what, key string) error {
 // anything is sent.
 func notAttempted(ctx context.Context, op, key string) error {
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("pgadvisory: %s %q not attempted: %w: %w", op, key, store.ErrUnavailable, err)
+		return errs.NotAttempted(fmt.Sprintf("%s %q", op, key), err)
 	}
 	return nil
 }
@@ -248,11 +248,7 @@ func sessionError(ctx context.Context, conn *pgx.Conn, op, key string, err error
 // the statement never ran (a failed transaction, a parse, plan or
 // permission error) or the wait was given up (lock_timeout, deadlock).
 func notTaken(err error) bool {
-	var pgErr *pgconn.PgError
-	if !errors.As(err, &pgErr) {
-		return false
-	}
-	switch code := pgErr.Code; {
+	switch code := pgkit.Code(err); {
 	case code == "25P02", code == "55P03", code == "40P01":
 		return true
 	case len(code) == 5 && code[:2] == "42":
@@ -261,23 +257,23 @@ func notTaken(err error) bool {
 	return false
 }
 
+// errs classifies what is not pgadvisory's own. The package keeps no
+// objects, so no error means "not migrated".
+var errs = pgkit.Interpreter{Owner: "pgadvisory"}
+
 // interpretError is the one place where errors from pgx become tenure's
-// errors.
+// errors: a lock_timeout is the lock held by another session, a failed
+// transaction must be rolled back, and the rest is [pgkit.Interpreter.Error]
+// (transport errors and "not now" SQLSTATEs match [store.ErrUnavailable]).
 func interpretError(op, key string, err error) error {
-	var pgErr *pgconn.PgError
-	if !errors.As(err, &pgErr) {
-		return fmt.Errorf("pgadvisory: %s %q: %w: %w", op, key, store.ErrUnavailable, err)
-	}
-	switch code := pgErr.Code; {
-	case code == "55P03":
+	switch pgkit.Code(err) {
+	case "55P03":
 		// lock_timeout ran out while waiting: another session holds it.
 		return fmt.Errorf("%w (lock_timeout ran out while waiting)", &HeldError{Key: key, ID: ID(key)})
-	case code == "25P02":
+	case "25P02":
 		return fmt.Errorf("pgadvisory: %s %q: the transaction had already failed; roll it back and start again: %w", op, key, err)
-	case len(code) == 5 && (code[:2] == "08" || code[:2] == "40" || code[:2] == "53" || code[:2] == "57" || code[:2] == "58"):
-		return fmt.Errorf("pgadvisory: %s %q: %w: %w", op, key, store.ErrUnavailable, err)
 	}
-	return fmt.Errorf("pgadvisory: %s %q: %w", op, key, err)
+	return errs.Error(fmt.Sprintf("%s %q", op, key), err)
 }
 
 // closeConn ends conn's session, which releases every session lock it

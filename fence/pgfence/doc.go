@@ -39,6 +39,31 @@
 // tenure_). For a store configured otherwise, make a [Fencer] with [New]
 // from the same [pgstore.Config].
 //
+// # database/sql
+//
+// With database/sql (and sqlx, GORM or ent on top of it) over pgx's stdlib
+// driver, wrap the *sql.Tx with [SQL]: every helper that takes a [Querier]
+// then runs in it, with the same SQL and the same errors. [StrictSQLTx] is
+// [StrictTx] for a *sql.DB or *sql.Conn.
+//
+//	tx, err := db.BeginTx(ctx, nil) // db := stdlib.OpenDBFromPool(pool), or sql.Open("pgx", url)
+//	if err != nil {
+//		return err
+//	}
+//	defer tx.Rollback()
+//	if err := pgfence.CheckLease(ctx, pgfence.SQL(tx), "billing", lease.Token()); err != nil {
+//		return err // errors.Is(err, store.ErrFenced)
+//	}
+//	if _, err := tx.ExecContext(ctx, "UPDATE invoices SET ..."); err != nil {
+//		return err
+//	}
+//	return tx.Commit()
+//
+// Other drivers (lib/pq) run the same SQL, but pgfence cannot read their
+// errors: a refusal then matches [store.ErrUnavailable] instead of
+// [store.ErrFenced]. Either way the write must be rolled back; use pgx's
+// stdlib driver to tell the two apart.
+//
 // # Errors
 //
 //   - A refusal matches [store.ErrFenced]; errors.As finds a

@@ -2,7 +2,6 @@ package pgfence
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"unicode/utf8"
 
@@ -203,8 +202,34 @@ func (f *Fencer) CheckLeaseStrict(ctx context.Context, q Querier, c Chain) (int6
 // the tenure (the cheap side). fn's error rolls the transaction back and is
 // returned as is; a refused check is the [store.ErrFenced] of
 // [Fencer.CheckLeaseStrict]: stop working under this tenure.
-func (f *Fencer) StrictTx(ctx context.Context, db Beginner, l *tenure.Lease, fn func(ctx context.Context, tx pgx.Tx) error) (err error) {
-	if db == nil || l == nil || fn == nil {
+func (f *Fencer) StrictTx(ctx context.Context, db Beginner, l *tenure.Lease, fn func(ctx context.Context, tx pgx.Tx) error) error {
+	if db == nil || fn == nil {
+		return fmt.Errorf("pgfence: strict transaction: %w: db, lease and fn are required", store.ErrInvalid)
+	}
+	return f.strict(ctx, l, func(ctx context.Context) (txn, error) {
+		tx, err := db.Begin(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return pgxTxn{tx}, nil
+	}, func(ctx context.Context, tx txn) error { return fn(ctx, tx.(pgxTxn).Tx) })
+}
+
+// txn is a transaction the strict bookkeeping runs in: pgx's or
+// database/sql's.
+type txn interface {
+	Querier
+	Commit(ctx context.Context) error
+	Rollback(ctx context.Context) error
+}
+
+type pgxTxn struct{ pgx.Tx }
+
+// strict is the bookkeeping of [Fencer.StrictTx] and [Fencer.StrictSQLTx]:
+// begin a chain write, begin the transaction, check, run fn, commit, and
+// tell the chain write how it ended.
+func (f *Fencer) strict(ctx context.Context, l *tenure.Lease, begin func(context.Context) (txn, error), fn func(context.Context, txn) error) (err error) {
+	if l == nil {
 		return fmt.Errorf("pgfence: strict transaction: %w: db, lease and fn are required", store.ErrInvalid)
 	}
 	w, err := l.BeginChainWrite()
@@ -219,11 +244,11 @@ func (f *Fencer) StrictTx(ctx context.Context, db Beginner, l *tenure.Lease, fn 
 			w.Abort()
 		}
 	}()
-	tx, err := db.Begin(ctx)
+	tx, err := begin(ctx)
 	if err != nil {
 		return interpretError("begin strict transaction", w.Name(), w.Token(), err)
 	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }() // After Commit a no-op; after a failure the failure is the error to report.
 	seq, err := f.CheckLeaseStrict(ctx, tx, w)
 	if err != nil {
 		return err
@@ -255,60 +280,4 @@ func validate(q Querier, what, s string, tok store.Token) error {
 		return fmt.Errorf("%w: token %d for %s %q must be positive", store.ErrInvalid, tok, what, s)
 	}
 	return nil
-}
-
-// SQLSTATEs the fence functions raise.
-const (
-	codeStaleToken   = "TF001" // fence: a greater token was recorded
-	codeLeaseNotHeld = "TF002" // check_lease: not held with this token
-	codeChainMoved   = "TF003" // check_lease_strict: holder or seq mismatch
-)
-
-// interpretError is the one place where errors of the fence functions
-// become tenure's errors. subject is the resource or lease name the call
-// was about, offered the token it carried.
-func interpretError(op, subject string, offered store.Token, err error) error {
-	if err == nil {
-		return nil
-	}
-	var pgErr *pgconn.PgError
-	if !errors.As(err, &pgErr) {
-		return fmt.Errorf("pgfence: %s: %w (the transaction's outcome is unknown; roll it back): %w",
-			op, store.ErrUnavailable, err)
-	}
-	switch pgErr.Code {
-	case codeStaleToken:
-		var recorded, off int64
-		if _, scanErr := fmt.Sscanf(pgErr.Detail, "recorded=%d offered=%d", &recorded, &off); scanErr != nil {
-			recorded = 0
-		}
-		return fmt.Errorf("pgfence: %s: roll back and stop working under this token: %w", op,
-			&store.FencedError{Resource: subject, Offered: offered, Recorded: store.Token(recorded)})
-	case codeLeaseNotHeld:
-		var current, off int64
-		var state string
-		if _, scanErr := fmt.Sscanf(pgErr.Detail, "current=%d offered=%d state=%s", &current, &off, &state); scanErr != nil {
-			state = "not held with this token"
-		}
-		return fmt.Errorf("pgfence: %s: the lease is %s; roll back and stop working under this token: %w", op, state,
-			&store.FencedError{Resource: "lease:" + subject, Offered: offered, Recorded: store.Token(current)})
-	case codeChainMoved:
-		var current, off, curSeq, offSeq int64
-		if _, scanErr := fmt.Sscanf(pgErr.Detail, "current=%d offered=%d current_seq=%d offered_seq=%d",
-			&current, &off, &curSeq, &offSeq); scanErr != nil {
-			current = int64(offered)
-		}
-		return fmt.Errorf("pgfence: %s: the renewal chain is at seq %d, not %d: a clone of this holder wrote first, or a reply was lost; roll back and stand down: %w",
-			op, curSeq, offSeq, &store.FencedError{Resource: "lease:" + subject, Offered: offered, Recorded: store.Token(current)})
-	case "3F000", "42P01", "42703", "42883":
-		return fmt.Errorf("pgfence: %s: %w: the fence functions are missing; run `tenure migrate` (or pgstore.Store.Migrate) for this schema and prefix: %w",
-			op, store.ErrNotMigrated, err)
-	case "42501":
-		return fmt.Errorf("pgfence: %s: permission denied; grant this role what pgstore.Config.GrantSQL prints: %w", op, err)
-	}
-	switch pgErr.Code[:min(2, len(pgErr.Code))] {
-	case "08", "40", "53", "57", "58":
-		return fmt.Errorf("pgfence: %s: %w (roll the transaction back and retry): %w", op, store.ErrUnavailable, err)
-	}
-	return fmt.Errorf("pgfence: %s: %w", op, err)
 }
