@@ -5,6 +5,80 @@
 //	store, err := pgstore.New(pool, pgstore.Config{})
 //	err = store.Migrate(ctx) // once, as the schema's owner; or `tenure migrate`
 //
+// # Clock
+//
+// The store owns time (promise P1): every expiry decision is taken by the
+// server's clock_timestamp() inside the statement that acts on it, never by
+// the client's clock and never by now(), which is the transaction's start
+// time (the fence functions, which run inside the caller's longer
+// transaction, use clock_timestamp() too). Expiry times are stored as
+// timestamptz, so the clock is the server's wall clock, not a monotonic
+// one: see Failure modes. Remaining times are reported by that clock, to
+// the microsecond; the client never compares its own clock with the
+// server's, it counts the reported remaining time down on its monotonic
+// clock.
+//
+// # Tokens
+//
+// Every new tenure draws its token from the sequence <prefix>token_seq with
+// nextval, after the lease row is locked, so a token is greater than every
+// token handed out before it for that name (promise P2), whatever happened
+// to the row: rows are never deleted, and a release keeps the token.
+// Renewals keep the token and advance the renewal seq. The sequence burns
+// values on failed acquisitions; tokens only need to grow, not to be dense.
+// One sequence serves every lease of a prefix, so tokens of different names
+// are comparable but mean nothing across names.
+//
+// # Notifications
+//
+// Releases and acquisitions are announced with pg_notify on
+// [Objects.Channel] (schema.prefixleases, or a hash of both when that is
+// longer than 63 bytes), with the lease name as payload, in the same
+// statement, so a notification is sent exactly when the change commits.
+// Expiry is not announced: nothing runs at the moment a lease expires.
+// [Store.Listen] holds one connection of its own and reconnects with backoff
+// (50 ms growing to 5 s) when it dies, and calls notify with the empty name
+// after every LISTEN, since what was announced in between is lost.
+// Notifications are an optimisation only: one lost while reconnecting
+// delays a follower until the expiry it was told.
+//
+// # Failure modes
+//
+//   - A statement whose reply does not arrive (connection cut after the
+//     commit, context deadline, server shutdown) fails with an error
+//     matching [store.ErrUnavailable]: it may have been applied. The client
+//     treats the outcome as unknown (promise P3); the renewal chain (seq)
+//     then tells a lost reply from a clone.
+//   - Serialization failures, deadlocks, a read-only standby and too many
+//     connections are [store.ErrUnavailable] too; a renewal that hits one
+//     was not applied, but the client cannot know that in general.
+//   - The server's wall clock decides expiry. A forward step of that clock
+//     (a manual set, an NTP step, a VM resumed from a pause) expires every
+//     lease early by the size of the step: another process can take a lease
+//     over, with a new token, while the holder still trusts its old token
+//     until its next renewal is refused, at most one renew interval later
+//     (TTL/3 by default). Fencing covers that window: [pgfence]'s
+//     CheckLease judges expiry by the same clock and refuses the old token
+//     at once, and Fence refuses it once the new holder wrote. A backward
+//     step makes leases last longer, so a dead holder's lease is taken over
+//     late. Run the server with a slewing clock (chrony, ntpd without
+//     stepping) and no big corrections.
+//   - Tokens and leases are as durable as the database's commits. With
+//     asynchronous replication a failover can lose the last commits: the
+//     last token bump (the sequence's nextval and the lease row that carries
+//     it) may be gone on the new primary, which may then hand an equal
+//     token to another holder, and forgets a release or a takeover. Two
+//     holders can then carry equal tokens, which no fence tells apart.
+//     Use synchronous replication (synchronous_commit = on, or remote_apply,
+//     with synchronous_standby_names) when leases must survive a failover.
+//   - A lease row locked by a fenced transaction ([pgfence], or the
+//     functions below called from SQL) makes renewals, releases and
+//     takeovers of that lease wait for it to end. Keep fenced transactions
+//     short next to the TTL.
+//   - A call on a schema that was never migrated fails with
+//     [store.ErrNotMigrated]; a role without the grants [Config.GrantSQL]
+//     lists fails with permission denied.
+//
 // # Schema
 //
 // [Store.Migrate] applies the embedded migrations (migrations/NNN_name.up.sql)
@@ -36,27 +110,6 @@
 // no DDL, no DELETE. A call on a schema that was never migrated fails with
 // an error matching [store.ErrNotMigrated].
 //
-// # Clock
-//
-// The store owns time (promise P1): every expiry decision is taken by the
-// server's clock_timestamp() inside the statement that acts on it, never by
-// the client's clock and never by now(), which is the transaction's start
-// time. Remaining times are reported by that clock, to the microsecond.
-//
-// # Tokens
-//
-// Every new tenure draws its token from the sequence with nextval, after
-// the lease row is locked, so a token is greater than every token handed out
-// before it for that name (promise P2), whatever happened to the row. Renewals
-// keep the token and advance seq. The sequence burns values on failed
-// acquisitions; tokens only need to grow, not to be dense.
-//
-// A sequence is not replicated synchronously unless the database is:
-// after a failover to an asynchronous standby, the last tokens handed out
-// (and the leases that carry them) may be lost and handed out again. Run
-// PostgreSQL with synchronous replication (synchronous_commit = on with
-// synchronous_standby_names) when leases must survive a failover.
-//
 // # Operations
 //
 // [Store.Acquire] is one INSERT … ON CONFLICT DO UPDATE … WHERE (released or
@@ -65,31 +118,6 @@
 // when it races with the first ever insert of the same name). [Store.Renew]
 // renews a whole batch with one UPDATE over unnest'ed arrays: one round trip
 // per call. [Store.Release] expires the lease now and keeps its row.
-//
-// # Notifications
-//
-// Releases and acquisitions are announced with pg_notify on
-// [Objects.Channel] (schema.prefixleases, or a hash of both when that is
-// longer than 63 bytes), with the lease name as payload, in the same
-// statement, so a notification is sent exactly when the change commits.
-// [Store.Listen] holds one connection of its own and reconnects with backoff
-// when it dies. Notifications are an optimisation only: one lost while
-// reconnecting delays a follower until the expiry it was told.
-//
-// # Failure modes
-//
-//   - A statement whose reply does not arrive (connection cut after the
-//     commit, context deadline, server shutdown) fails with an error
-//     matching [store.ErrUnavailable]: it may have been applied. The client
-//     treats the outcome as unknown (promise P3); the renewal chain (seq)
-//     then tells a lost reply from a clone.
-//   - Serialization failures, deadlocks, a read-only standby and too many
-//     connections are [store.ErrUnavailable] too; a renewal that hits one
-//     was not applied, but the client cannot know that in general.
-//   - A lease row locked by a fenced transaction ([pgfence], or the
-//     functions below called from SQL) makes renewals, releases and
-//     takeovers of that lease wait for it to end. Keep fenced transactions
-//     short next to the TTL.
 //
 // # Fence functions
 //
