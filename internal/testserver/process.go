@@ -42,7 +42,8 @@ type Config struct {
 	Name string
 	// Bin is the binary, as [Binary] found it.
 	Bin string
-	// Args are the binary's arguments, the same at every (re)start.
+	// Args are the binary's arguments, the same at every (re)start. The
+	// process runs in Dir.
 	Args []string
 	// Dir is the server's data directory, which the caller made (with
 	// [os.MkdirTemp]). From the call to [Start] on the process owns it:
@@ -144,6 +145,7 @@ func (p *Process) launch(ctx context.Context) error {
 		return fmt.Errorf("testserver: %s log: %w", p.cfg.Name, err)
 	}
 	cmd := exec.Command(p.cfg.Bin, p.cfg.Args...)
+	cmd.Dir = p.cfg.Dir
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = sysProcAttr()
 	err = startProcess(cmd)
