@@ -10,10 +10,10 @@
 //	defer st.Close()
 //	client, err := tenure.New(st, tenure.Config{})
 //
-// [Store] implements [store.Store] and [store.Lister]. Every write
-// (acquire, a whole renew batch, release) is one transaction begun
-// IMMEDIATE, so it holds the file's write lock from its first read to its
-// commit and processes sharing the file take turns. The file is in WAL
+// [Store] implements [store.Store], [store.Notifier] and [store.Lister].
+// Every write (acquire, a whole renew batch, release) is one transaction
+// begun IMMEDIATE, so it holds the file's write lock from its first read to
+// its commit and processes sharing the file take turns. The file is in WAL
 // journal mode (readers never wait for the writer) with synchronous=FULL
 // (a committed token survives power loss).
 //
@@ -25,34 +25,10 @@
 // for processes on one machine sharing one local file. Do not put the file
 // on a network file system or share it between hosts or containers with
 // different clocks: SQLite's locking is not reliable there, and two clocks
-// break the single-clock premise of promise P1.
+// break the single-clock premise of promise P1. What a step of that clock
+// does is under Failure modes.
 //
-// The wall clock can be stepped (by an administrator, by NTP at boot, by a
-// VM restored from a snapshot). What a step does:
-//
-//   - A forward step by J shortens every lease at the store by J. A lease
-//     with less than J remaining expires at once and another process may
-//     acquire it, with a greater token. Its old holder keeps its own local
-//     deadline on the monotonic clock, which the step does not move, so for
-//     up to one TTL (minus the safety margin) after its last renewal two
-//     processes believe they lead. Fencing keeps the resource correct: once
-//     the new holder's token is recorded at a fence, the old holder's writes
-//     are refused with [store.ErrFenced]; writes the old holder made before
-//     that are ordered before the new tenure. Side effects that check no
-//     token may happen twice in that window. The old holder learns of the
-//     takeover at its next renewal (the token no longer matches), or sooner
-//     when its suspension detector sees wall and monotonic time diverge.
-//   - A backward step by J lengthens every lease at the store by J. Nobody
-//     leads longer than it believes (holders stand down on their monotonic
-//     deadline, promise P1), but a lease whose holder died stays blocked for
-//     up to TTL + J, and followers are told a remaining time J too long. It
-//     costs availability, never safety.
-//
-// Tokens do not depend on the clock, so neither step makes a token repeat
-// or go down. The AcquiredAt of a [store.Record] is read off the same clock and may
-// look out of order after a step; nothing decides on it.
-//
-// # Token source
+// # Tokens
 //
 // Tokens come from a single counter row, tenure_counter, created by the
 // first migration and never deleted or lowered (triggers refuse both). A
@@ -60,7 +36,8 @@
 // increasing across all lease names, across releases, expiries and
 // deleted lease rows, and across restarts of every process (promise P2).
 // Renewals keep the token and advance seq (promise P6). Release expires the
-// lease at once and keeps both the lease row and the counter.
+// lease at once and keeps both the lease row and the counter. Tokens do not
+// depend on the clock, so no clock step makes a token repeat or go down.
 //
 // Deleting the file, or restoring an older copy of it, restarts or rewinds
 // the counter: tokens handed out afterwards can repeat earlier ones. Fences
@@ -68,12 +45,61 @@
 // kept elsewhere refuse the repeated tokens until they are reset by hand.
 // Treat the file as state, not cache.
 //
-// # Notify
+// # Notifications
 //
-// None: the store does not implement [store.Notifier]. A follower whose
-// [Store.Acquire] fails gets a [*store.HeldError] with the remaining time
-// by the store's clock and retries at that expiry; a release therefore
-// reaches followers at their next aligned retry, not at once.
+// SQLite cannot push, so [Store.Listen] polls, cheaply: every
+// [Config.PollInterval] (default [DefaultPollInterval], 10 ms) it reads
+// PRAGMA data_version on a connection of its own, which reads no table and
+// moves only when another connection, of this process or another, has
+// committed. Each new tenure and each release stamps its lease with the
+// next value of a change counter kept in the counter row; after a commit
+// the listener reads the leases stamped since the last poll and reports
+// their names in order. Renewals are not announced. A follower campaigning
+// through a [github.com/tenure-dev/tenure.Client] thus takes over within about one poll interval
+// of a release, in this process or another, instead of at the expiry it
+// was told; a poll costs a few microseconds, about 0.1% of one core per
+// listener at the default interval. Notifications remain an optimisation:
+// a follower that misses one still retries at the expiry.
+//
+// # Failure modes
+//
+//   - A forward step of the host clock by J shortens every lease at the
+//     store by J: a lease with less than J remaining expires at once and
+//     another process may acquire it, with a greater token, while its old
+//     holder, whose local deadline runs on the monotonic clock that the
+//     step does not move, keeps trusting its token for up to one renew
+//     interval, until its next renewal finds the lease taken (up to its
+//     local deadline if that renewal fails), or until its suspension
+//     detector sees wall and monotonic time diverge. This is the expensive
+//     side: for that window two processes believe they lead. Fencing keeps
+//     the resource correct (once the new holder's token is recorded at a
+//     fence, the old holder's writes are refused with [store.ErrFenced]);
+//     side effects that check no token may happen twice.
+//   - A backward step by J lengthens every lease at the store by J. Nobody
+//     leads longer than it believes (holders stand down on their monotonic
+//     deadline, promise P1), but a lease whose holder died stays blocked for
+//     up to TTL + J, and followers are told a remaining time J too long. It
+//     costs availability, never safety. The AcquiredAt of a [store.Record]
+//     is read off the same clock and may look out of order after a step;
+//     nothing decides on it.
+//   - Another process holds the write lock for longer than
+//     [Config.BusyTimeout]: the call fails with an error matching
+//     [store.ErrUnavailable]. So does a call whose context ends, a full
+//     disk and an I/O error. As the [store.Store] contract says, the
+//     caller treats the outcome as unknown.
+//   - A process that dies mid-transaction leaves nothing half done: SQLite
+//     rolls the transaction back, and its leases expire after their TTL.
+//   - A path that is a directory, a file that is not a SQLite database, or
+//     a directory this user cannot write fails [Open] with an error naming
+//     the path and what to do.
+//   - A file whose schema is newer than this package (PRAGMA user_version
+//     above [SchemaVersion]) fails [Open]; a database missing the tables
+//     fails [Fence] with [store.ErrNotMigrated].
+//   - Losing, replacing or rewinding the file: see Tokens. A listener that
+//     finds the change counter rewound reports the empty name (look again
+//     at everything) and goes on.
+//   - After [Store.Close] every call fails with [store.ErrClosed] and
+//     every Listen returns.
 //
 // # Fencing
 //
@@ -96,23 +122,6 @@
 //		return err
 //	}
 //	return tx.Commit()
-//
-// # Failure modes
-//
-//   - Another process holds the write lock for longer than
-//     [Config.BusyTimeout]: the call fails with an error matching
-//     [store.ErrUnavailable]. So does a call whose context ends, a full
-//     disk and an I/O error. As the [store.Store] contract says, the
-//     caller treats the outcome as unknown.
-//   - A process that dies mid-transaction leaves nothing half done: SQLite
-//     rolls the transaction back, and its leases expire after their TTL.
-//   - A path that is a directory, a file that is not a SQLite database, or
-//     a directory this user cannot write fails [Open] with an error naming
-//     the path and what to do.
-//   - A file whose schema is newer than this package (PRAGMA user_version
-//     above [SchemaVersion]) fails [Open]; a database missing the tables
-//     fails [Fence] with [store.ErrNotMigrated].
-//   - Losing, replacing or rewinding the file: see Token source.
 //
 // Schema changes are applied by [Open] in one IMMEDIATE transaction and
 // versioned with PRAGMA user_version, so several processes may open a new

@@ -26,7 +26,7 @@ func (s *Store) classify(op string, err error) error {
 	if errors.As(err, &held) {
 		return err
 	}
-	if s.closed.Load() {
+	if s.gate.Closed() {
 		// Close raced with the call; whatever broke, the store is closed.
 		return fmt.Errorf("sqlitestore: %s: %w: %w", op, store.ErrClosed, err)
 	}

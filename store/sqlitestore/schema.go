@@ -18,11 +18,12 @@ var migrations embed.FS
 // migrationFiles lists the steps by version; index 0 is version 1.
 var migrationFiles = []string{
 	"001_init.sql",
+	"002_changes.sql",
 }
 
 // SchemaVersion is the PRAGMA user_version of a database this package has
 // migrated.
-const SchemaVersion = 1
+const SchemaVersion = 2
 
 // migrate brings the schema to [SchemaVersion] in one IMMEDIATE transaction:
 // processes that open a fresh file at once queue on the write lock, and each

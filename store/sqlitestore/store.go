@@ -11,9 +11,9 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"sync/atomic"
 	"time"
 
+	"github.com/tenure-dev/tenure/internal/storekit"
 	"github.com/tenure-dev/tenure/store"
 
 	"modernc.org/sqlite"
@@ -23,6 +23,10 @@ import (
 // DefaultBusyTimeout is how long a call waits for another connection or
 // process to finish its write transaction when [Config.BusyTimeout] is zero.
 const DefaultBusyTimeout = 5 * time.Second
+
+// DefaultPollInterval is how often [Store.Listen] looks for commits of
+// other connections when [Config.PollInterval] is zero.
+const DefaultPollInterval = 10 * time.Millisecond
 
 // Config configures [Open]. The zero value is ready to use.
 type Config struct {
@@ -36,6 +40,16 @@ type Config struct {
 	// the price of a slower failure when the file is wedged. The call's
 	// context cuts the wait short as well.
 	BusyTimeout time.Duration
+
+	// PollInterval is how often [Store.Listen] asks SQLite whether another
+	// connection or process has committed (PRAGMA data_version, which
+	// reads no table), and so the longest a follower waits to hear of a
+	// release. Zero means [DefaultPollInterval]; values below 1 ms or
+	// negative are refused. One poll costs a few microseconds of CPU (about
+	// 0.1% of one core per listener at the default); only a poll after a
+	// commit also reads the leases that changed. Longer intervals save
+	// that little CPU at the price of slower handovers.
+	PollInterval time.Duration
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -49,17 +63,24 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("sqlitestore: %w: BusyTimeout (%s) must be at least 1ms; SQLite counts it in milliseconds",
 			store.ErrInvalid, c.BusyTimeout)
 	}
+	switch {
+	case c.PollInterval == 0:
+		c.PollInterval = DefaultPollInterval
+	case c.PollInterval < time.Millisecond:
+		return c, fmt.Errorf("sqlitestore: %w: PollInterval (%s) must be at least 1ms; use 0 for the default of %s",
+			store.ErrInvalid, c.PollInterval, DefaultPollInterval)
+	}
 	return c, nil
 }
 
-// Store is a [store.Store] and [store.Lister] kept in one SQLite file. It
-// is safe for concurrent use by many goroutines and, through the file, by
-// many processes on the same host.
+// Store is a [store.Store], [store.Notifier] and [store.Lister] kept in
+// one SQLite file. It is safe for concurrent use by many goroutines and,
+// through the file, by many processes on the same host.
 type Store struct {
-	db     *sql.DB
-	path   string
-	cfg    Config
-	closed atomic.Bool
+	db   *sql.DB
+	path string
+	cfg  Config
+	gate *storekit.Gate
 	// writeSem lets one of this process's write transactions at a time ask
 	// SQLite for the file's write lock, so goroutines of one process queue
 	// here (for at most the busy timeout, and honouring their contexts)
@@ -68,8 +89,9 @@ type Store struct {
 }
 
 var (
-	_ store.Store  = (*Store)(nil)
-	_ store.Lister = (*Store)(nil)
+	_ store.Store    = (*Store)(nil)
+	_ store.Notifier = (*Store)(nil)
+	_ store.Lister   = (*Store)(nil)
 )
 
 // Open opens the lease database at path, creating the file (mode 0600) and
@@ -95,7 +117,13 @@ func Open(ctx context.Context, path string, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: cannot use path %q: %w", abs, err)
 	}
-	s := &Store{db: sql.OpenDB(connector), path: abs, cfg: cfg, writeSem: make(chan struct{}, 1)}
+	s := &Store{
+		db:       sql.OpenDB(connector),
+		path:     abs,
+		cfg:      cfg,
+		gate:     storekit.NewGate("sqlitestore", "sqlitestore.Open"),
+		writeSem: make(chan struct{}, 1),
+	}
 	if err := s.setup(ctx); err != nil {
 		_ = s.db.Close() // The setup error is the one worth reporting.
 		return nil, err
@@ -225,20 +253,14 @@ func (s *Store) Path() string { return s.path }
 func (s *Store) DB() *sql.DB { return s.db }
 
 // Close closes the store's database handle, the one [Store.DB] returns.
-// Later calls fail with [store.ErrClosed]; a second Close does nothing.
+// Later calls fail with [store.ErrClosed] and every [Store.Listen]
+// returns; a second Close does nothing.
 func (s *Store) Close() error {
-	if s.closed.Swap(true) {
+	if !s.gate.Close() {
 		return nil
 	}
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("sqlitestore: close %q: %w", s.path, err)
-	}
-	return nil
-}
-
-func (s *Store) checkOpen(op string) error {
-	if s.closed.Load() {
-		return fmt.Errorf("sqlitestore: %s: %w", op, store.ErrClosed)
 	}
 	return nil
 }
@@ -331,7 +353,7 @@ func (r row) record(name string, now int64) store.Record {
 
 // Acquire implements [store.Store.Acquire] in one IMMEDIATE transaction.
 func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (store.Grant, error) {
-	if err := s.checkOpen("acquire"); err != nil {
+	if err := s.gate.Check("acquire"); err != nil {
 		return store.Grant{}, err
 	}
 	if err := p.Validate(); err != nil {
@@ -361,9 +383,11 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (store.Grant
 		// lease's own last token keeps P2 even for a counter restored
 		// from an older copy of the file.
 		var tok store.Token
+		var change int64
 		err = tx.QueryRowContext(ctx,
-			`UPDATE tenure_counter SET last_token = max(last_token, ?) + 1 WHERE id = 1 RETURNING last_token`,
-			cur.token).Scan(&tok)
+			`UPDATE tenure_counter SET last_token = max(last_token, ?) + 1, last_change = last_change + 1
+WHERE id = 1 RETURNING last_token, last_change`,
+			cur.token).Scan(&tok, &change)
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("%w: the token counter row is missing from %s", store.ErrNotMigrated, s.path)
 		}
@@ -371,8 +395,8 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (store.Grant
 			return err
 		}
 		_, err = tx.ExecContext(ctx, `INSERT INTO tenure_leases
-    (name, holder_label, holder_instance, token, seq, acquired_at, expires_at, released)
-VALUES (?, ?, ?, ?, 1, ?, ?, 0)
+    (name, holder_label, holder_instance, token, seq, acquired_at, expires_at, released, changed)
+VALUES (?, ?, ?, ?, 1, ?, ?, 0, ?)
 ON CONFLICT (name) DO UPDATE SET
     holder_label = excluded.holder_label,
     holder_instance = excluded.holder_instance,
@@ -380,8 +404,9 @@ ON CONFLICT (name) DO UPDATE SET
     seq = 1,
     acquired_at = excluded.acquired_at,
     expires_at = excluded.expires_at,
-    released = 0`,
-			p.Name, p.Holder.Label, p.Holder.Instance, tok, now, exp)
+    released = 0,
+    changed = excluded.changed`,
+			p.Name, p.Holder.Label, p.Holder.Instance, tok, now, exp, change)
 		if err != nil {
 			return err
 		}
@@ -397,7 +422,7 @@ ON CONFLICT (name) DO UPDATE SET
 // Renew implements [store.Store.Renew]: the whole batch in one IMMEDIATE
 // transaction.
 func (s *Store) Renew(ctx context.Context, ps []store.RenewParams) ([]store.RenewResult, error) {
-	if err := s.checkOpen("renew"); err != nil {
+	if err := s.gate.Check("renew"); err != nil {
 		return nil, err
 	}
 	if err := store.ValidateRenewBatch(ps); err != nil {
@@ -458,14 +483,17 @@ RETURNING seq`)
 
 // Release implements [store.Store.Release] in one IMMEDIATE transaction.
 func (s *Store) Release(ctx context.Context, p store.ReleaseParams) error {
-	if err := s.checkOpen("release"); err != nil {
+	if err := s.gate.Check("release"); err != nil {
 		return err
 	}
 	if err := p.Validate(); err != nil {
 		return fmt.Errorf("sqlitestore: release: %w", err)
 	}
 	return s.writeTx(ctx, "release", func(tx *sql.Tx, now int64) error {
-		res, err := tx.ExecContext(ctx, `UPDATE tenure_leases SET expires_at = ?, released = 1
+		// The lease is stamped with the change counter's next value, which
+		// the counter takes below once the release matched.
+		res, err := tx.ExecContext(ctx, `UPDATE tenure_leases SET expires_at = ?, released = 1,
+    changed = (SELECT last_change + 1 FROM tenure_counter WHERE id = 1)
 WHERE name = ? AND holder_label = ? AND holder_instance = ? AND token = ?
     AND released = 0 AND expires_at > ?`,
 			now, p.Name, p.Holder.Label, p.Holder.Instance, p.Token, now)
@@ -479,13 +507,14 @@ WHERE name = ? AND holder_label = ? AND holder_instance = ? AND token = ?
 		if n == 0 {
 			return fmt.Errorf("lease %q is not held by %s with token %d: %w", p.Name, p.Holder, p.Token, store.ErrNotHeld)
 		}
-		return nil
+		_, err = tx.ExecContext(ctx, `UPDATE tenure_counter SET last_change = last_change + 1 WHERE id = 1`)
+		return err
 	})
 }
 
 // Get implements [store.Store.Get].
 func (s *Store) Get(ctx context.Context, name string) (store.Record, error) {
-	if err := s.checkOpen("get"); err != nil {
+	if err := s.gate.Check("get"); err != nil {
 		return store.Record{}, err
 	}
 	if err := store.ValidateName(name); err != nil {
@@ -505,7 +534,7 @@ func (s *Store) Get(ctx context.Context, name string) (store.Record, error) {
 
 // List implements [store.Lister.List]: every lease, ordered by name.
 func (s *Store) List(ctx context.Context) ([]store.Record, error) {
-	if err := s.checkOpen("list"); err != nil {
+	if err := s.gate.Check("list"); err != nil {
 		return nil, err
 	}
 	rows, err := s.db.QueryContext(ctx, `SELECT name, holder_label, holder_instance, token, seq, acquired_at, expires_at, released

@@ -1,0 +1,84 @@
+package storekit_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tenure-dev/tenure/internal/storekit"
+	"github.com/tenure-dev/tenure/internal/testutil"
+	"github.com/tenure-dev/tenure/store"
+)
+
+func TestMain(m *testing.M) { testutil.VerifyTestMain(m) }
+
+func TestGate(t *testing.T) {
+	t.Parallel()
+	g := storekit.NewGate("kitstore", "kitstore.New")
+	require.NoError(t, g.Check("acquire"))
+	require.NoError(t, g.Begin(t.Context(), "acquire"))
+	done, cancel := context.WithCancel(t.Context())
+	cancel()
+	err := g.Begin(done, "acquire")
+	require.ErrorIs(t, err, store.ErrUnavailable)
+	require.ErrorIs(t, err, context.Canceled)
+	require.Equal(t, "kitstore: acquire not attempted: tenure: store unavailable: context canceled", err.Error())
+
+	require.True(t, g.Close())
+	require.False(t, g.Close(), "only the first Close shuts the gate")
+	require.True(t, g.Closed())
+	require.ErrorIs(t, g.Context().Err(), context.Canceled)
+	err = g.Check("renew")
+	require.ErrorIs(t, err, store.ErrClosed)
+	require.Equal(t, "kitstore: renew on a closed store; create a new one with kitstore.New: tenure: closed", err.Error())
+	require.ErrorIs(t, g.Begin(t.Context(), "get"), store.ErrClosed)
+}
+
+func TestListen(t *testing.T) {
+	t.Parallel()
+
+	t.Run("NilNotify", func(t *testing.T) {
+		t.Parallel()
+		g := storekit.NewGate("kitstore", "kitstore.New")
+		require.ErrorIs(t, g.Listen(t.Context(), nil, func(context.Context, func(string)) { t.Error("loop ran") }), store.ErrInvalid)
+	})
+
+	t.Run("ClosedBefore", func(t *testing.T) {
+		t.Parallel()
+		g := storekit.NewGate("kitstore", "kitstore.New")
+		g.Close()
+		require.ErrorIs(t, g.Listen(t.Context(), func(string) {}, func(context.Context, func(string)) { t.Error("loop ran") }), store.ErrClosed)
+	})
+
+	t.Run("CloseEndsLoop", func(t *testing.T) {
+		t.Parallel()
+		g := storekit.NewGate("kitstore", "kitstore.New")
+		err := g.Listen(t.Context(), func(string) {}, func(ctx context.Context, notify func(string)) {
+			g.Close()
+			<-ctx.Done()
+		})
+		require.ErrorIs(t, err, store.ErrClosed)
+	})
+
+	t.Run("ContextEndsLoop", func(t *testing.T) {
+		t.Parallel()
+		g := storekit.NewGate("kitstore", "kitstore.New")
+		ctx, cancel := context.WithCancel(t.Context())
+		var got []string
+		err := g.Listen(ctx, func(n string) { got = append(got, n) }, func(ctx context.Context, notify func(string)) {
+			notify("")
+			cancel()
+			<-ctx.Done()
+		})
+		require.ErrorIs(t, err, context.Canceled)
+		require.Equal(t, []string{""}, got)
+		require.False(t, g.Closed())
+	})
+
+	t.Run("LoopEndingEarlyIsAnError", func(t *testing.T) {
+		t.Parallel()
+		g := storekit.NewGate("kitstore", "kitstore.New")
+		require.ErrorIs(t, g.Listen(t.Context(), func(string) {}, func(context.Context, func(string)) {}), store.ErrUnavailable)
+	})
+}
