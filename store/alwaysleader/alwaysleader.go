@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/tenure-dev/tenure/internal/storekit"
 	"github.com/tenure-dev/tenure/store"
 )
 
@@ -28,8 +29,9 @@ const MaxReasonLen = 1024
 type Store struct {
 	reason string
 
+	gate *storekit.Gate
+
 	mu     sync.Mutex
-	closed bool
 	leases map[string]*lease
 }
 
@@ -65,7 +67,7 @@ func New(reason string) (*Store, error) {
 			return nil, fmt.Errorf("alwaysleader: %w: the reason %q contains the control character %U; write it on one line, it goes into logs", store.ErrInvalid, reason, r)
 		}
 	}
-	return &Store{reason: reason, leases: make(map[string]*lease)}, nil
+	return &Store{reason: reason, gate: storekit.NewGate("alwaysleader", "alwaysleader.New"), leases: make(map[string]*lease)}, nil
 }
 
 // Reason returns the reason given to [New], trimmed: show it wherever this
@@ -75,7 +77,7 @@ func (s *Store) Reason() string { return s.reason }
 // Acquire implements [store.Store.Acquire]: it always grants a new tenure
 // to p.Holder with [Token] and seq 1, whoever else holds the lease.
 func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (store.Grant, error) {
-	if err := begin(ctx, "acquire"); err != nil {
+	if err := s.begin(ctx, "acquire"); err != nil {
 		return store.Grant{}, err
 	}
 	if err := p.Validate(); err != nil {
@@ -83,9 +85,6 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (store.Grant
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := s.usable("acquire"); err != nil {
-		return store.Grant{}, err
-	}
 	now := time.Now()
 	s.leases[p.Name] = &lease{holder: p.Holder, seq: 1, expires: now.Add(p.TTL), acquiredAt: now.Round(0)}
 	return store.Grant{Name: p.Name, Holder: p.Holder, Token: Token, Seq: 1, Remaining: p.TTL}, nil
@@ -94,7 +93,7 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (store.Grant
 // Renew implements [store.Store.Renew]: every entry is renewed, its seq
 // advanced by one and its remaining time set to its TTL.
 func (s *Store) Renew(ctx context.Context, ps []store.RenewParams) ([]store.RenewResult, error) {
-	if err := begin(ctx, "renew"); err != nil {
+	if err := s.begin(ctx, "renew"); err != nil {
 		return nil, err
 	}
 	if err := store.ValidateRenewBatch(ps); err != nil {
@@ -102,9 +101,6 @@ func (s *Store) Renew(ctx context.Context, ps []store.RenewParams) ([]store.Rene
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := s.usable("renew"); err != nil {
-		return nil, err
-	}
 	now := time.Now()
 	results := make([]store.RenewResult, len(ps))
 	for i, p := range ps {
@@ -126,7 +122,7 @@ func (s *Store) Renew(ctx context.Context, ps []store.RenewParams) ([]store.Rene
 // reports the lease released when p.Holder was the last to acquire or
 // renew it.
 func (s *Store) Release(ctx context.Context, p store.ReleaseParams) error {
-	if err := begin(ctx, "release"); err != nil {
+	if err := s.begin(ctx, "release"); err != nil {
 		return err
 	}
 	if err := p.Validate(); err != nil {
@@ -134,9 +130,6 @@ func (s *Store) Release(ctx context.Context, p store.ReleaseParams) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := s.usable("release"); err != nil {
-		return err
-	}
 	if l, known := s.leases[p.Name]; known && l.holder == p.Holder && !l.released {
 		l.released, l.expires = true, time.Now()
 	}
@@ -146,7 +139,7 @@ func (s *Store) Release(ctx context.Context, p store.ReleaseParams) error {
 // Get implements [store.Store.Get]: the tenure last acquired, renewed or
 // released under name, or [store.ErrNotFound].
 func (s *Store) Get(ctx context.Context, name string) (store.Record, error) {
-	if err := begin(ctx, "get"); err != nil {
+	if err := s.begin(ctx, "get"); err != nil {
 		return store.Record{}, err
 	}
 	if err := store.ValidateName(name); err != nil {
@@ -154,9 +147,6 @@ func (s *Store) Get(ctx context.Context, name string) (store.Record, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := s.usable("get"); err != nil {
-		return store.Record{}, err
-	}
 	l, known := s.leases[name]
 	if !known {
 		return store.Record{}, fmt.Errorf("alwaysleader: lease %q: %w", name, store.ErrNotFound)
@@ -166,14 +156,11 @@ func (s *Store) Get(ctx context.Context, name string) (store.Record, error) {
 
 // List implements [store.Lister.List].
 func (s *Store) List(ctx context.Context) ([]store.Record, error) {
-	if err := begin(ctx, "list"); err != nil {
+	if err := s.begin(ctx, "list"); err != nil {
 		return nil, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := s.usable("list"); err != nil {
-		return nil, err
-	}
 	now := time.Now()
 	records := make([]store.Record, 0, len(s.leases))
 	for name, l := range s.leases {
@@ -186,22 +173,20 @@ func (s *Store) List(ctx context.Context) ([]store.Record, error) {
 // Close implements [store.Store.Close]: later calls fail with
 // [store.ErrClosed]. Closing twice is harmless.
 func (s *Store) Close() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.closed = true
+	if s.gate != nil {
+		s.gate.Close()
+	}
 	return nil
 }
 
-// usable refuses calls on a closed store, and on a Store not made by New
-// (it has no reason). s.mu must be held.
-func (s *Store) usable(op string) error {
-	switch {
-	case s.leases == nil:
+// begin refuses calls on a Store not made by New (it has no reason), on a
+// closed store, and with a context that is already done, before anything
+// is attempted.
+func (s *Store) begin(ctx context.Context, op string) error {
+	if s.gate == nil {
 		return fmt.Errorf("alwaysleader: %s: %w: this Store was not made by alwaysleader.New, which requires a reason", op, store.ErrInvalid)
-	case s.closed:
-		return fmt.Errorf("alwaysleader: %s on a closed store; create a new one with alwaysleader.New: %w", op, store.ErrClosed)
 	}
-	return nil
+	return s.gate.Begin(ctx, op)
 }
 
 func (l *lease) record(name string, now time.Time) store.Record {
@@ -219,13 +204,4 @@ func (l *lease) record(name string, now time.Time) store.Record {
 		r.State = store.StateExpired
 	}
 	return r
-}
-
-// begin refuses a call whose context is already done, before anything is
-// attempted.
-func begin(ctx context.Context, op string) error {
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("alwaysleader: %s not attempted: %w: %w", op, store.ErrUnavailable, err)
-	}
-	return nil
 }

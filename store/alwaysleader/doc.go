@@ -13,32 +13,14 @@
 // written reason, and [Store.Reason] returns it, so logs and `tenure
 // status` can say why this job runs without a lease.
 //
-// # What it breaks, on purpose
-//
-// It keeps no promise about exclusion, and fails the mutual-exclusion parts
-// of the conformance suite ([github.com/tenure-dev/tenure/store/storetest])
-// by design:
-//
-//   - [Store.Acquire] never refuses: a lease held by someone else is
-//     granted again, so any number of holders lead at once.
-//   - P2 does not hold: every grant carries the same constant [Token], so a
-//     new tenure's token is not greater than the last one's.
-//   - P3 and P4 are empty: [Store.Renew] renews whatever it is given, so a
-//     holder never learns it was superseded (it never is), and a fence
-//     accepts every write, because equal tokens pass.
-//
-// That is acceptable only when the work is idempotent: the promises exist
-// to stop a second writer, and for such a job a second writer does no harm.
-// For anything else use a real store.
-//
-// # Expiry clock
+// # Clock
 //
 // None decides anything. Grants report the requested TTL as remaining, so
 // a [tenure.Client] renews as usual; [Store.Get] and [Store.List] report a
 // lease as expired once its last TTL has passed on this host's clock, for
 // people to read. Nothing is ever refused because of it.
 //
-// # Token source
+// # Tokens
 //
 // A constant: every grant carries [Token]. A growing counter was rejected:
 // each process would count on its own, and a fence shared by two processes
@@ -64,4 +46,22 @@
 // [Store.Close] every call fails with [store.ErrClosed]. A Store not made
 // by [New] (the zero value has no reason) refuses every call with
 // [store.ErrInvalid].
+//
+// # What it breaks, on purpose
+//
+// It keeps no promise about exclusion, and fails the mutual-exclusion parts
+// of the conformance suite ([github.com/tenure-dev/tenure/store/storetest])
+// by design:
+//
+//   - [Store.Acquire] never refuses: a lease held by someone else is
+//     granted again, so any number of holders lead at once.
+//   - P2 does not hold: every grant carries the same constant [Token], so a
+//     new tenure's token is not greater than the last one's.
+//   - P3 and P4 are empty: [Store.Renew] renews whatever it is given, so a
+//     holder never learns it was superseded (it never is), and a fence
+//     accepts every write, because equal tokens pass.
+//
+// That is acceptable only when the work is idempotent: the promises exist
+// to stop a second writer, and for such a job a second writer does no harm.
+// For anything else use a real store.
 package alwaysleader

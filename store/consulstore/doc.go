@@ -10,20 +10,6 @@
 // built and tested against Consul 1.16.3. The client's token needs key write
 // on [Config.KeyPrefix] and session write on the agent's node.
 //
-// # Keys
-//
-// Each lease name has a directory under [Config.KeyPrefix]: the name with
-// every byte outside ASCII letters, digits, '-', '_' and '.' written as %XX
-// (and a leading '.' too), so "billing" lives in tenure/billing/ and "a/b"
-// in tenure/a%2Fb/. The directory holds two keys:
-//
-//   - lease: the lease record, JSON with the holder's label and instance,
-//     seq, the session TTL in milliseconds (ttl_ms), acquired_at and
-//     released. While the lease is held it is locked by a session.
-//   - counter: the token counter. Its value is the number of tenures so
-//     far; its ModifyIndex is the current tenure's token. The store never
-//     deletes it.
-//
 // # Clock
 //
 // Expiry is Consul's session TTL, judged by the Consul leader's clock
@@ -43,13 +29,14 @@
 // Followers are woken earlier by [Store.Listen].
 //
 // Consul refuses session TTLs below its servers' session_ttl_min (10 s by
-// default) and above 24 h. A lease asked for with a shorter TTL than
-// [Config.MinSessionTTL] is held with a session of that TTL, and reported
-// with it, so a [tenure.Client] with the minimum 500 ms TTL holds 10 s
-// sessions on a default cluster: it renews as often as its own TTL says and
-// trusts its lease for the 10 s it was granted, but a crashed holder's lease
-// takes up to 20 s to expire. Lower session_ttl_min on the servers, and
-// [Config.MinSessionTTL] with it, for faster failover. A TTL above 24 h is
+// default) and above 24 h. [Store.MinTTL] reports [Config.MinSessionTTL]
+// as the store's floor ([store.TTLFloor]), so a [github.com/tenure-dev/tenure.Client] refuses a
+// shorter TTL when it is made: a lease of 500 ms held with a 10 s session
+// would outlive a crashed holder by up to 20 s. A caller that asks the
+// store directly for a shorter TTL still gets a session of
+// [Config.MinSessionTTL], reported as the remaining time. Lower
+// session_ttl_min on the servers, and [Config.MinSessionTTL] with it, for
+// faster failover. A TTL above 24 h is
 // refused with [store.ErrInvalid]. AcquiredAt, for people only, is the
 // acquiring client's wall clock: Consul keeps no time on keys.
 //
@@ -68,6 +55,51 @@
 //
 // The key's LockIndex is not used: it counts lock acquisitions, which this
 // store makes at every renewal, and it restarts when the key is deleted.
+//
+// # Notifications
+//
+// [Store.Listen] runs blocking queries on the key prefix and reports every
+// lease that was released, expired (Consul invalidated its session) or
+// began a new tenure. Every change under the prefix ends a blocking query,
+// renewals included, and each listener then reads the whole prefix, so the
+// cost grows with listeners × renewals × leases under the prefix; give
+// unrelated fleets their own prefixes. Notifications are an optimisation
+// only: one missed while the agent is unreachable delays a follower until
+// the expiry it was told.
+//
+// # Failure modes
+//
+//   - A request that gets no answer (agent down, connection cut, the call's
+//     context ending, 5xx answers such as "No cluster leader" or rate
+//     limits) fails with an error matching [store.ErrUnavailable]: it may
+//     have been applied. A [Store.Renew] may have renewed part of its batch
+//     before failing; the renewal chain (seq) lets the client tell a lost
+//     reply from a clone.
+//   - Talking to a client agent adds its RPC to the servers to every round
+//     trip; a client agent that cannot reach the servers answers with 5xx
+//     (ErrUnavailable). Sessions are bound to that agent's node: if the node
+//     is deregistered, its sessions and so its leases end.
+//   - ACL refusals are returned as plain errors naming the permissions
+//     needed; retrying cannot help.
+//   - A value under the prefix that this store did not write fails the
+//     calls that read it; give every program its own prefix.
+//   - [Store.Close] ends Listen and refuses later calls with
+//     [store.ErrClosed]; it destroys no session, so held leases stay held
+//     until released or expired.
+//
+// # Keys
+//
+// Each lease name has a directory under [Config.KeyPrefix]: the name with
+// every byte outside ASCII letters, digits, '-', '_' and '.' written as %XX
+// (and a leading '.' too), so "billing" lives in tenure/billing/ and "a/b"
+// in tenure/a%2Fb/. The directory holds two keys:
+//
+//   - lease: the lease record, JSON with the holder's label and instance,
+//     seq, the session TTL in milliseconds (ttl_ms), acquired_at and
+//     released. While the lease is held it is locked by a session.
+//   - counter: the token counter. Its value is the number of tenures so
+//     far; its ModifyIndex is the current tenure's token. The store never
+//     deletes it.
 //
 // # Sessions and round trips
 //
@@ -111,17 +143,6 @@
 // [Store.Release] unlocks the record instead of invalidating a session, so
 // it sets off no lock-delay.
 //
-// # Notifications
-//
-// [Store.Listen] runs blocking queries on the key prefix and reports every
-// lease that was released, expired (Consul invalidated its session) or
-// began a new tenure. Every change under the prefix ends a blocking query,
-// renewals included, and each listener then reads the whole prefix, so the
-// cost grows with listeners × renewals × leases under the prefix; give
-// unrelated fleets their own prefixes. Notifications are an optimisation
-// only: one missed while the agent is unreachable delays a follower until
-// the expiry it was told.
-//
 // # Fencing in Consul transactions
 //
 // [Store.FenceOps] returns a check-index on the lease's counter key with the
@@ -129,24 +150,4 @@
 // transaction applies only while no newer tenure has begun, the Consul form
 // of etcd's Mutex.IsOwner. [Store.FenceError] turns the failed transaction
 // into a [*store.FencedError].
-//
-// # Failure modes
-//
-//   - A request that gets no answer (agent down, connection cut, the call's
-//     context ending, 5xx answers such as "No cluster leader" or rate
-//     limits) fails with an error matching [store.ErrUnavailable]: it may
-//     have been applied. A [Store.Renew] may have renewed part of its batch
-//     before failing; the renewal chain (seq) lets the client tell a lost
-//     reply from a clone.
-//   - Talking to a client agent adds its RPC to the servers to every round
-//     trip; a client agent that cannot reach the servers answers with 5xx
-//     (ErrUnavailable). Sessions are bound to that agent's node: if the node
-//     is deregistered, its sessions and so its leases end.
-//   - ACL refusals are returned as plain errors naming the permissions
-//     needed; retrying cannot help.
-//   - A value under the prefix that this store did not write fails the
-//     calls that read it; give every program its own prefix.
-//   - [Store.Close] ends Listen and refuses later calls with
-//     [store.ErrClosed]; it destroys no session, so held leases stay held
-//     until released or expired.
 package consulstore

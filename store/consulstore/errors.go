@@ -65,8 +65,3 @@ func interpret(op string, err error) error {
 	}
 	return fmt.Errorf("consulstore: %s: %w (it may have been applied): %w", op, store.ErrUnavailable, err)
 }
-
-// closedError is returned by calls on a closed store.
-func closedError(op string) error {
-	return fmt.Errorf("consulstore: %s on a closed store; create a new one with consulstore.New: %w", op, store.ErrClosed)
-}

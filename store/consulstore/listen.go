@@ -2,7 +2,6 @@ package consulstore
 
 import (
 	"context"
-	"fmt"
 	"math/rand/v2"
 	"time"
 
@@ -36,17 +35,12 @@ const (
 // ctx's error when ctx is done and an error matching [store.ErrClosed]
 // when the store is closed.
 func (s *Store) Listen(ctx context.Context, notify func(name string)) error {
-	if notify == nil {
-		return fmt.Errorf("consulstore: listen: %w: notify function is nil", store.ErrInvalid)
-	}
-	if s.closed.Load() {
-		return closedError("listen")
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stop := context.AfterFunc(s.done, cancel)
-	defer stop()
+	return s.gate.Listen(ctx, notify, s.watch)
+}
 
+// watch is the loop of [Store.Listen]: one blocking query after another
+// until ctx is done.
+func (s *Store) watch(ctx context.Context, notify func(name string)) {
 	var (
 		index   uint64
 		seen    map[string]snapshot // nil until the first query succeeds
@@ -56,10 +50,7 @@ func (s *Store) Listen(ctx context.Context, notify func(name string)) error {
 		q := &api.QueryOptions{WaitIndex: index, WaitTime: listenWait}
 		pairs, meta, err := s.client.KV().List(s.cfg.KeyPrefix, q.WithContext(ctx))
 		if ctx.Err() != nil {
-			if s.done.Err() != nil {
-				return closedError("listen")
-			}
-			return ctx.Err()
+			return
 		}
 		if err == nil {
 			var leases map[string]lease

@@ -7,9 +7,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
+	"github.com/tenure-dev/tenure/internal/storekit"
 	"github.com/tenure-dev/tenure/store"
 
 	"github.com/hashicorp/consul/api"
@@ -19,6 +19,7 @@ var (
 	_ store.Store    = (*Store)(nil)
 	_ store.Notifier = (*Store)(nil)
 	_ store.Lister   = (*Store)(nil)
+	_ store.TTLFloor = (*Store)(nil)
 )
 
 const (
@@ -42,10 +43,7 @@ type Store struct {
 	client *api.Client
 	cfg    Config
 
-	// done is cancelled by Close; it ends every Listen.
-	done   context.Context
-	cancel context.CancelFunc
-	closed atomic.Bool
+	gate *storekit.Gate
 }
 
 // New returns a store that keeps its leases in the Consul cluster client
@@ -59,12 +57,17 @@ func New(client *api.Client, cfg Config) (*Store, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	done, cancel := context.WithCancel(context.Background())
-	return &Store{client: client, cfg: cfg, done: done, cancel: cancel}, nil
+	return &Store{client: client, cfg: cfg, gate: storekit.NewGate("consulstore", "consulstore.New")}, nil
 }
 
 // Config returns the configuration in force, defaults filled in.
 func (s *Store) Config() Config { return s.cfg }
+
+// MinTTL implements [store.TTLFloor]: [Config.MinSessionTTL], the servers'
+// session_ttl_min. A shorter lease would be held with a session of that
+// TTL and outlive a crashed holder by more than asked, so a client refuses
+// a TTL below it when it is made.
+func (s *Store) MinTTL() time.Duration { return s.cfg.MinSessionTTL }
 
 // Acquire implements [store.Store.Acquire]. A lease that is free costs
 // three round trips (read, session create, transaction); a held one, one.
@@ -408,22 +411,13 @@ func (s *Store) List(ctx context.Context) ([]store.Record, error) {
 // session, so leases stay held until they expire or are released. Closing
 // twice is harmless.
 func (s *Store) Close() error {
-	s.closed.Store(true)
-	s.cancel()
+	s.gate.Close()
 	return nil
 }
 
 // begin refuses a call on a closed store or with a context already done,
 // before anything is attempted.
-func (s *Store) begin(ctx context.Context, op string) error {
-	if s.closed.Load() {
-		return closedError(op)
-	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("consulstore: %s not attempted: %w: %w", op, store.ErrUnavailable, err)
-	}
-	return nil
-}
+func (s *Store) begin(ctx context.Context, op string) error { return s.gate.Begin(ctx, op) }
 
 // readOne reads one lease with a consistent read.
 func (s *Store) readOne(ctx context.Context, name string) (lease, error) {

@@ -7,6 +7,83 @@
 //	store, err := etcdstore.New(cli, etcdstore.Config{KeyPrefix: "myapp/tenure/"})
 //	client, err := tenure.New(store, tenure.Config{TTL: 30 * time.Second})
 //
+// # Clock
+//
+// Expiry is etcd's: the lessor of the cluster's leader expires etcd leases
+// on the leader's monotonic clock, and deletes the held/ keys attached to
+// them through raft. A held/ key that exists is held (promise P1); no
+// client clock decides anything. Consequences:
+//
+//   - etcd counts lease TTLs in whole seconds: a TTL is rounded up to the
+//     next second, and the granted time is what Acquire and Renew report.
+//   - etcd's minimum TTL is 2 s at its default election timeout of 1 s, and
+//     the server silently raises shorter leases. The store refuses a TTL
+//     below [MinTTL] (or above [MaxTTL]) with an error matching
+//     [store.ErrInvalid] instead: a holder must never believe in a lease
+//     shorter than the one it has. [Store.MinTTL] reports that floor
+//     ([store.TTLFloor]), so a client refuses a shorter TTL when it is
+//     made rather than at its first acquisition.
+//   - The lessor looks for expired leases every 500 ms, so a key is deleted
+//     up to half a second after its TTL, plus a raft round.
+//   - When leadership moves, the new leader extends every lease by the
+//     election timeout: a lease may outlive its TTL by that much, never the
+//     other way. Holders are unaffected (they stand down on their own
+//     deadline); followers wait a little longer.
+//   - The time a lease has left, as reported by [Store.Get], [Store.List],
+//     a [*store.HeldError] or a refused renewal, comes from etcd's
+//     LeaseTimeToLive, which answers in whole seconds rounded down; the
+//     store reports that plus one second (capped at the granted TTL), an
+//     upper bound, so that a follower waiting for it does not come back
+//     early.
+//   - etcd has no clock a client can read: [store.Record.AcquiredAt] is the
+//     acquiring process's wall clock, for people to read.
+//
+// # Tokens
+//
+// A token is the revision of the transaction that created the held/ key:
+// its create revision. etcd's revision is one counter for the whole
+// cluster, raised by every write and persisted in the raft log and the
+// backend, so a later tenure of any lease always gets a greater token
+// (promise P2): after a release, after an expiry, after every key of the
+// store was deleted (a deletion is itself a write), after compaction
+// (which discards old versions but never lowers the revision), and across
+// restarts and leader changes. Tokens are not consecutive.
+//
+// They go backwards only when the cluster's data does: restoring a
+// snapshot taken before the last tokens were handed out, or pointing the
+// store at another cluster. Restore with
+// `etcdutl snapshot restore --bump-revision N --mark-compacted`, N larger
+// than the number of writes since the snapshot, and tokens keep growing.
+//
+// # Notifications
+//
+// [Store.Listen] watches the held/ keys and reports each deletion: a
+// release, or etcd expiring the lease. A takeover needs the previous
+// tenure's key gone, so it is announced by that deletion, earlier than the
+// takeover itself. The watch requires a leader and is renewed from the
+// last revision it delivered whenever it ends; if that revision was
+// compacted meanwhile, the events in between are lost. Correctness never
+// depends on notifications.
+//
+// # Failure modes
+//
+//   - Transport failures, deadlines, a lost or changing leader, an overloaded
+//     server and a full database (`mvcc: database space exceeded`) match
+//     [store.ErrUnavailable]: the call may have been applied, and the
+//     client treats its outcome as unknown (promise P3). Reads are
+//     linearizable, so a member cut off from its leader cannot answer them.
+//   - The etcd client waits for a connection while no endpoint answers:
+//     calls without a deadline on their context block until one does.
+//   - A Renew batch partly applied before an error is reported as the error;
+//     the renewed leases' seqs moved on, so the holder, which stood down,
+//     re-acquires with a new token.
+//   - [Config.MaxTxnOps] above the server's --max-txn-ops makes large
+//     batches fail with an error that names the setting.
+//   - Keys under the prefix that this store did not write make calls on
+//     their lease fail with an error naming the key.
+//   - Bad input fails with [store.ErrInvalid] and changes nothing; after
+//     [Store.Close] every call fails with [store.ErrClosed].
+//
 // # Keys
 //
 // Every lease name has up to four keys under [Config.KeyPrefix], each
@@ -22,35 +99,6 @@
 //     reports it.
 //   - released/<name>: present when the last tenure was released rather
 //     than expired.
-//
-// # Expiry clock
-//
-// Expiry is etcd's: the lessor of the cluster's leader expires etcd leases
-// on the leader's monotonic clock, and deletes the held/ keys attached to
-// them through raft. A held/ key that exists is held (promise P1); no
-// client clock decides anything. Consequences:
-//
-//   - etcd counts lease TTLs in whole seconds: a TTL is rounded up to the
-//     next second, and the granted time is what Acquire and Renew report.
-//   - etcd's minimum TTL is 2 s at its default election timeout of 1 s, and
-//     the server silently raises shorter leases. The store refuses a TTL
-//     below [MinTTL] (or above [MaxTTL]) with an error matching
-//     [store.ErrInvalid] instead: a holder must never believe in a lease
-//     shorter than the one it has.
-//   - The lessor looks for expired leases every 500 ms, so a key is deleted
-//     up to half a second after its TTL, plus a raft round.
-//   - When leadership moves, the new leader extends every lease by the
-//     election timeout: a lease may outlive its TTL by that much, never the
-//     other way. Holders are unaffected (they stand down on their own
-//     deadline); followers wait a little longer.
-//   - The time a lease has left, as reported by [Store.Get], [Store.List],
-//     a [*store.HeldError] or a refused renewal, comes from etcd's
-//     LeaseTimeToLive, which answers in whole seconds rounded down; the
-//     store reports that plus one second (capped at the granted TTL), an
-//     upper bound, so that a follower waiting for it does not come back
-//     early.
-//   - etcd has no clock a client can read: [store.Record.AcquiredAt] is the
-//     acquiring process's wall clock, for people to read.
 //
 // # etcd leases
 //
@@ -75,23 +123,6 @@
 // Get 1, plus 1 when held. List 1, plus 1 per distinct etcd lease among the
 // held leases.
 //
-// # Token source
-//
-// A token is the revision of the transaction that created the held/ key:
-// its create revision. etcd's revision is one counter for the whole
-// cluster, raised by every write and persisted in the raft log and the
-// backend, so a later tenure of any lease always gets a greater token
-// (promise P2): after a release, after an expiry, after every key of the
-// store was deleted (a deletion is itself a write), after compaction
-// (which discards old versions but never lowers the revision), and across
-// restarts and leader changes. Tokens are not consecutive.
-//
-// They go backwards only when the cluster's data does: restoring a
-// snapshot taken before the last tokens were handed out, or pointing the
-// store at another cluster. Restore with
-// `etcdutl snapshot restore --bump-revision N --mark-compacted`, N larger
-// than the number of writes since the snapshot, and tokens keep growing.
-//
 // # Renewal chain
 //
 // A renewal is a nested transaction per lease comparing the held/ key's
@@ -100,16 +131,6 @@
 // version by one. A clone that renews with a seq that moved on fails the
 // comparison and learns the current seq.
 //
-// # Notifications
-//
-// [Store.Listen] watches the held/ keys and reports each deletion: a
-// release, or etcd expiring the lease. A takeover needs the previous
-// tenure's key gone, so it is announced by that deletion, earlier than the
-// takeover itself. The watch requires a leader and is renewed from the
-// last revision it delivered whenever it ends; if that revision was
-// compacted meanwhile, the events in between are lost. Correctness never
-// depends on notifications.
-//
 // # Fencing inside etcd
 //
 // When the protected resource is etcd itself, put [Store.IsOwner] in the
@@ -117,23 +138,4 @@
 // current, checked by the same server, in the same transaction (the etcd
 // IsOwner pattern). A transaction that does not succeed must be treated as
 // [store.ErrFenced].
-//
-// # Failure modes
-//
-//   - Transport failures, deadlines, a lost or changing leader, an overloaded
-//     server and a full database (`mvcc: database space exceeded`) match
-//     [store.ErrUnavailable]: the call may have been applied, and the
-//     client treats its outcome as unknown (promise P3). Reads are
-//     linearizable, so a member cut off from its leader cannot answer them.
-//   - The etcd client waits for a connection while no endpoint answers:
-//     calls without a deadline on their context block until one does.
-//   - A Renew batch partly applied before an error is reported as the error;
-//     the renewed leases' seqs moved on, so the holder, which stood down,
-//     re-acquires with a new token.
-//   - [Config.MaxTxnOps] above the server's --max-txn-ops makes large
-//     batches fail with an error that names the setting.
-//   - Keys under the prefix that this store did not write make calls on
-//     their lease fail with an error naming the key.
-//   - Bad input fails with [store.ErrInvalid] and changes nothing; after
-//     [Store.Close] every call fails with [store.ErrClosed].
 package etcdstore

@@ -43,7 +43,6 @@ func (h harness) Capabilities() storetest.Capabilities {
 	return storetest.Capabilities{
 		Notify:    true,
 		ExpiryLag: expiryLag,
-		MinTTL:    etcdstore.MinTTL,
 		RoundTrip: func(ctx context.Context) error {
 			_, err := h.base.Get(ctx, "tenure-test/round-trip")
 			return err

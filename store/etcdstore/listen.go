@@ -2,12 +2,9 @@ package etcdstore
 
 import (
 	"context"
-	"fmt"
 	"math/rand/v2"
 	"strings"
 	"time"
-
-	"github.com/tenure-dev/tenure/store"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -35,17 +32,12 @@ const (
 // Listen returns ctx's error when ctx is done and an error matching
 // [store.ErrClosed] when the store is closed.
 func (s *Store) Listen(ctx context.Context, notify func(name string)) error {
-	if notify == nil {
-		return fmt.Errorf("etcdstore: listen: %w: notify function is nil", store.ErrInvalid)
-	}
-	if err := s.begin("listen"); err != nil {
-		return err
-	}
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stop := context.AfterFunc(s.ctx, cancel)
-	defer stop()
+	return s.gate.Listen(ctx, notify, s.watch)
+}
 
+// watch is the loop of [Store.Listen]: one watch after another until ctx
+// is done.
+func (s *Store) watch(ctx context.Context, notify func(name string)) {
 	prefix := s.prefix + heldDir
 	var next int64 // the revision to watch from; 0: the current one
 	delay := minRewatchDelay
@@ -58,7 +50,7 @@ func (s *Store) Listen(ctx context.Context, notify func(name string)) error {
 		if !fresh {
 			opts = append(opts, clientv3.WithRev(next))
 		}
-		for resp := range s.client.Watch(clientv3.WithRequireLeader(wctx), prefix, opts...) {
+		for resp := range s.client.Watch(clientv3.WithRequireLeader(ctx), prefix, opts...) {
 			if resp.CompactRevision > 0 {
 				next = 0
 			}
@@ -76,15 +68,12 @@ func (s *Store) Listen(ctx context.Context, notify func(name string)) error {
 				}
 			}
 		}
-		switch {
-		case s.closed.Load():
-			return s.begin("listen")
-		case ctx.Err() != nil:
-			return ctx.Err()
+		if ctx.Err() != nil {
+			return
 		}
 		timer := time.NewTimer(delay/2 + rand.N(delay/2+1))
 		select {
-		case <-wctx.Done():
+		case <-ctx.Done():
 			timer.Stop()
 		case <-timer.C:
 		}

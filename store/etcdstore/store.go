@@ -7,9 +7,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
+	"github.com/tenure-dev/tenure/internal/storekit"
 	"github.com/tenure-dev/tenure/store"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -20,6 +20,7 @@ var (
 	_ store.Store    = (*Store)(nil)
 	_ store.Notifier = (*Store)(nil)
 	_ store.Lister   = (*Store)(nil)
+	_ store.TTLFloor = (*Store)(nil)
 )
 
 // acquireAttempts bounds how often Acquire retries when the lease it found
@@ -29,13 +30,10 @@ const acquireAttempts = 3
 // Store is a [store.Store] on etcd. Its methods are safe for concurrent
 // use. Create it with [New].
 type Store struct {
-	client    *clientv3.Client
-	prefix    string
-	perTxn    int // leases per renew transaction
-	closed    atomic.Bool
-	ctx       context.Context // done when the store is closed
-	cancel    context.CancelFunc
-	closeOnce sync.Once
+	client *clientv3.Client
+	prefix string
+	perTxn int // leases per renew transaction
+	gate   *storekit.Gate
 }
 
 // New returns a store that keeps its leases in etcd through client, under
@@ -49,13 +47,11 @@ func New(client *clientv3.Client, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithCancel(context.Background())
 	return &Store{
 		client: client,
 		prefix: cfg.KeyPrefix,
 		perTxn: cfg.MaxTxnOps - opsPerRenewal,
-		ctx:    ctx,
-		cancel: cancel,
+		gate:   storekit.NewGate("etcdstore", "etcdstore.New"),
 	}, nil
 }
 
@@ -485,17 +481,13 @@ func (s *Store) IsOwner(name string, token store.Token) clientv3.Cmp {
 // the etcd client, and leaves every lease as it is. Closing twice is
 // harmless.
 func (s *Store) Close() error {
-	s.closeOnce.Do(func() {
-		s.closed.Store(true)
-		s.cancel()
-	})
+	s.gate.Close()
 	return nil
 }
 
+// MinTTL implements [store.TTLFloor]: etcd refuses leases shorter than
+// [MinTTL], so a client refuses them when it is made.
+func (s *Store) MinTTL() time.Duration { return MinTTL }
+
 // begin refuses calls on a closed store.
-func (s *Store) begin(op string) error {
-	if s.closed.Load() {
-		return fmt.Errorf("etcdstore: %s on a closed store; create a new one with etcdstore.New: %w", op, store.ErrClosed)
-	}
-	return nil
-}
+func (s *Store) begin(op string) error { return s.gate.Check(op) }

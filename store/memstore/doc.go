@@ -9,14 +9,14 @@
 //	s := memstore.New(memstore.Config{})
 //	defer s.Close()
 //
-// # Expiry clock
+// # Clock
 //
 // Every expiry decision is taken on the store's clock, [Config.Clock], inside
 // the store's one mutex (promise P1). The default is the host clock
 // ([time.Now], whose monotonic reading makes it immune to wall-clock jumps).
 // Tests and the simulation inject a virtual clock to move time by hand.
 //
-// # Token source
+// # Tokens
 //
 // Tokens come from one in-memory counter shared by every lease name. It is
 // never reset: [Store.Release] marks a lease released and keeps its token, so

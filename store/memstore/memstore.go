@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tenure-dev/tenure/internal/storekit"
 	"github.com/tenure-dev/tenure/store"
 )
 
@@ -29,10 +30,9 @@ type Config struct {
 // use. Create it with [New].
 type Store struct {
 	clock func() time.Time
-	done  chan struct{} // closed by Close
+	gate  *storekit.Gate
 
 	mu        sync.Mutex
-	closed    bool
 	last      store.Token // the greatest token handed out, for any name
 	leases    map[string]*lease
 	listeners map[*listener]struct{}
@@ -64,7 +64,7 @@ func New(cfg Config) *Store {
 	}
 	return &Store{
 		clock:     clock,
-		done:      make(chan struct{}),
+		gate:      storekit.NewGate("memstore", "memstore.New"),
 		leases:    make(map[string]*lease),
 		listeners: make(map[*listener]struct{}),
 	}
@@ -72,7 +72,7 @@ func New(cfg Config) *Store {
 
 // Acquire implements [store.Store.Acquire].
 func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (store.Grant, error) {
-	if err := begin(ctx, "acquire"); err != nil {
+	if err := s.gate.Begin(ctx, "acquire"); err != nil {
 		return store.Grant{}, err
 	}
 	if err := p.Validate(); err != nil {
@@ -80,9 +80,6 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (store.Grant
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
-		return store.Grant{}, errClosed("acquire")
-	}
 	now := s.clock()
 	l, known := s.leases[p.Name]
 	if known && l.heldAt(now) {
@@ -112,7 +109,7 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (store.Grant
 
 // Renew implements [store.Store.Renew].
 func (s *Store) Renew(ctx context.Context, ps []store.RenewParams) ([]store.RenewResult, error) {
-	if err := begin(ctx, "renew"); err != nil {
+	if err := s.gate.Begin(ctx, "renew"); err != nil {
 		return nil, err
 	}
 	if err := store.ValidateRenewBatch(ps); err != nil {
@@ -120,9 +117,6 @@ func (s *Store) Renew(ctx context.Context, ps []store.RenewParams) ([]store.Rene
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
-		return nil, errClosed("renew")
-	}
 	now := s.clock()
 	results := make([]store.RenewResult, len(ps))
 	for i, p := range ps {
@@ -143,7 +137,7 @@ func (s *Store) Renew(ctx context.Context, ps []store.RenewParams) ([]store.Rene
 
 // Release implements [store.Store.Release].
 func (s *Store) Release(ctx context.Context, p store.ReleaseParams) error {
-	if err := begin(ctx, "release"); err != nil {
+	if err := s.gate.Begin(ctx, "release"); err != nil {
 		return err
 	}
 	if err := p.Validate(); err != nil {
@@ -151,9 +145,6 @@ func (s *Store) Release(ctx context.Context, p store.ReleaseParams) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
-		return errClosed("release")
-	}
 	now := s.clock()
 	l, known := s.leases[p.Name]
 	if !known || !l.heldAt(now) || l.holder != p.Holder || l.token != p.Token {
@@ -168,7 +159,7 @@ func (s *Store) Release(ctx context.Context, p store.ReleaseParams) error {
 
 // Get implements [store.Store.Get].
 func (s *Store) Get(ctx context.Context, name string) (store.Record, error) {
-	if err := begin(ctx, "get"); err != nil {
+	if err := s.gate.Begin(ctx, "get"); err != nil {
 		return store.Record{}, err
 	}
 	if err := store.ValidateName(name); err != nil {
@@ -176,9 +167,6 @@ func (s *Store) Get(ctx context.Context, name string) (store.Record, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
-		return store.Record{}, errClosed("get")
-	}
 	l, known := s.leases[name]
 	if !known {
 		return store.Record{}, fmt.Errorf("memstore: lease %q: %w", name, store.ErrNotFound)
@@ -188,14 +176,11 @@ func (s *Store) Get(ctx context.Context, name string) (store.Record, error) {
 
 // List implements [store.Lister.List].
 func (s *Store) List(ctx context.Context) ([]store.Record, error) {
-	if err := begin(ctx, "list"); err != nil {
+	if err := s.gate.Begin(ctx, "list"); err != nil {
 		return nil, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
-		return nil, errClosed("list")
-	}
 	now := s.clock()
 	records := make([]store.Record, 0, len(s.leases))
 	for name, l := range s.leases {
@@ -210,15 +195,13 @@ func (s *Store) List(ctx context.Context) ([]store.Record, error) {
 // returns ctx's error when ctx is done and an error matching
 // [store.ErrClosed] when the store is closed.
 func (s *Store) Listen(ctx context.Context, notify func(name string)) error {
-	if notify == nil {
-		return fmt.Errorf("memstore: listen: %w: notify function is nil", store.ErrInvalid)
-	}
+	return s.gate.Listen(ctx, notify, s.deliver)
+}
+
+// deliver is the loop of [Store.Listen].
+func (s *Store) deliver(ctx context.Context, notify func(name string)) {
 	l := &listener{wake: make(chan struct{}, 1)}
 	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return errClosed("listen")
-	}
 	s.listeners[l] = struct{}{}
 	s.mu.Unlock()
 	defer func() {
@@ -230,9 +213,7 @@ func (s *Store) Listen(ctx context.Context, notify func(name string)) error {
 	for {
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
-		case <-s.done:
-			return errClosed("listen")
+			return
 		case <-l.wake:
 		}
 		s.mu.Lock()
@@ -241,7 +222,7 @@ func (s *Store) Listen(ctx context.Context, notify func(name string)) error {
 		s.mu.Unlock()
 		for _, name := range names {
 			if ctx.Err() != nil {
-				return ctx.Err()
+				return
 			}
 			notify(name)
 		}
@@ -252,12 +233,7 @@ func (s *Store) Listen(ctx context.Context, notify func(name string)) error {
 // [store.ErrClosed] and every [Store.Listen] returns. Closing twice is
 // harmless.
 func (s *Store) Close() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.closed {
-		s.closed = true
-		close(s.done)
-	}
+	s.gate.Close()
 	return nil
 }
 
@@ -301,17 +277,4 @@ func (l *lease) record(name string, now time.Time) store.Record {
 		r.State = store.StateExpired
 	}
 	return r
-}
-
-// begin refuses a call whose context is already done, before anything is
-// attempted.
-func begin(ctx context.Context, op string) error {
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("memstore: %s not attempted: %w: %w", op, store.ErrUnavailable, err)
-	}
-	return nil
-}
-
-func errClosed(op string) error {
-	return fmt.Errorf("memstore: %s on a closed store; create a new one with memstore.New: %w", op, store.ErrClosed)
 }

@@ -15,6 +15,77 @@
 // deliberately not offered: it has no single counter that only goes up, so
 // it cannot hand out fencing tokens.
 //
+// # Clock
+//
+// The store owns time (promise P1): a lease is held exactly while its held
+// key exists, and Redis expires keys by the server's clock. Every decision
+// is taken inside one Lua script, during which Redis holds its clock still,
+// so a script sees one consistent now for every lease it touches. TTLs are
+// whole milliseconds, rounded up; remaining times come from PTTL.
+//
+// Redis stores expiries as absolute times of the server's wall clock, so a
+// step of that clock moves every expiry (see Failure modes). A replica
+// does not expire keys by itself but waits for its primary's deletions;
+// after a failover the promoted replica's clock decides.
+//
+// # Tokens
+//
+// Every new tenure takes its token from INCR on the one counter of the
+// prefix, shared by every lease name, in the same script that grants it, so
+// a token is greater than every token handed out before it (promise P2).
+// A renewal keeps the token and advances seq. Release deletes only the held
+// key, when holder and token match, and keeps the record and the counter.
+// As a second line, the record's last token is a floor: when the counter
+// is missing (deleted, evicted) the next tenure of a name that has a record
+// still gets a greater token than that name's last. Tokens are exact below
+// 2^53 (Lua numbers are doubles), far beyond any count of tenures.
+//
+// # Notifications
+//
+// The release script and the acquire script (when it takes over a lease
+// that expired) PUBLISH the lease name on [Keys.Channel], inside the same
+// atomic step. [Store.Listen] subscribes on a connection of its own and
+// subscribes again, with backoff, when that connection fails. Redis keeps
+// no message for a subscriber that is away: one lost while reconnecting
+// only delays followers until the expiry they were told.
+//
+// # Failure modes
+//
+//   - A forward step of the Redis server's wall clock by J expires every
+//     lease J early: a lease with less than J remaining is gone at once
+//     and another process may acquire it, with a greater token, while its
+//     old holder, whose local deadline runs on its own monotonic clock,
+//     keeps trusting its token for up to one renew interval, until its
+//     next renewal finds the lease taken (up to its local deadline if that
+//     renewal fails). That is not the cheap side: for that window two
+//     processes believe they lead, and only a fence that checks tokens
+//     keeps the resource correct (side effects that check no token may
+//     happen twice). A backward step by J extends every lease by J: a
+//     dead holder's lease blocks followers that much longer, which costs
+//     availability, never safety.
+//   - A call whose reply does not arrive (connection cut, timeout, context
+//     deadline, server restart) fails with an error matching
+//     [store.ErrUnavailable]: it may have been applied. So do replies that
+//     mean "not now" (LOADING, BUSY, READONLY during a failover,
+//     MASTERDOWN, OOM, too many clients). The client treats the outcome as
+//     unknown (promise P3).
+//   - go-redis retries a command after a network error (Options.MaxRetries,
+//     3 by default). A retried script that had been applied shows up as a
+//     lease held by the caller's own holder (Acquire) or as a seq mismatch
+//     (Renew); the client treats both as loss, the safe side.
+//   - A closed go-redis client fails calls with [store.ErrClosed]. ACL
+//     refusals and keys of another type under the prefix come back as
+//     errors that say so. Under ACLs the client's user needs EVAL, EVALSHA,
+//     SCAN and SUBSCRIBE, and the commands the scripts call (HMGET, HSET,
+//     HINCRBY, GET, SET, INCR, DEL, PTTL, PEXPIRE, TIME, PUBLISH), on the
+//     store's keys and channel.
+//   - Input outside the limits fails with [store.ErrInvalid] before
+//     anything is sent. After [Store.Close] every call fails with
+//     [store.ErrClosed]; Close leaves the go-redis client open.
+//
+// Package [github.com/tenure-dev/tenure/fence/redisfence] is the resource
+// side: fenced writes to Redis keys.
+//
 // # Keys
 //
 // With the default [Config.KeyPrefix] "tenure:" ([Store.Keys] names them):
@@ -37,32 +108,6 @@
 // allkeys-* policy may evict the counter and the records too, restarting
 // tokens (see below).
 //
-// # Clock
-//
-// The store owns time (promise P1): a lease is held exactly while its held
-// key exists, and Redis expires keys by the server's clock. Every decision
-// is taken inside one Lua script, during which Redis holds its clock still,
-// so a script sees one consistent now for every lease it touches. TTLs are
-// whole milliseconds, rounded up; remaining times come from PTTL.
-//
-// Redis stores expiries as absolute times of the server's wall clock. A
-// wall-clock step forward on the server ends leases early (holders lose
-// them: the cheap side); a step back extends them. A replica does not
-// expire keys by itself but waits for its primary's deletions; after a
-// failover the promoted replica's clock decides.
-//
-// # Tokens
-//
-// Every new tenure takes its token from INCR on the one counter of the
-// prefix, shared by every lease name, in the same script that grants it, so
-// a token is greater than every token handed out before it (promise P2).
-// A renewal keeps the token and advances seq. Release deletes only the held
-// key, when holder and token match, and keeps the record and the counter.
-// As a second line, the record's last token is a floor: when the counter
-// is missing (deleted, evicted) the next tenure of a name that has a record
-// still gets a greater token than that name's last. Tokens are exact below
-// 2^53 (Lua numbers are doubles), far beyond any count of tenures.
-//
 // # Operations
 //
 // [Store.Acquire], [Store.Renew] and [Store.Release] are each one Lua
@@ -74,15 +119,6 @@
 // 10,000 leases takes about 170 ms end to end (17 microseconds per lease),
 // more on a loaded one. [Store.Get] is one read-only script; [Store.List]
 // finds the records with SCAN and reads them 1,000 per script call.
-//
-// # Notifications
-//
-// The release script and the acquire script (when it takes over a lease
-// that expired) PUBLISH the lease name on [Keys.Channel], inside the same
-// atomic step. [Store.Listen] subscribes on a connection of its own and
-// subscribes again, with backoff, when that connection fails. Redis keeps
-// no message for a subscriber that is away: one lost while reconnecting
-// only delays followers until the expiry they were told.
 //
 // # Restarts and failovers: tokens that go backwards
 //
@@ -125,29 +161,4 @@
 // been handed out: above the greatest token any fence recorded, or simply
 // by a wide margin (redis-cli INCRBY tenure:token 1000000). Raising it is
 // always safe; tokens only need to grow.
-//
-// # Failure modes
-//
-//   - A call whose reply does not arrive (connection cut, timeout, context
-//     deadline, server restart) fails with an error matching
-//     [store.ErrUnavailable]: it may have been applied. So do replies that
-//     mean "not now" (LOADING, BUSY, READONLY during a failover,
-//     MASTERDOWN, OOM, too many clients). The client treats the outcome as
-//     unknown (promise P3).
-//   - go-redis retries a command after a network error (Options.MaxRetries,
-//     3 by default). A retried script that had been applied shows up as a
-//     lease held by the caller's own holder (Acquire) or as a seq mismatch
-//     (Renew); the client treats both as loss, the safe side.
-//   - A closed go-redis client fails calls with [store.ErrClosed]. ACL
-//     refusals and keys of another type under the prefix come back as
-//     errors that say so. Under ACLs the client's user needs EVAL, EVALSHA,
-//     SCAN and SUBSCRIBE, and the commands the scripts call (HMGET, HSET,
-//     HINCRBY, GET, SET, INCR, DEL, PTTL, PEXPIRE, TIME, PUBLISH), on the
-//     store's keys and channel.
-//   - Input outside the limits fails with [store.ErrInvalid] before
-//     anything is sent. After [Store.Close] every call fails with
-//     [store.ErrClosed]; Close leaves the go-redis client open.
-//
-// Package [github.com/tenure-dev/tenure/fence/redisfence] is the resource
-// side: fenced writes to Redis keys.
 package redisstore

@@ -85,8 +85,3 @@ func unexpectedReply(op string, reply any) error {
 	return fmt.Errorf("redisstore: %s: %w: unexpected reply %v from the server; do other programs write keys under the store's prefix?",
 		op, store.ErrUnavailable, reply)
 }
-
-// closedError is returned by calls on a closed store.
-func closedError(op string) error {
-	return fmt.Errorf("redisstore: %s on a closed store; create a new one with redisstore.New: %w", op, store.ErrClosed)
-}

@@ -3,11 +3,8 @@ package redisstore
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"time"
-
-	"github.com/tenure-dev/tenure/store"
 
 	"github.com/redis/go-redis/v9"
 
@@ -37,24 +34,11 @@ const (
 // Listen returns ctx's error when ctx is done and an error matching
 // [store.ErrClosed] when the store is closed.
 func (s *Store) Listen(ctx context.Context, notify func(name string)) error {
-	if notify == nil {
-		return fmt.Errorf("redisstore: listen: %w: notify function is nil", store.ErrInvalid)
-	}
-	if s.closed.Load() {
-		return closedError("listen")
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stop := context.AfterFunc(s.done, cancel)
-	defer stop()
-
-	reconnect.Loop(ctx, listenBackoffMin, listenBackoffMax, func(ctx context.Context) bool {
-		return s.listenOnce(ctx, notify)
+	return s.gate.Listen(ctx, notify, func(ctx context.Context, notify func(name string)) {
+		reconnect.Loop(ctx, listenBackoffMin, listenBackoffMax, func(ctx context.Context) bool {
+			return s.listenOnce(ctx, notify)
+		})
 	})
-	if s.closed.Load() {
-		return closedError("listen")
-	}
-	return ctx.Err()
 }
 
 // listenOnce subscribes on a new connection and delivers messages until

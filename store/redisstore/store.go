@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tenure-dev/tenure/internal/storekit"
 	"github.com/tenure-dev/tenure/store"
 
 	"github.com/redis/go-redis/v9"
@@ -81,10 +82,7 @@ type Store struct {
 	// backwards. It only grows.
 	highest atomic.Int64
 
-	closed atomic.Bool
-	// done is cancelled by Close; it ends every Listen.
-	done   context.Context
-	cancel context.CancelFunc
+	gate *storekit.Gate
 }
 
 // New returns a Store using client, with the keys cfg names. It does not
@@ -110,9 +108,7 @@ func New(client Client, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{client: client, keys: keys}
-	s.done, s.cancel = context.WithCancel(context.Background())
-	return s, nil
+	return &Store{client: client, keys: keys, gate: storekit.NewGate("redisstore", "redisstore.New")}, nil
 }
 
 // Keys returns the names of the store's keys and channel.
@@ -390,22 +386,13 @@ func (s *Store) read(ctx context.Context, op string, names []string) ([]store.Re
 // [store.ErrClosed] and every [Store.Listen] returns. It leaves the
 // client open. Closing twice is harmless.
 func (s *Store) Close() error {
-	s.closed.Store(true)
-	s.cancel()
+	s.gate.Close()
 	return nil
 }
 
 // begin refuses a call on a closed store or with a context that is already
 // done, before anything is attempted.
-func (s *Store) begin(ctx context.Context, op string) error {
-	if s.closed.Load() {
-		return closedError(op)
-	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("redisstore: %s not attempted: %w: %w", op, store.ErrUnavailable, err)
-	}
-	return nil
-}
+func (s *Store) begin(ctx context.Context, op string) error { return s.gate.Begin(ctx, op) }
 
 // observe raises the greatest token seen to t.
 func (s *Store) observe(t store.Token) {

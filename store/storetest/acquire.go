@@ -29,6 +29,17 @@ func testAcquire(t *testing.T, h Harness) {
 		require.False(t, r.AcquiredAt.IsZero(), "Get reports when the tenure began")
 	})
 
+	t.Run("AtStoreMinTTL", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		// A client accepts any TTL from store.MinTTLOf up; the store must
+		// grant it as asked (its floor is the one it reports).
+		floor := store.MinTTLOf(b.store)
+		g := b.acquire(t, name(t), testutil.Holder(t, "holder"), floor)
+		require.Positive(t, g.Remaining)
+		require.LessOrEqual(t, g.Remaining, floor+b.caps.ExpiryLag, "a lease granted for the store's own minimum TTL")
+	})
+
 	t.Run("HeldReportsHolder", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, h)

@@ -39,7 +39,9 @@ type Capabilities struct {
 
 	// MinTTL is the shortest TTL the store accepts (etcd refuses leases
 	// below 2 s). The suite raises the short leases of its expiry tests to
-	// it. 0: the store accepts [store.MinTTL].
+	// it. The suite takes the greater of this and [store.MinTTLOf] of each
+	// store, so a store that implements [store.TTLFloor] needs not set it;
+	// 0: the store's own floor.
 	MinTTL time.Duration
 
 	// RoundTrip is the store's own cheapest round trip to its server (for
@@ -100,7 +102,9 @@ func setup(t *testing.T, h Harness) *bundle {
 	t.Helper()
 	s := h.NewStore(t)
 	require.NotNil(t, s, "Harness.NewStore returned nil")
-	return &bundle{store: s, caps: h.Capabilities()}
+	caps := h.Capabilities()
+	caps.MinTTL = max(caps.MinTTL, store.MinTTLOf(s))
+	return &bundle{store: s, caps: caps}
 }
 
 // name returns a lease name unique to the calling test.

@@ -114,8 +114,6 @@ func TestUsageErrors(t *testing.T) {
 		{"BadName", []string{"run", "--name", "a\x01b", "--", "true"}, "control character"},
 		{"BadLabel", []string{"run", "--name", "x", "--label", strings.Repeat("l", 200), "--store", db, "--", "true"}, "label"},
 		{"UnsupportedStore", []string{"run", "--name", "x", "--store", "mysql://localhost", "--", "true"}, "not supported"},
-		{"TTLBelowEtcdMinimum", []string{"run", "--name", "x", "--ttl", "1s", "--store", "etcd://" + closedPort(t), "--", "true"}, "--ttl: storeurl: TTL 1s is below etcd's minimum lease TTL of 2s"},
-		{"TTLBelowConsulMinimum", []string{"run", "--name", "x", "--ttl", "5s", "--store", "consul://" + closedPort(t), "--", "true"}, "session_ttl_min"},
 		{"StoreWithoutScheme", []string{"status", "--store", "/var/lib/x.db"}, "sqlite:/var/lib/x.db"},
 		{"StoreBadURLHidesPassword", []string{"status", "--store", "postgres://u:hunter22@h:port/db"}, "not a valid URL"},
 		{"StatusBadInterval", []string{"status", "--watch", "--interval", "0s", "--store", db}, "--interval must be positive"},
@@ -637,43 +635,20 @@ func (w *lineWriter) Write(p []byte) (int, error) {
 	}
 }
 
-func TestRunStore(t *testing.T) {
+// TestTTLBelowStoreMinimum checks that run asks the opened store for its
+// floor (etcd refuses leases below 2 s) and refuses a shorter --ttl as a
+// usage error before it takes anything.
+func TestTTLBelowStoreMinimum(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
+	srv := testserver.OwnEtcd(t)
+	u := "etcd://" + strings.TrimPrefix(srv.Endpoint, "http://") + "?tenure_prefix=" + testutil.UniqueName(t) + "/"
+	o := cli(t, "run", "--name", "x", "--ttl", "1s", "--store", u, "--", "true")
+	require.Equal(t, ExitUsage, o.code, o.stderr)
+	requireOneLine(t, o)
+	require.Contains(t, o.stderr, "--ttl 1s is below the etcd store's minimum TTL of 2s; use 2s or more")
 
-	t.Run("PollsForReleasesWhileWaiting", func(t *testing.T) {
-		t.Parallel()
-		st := openSQLite(t, sqliteURL(t))
-		s := &runStore{Store: st, name: "job", poll: 5 * time.Millisecond}
-		s.waiting.Store(true)
-		h := testutil.Holder(t, "other")
-		g, err := st.Acquire(ctx, store.AcquireParams{Name: "job", Holder: h, TTL: time.Minute})
-		require.NoError(t, err)
-
-		lctx, cancel := context.WithCancel(ctx)
-		notified := make(chan string, 10)
-		listened := make(chan error, 1)
-		go func() { listened <- s.Listen(lctx, func(n string) { notified <- n }) }()
-		defer func() {
-			cancel()
-			require.ErrorIs(t, <-listened, context.Canceled)
-		}()
-		require.NoError(t, st.Release(ctx, store.ReleaseParams{Name: "job", Holder: h, Token: g.Token}))
-		select {
-		case n := <-notified:
-			require.Equal(t, "job", n)
-		case <-time.After(10 * time.Second):
-			t.Fatal("no notification of the release")
-		}
-	})
-
-	t.Run("NoPollingListensUntilDone", func(t *testing.T) {
-		t.Parallel()
-		s := &runStore{Store: openSQLite(t, sqliteURL(t)), name: "job"}
-		lctx, cancel := context.WithCancel(ctx)
-		cancel()
-		require.ErrorIs(t, s.Listen(lctx, func(string) { t.Error("notified") }), context.Canceled)
-	})
+	o = cli(t, "run", "--name", "x", "--ttl", "2s", "--grace", "100ms", "--store", u, "--", "true")
+	require.Equal(t, 0, o.code, o.stderr)
 }
 
 func TestLossReason(t *testing.T) {

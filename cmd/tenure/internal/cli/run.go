@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -23,11 +22,6 @@ import (
 // DefaultGrace is the default of run's --grace: how long the command has
 // between SIGTERM and SIGKILL once the tenure is lost.
 const DefaultGrace = 10 * time.Second
-
-// pollInterval is how often run --wait reads a store that cannot notify
-// (SQLite) to learn of a release at once rather than at the expiry it was
-// told.
-const pollInterval = 100 * time.Millisecond
 
 // releaseTimeout bounds releasing the lease after the command exited.
 const releaseTimeout = 5 * time.Second
@@ -140,24 +134,19 @@ func (o *runOptions) run(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := target.CheckTTL(cfg.TTL); err != nil {
-		return usagef("run", "--ttl: %s", message(err))
-	}
 	opened, err := target.Open(ctx, storeurl.Options{})
 	if err != nil {
 		return err
 	}
 	defer func() { _ = opened.Close() }() // Nothing is left to do about a failed close.
+	if err := checkTTL(opened, cfg.TTL); err != nil {
+		return err
+	}
 	if target.Kind == storeurl.AlwaysLeader {
 		e.errorf("always-leader store: %q runs here without mutual exclusion; reason: %s", o.name, target.Reason)
 	}
 
-	store := &runStore{Store: opened.Store, name: o.name}
-	if o.wait {
-		store.poll = pollInterval
-		store.waiting.Store(true)
-	}
-	client, err := tenure.New(store, cfg)
+	client, err := tenure.New(opened.Store, cfg)
 	if err != nil {
 		return usagef("run", "%s", message(err))
 	}
@@ -179,8 +168,22 @@ func (o *runOptions) run(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	store.waiting.Store(false)
-	return o.supervise(ctx, e, store, lease, sigs, opened.Target, args)
+	return o.supervise(ctx, e, lease, sigs, opened.Target, args)
+}
+
+// checkTTL refuses a TTL below the opened store's own floor
+// ([store.MinTTLOf]) as a usage error, before the client is made.
+func checkTTL(opened *storeurl.Opened, ttl time.Duration) error {
+	floor := store.MinTTLOf(opened.Store)
+	if ttl >= floor {
+		return nil
+	}
+	hint := ""
+	if opened.Target.Kind == storeurl.Consul {
+		hint = fmt.Sprintf(" (the Consul servers' session_ttl_min; when theirs is lower, give it as %s in the store URL)", storeurl.ParamSessionTTLMin)
+	}
+	return usagef("run", "--ttl %s is below the %s store's minimum TTL of %s%s; use %s or more",
+		ttl, opened.Target.Kind.Name(), floor, hint, floor)
 }
 
 // acquire takes the lease once, or waits for it with --wait, until a
@@ -251,7 +254,7 @@ func (o *runOptions) gaveUp(ctx context.Context, opened *storeurl.Opened) error 
 }
 
 // supervise runs the command under lease and returns when it has exited.
-func (o *runOptions) supervise(ctx context.Context, e *env, store *runStore, lease *tenure.Lease, sigs <-chan os.Signal, target storeurl.Target, args []string) error {
+func (o *runOptions) supervise(ctx context.Context, e *env, lease *tenure.Lease, sigs <-chan os.Signal, target storeurl.Target, args []string) error {
 	token := lease.Token()
 	if token == 0 {
 		return &exitError{code: ExitLost, err: fmt.Errorf("lost lease %q before the command started: %s; nothing was run", o.name, lossReason(lease.Err()))}
@@ -421,50 +424,4 @@ func exitStatus(ps *os.ProcessState) int {
 		return ExitSignalBase + int(ws.Signal())
 	}
 	return ps.ExitCode()
-}
-
-// runStore is the store as run's client sees it: a store that cannot
-// announce releases (SQLite) is read every poll interval while run --wait
-// waits, so the waiter takes over within one interval of a release instead
-// of at the expiry it was told.
-type runStore struct {
-	store.Store
-	name    string
-	poll    time.Duration // 0: do not poll
-	waiting atomic.Bool   // poll only while set
-}
-
-// Listen implements [store.Notifier]: the store's own notifications, or
-// polling while waiting, or nothing.
-func (s *runStore) Listen(ctx context.Context, notify func(name string)) error {
-	if n, ok := s.Store.(store.Notifier); ok {
-		return n.Listen(ctx, notify)
-	}
-	if s.poll <= 0 {
-		<-ctx.Done()
-		return ctx.Err()
-	}
-	t := time.NewTicker(s.poll)
-	defer t.Stop()
-	var last store.Record
-	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-		}
-		if !s.waiting.Load() {
-			continue
-		}
-		rec, err := s.Get(ctx, s.name)
-		if err != nil {
-			continue // The campaign sees store errors itself.
-		}
-		if rec.State != last.State || rec.Token != last.Token || rec.Holder != last.Holder {
-			last = rec
-			if rec.State != store.StateHeld {
-				notify(s.name)
-			}
-		}
-	}
 }

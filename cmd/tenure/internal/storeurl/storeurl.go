@@ -402,33 +402,6 @@ func (t Target) registryConfig() registry.Config {
 	return registry.Config{Schema: t.PG.Schema, TablePrefix: t.PG.TablePrefix}
 }
 
-// CheckTTL refuses a lease TTL below the store's minimum, with an error
-// matching [store.ErrInvalid] that says what to do: etcd refuses TTLs
-// below [etcdstore.MinTTL], and Consul would hold a shorter lease with a
-// session of its servers' session_ttl_min (see [consulstore.Config]), so
-// the lease would outlive a crashed holder by far more than asked.
-func (t Target) CheckTTL(ttl time.Duration) error {
-	switch t.Kind {
-	case Etcd:
-		if ttl < etcdstore.MinTTL {
-			return newError(store.ErrInvalid, nil, "storeurl: TTL %s is below etcd's minimum lease TTL of %s; use %s or more", ttl, etcdstore.MinTTL, etcdstore.MinTTL)
-		}
-	case Consul:
-		if minimum := t.consulMinTTL(); ttl < minimum {
-			return newError(store.ErrInvalid, nil, "storeurl: TTL %s is below the Consul servers' minimum session TTL of %s (their session_ttl_min); use %s or more, or, when the servers' session_ttl_min is lower, give it as %s in the store URL",
-				ttl, minimum, minimum, ParamSessionTTLMin)
-		}
-	}
-	return nil
-}
-
-func (t Target) consulMinTTL() time.Duration {
-	if t.Consul.MinSessionTTL > 0 {
-		return t.Consul.MinSessionTTL
-	}
-	return consulstore.DefaultMinSessionTTL
-}
-
 // Options tunes [Target.Open]. The zero value means the defaults.
 type Options struct {
 	// ConnectTimeout bounds connecting to a server store and the first

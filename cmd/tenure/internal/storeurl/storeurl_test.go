@@ -12,12 +12,14 @@ import (
 
 	"github.com/tenure-dev/tenure/store"
 
+	"github.com/hashicorp/consul/api"
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/tenure-dev/tenure/cmd/tenure/internal/storeurl"
 	"github.com/tenure-dev/tenure/internal/testserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
+	"github.com/tenure-dev/tenure/store/consulstore"
 	"github.com/tenure-dev/tenure/store/pgstore"
 )
 
@@ -377,4 +379,33 @@ func TestOpenPostgres(t *testing.T) {
 		require.NotContains(t, err.Error(), "\n")
 		require.NoError(t, tg.Wrap(nil))
 	})
+}
+
+// TestMinTTL checks that the floor the tenure command applies comes from
+// the opened store ([store.MinTTLOf]): the contract's minimum for SQLite
+// and always-leader, the servers' session_ttl_min a Consul URL gives.
+func TestMinTTL(t *testing.T) {
+	t.Parallel()
+	for _, raw := range []string{"sqlite:" + filepath.Join(t.TempDir(), "x.db"), "always:idempotent"} {
+		tg, err := storeurl.Parse(raw)
+		require.NoError(t, err)
+		o, err := tg.Open(t.Context(), storeurl.Options{})
+		require.NoError(t, err)
+		require.Equal(t, store.MinTTL, store.MinTTLOf(o.Store), raw)
+		require.NoError(t, o.Close())
+	}
+	for raw, want := range map[string]time.Duration{
+		"consul://h":                           consulstore.DefaultMinSessionTTL,
+		"consul://h?tenure_session_ttl_min=2s": 2 * time.Second,
+		// The contract's minimum still applies below a lower server floor.
+		"consul://h?tenure_session_ttl_min=100ms": store.MinTTL,
+	} {
+		tg, err := storeurl.Parse(raw)
+		require.NoError(t, err)
+		client, err := api.NewClient(api.DefaultConfig())
+		require.NoError(t, err)
+		st, err := consulstore.New(client, tg.Consul) // contacts nothing
+		require.NoError(t, err)
+		require.Equal(t, want, store.MinTTLOf(st), raw)
+	}
 }
