@@ -66,35 +66,6 @@ func TestParseServers(t *testing.T) {
 	}
 }
 
-func TestCheckTTL(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		raw  string
-		ttl  time.Duration
-		want string // part of the error; empty: accepted
-	}{
-		{"sqlite:/x.db", store.MinTTL, ""},
-		{"postgres://h/db", store.MinTTL, ""},
-		{"redis://h", store.MinTTL, ""},
-		{"etcd://h", 2 * time.Second, ""},
-		{"etcd://h", 1999 * time.Millisecond, "below etcd's minimum lease TTL of 2s; use 2s or more"},
-		{"consul://h", 10 * time.Second, ""},
-		{"consul://h", 5 * time.Second, "minimum session TTL of 10s (their session_ttl_min); use 10s or more, or, when the servers' session_ttl_min is lower, give it as tenure_session_ttl_min"},
-		{"consul://h?tenure_session_ttl_min=500ms", time.Second, ""},
-		{"consul://h?tenure_session_ttl_min=2s", time.Second, "minimum session TTL of 2s"},
-	} {
-		tg, err := storeurl.Parse(tc.raw)
-		require.NoError(t, err)
-		err = tg.CheckTTL(tc.ttl)
-		if tc.want == "" {
-			require.NoError(t, err, "%s %s", tc.raw, tc.ttl)
-			continue
-		}
-		require.ErrorIs(t, err, store.ErrInvalid, "%s %s", tc.raw, tc.ttl)
-		require.Contains(t, err.Error(), tc.want)
-	}
-}
-
 func TestRegistryConfig(t *testing.T) {
 	t.Parallel()
 	tg, err := storeurl.Parse("postgres://h/db?tenure_schema=ops&tenure_prefix=job_")
