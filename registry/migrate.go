@@ -3,10 +3,6 @@ package registry
 import (
 	"context"
 	"embed"
-	"fmt"
-	"strings"
-
-	"github.com/tenure-dev/tenure/store"
 
 	"github.com/tenure-dev/tenure/internal/pgkit"
 )
@@ -21,7 +17,8 @@ func migrations(obj Objects) (pgkit.Set, error) {
 	ms, err := pgkit.Load("registry", migrationFS, "migrations")
 	return pgkit.Set{
 		Errors:     errs,
-		Schema:     obj.Schema,
+		Namespace:  obj.namespace(),
+		Title:      "tenure registry schema",
 		Table:      obj.namespace().Ident(obj.Migrations),
 		Render:     obj.renderer(),
 		Migrations: ms,
@@ -59,10 +56,7 @@ func (c Config) MigrationSQL() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return set.Script(
-		fmt.Sprintf("tenure registry schema: schema %s, table prefix %s.", pgkit.QuoteLiteral(obj.Schema), pgkit.QuoteLiteral(obj.TablePrefix)),
-		"Run as the schema's owner; the run-time role needs only the grants registry.Config.GrantSQL lists.",
-	), nil
+	return set.Script(), nil
 }
 
 // GrantSQL returns the GRANT statements that let role use a registry
@@ -76,14 +70,10 @@ func (c Config) GrantSQL(role string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if role == "" {
-		return "", fmt.Errorf("registry: grant: %w: role is empty", store.ErrInvalid)
-	}
-	ns, r := obj.namespace(), pgkit.QuoteIdent(role)
-	var b strings.Builder
-	fmt.Fprintf(&b, "GRANT USAGE ON SCHEMA %s TO %s;\n", ns.QuotedSchema(), r)
-	fmt.Fprintf(&b, "GRANT SELECT, INSERT, UPDATE ON TABLE %s TO %s;\n", ns.Ident(obj.Agents), r)
-	fmt.Fprintf(&b, "GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE %s TO %s;\n", ns.Ident(obj.Owners), r)
-	fmt.Fprintf(&b, "GRANT SELECT, INSERT ON TABLE %s TO %s;\n", ns.Ident(obj.Reassignments), r)
-	return b.String(), nil
+	ns := obj.namespace()
+	return ns.GrantSQL("registry", role,
+		"SELECT, INSERT, UPDATE ON TABLE "+ns.Ident(obj.Agents),
+		"SELECT, INSERT, UPDATE, DELETE ON TABLE "+ns.Ident(obj.Owners),
+		"SELECT, INSERT ON TABLE "+ns.Ident(obj.Reassignments),
+	)
 }

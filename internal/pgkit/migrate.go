@@ -29,8 +29,10 @@ type Set struct {
 	// Errors interprets the server's and the driver's errors for the
 	// package; its Owner names the package in messages and scripts.
 	Errors Interpreter
-	// Schema is the schema the migrations create objects in.
-	Schema string
+	// Namespace is where the migrations create objects.
+	Namespace Namespace
+	// Title starts the script's header ("tenure registry schema").
+	Title string
 	// Table is the quoted, schema-qualified table that records applied
 	// versions.
 	Table string
@@ -126,10 +128,10 @@ func (s Set) Apply(ctx context.Context, tx pgx.Tx) error {
 		}
 		return nil
 	}
-	if err := step("migrate", "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", lockKey(s.Schema)); err != nil {
+	if err := step("migrate", "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", lockKey(s.Namespace.Schema)); err != nil {
 		return err
 	}
-	if err := step(fmt.Sprintf("migrate: create schema %q", s.Schema), createSchema(s.Schema)); err != nil {
+	if err := step(fmt.Sprintf("migrate: create schema %q", s.Namespace.Schema), createSchema(s.Namespace.Schema)); err != nil {
 		return err
 	}
 	if err := step("migrate", s.createTable()); err != nil {
@@ -160,16 +162,15 @@ func (s Set) Apply(ctx context.Context, tx pgx.Tx) error {
 
 // Script returns the set as one SQL script for a DBA to review and run
 // (psql -v ON_ERROR_STOP=1 -f): the same lock, the same objects, every
-// version recorded, safe to run again. header is written first, one
-// comment line per line.
-func (s Set) Script(header ...string) string {
+// version recorded, safe to run again. Its header names the set, the schema
+// and the prefix, and the owner's GrantSQL for the run-time role.
+func (s Set) Script() string {
 	var b strings.Builder
-	for _, h := range header {
-		fmt.Fprintf(&b, "-- %s\n", h)
-	}
+	fmt.Fprintf(&b, "-- %s: schema %s, table prefix %s.\n", s.Title, QuoteLiteral(s.Namespace.Schema), QuoteLiteral(s.Namespace.Prefix))
+	fmt.Fprintf(&b, "-- Run as the schema's owner; the run-time role needs only the grants %s.Config.GrantSQL lists.\n", s.Errors.Owner)
 	b.WriteString("BEGIN;\n")
-	fmt.Fprintf(&b, "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0));\n", QuoteLiteral(lockKey(s.Schema)))
-	b.WriteString(createSchema(s.Schema) + ";\n")
+	fmt.Fprintf(&b, "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0));\n", QuoteLiteral(lockKey(s.Namespace.Schema)))
+	b.WriteString(createSchema(s.Namespace.Schema) + ";\n")
 	b.WriteString(s.createTable() + ";\n")
 	for _, m := range s.Migrations {
 		fmt.Fprintf(&b, "\n-- %s migration %03d_%s\n", s.Errors.Owner, m.Version, m.Name)

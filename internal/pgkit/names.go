@@ -116,3 +116,19 @@ func QuoteLiteral(s string) string {
 	}
 	return q
 }
+
+// GrantSQL returns the statements that grant role USAGE on ns's schema and
+// then each of privileges ("SELECT ON TABLE …"), one GRANT a line. owner
+// prefixes the error of an empty role, which matches [store.ErrInvalid].
+func (ns Namespace) GrantSQL(owner, role string, privileges ...string) (string, error) {
+	if role == "" {
+		return "", fmt.Errorf("%s: grant: %w: role is empty", owner, store.ErrInvalid)
+	}
+	r := QuoteIdent(role)
+	var b strings.Builder
+	fmt.Fprintf(&b, "GRANT USAGE ON SCHEMA %s TO %s;\n", ns.QuotedSchema(), r)
+	for _, p := range privileges {
+		fmt.Fprintf(&b, "GRANT %s TO %s;\n", p, r)
+	}
+	return b.String(), nil
+}

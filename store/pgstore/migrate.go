@@ -4,9 +4,6 @@ import (
 	"context"
 	"embed"
 	"fmt"
-	"strings"
-
-	"github.com/tenure-dev/tenure/store"
 
 	"github.com/tenure-dev/tenure/internal/pgkit"
 )
@@ -19,7 +16,8 @@ func migrations(obj Objects) (pgkit.Set, error) {
 	ms, err := pgkit.Load("pgstore", migrationFS, "migrations")
 	return pgkit.Set{
 		Errors:     errs,
-		Schema:     obj.Schema,
+		Namespace:  obj.namespace(),
+		Title:      "tenure schema",
 		Table:      obj.namespace().Ident(obj.Migrations),
 		Render:     obj.renderer(),
 		Migrations: ms,
@@ -59,10 +57,7 @@ func (c Config) MigrationSQL() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return set.Script(
-		fmt.Sprintf("tenure schema: schema %s, table prefix %s.", pgkit.QuoteLiteral(obj.Schema), pgkit.QuoteLiteral(obj.TablePrefix)),
-		"Run as the schema's owner; the run-time role needs only the grants pgstore.Config.GrantSQL lists.",
-	), nil
+	return set.Script(), nil
 }
 
 // GrantSQL returns the GRANT statements that let role use a store
@@ -76,16 +71,11 @@ func (c Config) GrantSQL(role string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if role == "" {
-		return "", fmt.Errorf("pgstore: grant: %w: role is empty", store.ErrInvalid)
-	}
-	ns, r := obj.namespace(), pgkit.QuoteIdent(role)
-	var b strings.Builder
-	fmt.Fprintf(&b, "GRANT USAGE ON SCHEMA %s TO %s;\n", ns.QuotedSchema(), r)
-	fmt.Fprintf(&b, "GRANT SELECT, INSERT, UPDATE ON TABLE %s, %s TO %s;\n",
-		ns.Ident(obj.Leases), ns.Ident(obj.Fences), r)
-	fmt.Fprintf(&b, "GRANT USAGE ON SEQUENCE %s TO %s;\n", ns.Ident(obj.TokenSeq), r)
-	fmt.Fprintf(&b, "GRANT EXECUTE ON FUNCTION %s(text, bigint), %s(text, bigint), %s(text, bigint, text, text, bigint) TO %s;\n",
-		ns.Ident(obj.FenceFunc), ns.Ident(obj.CheckLeaseFunc), ns.Ident(obj.CheckLeaseStrictFunc), r)
-	return b.String(), nil
+	ns := obj.namespace()
+	return ns.GrantSQL("pgstore", role,
+		fmt.Sprintf("SELECT, INSERT, UPDATE ON TABLE %s, %s", ns.Ident(obj.Leases), ns.Ident(obj.Fences)),
+		"USAGE ON SEQUENCE "+ns.Ident(obj.TokenSeq),
+		fmt.Sprintf("EXECUTE ON FUNCTION %s(text, bigint), %s(text, bigint), %s(text, bigint, text, text, bigint)",
+			ns.Ident(obj.FenceFunc), ns.Ident(obj.CheckLeaseFunc), ns.Ident(obj.CheckLeaseStrictFunc)),
+	)
 }
