@@ -48,7 +48,7 @@
 // # Notifications
 //
 // SQLite cannot push, so [Store.Listen] polls, cheaply: every
-// [Config.PollInterval] (default [DefaultPollInterval], 10 ms) it reads
+// [Config.PollInterval] (default [DefaultPollInterval], 25 ms) it reads
 // PRAGMA data_version on a connection of its own, which reads no table and
 // moves only when another connection, of this process or another, has
 // committed. Each new tenure and each release stamps its lease with the
@@ -57,8 +57,9 @@
 // their names in order. Renewals are not announced. A follower campaigning
 // through a [github.com/tenure-dev/tenure.Client] thus takes over within about one poll interval
 // of a release, in this process or another, instead of at the expiry it
-// was told; a poll costs a few microseconds, about 0.1% of one core per
-// listener at the default interval. Notifications remain an optimisation:
+// was told. Polling costs CPU even when nothing happens, about 2% of one
+// core per listening Store at the default interval on a busy two-core
+// machine (see [Config.PollInterval]). Notifications remain an optimisation:
 // a follower that misses one still retries at the expiry.
 //
 // # Failure modes

@@ -8,7 +8,7 @@ import (
 )
 
 // Listen implements [store.Notifier.Listen] by polling, since SQLite
-// cannot push: every [Config.PollInterval] (default 10 ms) it asks, on a
+// cannot push: every [Config.PollInterval] (default 25 ms) it asks, on a
 // connection of its own, for PRAGMA data_version, which moves whenever
 // another connection of this or any other process has committed to the
 // file. Only then does it read the leases whose release or new tenure
@@ -54,14 +54,19 @@ func (s *Store) poll(ctx context.Context, notify func(name string)) {
 
 // watcher is what [Store.poll] remembers between two polls.
 type watcher struct {
-	conn       *sql.Conn
-	version    int64 // the connection's last PRAGMA data_version
-	change     int64 // the last change counter value reported
-	subscribed bool  // change is known
+	conn        *sql.Conn
+	versionStmt *sql.Stmt // PRAGMA data_version, prepared once per connection
+	version     int64     // the connection's last PRAGMA data_version
+	change      int64     // the last change counter value reported
+	subscribed  bool      // change is known
 }
 
 // drop gives the connection back; the next step takes a new one.
 func (w *watcher) drop() {
+	if w.versionStmt != nil {
+		_ = w.versionStmt.Close() // Closing a prepared statement cannot fail in a way Listen could act on.
+		w.versionStmt = nil
+	}
 	if w.conn != nil {
 		_ = w.conn.Close() // Returning it to the pool cannot fail in a way Listen could act on.
 		w.conn = nil
@@ -77,9 +82,14 @@ func (w *watcher) step(ctx context.Context, db *sql.DB, notify func(name string)
 		}
 		w.conn = c
 		w.version = -1 // a new connection's version says nothing yet
+		stmt, err := c.PrepareContext(ctx, "PRAGMA data_version")
+		if err != nil {
+			return err
+		}
+		w.versionStmt = stmt
 	}
 	var v int64
-	if err := w.conn.QueryRowContext(ctx, "PRAGMA data_version").Scan(&v); err != nil {
+	if err := w.versionStmt.QueryRowContext(ctx).Scan(&v); err != nil {
 		return err
 	}
 	if v == w.version && w.subscribed {
