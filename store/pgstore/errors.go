@@ -1,10 +1,6 @@
 package pgstore
 
 import (
-	"fmt"
-
-	"github.com/tenure-dev/tenure/store"
-
 	"github.com/tenure-dev/tenure/internal/pgkit"
 )
 
@@ -31,8 +27,3 @@ var errs = pgkit.Interpreter{
 
 // interpretError classifies err for the call op ("acquire lease \"x\"").
 func interpretError(op string, err error) error { return errs.Error(op, err) }
-
-// closedError is returned by calls on a closed store.
-func closedError(op string) error {
-	return fmt.Errorf("pgstore: %s on a closed store; create a new one with pgstore.New: %w", op, store.ErrClosed)
-}

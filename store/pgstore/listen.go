@@ -2,10 +2,7 @@ package pgstore
 
 import (
 	"context"
-	"fmt"
 	"time"
-
-	"github.com/tenure-dev/tenure/store"
 
 	"github.com/jackc/pgx/v5"
 
@@ -33,24 +30,11 @@ const (
 // Listen returns ctx's error when ctx is done and an error matching
 // [store.ErrClosed] when the store is closed.
 func (s *Store) Listen(ctx context.Context, notify func(name string)) error {
-	if notify == nil {
-		return fmt.Errorf("pgstore: listen: %w: notify function is nil", store.ErrInvalid)
-	}
-	if s.closed.Load() {
-		return closedError("listen")
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stop := context.AfterFunc(s.done, cancel)
-	defer stop()
-
-	reconnect.Loop(ctx, listenBackoffMin, listenBackoffMax, func(ctx context.Context) bool {
-		return s.listenOnce(ctx, notify)
+	return s.gate.Listen(ctx, notify, func(ctx context.Context, notify func(name string)) {
+		reconnect.Loop(ctx, listenBackoffMin, listenBackoffMax, func(ctx context.Context) bool {
+			return s.listenOnce(ctx, notify)
+		})
 	})
-	if s.closed.Load() {
-		return closedError("listen")
-	}
-	return ctx.Err()
 }
 
 // listenOnce takes a connection, listens and delivers notifications until

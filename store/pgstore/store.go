@@ -6,13 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/tenure-dev/tenure/store"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/tenure-dev/tenure/internal/storekit"
 )
 
 var (
@@ -40,10 +41,8 @@ type Store struct {
 
 	acquireSQL, renewSQL, releaseSQL, getSQL, listSQL string
 
-	closed atomic.Bool
-	// done is cancelled by Close; it ends every Listen.
-	done   context.Context
-	cancel context.CancelFunc
+	// gate is shut by Close; it ends every Listen.
+	gate *storekit.Gate
 
 	hookMu sync.Mutex
 	// listenHook, when set (by tests), is called with the backend pid of
@@ -71,6 +70,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 		pool:    pool,
 		obj:     obj,
 		seqName: obj.namespace().Ident(obj.TokenSeq),
+		gate:    storekit.NewGate("pgstore", "pgstore.New"),
 	}
 	for _, q := range []struct {
 		file string
@@ -88,7 +88,6 @@ func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 		}
 		*q.dst = render(string(text))
 	}
-	s.done, s.cancel = context.WithCancel(context.Background())
 	return s, nil
 }
 
@@ -270,8 +269,7 @@ func (s *Store) List(ctx context.Context) ([]store.Record, error) {
 // [store.ErrClosed] and every [Store.Listen] returns. It leaves the pool
 // open. Closing twice is harmless.
 func (s *Store) Close() error {
-	s.closed.Store(true)
-	s.cancel()
+	s.gate.Close()
 	return nil
 }
 
@@ -312,12 +310,4 @@ func scanRecords(rows pgx.Rows) ([]store.Record, error) {
 
 // begin refuses a call on a closed store or with a context that is already
 // done, before anything is attempted.
-func (s *Store) begin(ctx context.Context, op string) error {
-	if s.closed.Load() {
-		return closedError(op)
-	}
-	if err := ctx.Err(); err != nil {
-		return errs.NotAttempted(op, err)
-	}
-	return nil
-}
+func (s *Store) begin(ctx context.Context, op string) error { return s.gate.Begin(ctx, op) }
