@@ -9,8 +9,8 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
+	"github.com/tenure-dev/tenure/fence"
 	"github.com/tenure-dev/tenure/store"
 )
 
@@ -280,25 +280,20 @@ func writeProblem(w http.ResponseWriter, r *http.Request, status int, detail str
 	_ = json.NewEncoder(w).Encode(p) // A client that went away gets nothing either way.
 }
 
+// checkToken checks the token a client is about to send
+// ([fence.ValidateToken]).
 func checkToken(tok store.Token) error {
-	switch {
-	case tok == 0:
-		return fmt.Errorf("httpfence: %w: token is 0: the lease is no longer trusted; do not write", store.ErrInvalid)
-	case tok < 0:
-		return fmt.Errorf("httpfence: %w: token %d must be positive", store.ErrInvalid, tok)
+	if err := fence.ValidateToken(tok); err != nil {
+		return fmt.Errorf("httpfence: %w", err)
 	}
 	return nil
 }
 
-// validate checks what every fence store gets.
+// validate checks what every fence store gets ([fence.ValidateWrite], the
+// rule every fence applies).
 func validate(resource string, tok store.Token) error {
-	switch {
-	case resource == "":
-		return fmt.Errorf("httpfence: %w: resource is empty", store.ErrInvalid)
-	case len(resource) > store.MaxNameLen:
-		return fmt.Errorf("httpfence: %w: resource is %d bytes long; the maximum is %d", store.ErrInvalid, len(resource), store.MaxNameLen)
-	case !utf8.ValidString(resource):
-		return fmt.Errorf("httpfence: %w: resource %q is not valid UTF-8", store.ErrInvalid, resource)
+	if err := fence.ValidateWrite(resource, tok); err != nil {
+		return fmt.Errorf("httpfence: %w", err)
 	}
-	return checkToken(tok)
+	return nil
 }

@@ -3,7 +3,6 @@ package pgfence
 import (
 	"context"
 	"fmt"
-	"unicode/utf8"
 
 	"github.com/tenure-dev/tenure/store"
 
@@ -12,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tenure-dev/tenure"
+	"github.com/tenure-dev/tenure/fence"
 	"github.com/tenure-dev/tenure/store/pgstore"
 )
 
@@ -126,12 +126,12 @@ func StrictTx(ctx context.Context, db Beginner, l *tenure.Lease, fn func(ctx con
 // transaction ends, so fenced writes to one resource commit in token
 // order; a transaction that rolls back leaves the fence as it was.
 //
-// resource is any non-empty UTF-8 string of at most [store.MaxNameLen]
-// bytes; tok must be positive (a [tenure.Lease] whose Token is 0 is no
+// resource is 1 to [store.MaxNameLen] bytes of UTF-8 without control
+// characters ([fence.ValidateWrite]); tok must be positive (a [tenure.Lease] whose Token is 0 is no
 // longer trusted: do not write). Bad input fails with [store.ErrInvalid]
 // before anything is sent.
 func (f *Fencer) Fence(ctx context.Context, q Querier, resource string, tok store.Token) error {
-	if err := validate(q, "resource", resource, tok); err != nil {
+	if err := validate(q, resource, tok); err != nil {
 		return fmt.Errorf("pgfence: fence: %w", err)
 	}
 	_, err := q.Exec(ctx, f.fenceSQL, resource, int64(tok))
@@ -149,7 +149,7 @@ func (f *Fencer) Fence(ctx context.Context, q Querier, resource string, tok stor
 // so the write is in before any new holder exists. Keep the transaction
 // short next to the TTL.
 func (f *Fencer) CheckLease(ctx context.Context, q Querier, name string, tok store.Token) error {
-	if err := validate(q, "lease name", name, tok); err != nil {
+	if err := validate(q, name, tok); err != nil {
 		return fmt.Errorf("pgfence: check lease: %w", err)
 	}
 	_, err := q.Exec(ctx, f.checkSQL, name, int64(tok))
@@ -177,7 +177,7 @@ func (f *Fencer) CheckLeaseStrict(ctx context.Context, q Querier, c Chain) (int6
 		return 0, fmt.Errorf("pgfence: strict check: %w: chain write is nil", store.ErrInvalid)
 	}
 	name, tok, h, seq := c.Name(), c.Token(), c.Holder(), c.Seq()
-	if err := validate(q, "lease name", name, tok); err != nil {
+	if err := validate(q, name, tok); err != nil {
 		return 0, fmt.Errorf("pgfence: strict check: %w", err)
 	}
 	if err := h.Validate(); err != nil {
@@ -263,21 +263,12 @@ func (f *Fencer) strict(ctx context.Context, l *tenure.Lease, begin func(context
 	return nil
 }
 
-// validate checks what every helper gets.
-func validate(q Querier, what, s string, tok store.Token) error {
-	switch {
-	case q == nil:
+// validate checks what every helper gets: a querier, and a resource (or
+// lease name) and token that pass [fence.ValidateWrite], the rule every
+// fence applies.
+func validate(q Querier, resource string, tok store.Token) error {
+	if q == nil {
 		return fmt.Errorf("%w: querier is nil; pass the transaction that makes the write", store.ErrInvalid)
-	case s == "":
-		return fmt.Errorf("%w: %s is empty", store.ErrInvalid, what)
-	case len(s) > store.MaxNameLen:
-		return fmt.Errorf("%w: %s is %d bytes long; the maximum is %d", store.ErrInvalid, what, len(s), store.MaxNameLen)
-	case !utf8.ValidString(s):
-		return fmt.Errorf("%w: %s %q is not valid UTF-8", store.ErrInvalid, what, s)
-	case tok == 0:
-		return fmt.Errorf("%w: token is 0 for %s %q: the lease is no longer trusted; do not write", store.ErrInvalid, what, s)
-	case tok < 0:
-		return fmt.Errorf("%w: token %d for %s %q must be positive", store.ErrInvalid, tok, what, s)
 	}
-	return nil
+	return fence.ValidateWrite(resource, tok)
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/tenure-dev/tenure/fence"
 	"github.com/tenure-dev/tenure/store"
 
 	"github.com/redis/go-redis/v9"
@@ -241,26 +242,16 @@ func appendFields(args []any, fields map[string]string) []any {
 	return args
 }
 
-// validate checks what every call gets.
+// validate checks what every call gets: a client, and a resource and
+// token that pass [fence.ValidateWrite], the rule every fence applies.
 func validate(c redis.Scripter, resource string, tok store.Token) error {
 	if rc, ok := c.(*redis.Client); ok && rc == nil {
 		c = nil
 	}
-	switch {
-	case c == nil:
+	if c == nil {
 		return fmt.Errorf("%w: client is nil", store.ErrInvalid)
-	case resource == "":
-		return fmt.Errorf("%w: resource is empty", store.ErrInvalid)
-	case len(resource) > store.MaxNameLen:
-		return fmt.Errorf("%w: resource is %d bytes long; the maximum is %d", store.ErrInvalid, len(resource), store.MaxNameLen)
-	case !utf8.ValidString(resource):
-		return fmt.Errorf("%w: resource %q is not valid UTF-8", store.ErrInvalid, resource)
-	case tok == 0:
-		return fmt.Errorf("%w: token is 0 for resource %q: the lease is no longer trusted; do not write", store.ErrInvalid, resource)
-	case tok < 0:
-		return fmt.Errorf("%w: token %d for resource %q must be positive", store.ErrInvalid, tok, resource)
 	}
-	return nil
+	return fence.ValidateWrite(resource, tok)
 }
 
 func isControl(r rune) bool { return r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/tenure-dev/tenure/fence"
 	"github.com/tenure-dev/tenure/store"
 
 	"github.com/hashicorp/consul/api"
@@ -31,11 +32,8 @@ import (
 // Deleting the counter key makes every check of the name fail until the
 // next acquisition.
 func (s *Store) FenceOps(name string, token store.Token) ([]*api.TxnOp, error) {
-	if err := store.ValidateName(name); err != nil {
-		return nil, interpret("fence", err)
-	}
-	if token <= 0 {
-		return nil, fmt.Errorf("consulstore: fence: %w: token %d for lease %q must be positive", store.ErrInvalid, token, name)
+	if err := fence.ValidateWrite(name, token); err != nil {
+		return nil, fmt.Errorf("consulstore: fence of lease %q: %w", name, err)
 	}
 	return []*api.TxnOp{{KV: &api.KVTxnOp{Verb: api.KVCheckIndex, Key: s.keys(name).counter, Index: uint64(token)}}}, nil
 }

@@ -4,8 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"unicode/utf8"
 
+	"github.com/tenure-dev/tenure/fence"
 	"github.com/tenure-dev/tenure/store"
 )
 
@@ -32,20 +32,15 @@ import (
 //	ON CONFLICT (resource) DO UPDATE SET token = max(token, excluded.token)
 //	RETURNING token; -- stale when the result is greater than ?2
 //
-// resource is any non-empty UTF-8 string of at most [store.MaxNameLen]
-// bytes; bad input fails with [store.ErrInvalid].
+// resource is 1 to [store.MaxNameLen] bytes of UTF-8 without control
+// characters and tok is positive, the rule every fence applies
+// ([fence.ValidateWrite]); bad input fails with [store.ErrInvalid].
 func Fence(ctx context.Context, tx *sql.Tx, resource string, tok store.Token) error {
-	switch {
-	case tx == nil:
+	if tx == nil {
 		return fmt.Errorf("sqlitestore: fence: %w: transaction is nil; begin one on Store.DB", store.ErrInvalid)
-	case resource == "":
-		return fmt.Errorf("sqlitestore: fence: %w: resource is empty", store.ErrInvalid)
-	case len(resource) > store.MaxNameLen:
-		return fmt.Errorf("sqlitestore: fence: %w: resource is %d bytes long; the maximum is %d", store.ErrInvalid, len(resource), store.MaxNameLen)
-	case !utf8.ValidString(resource):
-		return fmt.Errorf("sqlitestore: fence: %w: resource %q is not valid UTF-8", store.ErrInvalid, resource)
-	case tok <= 0:
-		return fmt.Errorf("sqlitestore: fence: %w: token %d for resource %q must be positive", store.ErrInvalid, tok, resource)
+	}
+	if err := fence.ValidateWrite(resource, tok); err != nil {
+		return fmt.Errorf("sqlitestore: fence: %w", err)
 	}
 	// One statement, so the check and the record cannot be split even on
 	// a transaction that began DEFERRED: the write lock is taken first.
