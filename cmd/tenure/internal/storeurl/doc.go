@@ -47,9 +47,9 @@
 //
 // # Minimum TTL
 //
-// [Target.CheckTTL] refuses a lease TTL the store would not honour as
-// asked: below 2 s on etcd, which refuses it, and below the servers'
-// session_ttl_min on Consul, which would hold the lease that much longer.
+// The shortest TTL is each store's own knowledge ([store.MinTTLOf]: 2 s on
+// etcd, the servers' session_ttl_min on Consul); the CLI asks the opened
+// store, not this package.
 //
 // # Secrets
 //
