@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/tenure-dev/tenure/internal/identity"
+	"github.com/tenure-dev/tenure/internal/pgkit"
 	"github.com/tenure-dev/tenure/store"
 )
 
@@ -67,28 +68,21 @@ func New(pool *pgxpool.Pool, cfg Config) (*Registry, error) {
 	}
 	render := obj.renderer()
 	r := &Registry{pool: pool, obj: obj, cfg: cfg, log: log, render: render}
-	for _, q := range []struct {
-		file string
-		dst  *string
-	}{
-		{"register.sql", &r.registerSQL},
-		{"heartbeat.sql", &r.heartbeatSQL},
-		{"conflict.sql", &r.conflictSQL},
-		{"deregister.sql", &r.deregisterSQL},
-		{"agent.sql", &r.agentSQL},
-		{"agents.sql", &r.agentsSQL},
-		{"owner.sql", &r.ownerSQL},
-		{"place.sql", &r.placeSQL},
-		{"lock_owner.sql", &r.lockOwnerSQL},
-		{"reassign.sql", &r.reassignSQL},
-		{"reassignments.sql", &r.reassignmentsSQL},
-		{"remove.sql", &r.removeSQL},
-	} {
-		text, err := queryFS.ReadFile("queries/" + q.file)
-		if err != nil {
-			return nil, fmt.Errorf("registry: embedded query %s is missing: %w", q.file, err)
-		}
-		*q.dst = render(string(text))
+	if err := pgkit.Queries("registry", queryFS, "queries", render, map[string]*string{
+		"register.sql":      &r.registerSQL,
+		"heartbeat.sql":     &r.heartbeatSQL,
+		"conflict.sql":      &r.conflictSQL,
+		"deregister.sql":    &r.deregisterSQL,
+		"agent.sql":         &r.agentSQL,
+		"agents.sql":        &r.agentsSQL,
+		"owner.sql":         &r.ownerSQL,
+		"place.sql":         &r.placeSQL,
+		"lock_owner.sql":    &r.lockOwnerSQL,
+		"reassign.sql":      &r.reassignSQL,
+		"reassignments.sql": &r.reassignmentsSQL,
+		"remove.sql":        &r.removeSQL,
+	}); err != nil {
+		return nil, err
 	}
 	return r, nil
 }

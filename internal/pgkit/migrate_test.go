@@ -75,3 +75,14 @@ GRANT USAGE ON SEQUENCE "s"."p_seq" TO "app ""role""";
 	require.ErrorIs(t, err, store.ErrInvalid)
 	require.ErrorContains(t, err, "owner: grant:")
 }
+
+func TestQueries(t *testing.T) {
+	t.Parallel()
+	fsys := fstest.MapFS{"q/get.sql": {Data: []byte("SELECT * FROM {{t}}")}}
+	render := pgkit.Namespace{Schema: "s", Prefix: "p_"}.Renderer(map[string]string{"t": "p_t"})
+	var get, missing string
+	require.NoError(t, pgkit.Queries("owner", fsys, "q", render, map[string]*string{"get.sql": &get}))
+	require.Equal(t, `SELECT * FROM "s"."p_t"`, get)
+	err := pgkit.Queries("owner", fsys, "q", render, map[string]*string{"missing.sql": &missing})
+	require.ErrorContains(t, err, "owner: embedded query missing.sql is missing")
+}

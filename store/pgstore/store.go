@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/tenure-dev/tenure/internal/pgkit"
 	"github.com/tenure-dev/tenure/internal/storekit"
 )
 
@@ -72,21 +73,14 @@ func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 		seqName: obj.namespace().Ident(obj.TokenSeq),
 		gate:    storekit.NewGate("pgstore", "pgstore.New"),
 	}
-	for _, q := range []struct {
-		file string
-		dst  *string
-	}{
-		{"acquire.sql", &s.acquireSQL},
-		{"renew.sql", &s.renewSQL},
-		{"release.sql", &s.releaseSQL},
-		{"get.sql", &s.getSQL},
-		{"list.sql", &s.listSQL},
-	} {
-		text, err := queryFS.ReadFile("queries/" + q.file)
-		if err != nil {
-			return nil, fmt.Errorf("pgstore: embedded query %s is missing: %w", q.file, err)
-		}
-		*q.dst = render(string(text))
+	if err := pgkit.Queries("pgstore", queryFS, "queries", render, map[string]*string{
+		"acquire.sql": &s.acquireSQL,
+		"renew.sql":   &s.renewSQL,
+		"release.sql": &s.releaseSQL,
+		"get.sql":     &s.getSQL,
+		"list.sql":    &s.listSQL,
+	}); err != nil {
+		return nil, err
 	}
 	return s, nil
 }
