@@ -57,6 +57,7 @@ type lease struct {
 	deadline     time.Duration
 	renewDue     time.Duration
 	renewing     bool // part of the batch in flight
+	recheck      bool // the store announced a change while renewing: renew again
 	lastProgress time.Duration
 	chainWrites  int // granted chain writes not yet ended
 	chainWaiting int // chain writes waiting for a renewal to finish
@@ -162,10 +163,10 @@ func (e *Engine) handle(now Instant, ev Event) {
 	case Notified:
 		if ev.Name == "" {
 			for _, l := range e.order {
-				e.retrySoon(now, l)
+				e.heard(now, l)
 			}
 		} else if l := e.leases[ev.Name]; l != nil {
-			e.retrySoon(now, l)
+			e.heard(now, l)
 		}
 	case Progress:
 		if l := e.tenure(ev.Name, ev.Token); l != nil {
@@ -315,6 +316,9 @@ func (e *Engine) renewDone(now Instant, d RenewDone) {
 			l.anchor = d.SentAt
 			l.deadline = e.deadline(now, d.SentAt, o.Grant.Remaining)
 			l.renewDue = d.SentAt.Mono + e.cfg.RenewInterval
+			if l.recheck {
+				l.renewDue, l.recheck = now.Mono, false
+			}
 			e.emit(Renewed{Name: l.name, Token: l.token, Seq: l.seq, Anchor: l.anchor, Deadline: l.deadline})
 			if l.chainWaiting > 0 {
 				e.grantChainWrites(l)
@@ -331,15 +335,27 @@ func (e *Engine) renewDone(now Instant, d RenewDone) {
 	}
 }
 
-// grantChainWrites lets the waiting chain writes of l start.
-// retrySoon brings a waiting campaign's next attempt forward to now, plus
-// a jitter that keeps a crowd of followers from arriving together.
-func (e *Engine) retrySoon(now Instant, l *lease) {
-	if !l.removed && l.phase == idle && l.want {
+// heard acts on the store's announcement that l's lease was released or
+// taken over (or that announcements may have been lost). A waiting
+// campaign tries again now, plus a jitter that keeps a crowd of followers
+// from arriving together. A held tenure is renewed now, so that a holder
+// whose lease an operator released, or someone took over, learns of it
+// within a round trip instead of at its next renewal; a renewal already
+// in flight may have been sent before the announcement, so another
+// follows it.
+func (e *Engine) heard(now Instant, l *lease) {
+	switch {
+	case l.removed:
+	case l.phase == idle && l.want:
 		l.nextAttempt = min(l.nextAttempt, now.Mono+e.cfg.Jitter(e.cfg.TTL/50))
+	case l.phase == held && l.renewing:
+		l.recheck = true
+	case l.phase == held:
+		l.renewDue = min(l.renewDue, now.Mono)
 	}
 }
 
+// grantChainWrites lets the waiting chain writes of l start.
 func (e *Engine) grantChainWrites(l *lease) {
 	l.chainWrites += l.chainWaiting
 	l.chainWaiting = 0

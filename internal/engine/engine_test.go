@@ -595,3 +595,31 @@ func TestReleaseOfAnOldTenureLeavesTheNewOneAlone(t *testing.T) {
 	h.step(ReleaseDone{Name: "billing", Token: 8})
 	require.Equal(t, store.Token(9), only[SendRenew](t, h.tick()).Items[0].Token, "the newer tenure is still held and renewed")
 }
+
+// TestNotificationMakesTheHolderCheckAtOnce: a holder whose lease the store
+// announces as released or taken over (an operator's forced release)
+// renews now, and so learns of its loss within a round trip.
+func TestNotificationMakesTheHolderCheckAtOnce(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	a := h.acquire("billing", 3, time.Millisecond)
+	h.advance(time.Second)
+	send := only[SendRenew](t, h.step(Notified{Name: "billing"}))
+	require.Equal(t, a.Token, send.Items[0].Token)
+	acts := h.step(RenewDone{SentAt: send.SentAt, Items: send.Items, Results: []store.RenewResult{{Grant: store.Grant{Name: "billing", Token: 3}}}})
+	require.Equal(t, ReasonExpiredAtStore, only[Lost](t, acts).Reason)
+}
+
+// TestNotificationDuringARenewalChecksAgain: a renewal in flight may have
+// been sent before the announcement; another follows it at once.
+func TestNotificationDuringARenewalChecksAgain(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.acquire("billing", 3, time.Millisecond)
+	send := only[SendRenew](t, h.tick())
+	none[SendRenew](t, h.step(Notified{Name: ""}))
+	h.advance(time.Millisecond)
+	acts := h.step(RenewDone{SentAt: send.SentAt, Items: send.Items, Results: renewedAll(send.Items)})
+	only[Renewed](t, acts)
+	require.Equal(t, int64(2), only[SendRenew](t, acts).Items[0].Seq, "the second check carries the renewed seq")
+}
