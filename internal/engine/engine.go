@@ -56,8 +56,9 @@ type lease struct {
 	anchor       Instant
 	deadline     time.Duration
 	renewDue     time.Duration
-	renewing     bool // part of the batch in flight
-	recheck      bool // the store announced a change while renewing: renew again
+	rtt          time.Duration // round trip of the last grant or renewal
+	renewing     bool          // part of the batch in flight
+	recheck      bool          // the store announced a change while renewing: renew again
 	lastProgress time.Duration
 	chainWrites  int // granted chain writes not yet ended
 	chainWaiting int // chain writes waiting for a renewal to finish
@@ -280,7 +281,7 @@ func (e *Engine) granted(now Instant, l *lease, d AcquireDone) {
 	}
 	l.phase, l.want = held, false
 	l.holder, l.token, l.seq = d.Holder, g.Token, g.Seq
-	l.anchor, l.deadline = d.SentAt, deadline
+	l.anchor, l.deadline, l.rtt = d.SentAt, deadline, now.Mono-d.SentAt.Mono
 	l.renewDue = d.SentAt.Mono + e.cfg.RenewInterval
 	l.lastProgress = now.Mono
 	e.emit(Acquired{Name: l.name, Holder: l.holder, Token: l.token, Seq: l.seq, Anchor: l.anchor, Deadline: l.deadline})
@@ -313,7 +314,7 @@ func (e *Engine) renewDone(now Instant, d RenewDone) {
 		switch {
 		case o.Renewed:
 			l.seq = o.Grant.Seq
-			l.anchor = d.SentAt
+			l.anchor, l.rtt = d.SentAt, now.Mono-d.SentAt.Mono
 			l.deadline = e.deadline(now, d.SentAt, o.Grant.Remaining)
 			l.renewDue = d.SentAt.Mono + e.cfg.RenewInterval
 			if l.recheck {
@@ -348,12 +349,20 @@ func (e *Engine) heard(now Instant, l *lease) {
 	case l.removed:
 	case l.phase == idle && l.want:
 		l.nextAttempt = min(l.nextAttempt, now.Mono+e.cfg.Jitter(e.cfg.TTL/50))
-	case l.phase == held && l.renewing:
+	case l.phase != held || now.Mono-l.anchor.Mono <= ownEcho*l.rtt:
+		// Within a few round trips of its last confirmation a held
+		// tenure hears the echo of its own grant; a change that close
+		// to a renewal is seen at the next one.
+	case l.renewing:
 		l.recheck = true
-	case l.phase == held:
+	default:
 		l.renewDue = min(l.renewDue, now.Mono)
 	}
 }
+
+// ownEcho is how many round trips after a grant or renewal an announcement
+// of the lease is taken for the echo of this holder's own grant.
+const ownEcho = 3
 
 // grantChainWrites lets the waiting chain writes of l start.
 func (e *Engine) grantChainWrites(l *lease) {

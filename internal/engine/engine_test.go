@@ -623,3 +623,14 @@ func TestNotificationDuringARenewalChecksAgain(t *testing.T) {
 	only[Renewed](t, acts)
 	require.Equal(t, int64(2), only[SendRenew](t, acts).Items[0].Seq, "the second check carries the renewed seq")
 }
+
+// TestTheEchoOfItsOwnGrantIsIgnored: the store announces every takeover,
+// this holder's own included; heard right after the grant, it costs no
+// renewal.
+func TestTheEchoOfItsOwnGrantIsIgnored(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.acquire("billing", 3, 2*time.Millisecond)
+	h.advance(time.Millisecond)
+	none[SendRenew](t, h.step(Notified{Name: "billing"}))
+}
