@@ -16,6 +16,12 @@
 // [github.com/tenure-dev/tenure/store/sqlitestore.Fence]. For side effects
 // that cannot check a token at all, this package gives [IdempotencyKey].
 //
+// Every fenced write, whichever the kit, first passes [ValidateWrite]: a
+// resource name of 1 to 255 bytes of UTF-8 without control characters and
+// a positive token (0 is what a lease no longer trusted returns: do not
+// write). Bad input is refused with an error matching ErrInvalid before
+// anything is sent.
+//
 // # What the kit promises
 //
 // A lease system cannot promise that only one process believes it is the
