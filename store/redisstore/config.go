@@ -37,13 +37,20 @@ type Config struct {
 	KeyPrefix string
 }
 
+// DefaultFenceKeyPrefix is redisfence.DefaultKeyPrefix, the prefix of the
+// fence keys of redisfence's package-level functions (redisfence imports
+// this package, so the constant is repeated here; a test keeps them
+// equal). [Config.Keys] refuses a KeyPrefix whose keys overlap it.
+const DefaultFenceKeyPrefix = "tenure:fence:"
+
 // Keys names the keys and the channel of one [Config]. The package
 // documentation describes what each holds.
 type Keys struct {
 	// Prefix is the key prefix in force.
 	Prefix string
-	// Counter is the token counter: a string that INCR advances for every
-	// new tenure of any lease name. Never deleted.
+	// Counter is the token counter: a string holding the last token handed
+	// out for any lease name, which every new tenure raises to
+	// max(counter + 1, the server's TIME in microseconds). Never deleted.
 	Counter string
 	// Channel is the pub/sub channel on which releases and takeovers are
 	// announced, with the lease name as the message.
@@ -57,6 +64,35 @@ func (k Keys) Record(name string) string { return k.Prefix + suffixRecord + name
 // Held returns the key whose existence means lease name is held: a string
 // holding the tenure's token, whose TTL (PX) is the lease's expiry.
 func (k Keys) Held(name string) string { return k.Prefix + suffixHeld + name }
+
+// Overlaps reports whether some key that starts with prefix could be one
+// of the store's keys (a record, a held key or the counter): a fence or
+// data key there would overwrite the store's state, and a store write would
+// rewind a fence. It compares key spaces, not prefixes: every record key
+// starts with Prefix+"lease:", every held key with Prefix+"held:", and the
+// counter is Prefix+"token", so the spaces {prefix+x} and {Prefix+"lease:"+y}
+// meet exactly when one of prefix and Prefix+"lease:" starts with the
+// other (likewise for "held:"), and the counter is in {prefix+x} when it
+// starts with prefix. So the default store ("tenure:") and the default
+// fence prefix ("tenure:fence:") do not overlap, although one starts with
+// the other; "tenure:lease:" as a fence prefix does. An empty prefix
+// overlaps everything.
+func (k Keys) Overlaps(prefix string) bool {
+	for _, space := range []string{k.Prefix + suffixRecord, k.Prefix + suffixHeld} {
+		if strings.HasPrefix(space, prefix) || strings.HasPrefix(prefix, space) {
+			return true
+		}
+	}
+	return strings.HasPrefix(k.Prefix+suffixCounter, prefix)
+}
+
+// Owns reports whether key is, or could become, one of the store's keys: a
+// record, a held key or the counter. redisfence refuses to write data
+// keys a store owns.
+func (k Keys) Owns(key string) bool {
+	return strings.HasPrefix(key, k.Prefix+suffixRecord) || strings.HasPrefix(key, k.Prefix+suffixHeld) ||
+		key == k.Prefix+suffixCounter
+}
 
 // recordPattern is the SCAN pattern matching every record key, with the
 // prefix's glob characters escaped.
@@ -81,7 +117,12 @@ func (c Config) Keys() (Keys, error) {
 	if err := validatePrefix(p); err != nil {
 		return Keys{}, err
 	}
-	return Keys{Prefix: p, Counter: p + suffixCounter, Channel: p + suffixChannel}, nil
+	k := Keys{Prefix: p, Counter: p + suffixCounter, Channel: p + suffixChannel}
+	if k.Overlaps(DefaultFenceKeyPrefix) {
+		return Keys{}, fmt.Errorf("redisstore: %w: KeyPrefix %q puts the store's keys (%q..., %q..., %q) among redisfence's fence keys (%q...): a fenced write could overwrite a lease, or a lease rewind a fence; choose another prefix",
+			store.ErrInvalid, p, k.Prefix+suffixRecord, k.Prefix+suffixHeld, k.Counter, DefaultFenceKeyPrefix)
+	}
+	return k, nil
 }
 
 func validatePrefix(p string) error {

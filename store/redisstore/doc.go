@@ -30,15 +30,28 @@
 //
 // # Tokens
 //
-// Every new tenure takes its token from INCR on the one counter of the
-// prefix, shared by every lease name, in the same script that grants it, so
-// a token is greater than every token handed out before it (promise P2).
-// A renewal keeps the token and advances seq. Release deletes only the held
-// key, when holder and token match, and keeps the record and the counter.
-// As a second line, the record's last token is a floor: when the counter
-// is missing (deleted, evicted) the next tenure of a name that has a record
-// still gets a greater token than that name's last. Tokens are exact below
-// 2^53 (Lua numbers are doubles), far beyond any count of tenures.
+// Every new tenure takes its token in the same script that grants it:
+// token = max(counter + 1, last + 1, TIME), where counter is the one
+// counter of the prefix, shared by every lease name, last is the token of
+// the name's previous tenure (kept in its record) and TIME is the server's
+// clock in microseconds since 1970. The token is stored back in the
+// counter. While the server keeps its data the counter alone makes every
+// token greater than every token handed out before it (promise P2); the
+// record's last token covers a counter lost on its own (deleted, evicted);
+// the clock covers the loss of everything (a restart without persistence,
+// a failover to a replica that lacked the last writes): a grant made after
+// the loss reads a later TIME than every grant made before it, so tokens
+// keep growing (see Restarts and failovers for the conditions). A renewal
+// keeps the token and advances seq. Release deletes only the held key, when
+// holder and token match, and keeps the record and the counter.
+//
+// Tokens are therefore large (about 1.8 x 10^15 in 2026) and not
+// consecutive. Lua numbers are doubles, exact for integers below 2^53;
+// the clock reaches 2^53 microseconds in the year 2255, and the counter
+// goes beyond the clock only by one per grant made within one microsecond
+// (a Redis script takes longer than that) plus whatever an operator or a
+// repair added, so tokens stay exact for more than two centuries. The
+// acquire script refuses to count past 2^53 rather than lose exactness.
 //
 // # Notifications
 //
@@ -62,7 +75,16 @@
 //     keeps the resource correct (side effects that check no token may
 //     happen twice). A backward step by J extends every lease by J: a
 //     dead holder's lease blocks followers that much longer, which costs
-//     availability, never safety.
+//     availability, never safety. Tokens do not depend on the clock while
+//     the counter survives; after a loss of data they are floored by it,
+//     so a clock stepped back across a loss can repeat tokens (see
+//     Restarts and failovers).
+//   - A restart or failover that loses acknowledged writes loses leases,
+//     the counter and any fence on the same server; tokens keep growing,
+//     but holders stand down only at their next renewal and a lost fence
+//     accepts one stale token until the new holder writes (see Restarts and
+//     failovers). [Store.CheckDurability] says whether the server can lose
+//     writes.
 //   - A call whose reply does not arrive (connection cut, timeout, context
 //     deadline, server restart) fails with an error matching
 //     [store.ErrUnavailable]: it may have been applied. So do replies that
@@ -77,7 +99,7 @@
 //     refusals and keys of another type under the prefix come back as
 //     errors that say so. Under ACLs the client's user needs EVAL, EVALSHA,
 //     SCAN and SUBSCRIBE, and the commands the scripts call (HMGET, HSET,
-//     HINCRBY, GET, SET, INCR, DEL, PTTL, PEXPIRE, TIME, PUBLISH), on the
+//     HINCRBY, GET, SET, DEL, PTTL, PEXPIRE, TIME, PUBLISH), on the
 //     store's keys and channel.
 //   - Input outside the limits fails with [store.ErrInvalid] before
 //     anything is sent. After [Store.Close] every call fails with
@@ -120,7 +142,7 @@
 // more on a loaded one. [Store.Get] is one read-only script; [Store.List]
 // finds the records with SCAN and reads them 1,000 per script call.
 //
-// # Restarts and failovers: tokens that go backwards
+// # Restarts and failovers: lost writes
 //
 // Redis acknowledges a write before it is on disk unless the server runs
 // with appendonly yes and appendfsync always. With appendfsync everysec
@@ -129,36 +151,51 @@
 // persistence, everything. Replication is asynchronous, so a failover to a
 // replica loses what the replica had not received. Each script's writes
 // are persisted and replicated as one unit, so a lease and its token are
-// lost together, but the counter can come back lower than tokens already
-// handed out. The next tenures then get tokens that were handed out before:
-// a holder that has not yet noticed it lost its lease (a paused process)
-// and a new holder can carry the same token, and a fence that accepts
-// equal tokens lets both write. That breaks promise P2.
+// lost together. [Store.CheckDurability] reports the settings under which
+// this can happen; the tenure command's doctor prints them.
+//
+// What a loss costs:
+//
+//   - Tokens keep growing. The counter may come back lower than tokens
+//     already handed out, but the next grant is floored by the server's
+//     clock, which has moved on since every lost grant. This holds as long
+//     as (a) the server's clock (after a failover, the promoted replica's)
+//     is not behind the clock of the lost grants, and (b) the counter was
+//     not ahead of the clock by more than the time the loss took: it is
+//     ahead only after an operator raised it or the store repaired it (by
+//     [CounterRepairMargin], about one second), so a restart faster than
+//     that lead can still repeat tokens, which the detection below covers
+//     for stores that saw them.
+//   - Leases are lost. A holder whose lease was lost keeps believing it
+//     leads until its next renewal (at most one renew interval), which
+//     finds the lease absent or held by another tenure; meanwhile another
+//     process may acquire it, with a greater token. Only a fence keeps the
+//     resource correct in that window.
+//   - A fence kept on the same server (package redisfence) is lost too: it
+//     forgets the greatest token it accepted, so a stale holder's write is
+//     accepted again until the new holder, whose token is greater, has
+//     written once; from then on the stale token is refused. Keep fenced
+//     data and its fence on a server that syncs every write, or accept that
+//     window.
 //
 // What the store detects: every [Store] remembers, in memory, the greatest
 // token the server reported to it (in grants, in [store.HeldError], in
 // renewal results, in Get and List). A grant whose token is not greater
 // than the greatest seen before the request was sent can only come from a
-// counter that went backwards. Acquire then refuses it: it gives the
-// tenure back, raises the counter to the greatest token seen plus
-// [CounterRepairMargin], and fails with an error matching
-// [ErrTokenWentBackwards] (not [store.ErrUnavailable]). The next
-// acquisition gets a token above everything this store saw. Renewals of
-// leases the server lost fail by themselves (the lease is absent, or held
-// by another tenure), so a holder stands down on its next renewal.
+// counter that went backwards despite the clock (the clock was stepped
+// back, or the counter had been raised ahead of it). Acquire then refuses
+// it: it gives the tenure back, raises the counter to the greatest token
+// seen plus [CounterRepairMargin], and fails with an error matching
+// [ErrTokenWentBackwards] (not [store.ErrUnavailable]). A store that never
+// saw the lost tokens cannot detect that case.
 //
-// What it cannot detect: a store that never saw the lost tokens (one made
-// after the loss, in a new process or the same one) takes the lower tokens
-// as genuine. A holder whose lease was lost
-// keeps believing it leads until its next renewal, at most one renew
-// interval, and may write with its token meanwhile; a resource fence that
-// saw a greater token refuses such a write only if the fence survived.
-//
-// What to do: run Redis with appendonly yes and appendfsync always when
-// leases guard work that must not run twice, and do not fail over to an
-// asynchronous replica without raising the counter. After any unclean
-// restart or failover, raise the counter above every token that may have
-// been handed out: above the greatest token any fence recorded, or simply
-// by a wide margin (redis-cli INCRBY tenure:token 1000000). Raising it is
-// always safe; tokens only need to grow.
+// What to do: run Redis with appendonly yes and appendfsync always, no
+// asynchronous replica to fail over to, and maxmemory-policy noeviction,
+// when leases guard work that must not run twice; keep the servers' clocks
+// synchronised and never step them back. After an unclean restart or a
+// failover onto a host whose clock may be behind, raise the counter above
+// every token that may have been handed out: above the greatest token any
+// fence recorded, or by a wide margin (redis-cli INCRBY tenure:token
+// 1000000000 adds about 17 minutes of clock). Raising it is always safe;
+// tokens only need to grow.
 package redisstore

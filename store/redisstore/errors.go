@@ -14,7 +14,9 @@ import (
 // ErrTokenWentBackwards reports that the server granted a new tenure a
 // token that was not greater than a token this [Store] had already seen:
 // the server lost writes (a restart without appendfsync always, a failover
-// to a replica that lacked them, a flushed database). The grant was refused:
+// to a replica that lacked them, a flushed database) and the clock that
+// floors tokens did not cover the loss (it was stepped back, or the counter
+// had been raised ahead of it). The grant was refused:
 // no lease was handed out, the tenure was given back and the counter raised
 // (the message says when that repair failed too). It matches none of tenure's
 // sentinels: it is not [store.ErrUnavailable], because retrying blindly
