@@ -47,6 +47,32 @@
 // the server refuses (HSet onto a key of another type) leaves the fence as
 // it was.
 //
+// Data keys must stay out of the fence keys and the lease store's keys: a
+// data key equal to a fence key would rewind that fence, one among the
+// store's keys could forge or end a lease. A [Fencer] refuses (with
+// [store.ErrInvalid], sending nothing) data keys that start with its fence
+// prefix, keys that start with [Config.StoreKeyPrefix] when it is set, and
+// otherwise the keys the default store owns ("tenure:lease:...",
+// "tenure:held:...", "tenure:token"). [New] refuses a fence prefix whose
+// keys could be the store's keys, and redisstore refuses a store prefix
+// whose keys could be fence keys of [DefaultKeyPrefix]; both compare key
+// spaces ([redisstore.Keys.Overlaps]), so the defaults, "tenure:" and
+// "tenure:fence:", live side by side. [StrictHSet] refuses data keys under
+// the lease store's prefix and under [DefaultKeyPrefix].
+//
+// # Calling the scripts from other languages
+//
+// The scripts (fence.lua, strict.lua; their headers give the KEYS and ARGV
+// layout) check their own input, for callers that do not go through Go:
+// a token (and the strict script's seq) must be a canonical positive
+// decimal: ASCII digits only, no sign, no leading zero, no exponent or
+// fraction, at most 19 digits and at most 2^63 - 1. The fence script also
+// takes the fence key prefix and the store key prefix ('' when unknown):
+// the fence key must start with the former, and the data key must start
+// with neither. A call that breaks these rules fails with an error that
+// starts with "ERR tenure fence:" (or "ERR tenure strict:") and changes
+// nothing.
+//
 // # Redis Cluster
 //
 // The script touches two keys, the fence and the data key. On Redis
@@ -68,7 +94,7 @@
 //   - A closed go-redis client matches [store.ErrClosed]; other server
 //     errors (WRONGTYPE, ACL refusals) come back wrapped.
 //   - Bad input (nil client, empty or overlong resource, token 0 or below,
-//     empty key, negative TTL, no fields or more than [MaxFields]) matches
+//     empty key, a data key among the fence or lease store keys, negative TTL, no fields or more than [MaxFields]) matches
 //     [store.ErrInvalid] and sends nothing. A [tenure.Lease] whose Token
 //     is 0 is no longer trusted: do not write.
 //
@@ -81,7 +107,12 @@
 // without appendfsync always, or a failover to a replica, can lose the
 // last fence moves together with the writes they guarded (they are made
 // in one step), after which a stale holder's write is accepted as if those
-// writes had never happened. Run the Redis that holds fenced data with
+// writes had never happened. A fence on the same server as a redisstore
+// that lost its data has forgotten every token; the store's tokens keep
+// growing across the loss (they are floored by the server's clock), so the
+// new holder's first write moves the fence past every token handed out
+// before, and from then on stale tokens are refused again; until that
+// write, a stale holder's write is accepted. Run the Redis that holds fenced data with
 // appendonly yes and appendfsync always, and with maxmemory-policy
 // noeviction (or a volatile-* policy: fence keys have no TTL).
 package redisfence

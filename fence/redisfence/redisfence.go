@@ -12,6 +12,7 @@ import (
 
 	"github.com/tenure-dev/tenure/fence"
 	"github.com/tenure-dev/tenure/store"
+	"github.com/tenure-dev/tenure/store/redisstore"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -38,13 +39,30 @@ type Config struct {
 	// Default (empty): [DefaultKeyPrefix]. At most [MaxKeyPrefixLen] bytes
 	// of UTF-8 without control characters. Every writer of one resource
 	// must use the same prefix, or each would check a fence of its own.
+	// A prefix whose keys could be the lease store's keys (of
+	// StoreKeyPrefix, or of redisstore's default prefix) is refused
+	// ([redisstore.Keys.Overlaps]).
 	KeyPrefix string
+
+	// StoreKeyPrefix is the [redisstore.Config.KeyPrefix] of the lease
+	// store on the same server, when there is one. Default (empty):
+	// unknown. When set, data keys starting with it are refused (a fenced
+	// write there could forge or delete a lease, or the token counter);
+	// when unknown, data keys that the default store would own
+	// (redisstore.Keys.Owns: "tenure:lease:...", "tenure:held:...",
+	// "tenure:token") are refused.
+	StoreKeyPrefix string
 }
 
 // Fencer makes fenced writes to Redis keys. Its methods are safe for
 // concurrent use. The package-level functions use the default one.
 type Fencer struct {
 	prefix string
+	// storePrefix is Config.StoreKeyPrefix, "" when unknown.
+	storePrefix string
+	// store are the keys of the lease store: StoreKeyPrefix's, or the
+	// default store's when it is unknown.
+	store redisstore.Keys
 }
 
 // New returns a Fencer with the fence keys cfg names.
@@ -63,7 +81,32 @@ func New(cfg Config) (*Fencer, error) {
 		return nil, fmt.Errorf("redisfence: %w: KeyPrefix %q contains a control character; choose another prefix",
 			store.ErrInvalid, p)
 	}
-	return &Fencer{prefix: p}, nil
+	keys, err := redisstore.Config{KeyPrefix: cfg.StoreKeyPrefix}.Keys()
+	if err != nil {
+		return nil, fmt.Errorf("redisfence: StoreKeyPrefix: %w", err)
+	}
+	if keys.Overlaps(p) {
+		return nil, fmt.Errorf("redisfence: %w: KeyPrefix %q puts fence keys among the keys of the lease store with prefix %q (%q..., %q..., %q): a fence could overwrite a lease and a lease rewind a fence; choose another prefix",
+			store.ErrInvalid, p, keys.Prefix, keys.Record(""), keys.Held(""), keys.Counter)
+	}
+	return &Fencer{prefix: p, storePrefix: cfg.StoreKeyPrefix, store: keys}, nil
+}
+
+// checkDataKey refuses a data key that a fenced write must not touch: one
+// among the fence keys (a data key equal to a fence key would rewind that
+// fence) or among the lease store's keys.
+func (f *Fencer) checkDataKey(key string) error {
+	switch {
+	case key == "":
+		return fmt.Errorf("%w: key is empty", store.ErrInvalid)
+	case strings.HasPrefix(key, f.prefix):
+		return fmt.Errorf("%w: key %q starts with the fence key prefix %q: writing it could rewind or break a fence; keep data keys outside the prefix", store.ErrInvalid, key, f.prefix)
+	case f.storePrefix != "" && strings.HasPrefix(key, f.storePrefix):
+		return fmt.Errorf("%w: key %q starts with the lease store's key prefix %q: writing it could forge or end a lease; keep data keys outside the prefix", store.ErrInvalid, key, f.storePrefix)
+	case f.store.Owns(key):
+		return fmt.Errorf("%w: key %q is a key of the lease store with prefix %q: writing it could forge or end a lease; choose another key", store.ErrInvalid, key, f.store.Prefix)
+	}
+	return nil
 }
 
 // defaultFencer serves the package-level functions; the default Config is
@@ -138,9 +181,10 @@ func (f *Fencer) Set(ctx context.Context, c redis.Scripter, resource string, tok
 	if err := validate(c, resource, tok); err != nil {
 		return fmt.Errorf("redisfence: set: %w", err)
 	}
+	if err := f.checkDataKey(key); err != nil {
+		return fmt.Errorf("redisfence: set: %w", err)
+	}
 	switch {
-	case key == "":
-		return fmt.Errorf("redisfence: set: %w: key is empty", store.ErrInvalid)
 	case ttl < 0:
 		return fmt.Errorf("redisfence: set: %w: TTL %s must not be negative (0 means no expiry)", store.ErrInvalid, ttl)
 	}
@@ -164,6 +208,9 @@ func (f *Fencer) Set(ctx context.Context, c redis.Scripter, resource string, tok
 // must hash to the same slot (see the package documentation).
 func (f *Fencer) HSet(ctx context.Context, c redis.Scripter, resource string, tok store.Token, key string, fields map[string]string) error {
 	if err := validate(c, resource, tok); err != nil {
+		return fmt.Errorf("redisfence: hset: %w", err)
+	}
+	if err := f.checkDataKey(key); err != nil {
 		return fmt.Errorf("redisfence: hset: %w", err)
 	}
 	if err := validateHash(key, fields); err != nil {
@@ -201,8 +248,8 @@ func (f *Fencer) run(ctx context.Context, c redis.Scripter, op, resource string,
 
 // call runs the script with op args[0] and tok and decodes its reply.
 func (f *Fencer) call(ctx context.Context, c redis.Scripter, op string, tok store.Token, keys []string, args ...any) (bool, store.Token, error) {
-	argv := make([]any, 0, len(args)+1)
-	argv = append(argv, args[0], strconv.FormatInt(int64(tok), 10))
+	argv := make([]any, 0, len(args)+3)
+	argv = append(argv, args[0], strconv.FormatInt(int64(tok), 10), f.prefix, f.storePrefix)
 	argv = append(argv, args[1:]...)
 	reply, err := fenceScript.Run(ctx, c, keys, argv...).Slice()
 	if err != nil {

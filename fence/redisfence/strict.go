@@ -4,6 +4,7 @@ import (
 	"context"
 	_ "embed"
 	"fmt"
+	"strings"
 
 	"github.com/tenure-dev/tenure/store"
 
@@ -53,6 +54,14 @@ func StrictHSet(ctx context.Context, c redis.Scripter, leases redisstore.Keys, l
 	if err := validateHash(key, fields); err != nil {
 		return fmt.Errorf("redisfence: strict hset: %w", err)
 	}
+	switch {
+	case strings.HasPrefix(key, leases.Prefix):
+		return fmt.Errorf("redisfence: strict hset: %w: key %q starts with the lease store's key prefix %q: writing it could forge or end a lease; keep data keys outside the prefix",
+			store.ErrInvalid, key, leases.Prefix)
+	case strings.HasPrefix(key, DefaultKeyPrefix):
+		return fmt.Errorf("redisfence: strict hset: %w: key %q starts with the default fence key prefix %q: a hash there would break that fence; keep data keys outside the prefix",
+			store.ErrInvalid, key, DefaultKeyPrefix)
+	}
 	op := fmt.Sprintf("strict hset %q under lease %q", key, l.Name())
 	w, err := l.BeginChainWrite()
 	if err != nil {
@@ -70,7 +79,7 @@ func StrictHSet(ctx context.Context, c redis.Scripter, leases redisstore.Keys, l
 	if tok == 0 {
 		return fmt.Errorf("redisfence: %s: %w: the lease is no longer trusted; do not write", op, store.ErrInvalid)
 	}
-	argv := append(make([]any, 0, 4+2*len(fields)), h.Label, h.Instance, int64(tok), w.Seq())
+	argv := append(make([]any, 0, 5+2*len(fields)), h.Label, h.Instance, int64(tok), w.Seq(), leases.Prefix)
 	argv = appendFields(argv, fields)
 	reply, err := strictScript.Run(ctx, c, []string{leases.Record(l.Name()), leases.Held(l.Name()), key}, argv...).Int64Slice()
 	if err != nil {
