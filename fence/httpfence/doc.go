@@ -17,7 +17,8 @@
 //
 //   - answers 400 Bad Request when [Config.Resource] returns "" or the
 //     request carries no [Header], more than one, or one that is not a
-//     positive decimal integer;
+//     positive token in canonical decimal ([ParseToken]: digits only, no
+//     sign, no leading zero, at most 2^63 - 1);
 //   - records the token for the resource in the [FenceStore]; when a
 //     greater token was recorded before, answers 409 Conflict without
 //     calling the handler, naming the resource, the offered and the
@@ -69,7 +70,12 @@
 //
 // [SetToken] puts a token on one request; a [Transport] puts the current
 // token of a lease on every request an [net/http.Client] sends and refuses
-// to send once the lease is no longer trusted (its Token is 0).
+// to send once the lease is no longer trusted (its Token is 0). A request
+// that already carries the header is not forwarded unchecked: the
+// Transport sends it only when it carries exactly one canonical value equal
+// to the lease's current token, so a stale token, a token no lease handed
+// out (which would shut every writer out of the resource) or a header set
+// after the lease stopped being trusted never leaves the process.
 // [ResponseError] turns the middleware's 409 into a [*store.FencedError],
 // so that the caller cannot mistake it for an ordinary failure (promise P9):
 // stop working under that token.

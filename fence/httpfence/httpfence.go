@@ -96,24 +96,37 @@ func Middleware(cfg Config) (func(http.Handler) http.Handler, error) {
 	}, nil
 }
 
-// ParseToken parses a [Header] value: a positive decimal integer of ASCII
-// digits only, no sign, no space. Anything else fails with an error
-// matching [store.ErrInvalid].
+// MaxTokenDigits is the most digits a [Header] value may have: 2^63 - 1,
+// the greatest token, has 19.
+const MaxTokenDigits = 19
+
+// ParseToken parses a [Header] value strictly: the canonical decimal form
+// of a positive token, ASCII digits only, no sign, no space, no leading
+// zero, no exponent, at most [MaxTokenDigits] digits and at most 2^63 - 1.
+// Anything else fails with an error matching [store.ErrInvalid] that says
+// what is wrong: one token has one spelling, so "007" and "7" cannot be
+// told apart by a proxy or a log yet mean the same.
 func ParseToken(s string) (store.Token, error) {
 	if s == "" {
 		return 0, fmt.Errorf("httpfence: %w: the %s header is empty; send the token of the lease this write is made under", store.ErrInvalid, Header)
 	}
+	if len(s) > MaxTokenDigits {
+		return 0, fmt.Errorf("httpfence: %w: the %s header %.40q has %d characters; a token has at most %d digits", store.ErrInvalid, Header, s, len(s), MaxTokenDigits)
+	}
 	for i := range len(s) {
 		if s[i] < '0' || s[i] > '9' {
-			return 0, fmt.Errorf("httpfence: %w: the %s header %q is not a positive decimal integer", store.ErrInvalid, Header, s)
+			return 0, fmt.Errorf("httpfence: %w: the %s header %q is not a positive decimal integer (digits only, no sign, no space, no exponent)", store.ErrInvalid, Header, s)
 		}
 	}
-	v, err := strconv.ParseInt(s, 10, 64)
-	switch {
-	case err != nil:
-		return 0, fmt.Errorf("httpfence: %w: the %s header %q is out of range", store.ErrInvalid, Header, s)
-	case v == 0:
+	if s == "0" {
 		return 0, fmt.Errorf("httpfence: %w: the %s header is 0; a lease whose token is 0 is no longer trusted and must not write", store.ErrInvalid, Header)
+	}
+	if s[0] == '0' {
+		return 0, fmt.Errorf("httpfence: %w: the %s header %q has a leading zero; send the token in canonical decimal (%s)", store.ErrInvalid, Header, s, strings.TrimLeft(s, "0"))
+	}
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("httpfence: %w: the %s header %q is beyond the greatest token (2^63 - 1)", store.ErrInvalid, Header, s)
 	}
 	return store.Token(v), nil
 }
@@ -151,10 +164,18 @@ func SetToken(r *http.Request, tok store.Token) error {
 
 // Transport is an [http.RoundTripper] that sets [Header] on every request
 // it sends to the token Token returns at that moment, typically a lease's
-// Token method. A request that already carries the header is sent as it
-// is. When Token returns 0 or less (the lease is no longer trusted),
-// nothing is sent and RoundTrip fails with an error matching
+// Token method. When Token returns 0 or less (the lease is no longer
+// trusted), nothing is sent and RoundTrip fails with an error matching
 // [store.ErrInvalid].
+//
+// A request that already carries the header is checked, not trusted: it
+// must carry exactly one value, in canonical form ([ParseToken]), equal to
+// the token Token returns at that moment; otherwise nothing is sent and
+// RoundTrip fails with an error matching [store.ErrInvalid] that says
+// which. A caller-supplied token is thus never a way around the lease: not
+// a stale one (the lease moved on), not a greater one that no lease handed
+// out (which would shut every legitimate writer out of the resource), and
+// not one sent after the lease stopped being trusted.
 type Transport struct {
 	// Base sends the requests. Default (nil): [http.DefaultTransport].
 	Base http.RoundTripper
@@ -168,9 +189,6 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if base == nil {
 		base = http.DefaultTransport
 	}
-	if len(req.Header.Values(Header)) > 0 {
-		return base.RoundTrip(req)
-	}
 	fail := func(err error) (*http.Response, error) {
 		if req.Body != nil {
 			_ = req.Body.Close() // A RoundTripper closes the body even when it sends nothing.
@@ -183,6 +201,20 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	tok := t.Token()
 	if err := checkToken(tok); err != nil {
 		return fail(err)
+	}
+	if vals := req.Header.Values(Header); len(vals) > 0 {
+		if len(vals) > 1 {
+			return fail(fmt.Errorf("httpfence: %w: the request already carries %d %s headers; send none (the Transport sets it) or exactly one", store.ErrInvalid, len(vals), Header))
+		}
+		given, err := ParseToken(vals[0])
+		if err != nil {
+			return fail(fmt.Errorf("httpfence: the request's own %s header is refused: %w", Header, err))
+		}
+		if given != tok {
+			return fail(fmt.Errorf("httpfence: %w: the request carries %s %d, but the lease's token is %d; a request under this Transport may only carry its lease's current token (remove the header and let the Transport set it)",
+				store.ErrInvalid, Header, given, tok))
+		}
+		return base.RoundTrip(req)
 	}
 	out := req.Clone(req.Context())
 	out.Header.Set(Header, tok.String())

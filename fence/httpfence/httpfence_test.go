@@ -176,7 +176,9 @@ func TestMiddleware(t *testing.T) {
 			"Plus":        {[]string{"+5"}, "not a positive decimal integer"},
 			"Fraction":    {[]string{"1.5"}, "not a positive decimal integer"},
 			"Hex":         {[]string{"0x10"}, "not a positive decimal integer"},
-			"Overflow":    {[]string{"9223372036854775808"}, "out of range"},
+			"Overflow":    {[]string{"9223372036854775808"}, "beyond the greatest token"},
+			"LeadingZero": {[]string{"05"}, "leading zero"},
+			"TooLong":     {[]string{"00000000000000000005"}, "at most 19 digits"},
 			"InnerSpace":  {[]string{"1 2"}, "not a positive decimal integer"},
 			"CommaList":   {[]string{"5, 6"}, "not a positive decimal integer"},
 			"TwoHeaders":  {[]string{"5", "6"}, "2 Fencing-Token headers"},
@@ -300,16 +302,34 @@ func TestParseToken(t *testing.T) {
 	for in, want := range map[string]store.Token{
 		"1":                   1,
 		"42":                  42,
-		"007":                 7,
 		"9223372036854775807": 9223372036854775807,
 	} {
 		got, err := httpfence.ParseToken(in)
 		require.NoError(t, err, in)
 		require.Equal(t, want, got, in)
 	}
-	for _, in := range []string{"", "0", "00", "-1", "+1", " 1", "1 ", "1e3", "١", "9223372036854775808", "99999999999999999999999"} {
+	for in, why := range map[string]string{
+		"":                        "empty",
+		"0":                       "is 0",
+		"00":                      "leading zero",
+		"007":                     "leading zero",
+		"01":                      "leading zero",
+		"-1":                      "not a positive decimal",
+		"+1":                      "not a positive decimal",
+		" 1":                      "not a positive decimal",
+		"1 ":                      "not a positive decimal",
+		"1e3":                     "not a positive decimal",
+		"1.0":                     "not a positive decimal",
+		"0x10":                    "not a positive decimal",
+		"١":                       "not a positive decimal",
+		"9223372036854775808":     "beyond the greatest token",
+		"9999999999999999999":     "beyond the greatest token",
+		"00000000000000000001":    "characters",
+		"99999999999999999999999": "characters",
+	} {
 		_, err := httpfence.ParseToken(in)
 		require.ErrorIs(t, err, store.ErrInvalid, "%q", in)
+		require.ErrorContains(t, err, why, "%q", in)
 	}
 }
 
@@ -334,7 +354,7 @@ func FuzzParseToken(f *testing.F) {
 		if err != nil || back != tok {
 			t.Fatalf("token %d from %q does not round-trip: %d, %v", tok, s, back, err)
 		}
-		if strings.TrimLeft(s, "0") != tok.String() {
+		if s != tok.String() {
 			t.Fatalf("ParseToken(%q) = %d", s, tok)
 		}
 	})
@@ -433,18 +453,37 @@ func TestClientSide(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, http.StatusOK, resp.StatusCode)
 
-		resp, err = send("5")
-		require.NoError(t, err, "a request with its own header is sent as it is")
-		require.Equal(t, http.StatusConflict, resp.StatusCode)
-		var fe *store.FencedError
-		require.ErrorAs(t, httpfence.ResponseError(resp), &fe)
-		require.Equal(t, store.FencedError{Resource: "invoices", Offered: 5, Recorded: 6}, *fe)
+		// A header of the caller's own is checked against the lease's
+		// token, never forwarded unchecked.
+		resp, err = send("6")
+		require.NoError(t, err, "the lease's own token may be set by the caller")
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		for given, why := range map[string]string{
+			"5":                   "but the lease's token is 6", // stale
+			"9223372036854775807": "but the lease's token is 6", // never issued: would brick the resource
+			"06":                  "leading zero",               // not canonical
+			"6 ":                  "not a positive decimal",     // not canonical
+		} {
+			_, err = send(given)
+			require.ErrorIs(t, err, store.ErrInvalid, given)
+			require.ErrorContains(t, err, why, given)
+		}
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodPut, srv.URL+"/r/invoices", nil)
+		require.NoError(t, err)
+		req.Header.Add(httpfence.Header, "6")
+		req.Header.Add(httpfence.Header, "6")
+		_, err = client.Do(req)
+		require.ErrorIs(t, err, store.ErrInvalid)
+		require.ErrorContains(t, err, "2 Fencing-Token headers")
 
 		tok.Store(0)
 		_, err = send("")
 		require.ErrorIs(t, err, store.ErrInvalid)
 		require.ErrorContains(t, err, "no longer trusted")
-		require.Equal(t, int64(2), b.calls.Load(), "the refused and the untrusted requests never reached the handler")
+		_, err = send("6")
+		require.ErrorIs(t, err, store.ErrInvalid)
+		require.ErrorContains(t, err, "no longer trusted", "a caller's header does not outlive the lease's trust")
+		require.Equal(t, int64(3), b.calls.Load(), "the refused and the untrusted requests never reached the handler")
 	})
 
 	t.Run("TransportWithoutToken", func(t *testing.T) {
