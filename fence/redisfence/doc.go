@@ -67,7 +67,7 @@
 // a token (and the strict script's seq) must be a canonical positive
 // decimal: ASCII digits only, no sign, no leading zero, no exponent or
 // fraction, at most 19 digits and at most 2^63 - 1. The fence script also
-// takes the fence key prefix and the store key prefix (” when unknown):
+// takes the fence key prefix and the store key prefix (empty when unknown):
 // the fence key must start with the former, and the data key must start
 // with neither. A call that breaks these rules fails with an error that
 // starts with "ERR tenure fence:" (or "ERR tenure strict:") and changes
