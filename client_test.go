@@ -367,6 +367,30 @@ func TestChainWritesKeepTheLease(t *testing.T) {
 			require.NoError(t, l.Err())
 		})
 	})
+	t.Run("ConcurrentWritesTakeTurns", func(t *testing.T) {
+		t.Parallel()
+		synctest.Test(t, func(t *testing.T) {
+			b := setup(t, nil, tenure.Config{TTL: ttl})
+			l, err := b.client.Acquire(t.Context(), "billing")
+			require.NoError(t, err)
+			first, err := l.BeginChainWrite()
+			require.NoError(t, err)
+			begun := make(chan *tenure.ChainWrite, 1)
+			go func() {
+				w, err := l.BeginChainWrite()
+				require.NoError(t, err)
+				begun <- w
+			}()
+			synctest.Wait()
+			require.Empty(t, begun, "a second chain write waits for the first")
+			first.Commit(advance(t, b, first))
+			second := <-begun
+			require.Equal(t, first.Seq()+1, second.Seq(), "the second presents the seq the first committed")
+			second.Commit(advance(t, b, second))
+			elapse(ttl)
+			require.NoError(t, l.Err(), "neither write was taken for a clone's")
+		})
+	})
 	t.Run("RolledBackCostsNothing", func(t *testing.T) {
 		t.Parallel()
 		synctest.Test(t, func(t *testing.T) {

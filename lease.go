@@ -134,8 +134,9 @@ type ChainWrite struct {
 }
 
 // BeginChainWrite starts a chain write. It waits while a renewal of the
-// tenure is in flight or overdue (at most until the tenure's local
-// deadline), and fails with the tenure's [*LostError] once it has ended,
+// tenure is in flight or overdue, or another chain write of it has not
+// ended (they take turns, each presenting the seq the last one committed;
+// at most until the tenure's local deadline), and fails with the tenure's [*LostError] once it has ended,
 // or [ErrClosed] once the client's Run has returned.
 func (l *Lease) BeginChainWrite() (*ChainWrite, error) {
 	reply := make(chan chainGrant, 1)

@@ -189,12 +189,10 @@ func (r *runner) do(a engine.Action) {
 		}
 	case engine.Lost:
 		r.lost(a)
-	case engine.ChainWritesGranted:
-		if l := r.tenure(a.Name, a.Token); l != nil {
-			for _, w := range l.chainWaiters {
-				w <- chainGrant{seq: a.Seq}
-			}
-			l.chainWaiters = nil
+	case engine.ChainWriteGranted:
+		if l := r.tenure(a.Name, a.Token); l != nil && len(l.chainWaiters) > 0 {
+			l.chainWaiters[0] <- chainGrant{seq: a.Seq}
+			l.chainWaiters = l.chainWaiters[1:]
 		}
 	case engine.AcquireFailed:
 		r.answer(a.Name, acquireResult{err: r.acquireError(a)})

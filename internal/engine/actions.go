@@ -71,9 +71,9 @@ type AcquireFailed struct {
 	Busy bool
 }
 
-// ChainWritesGranted lets every chain write waiting for the tenure start,
-// presenting Seq.
-type ChainWritesGranted struct {
+// ChainWriteGranted lets the first chain write waiting for the tenure
+// start, presenting Seq.
+type ChainWriteGranted struct {
 	Name  string
 	Token store.Token
 	Seq   int64
@@ -89,5 +89,5 @@ func (Acquired) action()           {}
 func (Renewed) action()            {}
 func (Lost) action()               {}
 func (AcquireFailed) action()      {}
-func (ChainWritesGranted) action() {}
+func (ChainWriteGranted) action() {}
 func (IdentityChanged) action()    {}

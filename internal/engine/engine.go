@@ -60,8 +60,8 @@ type lease struct {
 	renewing     bool          // part of the batch in flight
 	recheck      bool          // the store announced a change while renewing: renew again
 	lastProgress time.Duration
-	chainWrites  int // granted chain writes not yet ended
-	chainWaiting int // chain writes waiting for a renewal to finish
+	chainWriting bool // a granted chain write has not ended yet
+	chainWaiting int  // chain writes waiting for their turn
 }
 
 // Engine is the lease state machine. It is not safe for concurrent use: one
@@ -128,7 +128,7 @@ func (e *Engine) Next() (time.Duration, bool) {
 			if e.cfg.ProgressTimeout > 0 {
 				consider(l.lastProgress + e.cfg.ProgressTimeout)
 			}
-			if !e.renewInFlight && l.chainWrites == 0 {
+			if !e.renewInFlight && !l.chainWriting {
 				consider(l.renewDue)
 			}
 		case l.phase == idle && l.want:
@@ -176,14 +176,13 @@ func (e *Engine) handle(now Instant, ev Event) {
 	case ChainWriteBegin:
 		if l := e.tenure(ev.Name, ev.Token); l != nil {
 			l.chainWaiting++
-			if !l.renewing && l.renewDue > now.Mono {
-				e.grantChainWrites(l)
-			}
+			e.grantChainWrite(now, l)
 		}
 	case ChainWriteEnd:
-		if l := e.tenure(ev.Name, ev.Token); l != nil {
-			l.chainWrites = max(l.chainWrites-1, 0)
+		if l := e.tenure(ev.Name, ev.Token); l != nil && l.chainWriting {
+			l.chainWriting = false
 			l.seq = max(l.seq, ev.Seq)
+			e.grantChainWrite(now, l)
 		}
 	case Release:
 		e.release(ev)
@@ -321,9 +320,7 @@ func (e *Engine) renewDone(now Instant, d RenewDone) {
 				l.renewDue, l.recheck = now.Mono, false
 			}
 			e.emit(Renewed{Name: l.name, Token: l.token, Seq: l.seq, Anchor: l.anchor, Deadline: l.deadline})
-			if l.chainWaiting > 0 {
-				e.grantChainWrites(l)
-			}
+			e.grantChainWrite(now, l)
 		case o.Grant.Holder == (store.Holder{}) || o.Grant.Remaining <= 0:
 			e.lose(l, ReasonExpiredAtStore, nil)
 		case o.Grant.Holder != l.holder || o.Grant.Token != l.token:
@@ -364,11 +361,18 @@ func (e *Engine) heard(now Instant, l *lease) {
 // of the lease is taken for the echo of this holder's own grant.
 const ownEcho = 3
 
-// grantChainWrites lets the waiting chain writes of l start.
-func (e *Engine) grantChainWrites(l *lease) {
-	l.chainWrites += l.chainWaiting
-	l.chainWaiting = 0
-	e.emit(ChainWritesGranted{Name: l.name, Token: l.token, Seq: l.seq})
+// grantChainWrite lets the next chain write waiting for l start, with the
+// seq the previous one committed, when none is in flight and no renewal is
+// in flight or due: chain writes of a tenure go one at a time, each behind
+// the last, so two of them never present the same seq (the second would
+// find the chain moved, as a clone's write would).
+func (e *Engine) grantChainWrite(now Instant, l *lease) {
+	if l.chainWaiting == 0 || l.chainWriting || l.renewing || l.renewDue <= now.Mono {
+		return
+	}
+	l.chainWaiting--
+	l.chainWriting = true
+	e.emit(ChainWriteGranted{Name: l.name, Token: l.token, Seq: l.seq})
 }
 
 // check ends every held tenure whose time is up.
@@ -403,7 +407,7 @@ func (e *Engine) schedule(now Instant) {
 		case l.phase == idle && l.want && l.nextAttempt <= now.Mono:
 			l.phase, l.reqHolder = acquiring, e.holder
 			e.emit(SendAcquire{Name: l.name, Holder: l.reqHolder, TTL: e.cfg.TTL, SentAt: now})
-		case l.phase == held && !e.renewInFlight && l.chainWrites == 0:
+		case l.phase == held && !e.renewInFlight && !l.chainWriting:
 			due = due || l.renewDue <= now.Mono
 		}
 	}
@@ -414,7 +418,7 @@ func (e *Engine) schedule(now Instant) {
 	// is due now, so that the leases of one process converge on one batch.
 	horizon := now.Mono + e.cfg.RenewInterval/2
 	for _, l := range e.order {
-		if l.removed || l.phase != held || l.chainWrites > 0 || l.renewDue > horizon {
+		if l.removed || l.phase != held || l.chainWriting || l.renewDue > horizon {
 			continue
 		}
 		l.renewing = true

@@ -72,10 +72,11 @@ type Progress struct {
 
 // ChainWriteBegin asks to start a fenced write that advances the renewal
 // chain (a strict check). Such writes and the tenure's renewals never
-// overlap: the engine answers with [ChainWritesGranted] once no renewal of
-// the tenure is in flight or overdue, and sends no renewal for it until
-// every granted write has ended. A renewal that then finds the chain moved
-// on can only have met a clone.
+// overlap, and neither do two such writes: the engine answers each with
+// [ChainWriteGranted], in the order asked, once no renewal and no other
+// chain write of the tenure is in flight and no renewal is due, and sends
+// no renewal for it until the granted write has ended. A renewal or write
+// that then finds the chain moved on can only have met a clone.
 type ChainWriteBegin struct {
 	Name  string
 	Token store.Token

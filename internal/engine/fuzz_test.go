@@ -230,16 +230,19 @@ func (fz *fuzzer) apply(ev Event, acts []Action) {
 					t.Fatalf("renewal of %q while %d chain writes are in flight", it.Name, h.writes)
 				}
 			}
-		case ChainWritesGranted:
+		case ChainWriteGranted:
 			h := fz.held[a.Name]
 			if h == nil || h.token != a.Token || h.waiting == 0 || h.seq != a.Seq {
-				t.Fatalf("chain writes granted for %+v, tenure %+v", a, h)
+				t.Fatalf("chain write granted for %+v, tenure %+v", a, h)
 			}
 			if fz.renew != nil && slices.ContainsFunc(fz.renew.Items, func(it store.RenewParams) bool { return it.Name == a.Name && it.Token == a.Token }) {
-				t.Fatalf("chain writes granted for %q while its renewal is in flight", a.Name)
+				t.Fatalf("chain write granted for %q while its renewal is in flight", a.Name)
 			}
-			h.writes += h.waiting
-			h.waiting = 0
+			if h.writes > 0 {
+				t.Fatalf("chain write granted for %q while another is in flight: both would present seq %d", a.Name, a.Seq)
+			}
+			h.writes++
+			h.waiting--
 		case SendRelease:
 			fz.releases = append(fz.releases, a)
 			released[a.Name] = true

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"time"
 
 	"github.com/tenure-dev/tenure/store"
@@ -256,14 +257,12 @@ func (p *proc) do(a engine.Action) {
 			})
 		}
 		w.after(0, func() { p.run(p.campaign) })
-	case engine.ChainWritesGranted:
-		waiting := p.chainWaiting
-		p.chainWaiting = nil
-		for _, t := range waiting {
-			if t.token == a.Token {
-				t.seq = a.Seq
-				w.sendChain(p, t)
-			}
+	case engine.ChainWriteGranted:
+		if i := slices.IndexFunc(p.chainWaiting, func(t tenure_) bool { return t.token == a.Token }); i >= 0 {
+			t := p.chainWaiting[i]
+			p.chainWaiting = slices.Delete(p.chainWaiting, i, i+1)
+			t.seq = a.Seq
+			w.sendChain(p, t)
 		}
 	case engine.AcquireFailed:
 		if !a.Busy {
