@@ -146,6 +146,10 @@
 //     byte-identical clones, only one can pass. The holder must renew with
 //     the new seq; a rolled-back transaction leaves seq where it was, so the
 //     holder's next renewal fails and it acquires again with a new token.
+//     It is for the Go library only ([pgfence] StrictTx tells the client
+//     the new seq): a process that calls it without telling its client,
+//     such as a `tenure run` command, ends its own tenure at the next
+//     renewal.
 //
 // With the default prefix they are tenure_fence, tenure_check_lease and
 // tenure_check_lease_strict. Null arguments raise 22004
