@@ -33,6 +33,12 @@ func migrations(obj Objects) (pgkit.Set, error) {
 // advisory lock per schema, and each applied version is recorded in the
 // prefix's migrations table. Migrations recorded there that this library
 // does not know (a newer library ran) are left alone.
+//
+// The token sequence must hand out one value at a time (CACHE 1): a cached
+// sequence gives each session its own block of values, so tokens drawn by
+// different sessions come out of order. Migration 002 sets CACHE 1; every
+// Migrate then checks it and fails with an error that says what to run when
+// the sequence was altered since.
 func (s *Store) Migrate(ctx context.Context) error {
 	if err := s.begin(ctx, "migrate"); err != nil {
 		return err
@@ -41,7 +47,27 @@ func (s *Store) Migrate(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return set.Run(ctx, s.pool)
+	if err := set.Run(ctx, s.pool); err != nil {
+		return err
+	}
+	return s.checkTokenSeq(ctx)
+}
+
+// checkTokenSeq fails when the token sequence caches more than one value
+// per session. Migration 002 sets CACHE 1, so this finds only a sequence
+// altered after it ran; Migrate reports it rather than undo a DBA's change
+// behind their back.
+func (s *Store) checkTokenSeq(ctx context.Context) error {
+	var cache int64
+	err := s.pool.QueryRow(ctx, "SELECT seqcache FROM pg_catalog.pg_sequence WHERE seqrelid = $1::regclass", s.seqName).Scan(&cache)
+	if err != nil {
+		return interpretError("migrate: check the token sequence", err)
+	}
+	if cache != 1 {
+		return fmt.Errorf("pgstore: migrate: the token sequence %s has CACHE %d: each session takes %d values at a time, so tokens are handed out out of order across sessions and a new tenure can get a lower token than an earlier one (promise P2); run ALTER SEQUENCE %s CACHE 1 as its owner, then migrate again",
+			s.seqName, cache, cache, s.seqName)
+	}
+	return nil
 }
 
 // MigrationSQL returns the whole schema for c as one SQL script, for a DBA
