@@ -18,6 +18,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+	"golang.org/x/sys/unix"
 )
 
 // The tests run the tenure binary as a user would. TestMain builds it once
@@ -41,6 +42,13 @@ var bin string // the tenure binary
 func TestMain(m *testing.M) {
 	if h := os.Getenv(helperEnv); h != "" {
 		os.Exit(helper(h))
+	}
+	// Orphans of a tenure that a test kills come to us, not to whatever
+	// subreaper runs the tests (which may not expect them); the test that
+	// kills tenure reaps them by pid.
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		fmt.Fprintln(os.Stderr, "become a child subreaper:", err)
+		os.Exit(2)
 	}
 	dir, err := os.MkdirTemp("", "tenure-cli-test-")
 	if err != nil {

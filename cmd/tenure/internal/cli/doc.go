@@ -8,16 +8,15 @@
 //
 //   - run: acquire a lease (or wait for it) and run a command under it, in
 //     its own process group, with TENURE_TOKEN, TENURE_LEASE and
-//     TENURE_HOLDER in its environment. SIGINT, SIGTERM and SIGHUP are
-//     forwarded to the command's group. When the tenure is lost the group
-//     gets SIGTERM, and SIGKILL after --grace; the client declares the
-//     loss --grace before its local deadline, which is itself a safety
-//     margin before the store can expire the lease, so the command is dead
-//     before anyone else can be granted the lease. The client's own
-//     release on loss is held back until the command is dead, for the same
-//     reason. When the command exits the lease is released, so a waiter
-//     takes over at once (on SQLite, which cannot notify, a waiter reads
-//     the lease every 100 ms).
+//     TENURE_HOLDER in its environment. INT, TERM, HUP, QUIT, USR1, USR2,
+//     WINCH and CONT are forwarded to the command's group; SIGPWR
+//     ([RevokeSignal]) revokes. run is a child subreaper and kills the
+//     command's whole tree ([supervise]): on loss SIGTERM, and SIGKILL after
+//     the client's grace (at once after a detected pause); a watchdog
+//     process (run --watchdog, hidden) SIGKILLs the tree when run is
+//     stopped or killed past its kill deadline. The lease is released only
+//     when no descendant is left. A whole-machine pause is covered by the
+//     fence alone.
 //   - status: the leases as the store sees them, by the store's clock; as
 //     a table, or one JSON object per snapshot with --json; again every
 //     --interval with --watch.

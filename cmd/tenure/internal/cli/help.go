@@ -131,6 +131,10 @@ Run 'tenure help COMMAND' for the flags of a command.
 	return b.String()
 }
 
+// hiddenFlag begins the usage of a flag that help does not show: it is
+// internal to tenure (run --watchdog).
+const hiddenFlag = "internal: "
+
 // commandHelp is the text of `tenure help NAME` and `tenure NAME -h`.
 func commandHelp(name string, cmd *command) string {
 	var b strings.Builder
@@ -139,6 +143,9 @@ func commandHelp(name string, cmd *command) string {
 	cmd.setup(fs)
 	first := true
 	fs.VisitAll(func(f *flag.Flag) {
+		if strings.HasPrefix(f.Usage, hiddenFlag) {
+			return
+		}
 		if first {
 			b.WriteString("\nFlags:\n")
 			first = false

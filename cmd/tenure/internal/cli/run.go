@@ -9,14 +9,19 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/tenure-dev/tenure/store"
 
 	"github.com/tenure-dev/tenure"
 	"github.com/tenure-dev/tenure/cmd/tenure/internal/storeurl"
+	"github.com/tenure-dev/tenure/cmd/tenure/internal/supervise"
 )
 
 // DefaultGrace is the default of run's --grace: how long the command has
@@ -27,7 +32,32 @@ const DefaultGrace = 10 * time.Second
 const releaseTimeout = 5 * time.Second
 
 // forwarded are the signals run passes on to its command's process group.
-var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP}
+// Catching SIGQUIT also keeps the Go runtime from dumping its goroutines
+// and dying with the command orphaned.
+var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT,
+	syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGWINCH, syscall.SIGCONT}
+
+// interrupting are the forwarded signals that end a wait for the lease.
+var interrupting = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT}
+
+// RevokeSignal makes a running `tenure run` stand down at once, for a
+// platform's resume or restore hook (kill -PWR PID): the command's tree is
+// killed (SIGKILL, no grace: after a pause the window is already gone),
+// the tenure is revoked and not released (a restored copy cannot know
+// whether it is the one that still does the work; the lease expires by its
+// TTL), and run exits 79.
+const RevokeSignal = syscall.SIGPWR
+
+// wholeProcess says that this process is tenure itself, running one
+// command: run makes it a child subreaper and sweeps every descendant but
+// the watchdog. The cli package's in-process tests set it to false: there
+// run watches only the command's own subtree and process group, and the
+// watchdog is the test binary (watchdogExe).
+var wholeProcess = true
+
+// watchdogExe is the program run re-executes as its watchdog, with the
+// arguments run --watchdog.
+var watchdogExe = "/proc/self/exe"
 
 func runCommand() *command {
 	return &command{
@@ -38,22 +68,44 @@ group, with TENURE_TOKEN (the fencing token), TENURE_LEASE (NAME) and
 TENURE_HOLDER (label/instance) in its environment; --store, when given, is
 passed on as TENURE_STORE. Standard input, output and error pass through,
 and so does the exit status (128+N when signal N ended the command).
-SIGINT, SIGTERM and SIGHUP sent to tenure are forwarded to the command's
-process group.
+SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH and SIGCONT
+sent to tenure are forwarded to the command's process group. At a
+terminal, the command's group is the foreground group; when ^Z stops it,
+run takes the terminal back and stops too (the lease is not renewed while
+stopped, so a stop longer than the grace costs the lease: see below).
+
+Without --store and TENURE_STORE, run uses this host's SQLite file and
+says so on standard error; an empty --store or TENURE_STORE is refused
+(exit 64), so a misconfigured host does not silently run alone.
 
 When the lease is held by someone else, run exits 75 after one line naming
 the holder, its token and its remaining time by the store's clock; with
 --wait it waits for the lease instead (up to --wait-timeout, if given).
 
-While the command runs the lease is renewed every TTL/3. When the tenure
-is lost (renewals failing, superseded, released by an operator, clone or
-suspension detected), run prints one line with the reason and the token,
-sends SIGTERM to the command's process group and SIGKILL --grace later,
-and exits 79. The loss is declared --grace before the local deadline,
-which is itself a safety margin before the store can expire the lease, so
-the command is dead before the store can give the lease to anyone else;
-nor does run release the lease before the command is dead. When the
-command exits the lease is released, so a waiter takes over at once.`,
+While the command runs the lease is renewed every TTL/3. What is killed,
+when, and by whom:
+  - the whole tree: the command's process group and every descendant (run
+    is a child subreaper, so background jobs and setsid escapees stay
+    under it);
+  - by run, on loss (renewals failing, superseded, released by an
+    operator, clone or suspension detected): one line with the reason and
+    the token, SIGTERM, SIGKILL after the grace (--grace, else 10s or TTL/4
+    when 10s does not fit), at once when the loss was found at or after
+    the local deadline; exit 79. The loss is declared the grace before the
+    local deadline, itself a safety margin before the store's expiry;
+  - by a watchdog (tenure run re-executed, a process of its own, fed each
+    kill deadline over a pipe): SIGKILL when tenure is stopped, starved or
+    killed past the deadline; the command also has Pdeathsig SIGKILL;
+  - on SIGPWR (kill -PWR PID, for resume and restore hooks): SIGKILL at
+    once, the tenure is revoked and not released (it expires by its TTL),
+    exit 79;
+  - after a normal exit: leftover descendants get SIGTERM, then SIGKILL
+    after the grace. The lease is released only when none is left, so a
+    waiter takes over at once and alone.
+What only the fence covers: a pause of the whole machine (VM suspend,
+snapshot restore) freezes the watchdog and the monotonic clock with
+everything else; a write in flight when it resumes is refused only by the
+resource's token check.`,
 		setup: func(fs *flag.FlagSet) action {
 			var o runOptions
 			fs.StringVar(&o.name, "name", "", "the lease `NAME` (required)")
@@ -63,8 +115,15 @@ command exits the lease is released, so a waiter takes over at once.`,
 			fs.StringVar(&o.label, "label", "", "the human part of the holder identity, shown by status (default the host name)")
 			o.grace = durationFlag(fs, "grace", DefaultGrace, "time between SIGTERM and SIGKILL when the lease is lost, a `duration`; it must fit the TTL: TTL − TTL/10 − grace > TTL/3 (default 10s, or TTL/4 when 10s does not fit)")
 			fs.StringVar(&o.store, "store", "", storeUsage)
+			fs.BoolVar(&o.watchdog, "watchdog", false, hiddenFlag+"run as the watchdog of a tenure run, reading kill deadlines from descriptor 3")
 			return func(ctx context.Context, e *env, args []string) error {
+				if o.watchdog {
+					return &exitError{code: supervise.RunWatchdog(e.stderr)}
+				}
 				o.graceSet = flagSet(fs, "grace")
+				if flagSet(fs, "store") && strings.TrimSpace(o.store) == "" {
+					return usagef("run", "--store is empty; give a store URL, or leave --store out for $%s or the default SQLite file", storeurl.EnvVar)
+				}
 				return o.run(ctx, e, args)
 			}
 		},
@@ -80,6 +139,7 @@ type runOptions struct {
 	grace       *time.Duration
 	graceSet    bool
 	store       string
+	watchdog    bool
 }
 
 // config checks the flags and returns the client configuration they ask
@@ -130,9 +190,15 @@ func (o *runOptions) run(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	if o.store == "" && envSetEmpty(e, storeurl.EnvVar) {
+		return usagef("run", "%s is set but empty; set it to a store URL, or unset it to use the default SQLite file of this host", storeurl.EnvVar)
+	}
 	target, err := storeurl.Resolve(o.store, e.getenv)
 	if err != nil {
 		return err
+	}
+	if target.Default {
+		e.errorf("using the default store %s: this host only; pass --store or set %s to share lease %q with other hosts", target.Display, storeurl.EnvVar, o.name)
 	}
 	opened, err := target.Open(ctx, storeurl.Options{})
 	if err != nil {
@@ -161,14 +227,25 @@ func (o *runOptions) run(ctx context.Context, e *env, args []string) error {
 	}()
 
 	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, forwarded...)
+	signal.Notify(sigs, append(forwarded, RevokeSignal)...)
 	defer signal.Stop(sigs)
 
 	lease, err := o.acquire(ctx, e, client, sigs, opened)
 	if err != nil {
 		return err
 	}
-	return o.supervise(ctx, e, lease, sigs, opened.Target, args)
+	return o.supervise(ctx, e, client, lease, sigs, opened.Target, args)
+}
+
+// envSetEmpty reports whether the environment variable name is set, to
+// nothing but blanks.
+func envSetEmpty(e *env, name string) bool {
+	for _, kv := range e.environ() {
+		if v, ok := strings.CutPrefix(kv, name+"="); ok && strings.TrimSpace(v) == "" {
+			return true
+		}
+	}
+	return false
 }
 
 // checkTTL refuses a TTL below the opened store's own floor
@@ -216,9 +293,21 @@ func (o *runOptions) acquire(ctx context.Context, e *env, client *tenure.Client,
 		results <- r
 	})
 	var r result
-	select {
-	case r = <-results:
-	case s := <-sigs:
+	var s os.Signal
+wait:
+	for {
+		select {
+		case r = <-results:
+			break wait
+		case got := <-sigs:
+			// WINCH, CONT, USR1 and USR2 have no command to go to yet.
+			if got == RevokeSignal || slices.Contains(interrupting, got) {
+				s = got
+				break wait
+			}
+		}
+	}
+	if s != nil {
 		cancel()
 		if r = <-results; r.lease != nil {
 			releaseQuietly(ctx, r.lease)
@@ -253,12 +342,61 @@ func (o *runOptions) gaveUp(ctx context.Context, opened *storeurl.Opened) error 
 		o.name, *o.waitTimeout, rec.Holder, rec.Token, remaining(rec.Remaining))
 }
 
-// supervise runs the command under lease and returns when it has exited.
-func (o *runOptions) supervise(ctx context.Context, e *env, lease *tenure.Lease, sigs <-chan os.Signal, target storeurl.Target, args []string) error {
+// supervise runs the command under lease and returns when it and every
+// process of its tree have exited.
+//
+// Who kills what, and when:
+//   - run itself: on loss, SIGTERM to the command's process group and to
+//     every descendant, SIGKILL --grace later (at once when the loss was
+//     declared at or after the local deadline: suspension detected, late
+//     timer). After a normal exit, leftover descendants get the same,
+//     before the release.
+//   - the watchdog (run --watchdog, a separate process): while the tenure
+//     is trusted, run feeds it a kill deadline of now + grace + margin/2
+//     (margin = TTL/10, the least safety margin) every margin/4; on loss,
+//     the moment run would SIGKILL. When the deadline passes without a
+//     fresh one (run stopped or not scheduled) or run dies, the watchdog
+//     SIGKILLs the tree.
+//   - the kernel: the command has Pdeathsig SIGKILL.
+func (o *runOptions) supervise(ctx context.Context, e *env, client *tenure.Client, lease *tenure.Lease, sigs <-chan os.Signal, target storeurl.Target, args []string) error {
 	token := lease.Token()
 	if token == 0 {
 		return &exitError{code: ExitLost, err: fmt.Errorf("lost lease %q before the command started: %s; nothing was run", o.name, lossReason(lease.Err()))}
 	}
+	// One source of truth for the timing: the validated client config.
+	cfg := client.Config()
+	grace := cfg.Grace
+	margin := cfg.TTL / 10
+	feedEvery := max(margin/4, 5*time.Millisecond)
+	// trusted is the watchdog deadline while the tenure is trusted at now.
+	trusted := func(now int64) int64 { return now + int64(grace+margin/2) }
+
+	self := os.Getpid()
+	if wholeProcess {
+		// Orphans of the command come to us, not to init, so the sweep and
+		// the watchdog still find them. Failing that (kernel before 3.4),
+		// the process group and the command's subtree remain.
+		_ = supervise.BecomeSubreaper()
+	}
+	// The watchdog writes its one line straight to tenure's standard error
+	// when that is a file: another copying goroutine would race with the
+	// command's on a writer that is not.
+	dogErr, ok := e.stderr.(*os.File)
+	if !ok {
+		dogErr = os.Stderr
+	}
+	dog, err := supervise.StartDog(watchdogExe, []string{"run", "--watchdog"}, dogErr)
+	if err != nil {
+		releaseQuietly(ctx, lease)
+		return fmt.Errorf("run: cannot start the watchdog (%s): %s; lease %q released, nothing was run", watchdogExe, message(err), o.name)
+	}
+	now := supervise.Now()
+	if lease.Token() == 0 {
+		_, _ = dog.Disarm() // Nothing was started.
+		return &exitError{code: ExitLost, err: fmt.Errorf("lost lease %q before the command started: %s; nothing was run", o.name, lossReason(lease.Err()))}
+	}
+	_ = dog.Deadline(trusted(now)) // A watchdog that is gone is noticed by its exit.
+
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Stdout, cmd.Stderr = e.stdout, e.stderr
 	if e.stdin != nil {
@@ -272,11 +410,23 @@ func (o *runOptions) supervise(ctx context.Context, e *env, lease *tenure.Lease,
 	if o.store != "" {
 		cmd.Env = append(cmd.Env, storeurl.EnvVar+"="+o.store)
 	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Pdeathsig: the kernel kills the command when run's thread that
+	// started it dies (Go ends threads only with a locked goroutine).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	tty := foregroundTTY(e.stdin)
+	if tty >= 0 {
+		// Interactive: the command's group becomes the terminal's
+		// foreground group (it reads the terminal and gets ^C, ^Z); run
+		// takes the terminal back when the command is done.
+		cmd.SysProcAttr.Foreground = true
+		cmd.SysProcAttr.Ctty = 0 // the command's standard input
+		defer takeTerminal(tty)
+	}
 	// Only when stdout or stderr are not files does Wait copy them; do not
 	// let a grandchild holding the pipe keep tenure waiting.
 	cmd.WaitDelay = time.Second
 	if err := cmd.Start(); err != nil {
+		_, _ = dog.Disarm() // Nothing was started.
 		releaseQuietly(ctx, lease)
 		code := ExitCannotExec
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
@@ -285,6 +435,12 @@ func (o *runOptions) supervise(ctx context.Context, e *env, lease *tenure.Lease,
 		return &exitError{code: code, err: fmt.Errorf("run: cannot start %q: %s; lease %q released", args[0], message(err), o.name)}
 	}
 	group := cmd.Process.Pid // Setpgid makes the command lead a group of its own id.
+	root := self
+	if !wholeProcess {
+		root = group
+		_ = dog.Root(group)
+	}
+	_ = dog.Group(group)
 
 	exited := make(chan struct{})
 	var wg sync.WaitGroup
@@ -294,42 +450,167 @@ func (o *runOptions) supervise(ctx context.Context, e *env, lease *tenure.Lease,
 	})
 	defer wg.Wait()
 
+	// signalTree sends sig to the command's group and to every descendant
+	// of root but the watchdog.
+	signalTree := func(sig syscall.Signal) {
+		supervise.SignalTree(group, root, sig, dog.Pid())
+	}
+	// remaining lists the live processes of the tree, reaping orphans.
+	remaining := func() []int {
+		if wholeProcess {
+			supervise.Reap(group, dog.Pid())
+		}
+		var live []int
+		if p, ok := supervise.Identify(group); ok && p.Alive() {
+			live = append(live, group)
+		}
+		return append(live, supervise.Live(root, dog.Pid(), group)...)
+	}
+
 	var (
-		lost      error
-		done      = lease.Done()
-		killTimer *time.Timer
-		kill      <-chan time.Time
-		ctxDone   = ctx.Done()
+		lost        error
+		revoked     bool
+		done        = lease.Done()
+		feed        = time.NewTicker(feedEvery)
+		killTimer   *time.Timer
+		kill        <-chan time.Time
+		ctxDone     = ctx.Done()
+		leaderGone  = exited
+		poll        <-chan time.Time
+		pollTicker  *time.Ticker
+		stopping    bool // SIGTERM was sent to the tree
+		killed      bool // SIGKILL was sent to the tree
+		killAt      int64
+		stoppedSelf bool
 	)
+	defer feed.Stop()
 	defer func() {
 		if killTimer != nil {
 			killTimer.Stop()
 		}
+		if pollTicker != nil {
+			pollTicker.Stop()
+		}
 	}()
+	// stopTree sends SIGTERM now and SIGKILL at the CLOCK_MONOTONIC time
+	// at, or SIGKILL at once when at is now or past.
+	stopTree := func(at int64) {
+		killAt = dog.Shorten(at)
+		wait := time.Duration(killAt - supervise.Now())
+		if wait <= 0 {
+			killed = true
+			signalTree(syscall.SIGKILL)
+			return
+		}
+		if !stopping {
+			stopping = true
+			signalTree(syscall.SIGTERM)
+		}
+		if killTimer == nil {
+			killTimer = time.NewTimer(wait)
+			kill = killTimer.C
+		}
+	}
 wait:
 	for {
 		select {
-		case <-exited:
-			break wait
+		case <-leaderGone:
+			leaderGone = nil
+			feed.Reset(feedEvery)
+			pollTicker = time.NewTicker(20 * time.Millisecond)
+			poll = pollTicker.C
+			if len(remaining()) == 0 {
+				break wait
+			}
+			if lost == nil && !stopping {
+				// A normal exit with leftovers: they get the same
+				// SIGTERM, then SIGKILL after the grace, before the release.
+				stopTree(supervise.Now() + int64(grace))
+			}
+		case <-poll:
+			if len(remaining()) == 0 {
+				break wait
+			}
+		case <-feed.C:
+			now := supervise.Now()
+			if lost == nil && lease.Token() != 0 {
+				_ = dog.Deadline(trusted(now))
+			}
+			if tty >= 0 && leaderGone != nil && commandStopped(group) {
+				// ^Z stopped the command: hand the terminal back to the
+				// shell and stop ourselves, as a shell's job does. The
+				// lease is not renewed while run is stopped: the
+				// watchdog kills the command at its deadline. fg sends
+				// SIGCONT, which is forwarded below.
+				takeTerminal(tty)
+				stoppedSelf = true
+				_ = syscall.Kill(self, syscall.SIGSTOP)
+			}
 		case <-done:
 			done = nil
 			lost = lease.Err()
-			signalGroup(group, syscall.SIGTERM)
-			killTimer = time.NewTimer(*o.grace)
-			kill = killTimer.C
-			e.errorf("lost lease %q with token %d: %s; stopping the command (SIGTERM now, SIGKILL in %s)",
-				o.name, token, target.Redact(lossReason(lost)), *o.grace)
+			now := supervise.Now()
+			at := now + int64(grace)
+			var le *tenure.LostError
+			if errors.As(lost, &le) && (le.Reason == tenure.LossSuspended || le.Reason == tenure.LossExpiredLocally || le.Reason == tenure.LossRevoked) {
+				// Declared at or after the local deadline (or revoked):
+				// there is no grace left to give.
+				at = now
+			}
+			stopTree(at)
+			how := fmt.Sprintf("SIGTERM now, SIGKILL in %s", time.Duration(killAt-now).Round(time.Millisecond))
+			if killed {
+				how = "SIGKILL now: no grace is left"
+			}
+			e.errorf("lost lease %q with token %d: %s; stopping the command (%s)",
+				o.name, token, target.Redact(lossReason(lost)), how)
 		case <-kill:
 			kill = nil
-			signalGroup(group, syscall.SIGKILL)
+			killed = true
+			signalTree(syscall.SIGKILL)
 		case s := <-sigs:
-			signalGroup(group, s)
+			switch {
+			case s == RevokeSignal:
+				if !revoked {
+					revoked = true
+					client.Revoke()
+					killed = true
+					dog.Shorten(supervise.Now())
+					signalTree(syscall.SIGKILL)
+				}
+			case s == syscall.SIGCONT && stoppedSelf:
+				stoppedSelf = false
+				if tty >= 0 {
+					giveTerminal(tty, group)
+				}
+				signalGroup(group, s)
+			default:
+				signalGroup(group, s)
+			}
+			if killed && kill == nil && (stopping || revoked) {
+				signalTree(syscall.SIGKILL)
+			}
 		case <-ctxDone:
 			ctxDone = nil
 			signalGroup(group, syscall.SIGTERM)
 		}
 	}
 	status := exitStatus(cmd.ProcessState)
+	// The tree is gone. Release first, then disarm: the watchdog's exit
+	// need not delay the next holder. fired tells whether the watchdog
+	// killed the tree (its line is on stderr): then the tenure is lost,
+	// whatever the store says.
+	defer func() { _, _ = dog.Disarm() }() // A watchdog that died has nothing left to do.
+	if revoked {
+		e.errorf("lease %q with token %d revoked by %s; the command was killed and the lease is left to expire", o.name, token, RevokeSignal)
+		return &exitError{code: ExitLost}
+	}
+	if lost == nil && lease.Token() == 0 && dog.Fired(time.Second) {
+		// The watchdog fires only when run was not scheduled past the
+		// kill deadline, so the tenure is no longer trusted either.
+		lost = errors.New("the watchdog killed the command")
+		e.errorf("lost lease %q with token %d: the watchdog killed the command while tenure was stopped or not scheduled", o.name, token)
+	}
 	if lost != nil {
 		if storeReachable(lost) {
 			// The command is dead: let the next holder in now rather than
@@ -352,6 +633,42 @@ wait:
 		return nil
 	}
 	return &exitError{code: status}
+}
+
+// foregroundTTY returns the descriptor of in when it is a terminal whose
+// foreground process group is ours, else -1.
+func foregroundTTY(in *os.File) int {
+	if in == nil {
+		return -1
+	}
+	fd := int(in.Fd())
+	pgrp, err := unix.IoctlGetInt(fd, unix.TIOCGPGRP)
+	if err != nil || pgrp != unix.Getpgrp() {
+		return -1
+	}
+	return fd
+}
+
+// giveTerminal makes group the foreground process group of the terminal
+// fd; takeTerminal makes ours it again. A background process that does
+// this gets SIGTTOU, ignored for the call.
+func giveTerminal(fd, group int) {
+	signal.Ignore(syscall.SIGTTOU)
+	defer signal.Reset(syscall.SIGTTOU)
+	_ = unix.IoctlSetPointerInt(fd, unix.TIOCSPGRP, group) // A terminal that went away: nothing to give.
+}
+
+func takeTerminal(fd int) { giveTerminal(fd, unix.Getpgrp()) }
+
+// commandStopped reports whether the process pid is stopped by a signal
+// (state T in /proc/PID/stat).
+func commandStopped(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	return i >= 0 && i+2 < len(b) && b[i+2] == 'T'
 }
 
 // lossReason says in a few words why a tenure ended.
@@ -384,7 +701,9 @@ func storeReachable(err error) bool {
 		return false
 	}
 	switch lost.Reason {
-	case tenure.LossSuspended, tenure.LossProgressStalled, tenure.LossRevoked:
+	case tenure.LossSuspended, tenure.LossProgressStalled:
+		// Not LossRevoked: run revokes on RevokeSignal, when this may be a
+		// restored copy whose lease is the original's to release.
 		return true
 	}
 	return false

@@ -1,0 +1,299 @@
+package supervise
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Messages from the supervisor to the watchdog: 16 bytes, a kind and a
+// value, little-endian.
+const (
+	msgGroup    = 1 // value: the command's process group
+	msgDeadline = 2 // value: the kill deadline, CLOCK_MONOTONIC nanoseconds
+	msgDisarm   = 3 // the tree is gone; exit without killing
+	msgRoot     = 4 // value: the pid whose descendants make the tree
+)
+
+// WatchdogFD is the descriptor on which the watchdog reads its messages.
+const WatchdogFD = 3
+
+// scanEvery is how often the watchdog notes the processes of the tree, so
+// that it still knows them after the supervisor died and they were
+// re-parented elsewhere.
+const scanEvery = 100 * time.Millisecond
+
+// Now reads CLOCK_MONOTONIC in nanoseconds: the clock both the supervisor
+// and the watchdog read deadlines on.
+func Now() int64 {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		panic(fmt.Sprintf("supervise: clock_gettime(CLOCK_MONOTONIC): %v", err)) // cannot fail on Linux
+	}
+	return ts.Nano()
+}
+
+// Dog is the supervisor's end of a watchdog.
+type Dog struct {
+	cmd    *exec.Cmd
+	exited chan struct{} // closed when cmd.Wait returned
+	werr   error         // cmd.Wait's error, once exited is closed
+	w      *os.File
+	mu     sync.Mutex
+	last   int64 // the last deadline sent
+	err    error // the first failed write
+}
+
+// StartDog starts the watchdog as exe args, with the read end of a pipe
+// as descriptor [WatchdogFD], in a process group of its own (so terminal
+// signals do not reach it), writing its one line to stderr. The watchdog
+// watches the calling process's tree: call it before starting the command.
+func StartDog(exe string, args []string, stderr io.Writer) (*Dog, error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(exe, args...)
+	cmd.ExtraFiles = []*os.File{r}
+	cmd.Stderr = stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	err = cmd.Start()
+	_ = r.Close() // The watchdog has its own copy.
+	if err != nil {
+		_ = w.Close()
+		return nil, err
+	}
+	d := &Dog{cmd: cmd, w: w, exited: make(chan struct{})}
+	go func() {
+		d.werr = cmd.Wait()
+		close(d.exited)
+	}()
+	return d, nil
+}
+
+// Fired reports whether the watchdog killed the tree and exited, waiting
+// for its exit at most wait.
+func (d *Dog) Fired(wait time.Duration) bool {
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-d.exited:
+		return d.cmd.ProcessState.ExitCode() == ExitFired
+	case <-t.C:
+		return false
+	}
+}
+
+// Pid returns the watchdog's process id.
+func (d *Dog) Pid() int { return d.cmd.Process.Pid }
+
+func (d *Dog) send(kind, value int64) error {
+	var b [16]byte
+	binary.LittleEndian.PutUint64(b[:8], uint64(kind))
+	binary.LittleEndian.PutUint64(b[8:], uint64(value))
+	_, err := d.w.Write(b[:])
+	if err != nil && d.err == nil {
+		d.err = err
+	}
+	return err
+}
+
+// Root tells the watchdog whose descendants make the tree; by default its
+// parent's (the supervisor's, when it is a subreaper).
+func (d *Dog) Root(pid int) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.send(msgRoot, int64(pid))
+}
+
+// Group tells the watchdog the command's process group.
+func (d *Dog) Group(pgid int) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.send(msgGroup, int64(pgid))
+}
+
+// Deadline tells the watchdog to kill the tree at deadline (CLOCK_MONOTONIC
+// nanoseconds, see [Now]) unless a later deadline comes first.
+func (d *Dog) Deadline(deadline int64) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.last = deadline
+	return d.send(msgDeadline, deadline)
+}
+
+// Shorten moves the deadline earlier, to deadline, if it is later now; it
+// returns the deadline in force.
+func (d *Dog) Shorten(deadline int64) int64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.last == 0 || deadline < d.last {
+		d.last = deadline
+		_ = d.send(msgDeadline, deadline) // A dead watchdog: nothing else to tell.
+	}
+	return d.last
+}
+
+// ExitFired is the watchdog's exit code when it killed the tree.
+const ExitFired = 3
+
+// Disarm tells the watchdog that the tree is gone and waits for it to
+// exit. It reports whether the watchdog had fired (killed the tree)
+// before. A watchdog that could not be told kills the group it knows when
+// the pipe closes, which is harmless once the tree is gone.
+func (d *Dog) Disarm() (fired bool, err error) {
+	d.mu.Lock()
+	err = d.send(msgDisarm, 0)
+	_ = d.w.Close() // The watchdog reads EOF after the disarm message.
+	d.mu.Unlock()
+	<-d.exited
+	if d.cmd.ProcessState.ExitCode() == ExitFired {
+		return true, nil
+	}
+	if d.werr != nil && err == nil {
+		err = d.werr
+	}
+	return false, err
+}
+
+// RunWatchdog is the watchdog process: it reads messages from
+// [WatchdogFD] and kills the tree of its parent (the supervisor, whose
+// child it is) at the deadline or when the pipe closes without a disarm.
+// It returns the process's exit code.
+func RunWatchdog(stderr io.Writer) int {
+	// Only SIGKILL ends the watchdog: it must outlive a supervisor that is
+	// interrupted, and terminal signals must not stop it.
+	signal.Ignore(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT,
+		syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU, syscall.SIGUSR1, syscall.SIGUSR2,
+		syscall.SIGPIPE, syscall.SIGWINCH, syscall.SIGPWR)
+	parent := os.Getppid()
+	root := parent
+	self := os.Getpid()
+	in := os.NewFile(WatchdogFD, "watchdog")
+	if in == nil {
+		fmt.Fprintln(stderr, "tenure: watchdog: no pipe on descriptor 3")
+		return 2
+	}
+	type msg struct{ kind, value int64 }
+	msgs := make(chan msg, 16)
+	go func() {
+		defer close(msgs)
+		var b [16]byte
+		for {
+			if _, err := io.ReadFull(in, b[:]); err != nil {
+				return
+			}
+			msgs <- msg{int64(binary.LittleEndian.Uint64(b[:8])), int64(binary.LittleEndian.Uint64(b[8:]))}
+		}
+	}()
+
+	var (
+		pgid  int
+		known = map[int]Proc{}
+		timer = time.NewTimer(time.Duration(1<<63 - 1))
+		scan  = time.NewTicker(scanEvery)
+	)
+	note := func() {
+		for pid, p := range known {
+			if !p.Alive() {
+				delete(known, pid)
+			}
+		}
+		if os.Getppid() != parent {
+			return // The supervisor is gone: its tree is no longer under it.
+		}
+		for _, pid := range Descendants(root, self) {
+			if p, ok := Identify(pid); ok {
+				known[pid] = p
+			}
+		}
+	}
+	var why string
+loop:
+	for {
+		select {
+		case m, ok := <-msgs:
+			if !ok {
+				why = "tenure exited without stopping its command"
+				break loop
+			}
+			switch m.kind {
+			case msgGroup:
+				pgid = int(m.value)
+				note()
+			case msgRoot:
+				root = int(m.value)
+				note()
+			case msgDeadline:
+				timer.Reset(time.Duration(m.value - Now()))
+			case msgDisarm:
+				return 0
+			}
+		case <-scan.C:
+			note()
+		case <-timer.C:
+			why = "the kill deadline passed without a renewal from tenure (tenure stopped, or not scheduled)"
+			break loop
+		}
+	}
+	if os.Getppid() != parent {
+		root = 0 // The tree is no longer under the supervisor's pid.
+	}
+	n := killAll(pgid, root, self, known)
+	fmt.Fprintf(stderr, "tenure: watchdog: %s; killed the command's process group and %d processes of its tree\n", why, n)
+	return ExitFired
+}
+
+// killAll SIGKILLs the group, the processes in known and every descendant
+// of them (and of root, unless 0), round
+// after round, until none is left alive. It returns how many processes it
+// signalled.
+func killAll(pgid, root, self int, known map[int]Proc) int {
+	killed := map[Proc]bool{}
+	for round := 0; round < 500; round++ {
+		if pgid > 0 {
+			_ = syscall.Kill(-pgid, syscall.SIGKILL) // ESRCH: the group is gone.
+		}
+		targets := map[int]Proc{}
+		for pid, p := range known {
+			targets[pid] = p
+		}
+		roots := []int{}
+		if root > 0 {
+			roots = append(roots, root)
+		}
+		for pid := range known {
+			roots = append(roots, pid)
+		}
+		for _, r := range roots {
+			for _, pid := range Descendants(r, self) {
+				if p, ok := Identify(pid); ok {
+					targets[pid] = p
+				}
+			}
+		}
+		alive := 0
+		for pid, p := range targets {
+			if !p.Alive() {
+				continue
+			}
+			alive++
+			known[pid] = p
+			killed[p] = true
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		if alive == 0 && round > 0 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond) // Let the kernel deliver before the next look.
+	}
+	return len(killed)
+}

@@ -1,0 +1,234 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tenure-dev/tenure/cmd/tenure/internal/cli"
+)
+
+// children returns the children of pid with their command lines.
+func children(pid int) map[int]string {
+	kids := map[int]string{}
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+	for _, task := range tasks {
+		b, err := os.ReadFile(task)
+		if err != nil {
+			continue
+		}
+		for _, f := range strings.Fields(string(b)) {
+			n, err := strconv.Atoi(f)
+			if err != nil {
+				continue
+			}
+			cl, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", n))
+			kids[n] = strings.ReplaceAll(string(cl), "\x00", " ")
+		}
+	}
+	return kids
+}
+
+// watchdogOf returns the pid of tenure run's watchdog.
+func watchdogOf(t *testing.T, p *proc) int {
+	t.Helper()
+	for pid, cl := range children(p.cmd.Process.Pid) {
+		if strings.Contains(cl, "run --watchdog") {
+			return pid
+		}
+	}
+	t.Fatalf("tenure %d has no watchdog child", p.cmd.Process.Pid)
+	return 0
+}
+
+// commandOf returns the pid (and process group) of tenure run's command.
+func commandOf(t *testing.T, p *proc) int {
+	t.Helper()
+	for pid, cl := range children(p.cmd.Process.Pid) {
+		if !strings.Contains(cl, "run --watchdog") {
+			return pid
+		}
+	}
+	t.Fatalf("tenure %d has no command child", p.cmd.Process.Pid)
+	return 0
+}
+
+// ticker is a shell command that ignores SIGTERM, says "started …" and
+// appends a `date +%s%N` timestamp to $TICKS every 20 ms for ever. Its
+// background job (and, with setsid, a process that left the group and the
+// session) does the same.
+const ticker = `trap '' TERM
+tick() { while :; do date +%s%N >> "$TICKS"; sleep 0.02; done; }
+echo "started $TENURE_HOLDER $TENURE_TOKEN"
+tick`
+
+// nextHolder says when its command started, by the command's own clock.
+var nextHolder = []string{"--", "sh", "-c", `echo "started $(date +%s%N)"`}
+
+// lastTick reads the last timestamp in path.
+func lastTick(t *testing.T, path string) int64 {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	var last int64
+	for _, l := range strings.Split(string(b), "\n") {
+		if n, err := strconv.ParseInt(strings.TrimSpace(l), 10, 64); err == nil && n > last {
+			last = n
+		}
+	}
+	require.Positive(t, last, "no tick in %s", path)
+	return last
+}
+
+// awaitTicks waits until path holds at least one timestamp.
+func awaitTicks(t *testing.T, path string) {
+	t.Helper()
+	deadline := time.Now().Add(patience)
+	for {
+		if b, _ := os.ReadFile(path); strings.Count(string(b), "\n") >= 2 {
+			return
+		}
+		require.True(t, time.Now().Before(deadline), "nothing ticked in %s", path)
+		time.Sleep(10 * time.Millisecond) // polling a file, with a deadline
+	}
+}
+
+// awaitGone waits until none of pids is alive (zombies count as gone).
+func awaitGone(t *testing.T, pids ...int) {
+	t.Helper()
+	deadline := time.Now().Add(patience)
+	for _, pid := range pids {
+		for {
+			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+			if err != nil {
+				break
+			}
+			s := string(b)
+			if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) && s[i+2] == 'Z' {
+				break
+			}
+			require.True(t, time.Now().Before(deadline), "process %d is still alive: %s", pid, s)
+			time.Sleep(10 * time.Millisecond) // polling /proc, with a deadline
+		}
+	}
+}
+
+// TestRunStoppedTenure: tenure is stopped (SIGSTOP) for longer than its
+// TTL, with a command that ignores SIGTERM and no --grace. The watchdog
+// kills the command before the next holder can start.
+func TestRunStoppedTenure(t *testing.T) {
+	t.Parallel()
+	s := pgStore(t)
+	ticks := filepath.Join(t.TempDir(), "ticks")
+	env := s.env(t, "TICKS="+ticks)
+	flags := []string{"run", "--name", "nightly", "--ttl", "3s"}
+	a := start(t, env, append(flags, "--label", "a", "--", "sh", "-c", ticker)...)
+	a.stdout.await(startedLine)
+	awaitTicks(t, ticks)
+	b := start(t, env, append(flags, append([]string{"--label", "b", "--wait"}, nextHolder...)...)...)
+	b.stderr.await(`waiting for it$`)
+
+	a.signal(syscall.SIGSTOP)
+	bStart := atoi(t, b.stdout.await(`^started (\d+)$`)[1])
+	require.Equal(t, 0, b.wait(), b.stderr.all())
+	aLast := lastTick(t, ticks)
+	a.signal(syscall.SIGCONT)
+	require.Equal(t, cli.ExitLost, a.wait(), a.stderr.all())
+	require.Less(t, aLast, bStart, "the stopped holder's command wrote %s after the next holder started", time.Duration(aLast-bStart))
+	require.Contains(t, a.stderr.all(), "tenure: watchdog: the kill deadline passed")
+	require.Equal(t, aLast, lastTick(t, ticks), "the command wrote after tenure resumed")
+}
+
+// TestRunKilledTenure: SIGKILL of tenure leaves no process of its
+// command's tree running: not the command, not its background job, not a
+// setsid escapee.
+func TestRunKilledTenure(t *testing.T) {
+	t.Parallel()
+	env := sqliteStore(t).env(t)
+	sh := `trap '' TERM
+(trap '' TERM; while :; do sleep 0.05; done) &
+echo "bg $!"
+setsid sh -c 'trap "" TERM; echo "escapee $$"; while :; do sleep 0.05; done' &
+echo "started $TENURE_HOLDER $TENURE_TOKEN"
+while :; do sleep 0.05; done`
+	a := start(t, env, "run", "--name", "nightly", "--ttl", "3s", "--", "sh", "-c", sh)
+	a.stdout.await(startedLine)
+	bg := int(atoi(t, a.stdout.await(`^bg (\d+)$`)[1]))
+	escapee := int(atoi(t, a.stdout.await(`^escapee (\d+)$`)[1]))
+	cmd, dog := commandOf(t, a), watchdogOf(t, a)
+	a.signal(syscall.SIGKILL)
+	require.Equal(t, 128+int(syscall.SIGKILL), a.wait())
+	awaitGone(t, cmd, bg, escapee)
+	// They were re-parented to this test binary, a subreaper (TestMain).
+	for _, pid := range []int{cmd, bg, escapee, dog} {
+		var ws syscall.WaitStatus
+		_, _ = syscall.Wait4(pid, &ws, 0, nil) // ECHILD: reaped by its own parent
+	}
+	require.Contains(t, a.stderr.rest(), "tenure: watchdog: tenure exited without stopping its command")
+}
+
+// TestRunSweepsLeftovers: the command exits at once, leaving a background
+// job and a setsid escapee that ignore SIGTERM and keep writing. The lease
+// is released only after they are dead, so no write of theirs lands after
+// the next holder started.
+func TestRunSweepsLeftovers(t *testing.T) {
+	t.Parallel()
+	s := sqliteStore(t)
+	dir := t.TempDir()
+	bgTicks, escTicks := filepath.Join(dir, "bg"), filepath.Join(dir, "esc")
+	env := s.env(t, "BG="+bgTicks, "ESC="+escTicks)
+	sh := `(trap '' TERM; while :; do date +%s%N >> "$BG"; sleep 0.02; done) &
+setsid sh -c 'trap "" TERM; while :; do date +%s%N >> "$ESC"; sleep 0.02; done' &
+while [ ! -s "$BG" ] || [ ! -s "$ESC" ]; do sleep 0.01; done
+echo "started $TENURE_HOLDER $TENURE_TOKEN"
+exit 0`
+	flags := []string{"run", "--name", "nightly", "--ttl", "3s"}
+	a := start(t, env, append(flags, "--label", "a", "--", "sh", "-c", sh)...)
+	a.stdout.await(startedLine)
+	b := start(t, env, append(flags, append([]string{"--label", "b", "--wait"}, nextHolder...)...)...)
+	bStart := atoi(t, b.stdout.await(`^started (\d+)$`)[1])
+	require.Equal(t, 0, a.wait(), a.stderr.all())
+	require.Equal(t, 0, b.wait(), b.stderr.all())
+	require.Less(t, lastTick(t, bgTicks), bStart, "the background job wrote after the next holder started")
+	require.Less(t, lastTick(t, escTicks), bStart, "the setsid escapee wrote after the next holder started")
+}
+
+// TestRunQuitIsForwarded: SIGQUIT goes to the command; tenure neither dumps
+// its goroutines nor dies leaving the command behind.
+func TestRunQuitIsForwarded(t *testing.T) {
+	t.Parallel()
+	env := sqliteStore(t).env(t)
+	p := start(t, env, "run", "--name", "job", "--", "sh", "-c", `trap 'echo "got QUIT"; exit 42' QUIT; echo ready; while :; do sleep 1 & wait $!; done`)
+	p.stdout.await(`^ready$`)
+	p.signal(syscall.SIGQUIT)
+	p.stdout.await(`^got QUIT$`)
+	require.Equal(t, 42, p.wait(), p.stderr.all())
+	require.NotContains(t, p.stderr.rest(), "goroutine")
+	require.Equal(t, "released", status(t, env, "job").State)
+}
+
+// TestRunRevokeSignal: SIGPWR (cli.RevokeSignal) makes tenure run stand
+// down at once: the command is killed without grace, even one ignoring
+// SIGTERM; the lease is not released (it expires by its TTL); exit 79.
+func TestRunRevokeSignal(t *testing.T) {
+	t.Parallel()
+	env := sqliteStore(t).env(t)
+	ticks := filepath.Join(t.TempDir(), "ticks")
+	p := start(t, append(env, "TICKS="+ticks), "run", "--name", "job", "--ttl", "30s", "--", "sh", "-c", ticker)
+	first := atoi(t, p.stdout.await(startedLine)[3])
+	cmd := commandOf(t, p)
+	p.signal(cli.RevokeSignal)
+	require.Equal(t, cli.ExitLost, p.wait(), p.stderr.all())
+	awaitGone(t, cmd)
+	require.Contains(t, p.stderr.rest(), fmt.Sprintf(`lease "job" with token %d revoked by`, first))
+	st := status(t, env, "job")
+	require.Equal(t, "held", st.State, "the revoked lease was released")
+	require.Equal(t, first, st.Token)
+}
