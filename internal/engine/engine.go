@@ -254,7 +254,11 @@ func (e *Engine) acquireDone(now Instant, d AcquireDone) {
 			return
 		}
 		l.failures = 0
-		l.nextAttempt = now.Mono + d.Held.Remaining + e.cfg.Jitter(e.cfg.TTL/20)
+		// The lease expires by the store's clock no later than its
+		// remaining time from now: try then, not later. The spread only
+		// keeps followers that were told the same expiry from arriving
+		// in one instant.
+		l.nextAttempt = now.Mono + d.Held.Remaining + e.cfg.Jitter(e.spread())
 	case d.Permanent:
 		e.emit(AcquireFailed{Name: l.name, Err: d.Err})
 		e.remove(l)
@@ -335,8 +339,7 @@ func (e *Engine) renewDone(now Instant, d RenewDone) {
 
 // heard acts on the store's announcement that l's lease was released or
 // taken over (or that announcements may have been lost). A waiting
-// campaign tries again now, plus a jitter that keeps a crowd of followers
-// from arriving together. A held tenure is renewed now, so that a holder
+// campaign tries again now, plus a small spread. A held tenure is renewed now, so that a holder
 // whose lease an operator released, or someone took over, learns of it
 // within a round trip instead of at its next renewal; a renewal already
 // in flight may have been sent before the announcement, so another
@@ -345,7 +348,7 @@ func (e *Engine) heard(now Instant, l *lease) {
 	switch {
 	case l.removed:
 	case l.phase == idle && l.want:
-		l.nextAttempt = min(l.nextAttempt, now.Mono+e.cfg.Jitter(e.cfg.TTL/50))
+		l.nextAttempt = min(l.nextAttempt, now.Mono+e.cfg.Jitter(e.spread()))
 	case l.phase != held || now.Mono-l.anchor.Mono <= ownEcho*l.rtt:
 		// Within a few round trips of its last confirmation a held
 		// tenure hears the echo of its own grant; a change that close
@@ -520,6 +523,14 @@ func (e *Engine) deadline(now, sent Instant, remaining time.Duration) time.Durat
 	margin := max(e.cfg.TTL/10, 2*(now.Mono-sent.Mono))
 	return sent.Mono + remaining - margin - e.cfg.Grace
 }
+
+// spread is the widest jitter a follower adds to a retry it was told to
+// make (at an expiry, on an announcement): TTL/100, at most 10 ms. Wide
+// enough that followers told at once do not arrive in one instant, narrow
+// enough that a handover or a failover is not slowed by it.
+func (e *Engine) spread() time.Duration { return min(e.cfg.TTL/100, maxSpread) }
+
+const maxSpread = 10 * time.Millisecond
 
 // backoff is the wait before retry n after errors: exponential from an
 // eighth of the renew interval up to the interval itself, half of it jitter.
