@@ -178,7 +178,7 @@ func (r *runner) reply(ev engine.Event) {
 
 func (r *runner) do(a engine.Action) {
 	switch a := a.(type) {
-	case engine.SendAcquire, engine.SendRenew, engine.SendRelease:
+	case engine.SendAcquire, engine.SendRenew, engine.SendRelease, engine.SendCheck:
 		r.call(a)
 	case engine.Acquired:
 		r.acquired(a)

@@ -1,6 +1,6 @@
 // Package drive is the one glue between the lease engine and a store: it
 // carries out the engine's store actions ([engine.SendAcquire],
-// [engine.SendRenew], [engine.SendRelease]) and turns what the store
+// [engine.SendRenew], [engine.SendRelease], [engine.SendCheck]) and turns what the store
 // answered into the events that feed the engine back.
 //
 // The client's runtime and the simulation both call it, so the seeded
@@ -27,8 +27,8 @@ import (
 )
 
 // Call carries out one store action against s and returns the event that
-// answers it. a must be a [engine.SendAcquire], [engine.SendRenew] or
-// [engine.SendRelease]; Call panics on anything else, a programmer error.
+// answers it. a must be a [engine.SendAcquire], [engine.SendRenew],
+// [engine.SendRelease] or [engine.SendCheck]; Call panics on anything else, a programmer error.
 func Call(ctx context.Context, s store.Store, a engine.Action) engine.Event {
 	switch a := a.(type) {
 	case engine.SendAcquire:
@@ -38,6 +38,14 @@ func Call(ctx context.Context, s store.Store, a engine.Action) engine.Event {
 	case engine.SendRelease:
 		err := s.Release(ctx, store.ReleaseParams{Name: a.Name, Holder: a.Holder, Token: a.Token})
 		return engine.ReleaseDone{Name: a.Name, Token: a.Token, Err: err}
+	case engine.SendCheck:
+		rec, err := s.Get(ctx, a.Name)
+		if errors.Is(err, store.ErrNotFound) {
+			// The store lost the lease (a restart without its data): it
+			// is not held.
+			rec, err = store.Record{}, nil
+		}
+		return engine.CheckDone{Name: a.Name, Token: a.Token, Record: rec, Err: err}
 	}
 	panic(fmt.Sprintf("drive: %T is not a store action", a))
 }
@@ -52,6 +60,8 @@ func Failed(a engine.Action, err error) engine.Event {
 		return engine.RenewDone{SentAt: a.SentAt, Items: a.Items, Err: err}
 	case engine.SendRelease:
 		return engine.ReleaseDone{Name: a.Name, Token: a.Token, Err: err}
+	case engine.SendCheck:
+		return engine.CheckDone{Name: a.Name, Token: a.Token, Err: err}
 	}
 	panic(fmt.Sprintf("drive: %T is not a store action", a))
 }

@@ -212,3 +212,17 @@ func TestTimeout(t *testing.T) {
 	require.Equal(t, time.Millisecond, drive.Timeout(engine.SendRenew{Deadline: now - time.Second}, now, interval),
 		"a deadline already passed still gets a call that can fail")
 }
+
+func TestCheckReportsTheLeaseAsItIs(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	g := acquire(t, s, "billing", alice)
+	got := drive.Call(t.Context(), s, engine.SendCheck{Name: "billing", Holder: alice, Token: g.Grant.Token}).(engine.CheckDone)
+	require.NoError(t, got.Err)
+	require.Equal(t, store.StateHeld, got.Record.State)
+	require.Equal(t, alice, got.Record.Holder)
+
+	unknown := drive.Call(t.Context(), s, engine.SendCheck{Name: "never", Holder: alice, Token: 1}).(engine.CheckDone)
+	require.NoError(t, unknown.Err, "a lease the store does not know is simply not held")
+	require.Zero(t, unknown.Record.State)
+}

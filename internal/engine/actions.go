@@ -35,6 +35,15 @@ type SendRelease struct {
 	Token  store.Token
 }
 
+// SendCheck asks the store who holds a lease now ([store.Store.Get]), for a
+// held tenure whose lease the store announced as released or taken over.
+// Answer with [CheckDone] carrying the same Name and Token.
+type SendCheck struct {
+	Name   string
+	Holder store.Holder
+	Token  store.Token
+}
+
 // Acquired reports a new tenure.
 type Acquired struct {
 	Name     string
@@ -82,12 +91,13 @@ type ChainWriteGranted struct {
 // IdentityChanged reports a regenerated identity.
 type IdentityChanged struct{ Holder store.Holder }
 
-func (SendAcquire) action()        {}
-func (SendRenew) action()          {}
-func (SendRelease) action()        {}
-func (Acquired) action()           {}
-func (Renewed) action()            {}
-func (Lost) action()               {}
-func (AcquireFailed) action()      {}
+func (SendAcquire) action()       {}
+func (SendRenew) action()         {}
+func (SendCheck) action()         {}
+func (SendRelease) action()       {}
+func (Acquired) action()          {}
+func (Renewed) action()           {}
+func (Lost) action()              {}
+func (AcquireFailed) action()     {}
 func (ChainWriteGranted) action() {}
-func (IdentityChanged) action()    {}
+func (IdentityChanged) action()   {}

@@ -56,9 +56,8 @@ type lease struct {
 	anchor       Instant
 	deadline     time.Duration
 	renewDue     time.Duration
-	rtt          time.Duration // round trip of the last grant or renewal
-	renewing     bool          // part of the batch in flight
-	recheck      bool          // the store announced a change while renewing: renew again
+	renewing     bool // part of the batch in flight
+	checking     bool // a check of who holds the lease is in flight
 	lastProgress time.Duration
 	chainWriting bool // a granted chain write has not ended yet
 	chainWaiting int  // chain writes waiting for their turn
@@ -169,6 +168,8 @@ func (e *Engine) handle(now Instant, ev Event) {
 		} else if l := e.leases[ev.Name]; l != nil {
 			e.heard(now, l)
 		}
+	case CheckDone:
+		e.checked(ev)
 	case Progress:
 		if l := e.tenure(ev.Name, ev.Token); l != nil {
 			l.lastProgress = max(l.lastProgress, ev.At.Mono)
@@ -284,7 +285,7 @@ func (e *Engine) granted(now Instant, l *lease, d AcquireDone) {
 	}
 	l.phase, l.want = held, false
 	l.holder, l.token, l.seq = d.Holder, g.Token, g.Seq
-	l.anchor, l.deadline, l.rtt = d.SentAt, deadline, now.Mono-d.SentAt.Mono
+	l.anchor, l.deadline = d.SentAt, deadline
 	l.renewDue = d.SentAt.Mono + e.cfg.RenewInterval
 	l.lastProgress = now.Mono
 	e.emit(Acquired{Name: l.name, Holder: l.holder, Token: l.token, Seq: l.seq, Anchor: l.anchor, Deadline: l.deadline})
@@ -317,12 +318,9 @@ func (e *Engine) renewDone(now Instant, d RenewDone) {
 		switch {
 		case o.Renewed:
 			l.seq = o.Grant.Seq
-			l.anchor, l.rtt = d.SentAt, now.Mono-d.SentAt.Mono
+			l.anchor = d.SentAt
 			l.deadline = e.deadline(now, d.SentAt, o.Grant.Remaining)
 			l.renewDue = d.SentAt.Mono + e.cfg.RenewInterval
-			if l.recheck {
-				l.renewDue, l.recheck = now.Mono, false
-			}
 			e.emit(Renewed{Name: l.name, Token: l.token, Seq: l.seq, Anchor: l.anchor, Deadline: l.deadline})
 			e.grantChainWrite(now, l)
 		case o.Grant.Holder == (store.Holder{}) || o.Grant.Remaining <= 0:
@@ -339,30 +337,39 @@ func (e *Engine) renewDone(now Instant, d RenewDone) {
 
 // heard acts on the store's announcement that l's lease was released or
 // taken over (or that announcements may have been lost). A waiting
-// campaign tries again now, plus a small spread. A held tenure is renewed now, so that a holder
-// whose lease an operator released, or someone took over, learns of it
-// within a round trip instead of at its next renewal; a renewal already
-// in flight may have been sent before the announcement, so another
-// follows it.
+// campaign tries again now, plus a small spread. A held tenure asks the
+// store who holds the lease now ([SendCheck]), so that a holder whose
+// lease an operator released, or someone took over, learns of it within a
+// round trip instead of at its next renewal. The check only reads: it does
+// not move the renewal chain, so the echo of this holder's own grant costs
+// one read and nothing else.
 func (e *Engine) heard(now Instant, l *lease) {
 	switch {
 	case l.removed:
 	case l.phase == idle && l.want:
 		l.nextAttempt = min(l.nextAttempt, now.Mono+e.cfg.Jitter(e.spread()))
-	case l.phase != held || now.Mono-l.anchor.Mono <= ownEcho*l.rtt:
-		// Within a few round trips of its last confirmation a held
-		// tenure hears the echo of its own grant; a change that close
-		// to a renewal is seen at the next one.
-	case l.renewing:
-		l.recheck = true
-	default:
-		l.renewDue = min(l.renewDue, now.Mono)
+	case l.phase == held && !l.checking:
+		l.checking = true
+		e.emit(SendCheck{Name: l.name, Holder: l.holder, Token: l.token})
 	}
 }
 
-// ownEcho is how many round trips after a grant or renewal an announcement
-// of the lease is taken for the echo of this holder's own grant.
-const ownEcho = 3
+// checked ends a held tenure that the store reports no longer held by it.
+// A failed check proves nothing either way: the renewal chain decides.
+func (e *Engine) checked(d CheckDone) {
+	l := e.tenure(d.Name, d.Token)
+	if l == nil {
+		return
+	}
+	l.checking = false
+	switch {
+	case d.Err != nil:
+	case d.Record.State != store.StateHeld:
+		e.lose(l, ReasonExpiredAtStore, nil)
+	case d.Record.Holder != l.holder || d.Record.Token != l.token:
+		e.lose(l, ReasonSuperseded, nil)
+	}
+}
 
 // grantChainWrite lets the next chain write waiting for l start, with the
 // seq the previous one committed, when none is in flight and no renewal is

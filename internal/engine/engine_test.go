@@ -599,41 +599,43 @@ func TestReleaseOfAnOldTenureLeavesTheNewOneAlone(t *testing.T) {
 	require.Equal(t, store.Token(9), only[SendRenew](t, h.tick()).Items[0].Token, "the newer tenure is still held and renewed")
 }
 
-// TestNotificationMakesTheHolderCheckAtOnce: a holder whose lease the store
-// announces as released or taken over (an operator's forced release)
-// renews now, and so learns of its loss within a round trip.
-func TestNotificationMakesTheHolderCheckAtOnce(t *testing.T) {
+// TestAnnouncementMakesTheHolderCheck: a holder whose lease the store
+// announces as released or taken over (an operator's forced release) asks
+// the store at once, and learns of its loss within a round trip.
+func TestAnnouncementMakesTheHolderCheck(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct {
+		rec  store.Record
+		lost Reason
+	}{
+		"Released":  {store.Record{Grant: store.Grant{Name: "billing", Token: 3}, State: store.StateReleased}, ReasonExpiredAtStore},
+		"TakenOver": {store.Record{Grant: store.Grant{Name: "billing", Holder: store.Holder{Label: "w", Instance: "other"}, Token: 4, Seq: 1}, State: store.StateHeld}, ReasonSuperseded},
+		"Lost":      {store.Record{}, ReasonExpiredAtStore},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t)
+			a := h.acquire("billing", 3, time.Millisecond)
+			check := only[SendCheck](t, h.step(Notified{Name: "billing"}))
+			require.Equal(t, SendCheck{Name: "billing", Holder: a.Holder, Token: 3}, check)
+			none[SendCheck](t, h.step(Notified{Name: "billing"})) // one check at a time
+			require.Equal(t, tc.lost, only[Lost](t, h.step(CheckDone{Name: "billing", Token: 3, Record: tc.rec})).Reason)
+		})
+	}
+}
+
+// TestTheEchoOfItsOwnGrantChangesNothing: the store announces every
+// takeover, this holder's own included; the check finds it still holding,
+// and nothing changes, not even the renewal chain.
+func TestTheEchoOfItsOwnGrantChangesNothing(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	a := h.acquire("billing", 3, time.Millisecond)
-	h.advance(time.Second)
-	send := only[SendRenew](t, h.step(Notified{Name: "billing"}))
-	require.Equal(t, a.Token, send.Items[0].Token)
-	acts := h.step(RenewDone{SentAt: send.SentAt, Items: send.Items, Results: []store.RenewResult{{Grant: store.Grant{Name: "billing", Token: 3}}}})
-	require.Equal(t, ReasonExpiredAtStore, only[Lost](t, acts).Reason)
-}
-
-// TestNotificationDuringARenewalChecksAgain: a renewal in flight may have
-// been sent before the announcement; another follows it at once.
-func TestNotificationDuringARenewalChecksAgain(t *testing.T) {
-	t.Parallel()
-	h := newHarness(t)
-	h.acquire("billing", 3, time.Millisecond)
-	send := only[SendRenew](t, h.tick())
-	none[SendRenew](t, h.step(Notified{Name: ""}))
-	h.advance(time.Millisecond)
-	acts := h.step(RenewDone{SentAt: send.SentAt, Items: send.Items, Results: renewedAll(send.Items)})
-	only[Renewed](t, acts)
-	require.Equal(t, int64(2), only[SendRenew](t, acts).Items[0].Seq, "the second check carries the renewed seq")
-}
-
-// TestTheEchoOfItsOwnGrantIsIgnored: the store announces every takeover,
-// this holder's own included; heard right after the grant, it costs no
-// renewal.
-func TestTheEchoOfItsOwnGrantIsIgnored(t *testing.T) {
-	t.Parallel()
-	h := newHarness(t)
-	h.acquire("billing", 3, 2*time.Millisecond)
-	h.advance(time.Millisecond)
-	none[SendRenew](t, h.step(Notified{Name: "billing"}))
+	due, _ := h.e.Next()
+	check := only[SendCheck](t, h.step(Notified{}))
+	rec := store.Record{Grant: store.Grant{Name: "billing", Holder: a.Holder, Token: 3, Seq: 1, Remaining: ttl}, State: store.StateHeld}
+	require.Empty(t, h.step(CheckDone{Name: check.Name, Token: check.Token, Record: rec}))
+	still, _ := h.e.Next()
+	require.Equal(t, due, still, "the next renewal is where it was")
+	require.Empty(t, h.step(CheckDone{Name: "billing", Token: 3, Err: errStore}), "a failed check proves nothing")
 }

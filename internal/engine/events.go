@@ -58,6 +58,15 @@ type ReleaseDone struct {
 	Err   error
 }
 
+// CheckDone answers a [SendCheck]: the lease as the store reports it, or
+// the error that kept it from answering.
+type CheckDone struct {
+	Name   string
+	Token  store.Token
+	Record store.Record
+	Err    error
+}
+
 // Notified reports that the store announced a release or takeover of
 // Name; an empty Name means the store's listener has just (re)subscribed
 // and may have missed announcements, so every waiting campaign looks again.
@@ -131,6 +140,7 @@ func (Want) event()            {}
 func (Unwant) event()          {}
 func (AcquireDone) event()     {}
 func (RenewDone) event()       {}
+func (CheckDone) event()       {}
 func (ReleaseDone) event()     {}
 func (Notified) event()        {}
 func (Progress) event()        {}

@@ -220,7 +220,7 @@ func (p *proc) do(a engine.Action) {
 			w.violation("p%d released token %d, which it had revoked", p.uid, a.Token)
 		}
 		p.send(a)
-	case engine.SendAcquire, engine.SendRenew:
+	case engine.SendAcquire, engine.SendRenew, engine.SendCheck:
 		p.send(a)
 	case engine.Acquired:
 		w.tracef("p%d acquired token %d as %s", p.uid, a.Token, a.Holder.Instance)
