@@ -27,7 +27,10 @@
 // Renewals keep the token and advance the renewal seq. The sequence burns
 // values on failed acquisitions; tokens only need to grow, not to be dense.
 // One sequence serves every lease of a prefix, so tokens of different names
-// are comparable but mean nothing across names.
+// are comparable but mean nothing across names. The sequence has CACHE 1 (a
+// sequence that caches values hands them out of order across sessions, and
+// a later tenure could get a smaller token): the migration sets it, and
+// every Migrate checks it still holds.
 //
 // # Notifications
 //
