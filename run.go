@@ -17,6 +17,11 @@ import (
 // transitions. On return every tenure has ended (with [LossClosed]) and been
 // released at the store, best effort, and every goroutine Run started has
 // exited. Run returns nil after ctx is done; a client runs once.
+//
+// Run does not wait for the work under its tenures: it releases them as
+// soon as ctx is done, and a next holder may start at once. Cancel Run's
+// ctx only after that work has stopped ([Client.Do] returned), or let the
+// work watch [Lease.Done] and stop first.
 func (c *Client) Run(ctx context.Context) error {
 	if !c.started.CompareAndSwap(false, true) {
 		return errors.New("tenure: Client.Run called twice; a Client runs once, make a new one")
