@@ -142,6 +142,8 @@ func start(t *testing.T, env []string, args ...string) *proc {
 	p := &proc{t: t, cmd: cmd, stdin: stdin, exited: make(chan struct{})}
 	p.stdout = collect(t, cmd, &cmd.Stdout)
 	p.stderr = collect(t, cmd, &cmd.Stderr)
+	p.stdout.peer = p.stderr
+	p.stdout.status = p.status
 	require.NoError(t, cmd.Start())
 	p.stdout.started()
 	p.stderr.started()
@@ -227,6 +229,17 @@ func (p *proc) wait() int {
 	return 0
 }
 
+// status says how the process ended, waiting a little for its end: the
+// output may end just before the exit is seen.
+func (p *proc) status() string {
+	select {
+	case <-p.exited:
+		return fmt.Sprintf("tenure exited with status %d", p.code)
+	case <-time.After(2 * time.Second):
+		return "tenure is still running"
+	}
+}
+
 func (p *proc) signal(sig syscall.Signal) {
 	p.t.Helper()
 	require.NoError(p.t, p.cmd.Process.Signal(sig))
@@ -242,6 +255,20 @@ type lines struct {
 	mu     sync.Mutex
 	got    []string
 	notify chan struct{}
+	peer   *lines        // the process's other output, shown when a wait fails
+	status func() string // how the process ended, shown when a wait fails
+}
+
+// context is what a failed wait shows besides this output: the other one.
+func (l *lines) context() string {
+	var s string
+	if l.status != nil {
+		s = "\n" + l.status()
+	}
+	if l.peer == nil {
+		return s
+	}
+	return s + "\nthe other output (stderr) was:\n" + l.peer.all()
 }
 
 func collect(t *testing.T, cmd *exec.Cmd, dst *io.Writer) *lines {
@@ -311,9 +338,9 @@ func (l *lines) await(re string) []string {
 			}
 			got := strings.Join(l.got, "\n")
 			l.mu.Unlock()
-			l.t.Fatalf("output ended without a line matching %q; it was:\n%s", re, got)
+			l.t.Fatalf("output ended without a line matching %q; it was:\n%s%s", re, got, l.context())
 		case <-deadline.C:
-			l.t.Fatalf("no line matching %q within %s; output so far:\n%s", re, patience, l.all())
+			l.t.Fatalf("no line matching %q within %s; output so far:\n%s%s", re, patience, l.all(), l.context())
 		}
 	}
 }

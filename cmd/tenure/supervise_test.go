@@ -232,3 +232,52 @@ func TestRunRevokeSignal(t *testing.T) {
 	require.Equal(t, "held", st.State, "the revoked lease was released")
 	require.Equal(t, first, st.Token)
 }
+
+// TestRunForcedRelease: `release --force` from another process, with a
+// short TTL, no --grace and a command that ignores SIGTERM. The holder
+// hears of it (PostgreSQL notifies) and kills its command at once, since
+// the store already let the lease go: no write of the old command lands
+// after the next holder (--wait) started.
+func TestRunForcedRelease(t *testing.T) {
+	t.Parallel()
+	s := pgStore(t)
+	ticks := filepath.Join(t.TempDir(), "ticks")
+	env := s.env(t, "TICKS="+ticks)
+	flags := []string{"run", "--name", "nightly", "--ttl", "3s"}
+	a := start(t, env, append(flags, "--label", "a", "--", "sh", "-c", ticker)...)
+	first := atoi(t, a.stdout.await(startedLine)[3])
+	awaitTicks(t, ticks)
+	b := start(t, env, append(flags, append([]string{"--label", "b", "--wait"}, nextHolder...)...)...)
+	b.stderr.await(`waiting for it$`)
+
+	r := run(t, env, "release", "--force", "nightly")
+	require.Equal(t, 0, r.code, r.stderr.all())
+	bStart := atoi(t, b.stdout.await(`^started (\d+)$`)[1])
+	require.Equal(t, 0, b.wait(), b.stderr.all())
+	require.Equal(t, cli.ExitLost, a.wait(), a.stderr.all())
+	require.Regexp(t, fmt.Sprintf(`lost lease "nightly" with token %d: .*SIGKILL now`, first), a.stderr.all())
+	aLast := lastTick(t, ticks)
+	require.Less(t, aLast, bStart, "the old holder's command wrote %s after the next holder started", time.Duration(aLast-bStart))
+}
+
+// TestRunSelfReleaseThenExit: the command releases its own tenure, goes
+// on briefly and exits 3. tenure run takes the release as the command's
+// (no loss line, no kill) and passes status 3 on; a waiter starts at once.
+func TestRunSelfReleaseThenExit(t *testing.T) {
+	t.Parallel()
+	env := sqliteStore(t).env(t)
+	flags := []string{"run", "--name", "nightly", "--ttl", "30s"}
+	a := start(t, env, append(flags, "--label", "a", "--", "sh", "-c",
+		`echo "started $TENURE_HOLDER $TENURE_TOKEN"; read go; "$TENURE_BIN" release "$TENURE_LEASE" && echo "after release"; exit 3`)...)
+	a.stdout.await(startedLine)
+	b := start(t, env, append(flags, append([]string{"--label", "b", "--wait"}, nextHolder...)...)...)
+	b.stderr.await(`waiting for it$`)
+	_, err := a.stdin.Write([]byte("go\n"))
+	require.NoError(t, err)
+	a.stdout.await(`^after release$`)
+	b.stdout.await(`^started \d+$`)
+	require.Equal(t, 3, a.wait(), a.stderr.all())
+	require.Equal(t, 0, b.wait(), b.stderr.all())
+	require.NotContains(t, a.stderr.all(), "lost")
+	require.Contains(t, a.stdout.all(), `released lease "nightly" (token 1)`)
+}

@@ -627,3 +627,50 @@ func TestExitCodes(t *testing.T) {
 		require.Regexp(t, "^tenure: .*run `tenure migrate`", p.stderr.rest())
 	})
 }
+
+// TestEmptyStoreRefused: an empty --store, or TENURE_STORE set but empty,
+// is refused (exit 64) by run, status and release before anything runs or
+// is opened: a misconfigured host does not silently use its own file.
+func TestEmptyStoreRefused(t *testing.T) {
+	t.Parallel()
+	cmds := map[string][]string{
+		"run":     {"run", "--name", "nightly", "--", "sh", "-c", "echo ran"},
+		"status":  {"status", "nightly"},
+		"release": {"release", "--force", "nightly"},
+	}
+	for name, args := range cmds {
+		for _, c := range []struct {
+			what string
+			env  []string
+			args []string
+		}{
+			{"empty --store", testEnv(t), append(append([]string{}, args[:1]...), append([]string{"--store", ""}, args[1:]...)...)},
+			{"blank --store", testEnv(t), append(append([]string{}, args[:1]...), append([]string{"--store", " "}, args[1:]...)...)},
+			{"empty " + storeurl.EnvVar, testEnv(t, storeurl.EnvVar+"="), args},
+		} {
+			p := run(t, c.env, c.args...)
+			require.Equal(t, cli.ExitUsage, p.code, "%s with %s: %s", name, c.what, p.stderr.all())
+			require.Empty(t, p.stdout.rest(), "%s with %s", name, c.what)
+			require.Contains(t, p.stderr.rest(), "empty", "%s with %s", name, c.what)
+		}
+	}
+}
+
+// TestDefaultStoreAnnounced: without --store and TENURE_STORE, run,
+// status and release say on stderr that they use this host's SQLite file.
+func TestDefaultStoreAnnounced(t *testing.T) {
+	t.Parallel()
+	env := testEnv(t)
+	const says = `using the default store sqlite:`
+	p := run(t, env, "run", "--name", "nightly", "--", "sh", "-c", "echo ran")
+	require.Equal(t, 0, p.code, p.stderr.all())
+	require.Equal(t, "ran", p.stdout.rest())
+	require.Contains(t, p.stderr.rest(), says)
+	p = run(t, env, "status", "nightly")
+	require.Equal(t, 0, p.code, p.stderr.all())
+	require.Contains(t, p.stderr.rest(), says)
+	p = run(t, env, "release", "--force", "nightly")
+	require.Equal(t, 0, p.code, p.stderr.all())
+	require.Contains(t, p.stdout.rest(), `lease "nightly" is not held`)
+	require.Contains(t, p.stderr.rest(), says)
+}

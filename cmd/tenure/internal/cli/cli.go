@@ -290,11 +290,23 @@ func (v durationValue) Set(s string) error {
 // store.
 const storeUsage = "store `URL`: postgres://…, sqlite:PATH, redis://…, etcd://HOST:PORT[,HOST:PORT], consul://HOST:PORT or always:REASON (default $" + storeurl.EnvVar + ", else the SQLite file in $XDG_STATE_HOME/tenure)"
 
-// openStore resolves and opens the store of a --store flag value.
-func (e *env) openStore(ctx context.Context, flagValue string) (*storeurl.Opened, error) {
+// openStore resolves and opens the store of command's --store flag value
+// (given says whether the flag was on the command line). An empty --store,
+// or an empty but set TENURE_STORE, is refused as a usage error; the
+// default store (this host's SQLite file) is announced on standard error.
+func (e *env) openStore(ctx context.Context, command string, given bool, flagValue string) (*storeurl.Opened, error) {
+	if given && strings.TrimSpace(flagValue) == "" {
+		return nil, usagef(command, "--store is empty; give a store URL, or leave --store out for $%s or the default SQLite file", storeurl.EnvVar)
+	}
+	if flagValue == "" && envSetEmpty(e, storeurl.EnvVar) {
+		return nil, usagef(command, "%s is set but empty; set it to a store URL, or unset it to use the default SQLite file of this host", storeurl.EnvVar)
+	}
 	t, err := storeurl.Resolve(flagValue, e.getenv)
 	if err != nil {
 		return nil, err
+	}
+	if t.Default {
+		e.errorf("using the default store %s: this host only; pass --store or set %s to see other hosts' leases", t.Display, storeurl.EnvVar)
 	}
 	return t.Open(ctx, storeurl.Options{})
 }

@@ -26,27 +26,41 @@ func releaseCommand() *command {
 so the next holder gets a greater token and takes over at once.
 
 Without --force it releases only the caller's own tenure: TENURE_HOLDER and
-TENURE_TOKEN, which tenure run gives its command, must match the lease. The
-tenure run above then sees its tenure end at its next renewal and stops
-the command like any loss, so make the release the command's last act.
+TENURE_TOKEN, which tenure run gives its command, must match the lease.
+Run inside a tenure run command, it asks that tenure run to release (over
+the socket named by TENURE_RUN_CONTROL): the end is then the command's
+doing, not a loss, and tenure run exits with the command's own status. The
+next holder may start at once, so make the release the command's last act:
+its tree is killed if it still runs the grace later. Elsewhere, or when
+that tenure run no longer holds the lease, release asks the store directly.
 
 With --force an operator expires whoever holds the lease. Its holder is
 fenced from then on: a fence refuses its token as soon as a greater token
 is recorded (on PostgreSQL, tenure_fence does, and tenure_check_lease
-refuses it at once). If it runs under tenure run, its command is stopped
-at its next renewal.`,
+refuses it at once). If it runs under tenure run on a store that notifies
+(PostgreSQL, Redis, etcd, Consul), that tenure run hears of it within a
+round trip and SIGKILLs its command at once (the lease is already gone);
+on SQLite, at its next renewal.
+
+Without --store and TENURE_STORE, release says on standard error that it
+uses this host's SQLite file; an empty --store or TENURE_STORE is refused
+(exit 64).`,
 		setup: func(fs *flag.FlagSet) action {
 			var o releaseOptions
 			fs.BoolVar(&o.force, "force", false, "expire the lease whoever holds it")
 			fs.StringVar(&o.store, "store", "", storeUsage)
-			return o.run
+			return func(ctx context.Context, e *env, args []string) error {
+				o.storeGiven = flagSet(fs, "store")
+				return o.run(ctx, e, args)
+			}
 		},
 	}
 }
 
 type releaseOptions struct {
-	force bool
-	store string
+	force      bool
+	store      string
+	storeGiven bool
 }
 
 func (o *releaseOptions) run(ctx context.Context, e *env, args []string) error {
@@ -67,7 +81,20 @@ func (o *releaseOptions) run(ctx context.Context, e *env, args []string) error {
 			return err
 		}
 	}
-	opened, err := e.openStore(ctx, o.store)
+	if path := e.getenv(EnvControl); !o.force && path != "" && e.getenv(EnvLease) == name {
+		// Inside a tenure run command: ask that tenure run to release, so
+		// that it takes the end as the command's doing, not as a loss.
+		rep, err := askControl(path, controlRequest{Op: "release", Lease: name, Holder: own.String(), Token: int64(token)})
+		switch {
+		case err != nil && !rep.Fallback && rep.Error != "":
+			return err
+		case err == nil && rep.Released:
+			fmt.Fprintf(e.stdout, "released lease %q (token %d)\n", name, rep.Token)
+			return nil
+		}
+		// No such tenure run, or not its live tenure: ask the store.
+	}
+	opened, err := e.openStore(ctx, "release", o.storeGiven, o.store)
 	if err != nil {
 		return err
 	}

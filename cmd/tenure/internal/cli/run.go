@@ -90,9 +90,11 @@ when, and by whom:
   - by run, on loss (renewals failing, superseded, released by an
     operator, clone or suspension detected): one line with the reason and
     the token, SIGTERM, SIGKILL after the grace (--grace, else 10s or TTL/4
-    when 10s does not fit), at once when the loss was found at or after
-    the local deadline; exit 79. The loss is declared the grace before the
-    local deadline, itself a safety margin before the store's expiry;
+    when 10s does not fit); at once when the loss was found at or after
+    the local deadline or after the store let the lease go (released with
+    --force, expired, taken over: heard at once from a store that
+    notifies); exit 79. The loss is otherwise declared the grace before
+    the local deadline, itself a safety margin before the store's expiry;
   - by a watchdog (tenure run re-executed, a process of its own, fed each
     kill deadline over a pipe): SIGKILL when tenure is stopped, starved or
     killed past the deadline; the command also has Pdeathsig SIGKILL;
@@ -102,6 +104,10 @@ when, and by whom:
   - after a normal exit: leftover descendants get SIGTERM, then SIGKILL
     after the grace. The lease is released only when none is left, so a
     waiter takes over at once and alone.
+The command's own "tenure release $TENURE_LEASE" asks run to release (over
+the unix socket named by TENURE_RUN_CONTROL): that is not a loss; run
+passes the command's status on, and kills the tree if it still runs the
+grace later (the next holder may already have started).
 What only the fence covers: a pause of the whole machine (VM suspend,
 snapshot restore) freezes the watchdog and the monotonic clock with
 everything else; a write in flight when it resumes is refused only by the
@@ -410,6 +416,16 @@ func (o *runOptions) supervise(ctx context.Context, e *env, client *tenure.Clien
 	if o.store != "" {
 		cmd.Env = append(cmd.Env, storeurl.EnvVar+"="+o.store)
 	}
+	// The command's own channel back to us: `tenure release` run inside
+	// it asks us to release, so that the end is its doing, not a loss.
+	var ctlCalls <-chan controlCall
+	if ctl, err := listenControl(); err == nil {
+		defer ctl.close()
+		ctlCalls = ctl.calls
+		cmd.Env = append(cmd.Env, EnvControl+"="+ctl.path())
+	} else {
+		cmd.Env = append(cmd.Env, EnvControl+"=") // not an outer run's
+	}
 	// Pdeathsig: the kernel kills the command when run's thread that
 	// started it dies (Go ends threads only with a locked goroutine).
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
@@ -482,6 +498,12 @@ func (o *runOptions) supervise(ctx context.Context, e *env, client *tenure.Clien
 		killed      bool // SIGKILL was sent to the tree
 		killAt      int64
 		stoppedSelf bool
+		// selfRelease: the command asked for the release (tenure
+		// release on the control socket); the tenure's end is then not a
+		// loss. released reports the release's outcome.
+		selfRelease bool
+		selfDone    bool // released at the command's request
+		released    = make(chan selfReleased, 1)
 	)
 	defer feed.Stop()
 	defer func() {
@@ -546,15 +568,60 @@ wait:
 				stoppedSelf = true
 				_ = syscall.Kill(self, syscall.SIGSTOP)
 			}
+		case call := <-ctlCalls:
+			r := call.req
+			if r.Op != "release" || r.Lease != o.name || r.Holder != lease.Holder().String() ||
+				store.Token(r.Token) != token || selfRelease || lost != nil || revoked || lease.Token() == 0 {
+				// Not this live tenure: let release ask the store.
+				call.reply <- controlReply{Fallback: true}
+				break
+			}
+			selfRelease = true
+			wg.Go(func() {
+				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+				defer cancel()
+				released <- selfReleased{err: lease.Release(rctx), reply: call.reply}
+			})
+		case r := <-released:
+			if r.err != nil {
+				r.reply <- controlReply{Error: fmt.Sprintf("tenure run could not release lease %q: %s", o.name, message(target.Wrap(r.err)))}
+				if lost == nil {
+					// Lost before the release, or the release failed
+					// after the tenure ended here: a loss either way.
+					lost = r.err
+					stopTree(supervise.Now() + int64(grace))
+					e.errorf("lost lease %q with token %d: %s; stopping the command (SIGTERM now, SIGKILL in %s)",
+						o.name, token, target.Redact(lossReason(lost)), time.Duration(killAt-supervise.Now()).Round(time.Millisecond))
+				}
+				break
+			}
+			selfDone = true
+			r.reply <- controlReply{Released: true, Token: int64(token)}
+			// The next holder may start now: the command's tree has the
+			// grace to finish, then is killed (by us and the watchdog).
+			killAt = dog.Shorten(supervise.Now() + int64(grace))
+			if killTimer == nil && leaderGone != nil {
+				killTimer = time.NewTimer(time.Duration(killAt - supervise.Now()))
+				kill = killTimer.C
+			}
 		case <-done:
 			done = nil
+			if selfRelease {
+				var le *tenure.LostError
+				if errors.As(lease.Err(), &le) && le.Reason == tenure.LossReleased {
+					break // The command's own release: see released.
+				}
+			}
 			lost = lease.Err()
 			now := supervise.Now()
 			at := now + int64(grace)
 			var le *tenure.LostError
-			if errors.As(lost, &le) && (le.Reason == tenure.LossSuspended || le.Reason == tenure.LossExpiredLocally || le.Reason == tenure.LossRevoked) {
-				// Declared at or after the local deadline (or revoked):
-				// there is no grace left to give.
+			if errors.As(lost, &le) && (le.Reason == tenure.LossSuspended || le.Reason == tenure.LossExpiredLocally || le.Reason == tenure.LossRevoked ||
+				le.Reason == tenure.LossExpiredAtStore || le.Reason == tenure.LossSuperseded) {
+				// Declared at or after the local deadline (or revoked),
+				// or the store already let the lease go (released with
+				// --force, expired, taken over: the next holder may be
+				// running): there is no grace left to give.
 				at = now
 			}
 			stopTree(at)
@@ -567,6 +634,9 @@ wait:
 		case <-kill:
 			kill = nil
 			killed = true
+			if selfDone && lost == nil {
+				e.errorf("the command released lease %q (token %d) but its tree was still running %s later; killing it", o.name, token, grace)
+			}
 			signalTree(syscall.SIGKILL)
 		case s := <-sigs:
 			switch {
@@ -605,7 +675,7 @@ wait:
 		e.errorf("lease %q with token %d revoked by %s; the command was killed and the lease is left to expire", o.name, token, RevokeSignal)
 		return &exitError{code: ExitLost}
 	}
-	if lost == nil && lease.Token() == 0 && dog.Fired(time.Second) {
+	if lost == nil && !selfRelease && lease.Token() == 0 && dog.Fired(time.Second) {
 		// The watchdog fires only when run was not scheduled past the
 		// kill deadline, so the tenure is no longer trusted either.
 		lost = errors.New("the watchdog killed the command")
@@ -618,6 +688,14 @@ wait:
 			releaseQuietly(ctx, lease)
 		}
 		return &exitError{code: ExitLost}
+	}
+	if selfRelease {
+		// Released at the command's request (or that release failed and
+		// the lease expires by its TTL): the command's status stands.
+		if status == 0 {
+			return nil
+		}
+		return &exitError{code: status}
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 	defer cancel()
@@ -633,6 +711,12 @@ wait:
 		return nil
 	}
 	return &exitError{code: status}
+}
+
+// selfReleased is the outcome of a release the command asked for.
+type selfReleased struct {
+	err   error
+	reply chan controlReply
 }
 
 // foregroundTTY returns the descriptor of in when it is a terminal whose

@@ -41,24 +41,32 @@ acquired_at is null and holder, label and instance are empty for an absent
 lease; expires_in_ms is 0 unless the lease is held.
 
 With --watch it prints a snapshot every --interval until interrupted; a
-snapshot that fails prints one error line and the watch goes on.`,
+snapshot that fails prints one error line and the watch goes on.
+
+Without --store and TENURE_STORE, status says on standard error that it
+reads this host's SQLite file; an empty --store or TENURE_STORE is refused
+(exit 64).`,
 		setup: func(fs *flag.FlagSet) action {
 			var o statusOptions
 			fs.BoolVar(&o.json, "json", false, "print JSON, one object per snapshot")
 			fs.BoolVar(&o.watch, "watch", false, "print a snapshot every --interval until interrupted")
 			o.interval = durationFlag(fs, "interval", DefaultInterval, "with --watch, the `duration` between snapshots")
 			fs.StringVar(&o.store, "store", "", storeUsage)
-			return o.run
+			return func(ctx context.Context, e *env, names []string) error {
+				o.storeGiven = flagSet(fs, "store")
+				return o.run(ctx, e, names)
+			}
 		},
 	}
 }
 
 type statusOptions struct {
-	json     bool
-	watch    bool
-	interval *time.Duration
-	store    string
-	reason   string // of an always-leader store
+	json       bool
+	watch      bool
+	interval   *time.Duration
+	store      string
+	storeGiven bool
+	reason     string // of an always-leader store
 }
 
 // leaseJSON is one lease in status --json.
@@ -89,7 +97,7 @@ func (o *statusOptions) run(ctx context.Context, e *env, names []string) error {
 	if o.watch && *o.interval <= 0 {
 		return usagef("status", "--interval must be positive")
 	}
-	opened, err := e.openStore(ctx, o.store)
+	opened, err := e.openStore(ctx, "status", o.storeGiven, o.store)
 	if err != nil {
 		return err
 	}

@@ -270,8 +270,13 @@ func killAll(pgid, root, self int, known map[int]Proc) int {
 		if root > 0 {
 			roots = append(roots, root)
 		}
-		for pid := range known {
-			roots = append(roots, pid)
+		for pid, p := range known {
+			// Only a known process still alive as itself: the pid of one
+			// that died may belong to anyone by now (pids wrap quickly
+			// on a busy host), and its children are not ours to kill.
+			if p.Alive() {
+				roots = append(roots, pid)
+			}
 		}
 		for _, r := range roots {
 			for _, pid := range Descendants(r, self) {
