@@ -683,3 +683,19 @@ func adoptClone(t *testing.T, c *tenure.Client, st snapshot.Tenure) (*tenure.Lea
 	}
 	return l.(*tenure.Lease), nil
 }
+
+func TestRemainingCountsDownToTheLocalDeadline(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		b := setup(t, nil, tenure.Config{TTL: ttl, Grace: time.Second})
+		l, err := b.client.Acquire(t.Context(), "billing")
+		require.NoError(t, err)
+		// No time passes in the bubble: the deadline is the grant's TTL
+		// less the margin (TTL/10) and the grace.
+		require.Equal(t, ttl-ttl/10-time.Second, l.Remaining())
+		elapse(time.Second)
+		require.Equal(t, ttl-ttl/10-2*time.Second, l.Remaining())
+		require.NoError(t, l.Release(t.Context()))
+		require.Zero(t, l.Remaining())
+	})
+}

@@ -60,6 +60,19 @@ func (l *Lease) Token() Token {
 	return 0
 }
 
+// Remaining returns how long the tenure stays trusted without another
+// renewal seen to succeed: the time to its local deadline on the monotonic
+// clock, and 0 once [Lease.Token] returns 0. A supervisor that must stop
+// the work before the store can hand the lease on (as `tenure run` does)
+// stops it by then plus Config.Grace at the latest.
+func (l *Lease) Remaining() time.Duration {
+	if l.Token() == 0 {
+		return 0
+	}
+	_, mono := l.client.cfg.Clock.Now()
+	return max(l.trust.Load().Deadline-mono, 0)
+}
+
 func (l *Lease) drop(r engine.Reason) {
 	if l.ended.CompareAndSwap(false, true) {
 		l.client.enqueue(request{event: engine.Drop{Name: l.name, Token: l.token, Reason: r}})

@@ -23,12 +23,7 @@ func init() {
 }
 
 func (l *Lease) snapshot() snapshot.Tenure {
-	_, mono := l.client.cfg.Clock.Now()
-	remaining := max(l.trust.Load().Deadline-mono, 0)
-	if l.Token() == 0 {
-		remaining = 0
-	}
-	return snapshot.Tenure{Name: l.name, Holder: l.holder, Token: l.token, Seq: l.seq.Load(), Remaining: remaining}
+	return snapshot.Tenure{Name: l.name, Holder: l.holder, Token: l.token, Seq: l.seq.Load(), Remaining: l.Remaining()}
 }
 
 func (c *Client) adopt(ctx context.Context, t snapshot.Tenure) (*Lease, error) {

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tenure-dev/tenure/cmd/tenure/internal/cli"
+	"github.com/tenure-dev/tenure/cmd/tenure/internal/supervise"
 )
 
 // children returns the children of pid with their command lines.
@@ -163,13 +164,23 @@ while :; do sleep 0.05; done`
 	bg := int(atoi(t, a.stdout.await(`^bg (\d+)$`)[1]))
 	escapee := int(atoi(t, a.stdout.await(`^escapee (\d+)$`)[1]))
 	cmd, dog := commandOf(t, a), watchdogOf(t, a)
+	var procs []supervise.Proc
+	for _, pid := range []int{cmd, bg, escapee, dog} {
+		p, ok := supervise.Identify(pid)
+		require.True(t, ok, "process %d is gone before tenure was killed", pid)
+		procs = append(procs, p)
+	}
 	a.signal(syscall.SIGKILL)
 	require.Equal(t, 128+int(syscall.SIGKILL), a.wait())
-	awaitGone(t, cmd, bg, escapee)
-	// They were re-parented to this test binary, a subreaper (TestMain).
-	for _, pid := range []int{cmd, bg, escapee, dog} {
-		var ws syscall.WaitStatus
-		_, _ = syscall.Wait4(pid, &ws, 0, nil) // ECHILD: reaped by its own parent
+	awaitGone(t, cmd, bg, escapee, dog)
+	// They were re-parented to this test binary, a subreaper (TestMain):
+	// reap the zombies that are still themselves (a pid reaped elsewhere
+	// may name another test's process by now, which must not be waited for).
+	for _, p := range procs {
+		if p.Exists() {
+			var ws syscall.WaitStatus
+			_, _ = syscall.Wait4(p.Pid, &ws, syscall.WNOHANG, nil) // ECHILD: reaped by its own parent
+		}
 	}
 	require.Contains(t, a.stderr.rest(), "tenure: watchdog: tenure exited without stopping its command")
 }

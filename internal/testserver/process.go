@@ -102,7 +102,13 @@ func (p *Process) Kill() {
 	if r == nil {
 		return
 	}
-	kill(r.cmd) // It may have exited already.
+	select {
+	case <-r.exited:
+		// Reaped already: its pid, and so its group's id, may name
+		// another process by now, which must not be killed.
+	default:
+		kill(r.cmd)
+	}
 	<-r.exited
 }
 

@@ -439,9 +439,7 @@ func (c *cell) teardown() {
 	// Kill the processes the history names, checking that each pid still
 	// belongs to the process that logged it.
 	for _, p := range procs {
-		if gt, err := procGroundTruth(p.pid); err == nil && gt == p.gtid {
-			_ = syscall.Kill(p.pid, syscall.SIGKILL)
-		}
+		p.signal(syscall.SIGKILL)
 	}
 	for _, s := range c.slots {
 		s.mu.Lock()
@@ -457,6 +455,16 @@ func (c *cell) teardown() {
 }
 
 // procGroundTruth reads another process's ground truth.
+// signal sends sig to p if its pid still belongs to it. A worker that died
+// leaves its pid free for any process on the machine (pids wrap within
+// minutes while tests run beside the cell), which must not be stopped or
+// killed in its place.
+func (p *procInfo) signal(sig syscall.Signal) {
+	if gt, err := procGroundTruth(p.pid); err == nil && gt == p.gtid {
+		_ = syscall.Kill(p.pid, sig)
+	}
+}
+
 func procGroundTruth(pid int) (string, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {

@@ -168,14 +168,14 @@ func (c *cell) inject(ctx context.Context, d draw) {
 		dur := time.Duration((0.5 + 4.5*math.Sqrt(d.factor)) * float64(ttl))
 		ev.Dur = int64(dur)
 		c.hist.log(ev)
-		_ = syscall.Kill(p.pid, syscall.SIGSTOP)
+		p.signal(syscall.SIGSTOP)
 		c.later(ctx, dur, func() {
-			_ = syscall.Kill(p.pid, syscall.SIGCONT)
+			p.signal(syscall.SIGCONT)
 			c.hist.log(Event{Kind: kindHeal, Fault: d.kind, Target: p.gtid, Slot: p.slot})
 		})
 	case faultKill:
 		c.hist.log(ev)
-		_ = syscall.Kill(p.pid, syscall.SIGKILL)
+		p.signal(syscall.SIGKILL)
 		if p.main {
 			c.later(ctx, span(0.1, 0.5), func() {
 				c.mu.Lock()

@@ -358,9 +358,10 @@ func (o *runOptions) gaveUp(ctx context.Context, opened *storeurl.Opened) error 
 //     timer). After a normal exit, leftover descendants get the same,
 //     before the release.
 //   - the watchdog (run --watchdog, a separate process): while the tenure
-//     is trusted, run feeds it a kill deadline of now + grace + margin/2
-//     (margin = TTL/10, the least safety margin) every margin/4; on loss,
-//     the moment run would SIGKILL. When the deadline passes without a
+//     is trusted, run feeds it a kill deadline of the tenure's local
+//     deadline plus the grace (still a safety margin before the store's
+//     expiry) every margin/4 (margin = TTL/10); on loss, the moment run
+//     would SIGKILL. When the deadline passes without a
 //     fresh one (run stopped or not scheduled) or run dies, the watchdog
 //     SIGKILLs the tree.
 //   - the kernel: the command has Pdeathsig SIGKILL.
@@ -374,8 +375,12 @@ func (o *runOptions) supervise(ctx context.Context, e *env, client *tenure.Clien
 	grace := cfg.Grace
 	margin := cfg.TTL / 10
 	feedEvery := max(margin/4, 5*time.Millisecond)
-	// trusted is the watchdog deadline while the tenure is trusted at now.
-	trusted := func(now int64) int64 { return now + int64(grace+margin/2) }
+	// trusted is the watchdog deadline while the tenure is trusted at now:
+	// the tenure's local deadline plus the grace, which is still a margin
+	// before the store can hand the lease on. A tenure that stops being fed
+	// (tenure stopped, or not scheduled) is killed by then, and a stall
+	// shorter than that costs nothing.
+	trusted := func(now int64) int64 { return now + int64(lease.Remaining()+grace) }
 
 	self := os.Getpid()
 	if wholeProcess {
@@ -451,9 +456,24 @@ func (o *runOptions) supervise(ctx context.Context, e *env, client *tenure.Clien
 		return &exitError{code: code, err: fmt.Errorf("run: cannot start %q: %s; lease %q released", args[0], message(err), o.name)}
 	}
 	group := cmd.Process.Pid // Setpgid makes the command lead a group of its own id.
-	root := self
+	// The leader as itself: once reaped, its pid (and so the group's id) may
+	// name a stranger.
+	leader, _ := supervise.Identify(group)
+	// tree returns the pid whose descendants make the command's tree: run
+	// itself, a subreaper that every orphan of the tree comes to; or, when
+	// run is not the whole process, the command, and only while its pid
+	// still names it (0 after: a reaped pid may name a stranger, whose
+	// children are not ours).
+	tree := func() int {
+		switch {
+		case wholeProcess:
+			return self
+		case leader.Exists():
+			return group
+		}
+		return 0
+	}
 	if !wholeProcess {
-		root = group
 		_ = dog.Root(group)
 	}
 	_ = dog.Group(group)
@@ -467,9 +487,24 @@ func (o *runOptions) supervise(ctx context.Context, e *env, client *tenure.Clien
 	defer wg.Wait()
 
 	// signalTree sends sig to the command's group and to every descendant
-	// of root but the watchdog.
+	// of the tree but the watchdog.
 	signalTree := func(sig syscall.Signal) {
-		supervise.SignalTree(group, root, sig, dog.Pid())
+		supervise.SignalTree(group, leader, tree(), sig, dog.Pid())
+	}
+	// signalGroup forwards sig to the command's process group while the
+	// group is still the command's (see supervise.SignalGroup).
+	signalGroup := func(sig os.Signal) {
+		s, ok := sig.(syscall.Signal)
+		if !ok {
+			return
+		}
+		members := []supervise.Proc{leader}
+		for _, pid := range supervise.Live(tree(), dog.Pid()) {
+			if p, ok := supervise.Identify(pid); ok {
+				members = append(members, p)
+			}
+		}
+		supervise.SignalGroup(group, s, members...)
 	}
 	// remaining lists the live processes of the tree, reaping orphans.
 	remaining := func() []int {
@@ -477,10 +512,10 @@ func (o *runOptions) supervise(ctx context.Context, e *env, client *tenure.Clien
 			supervise.Reap(group, dog.Pid())
 		}
 		var live []int
-		if p, ok := supervise.Identify(group); ok && p.Alive() {
+		if leader.Alive() {
 			live = append(live, group)
 		}
-		return append(live, supervise.Live(root, dog.Pid(), group)...)
+		return append(live, supervise.Live(tree(), dog.Pid(), group)...)
 	}
 
 	var (
@@ -653,16 +688,16 @@ wait:
 				if tty >= 0 {
 					giveTerminal(tty, group)
 				}
-				signalGroup(group, s)
+				signalGroup(s)
 			default:
-				signalGroup(group, s)
+				signalGroup(s)
 			}
 			if killed && kill == nil && (stopping || revoked) {
 				signalTree(syscall.SIGKILL)
 			}
 		case <-ctxDone:
 			ctxDone = nil
-			signalGroup(group, syscall.SIGTERM)
+			signalGroup(syscall.SIGTERM)
 		}
 	}
 	status := exitStatus(cmd.ProcessState)
@@ -798,16 +833,6 @@ func releaseQuietly(ctx context.Context, l *tenure.Lease) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 	defer cancel()
 	_ = l.Release(rctx) // The lease expires by its TTL if this fails.
-}
-
-// signalGroup sends sig to the process group group. A group that is gone
-// needs no signal.
-func signalGroup(group int, sig os.Signal) {
-	s, ok := sig.(syscall.Signal)
-	if !ok {
-		return
-	}
-	_ = syscall.Kill(-group, s)
 }
 
 func signum(sig os.Signal) int {

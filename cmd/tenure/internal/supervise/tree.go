@@ -66,6 +66,9 @@ func Children(pid int) []int {
 // Descendants returns every descendant of pid, leaving out the subtrees
 // of the pids in skip.
 func Descendants(pid int, skip ...int) []int {
+	if pid <= 0 {
+		return nil
+	}
 	var out []int
 	seen := map[int]bool{pid: true}
 	for _, s := range skip {
@@ -118,23 +121,17 @@ func Identify(pid int) (Proc, bool) {
 	return Proc{Pid: pid, Start: start}, true
 }
 
+// Exists reports whether the pid still names p: alive, or a zombie not yet
+// reaped.
+func (p Proc) Exists() bool {
+	_, ok := p.stat()
+	return ok
+}
+
 // Alive reports whether p is still the same, unreaped, non-zombie process.
 func (p Proc) Alive() bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(p.Pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return false
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 20 || f[0] == "Z" || f[0] == "X" {
-		return false
-	}
-	start, err := strconv.ParseUint(f[19], 10, 64)
-	return err == nil && start == p.Start
+	f, ok := p.stat()
+	return ok && f[0] != "Z" && f[0] != "X"
 }
 
 // Signal sends sig to p if it is still the same process.
@@ -144,21 +141,72 @@ func (p Proc) Signal(sig syscall.Signal) {
 	}
 }
 
-// SignalTree sends sig to the process group pgid and to every descendant
-// of root but those under skip, and returns how many descendants it
-// signalled (zombies included: they are reaped by [Reap]).
-func SignalTree(pgid, root int, sig syscall.Signal, skip ...int) int {
-	if pgid > 0 {
-		_ = syscall.Kill(-pgid, sig) // ESRCH: the group is empty.
-	}
-	n := 0
-	for _, pid := range Descendants(root, skip...) {
-		if p, ok := Identify(pid); ok {
-			n++
-			p.Signal(sig)
+// SignalGroup sends sig to the process group pgid if one of members (the
+// group's leader, or processes seen in it) is still alive as itself and in
+// that group. A group id is a pid: once the group's last member is gone the
+// number may be handed to a new process, which can lead a group of its own
+// under it (pids wrap within minutes on a busy host), and a signal sent to
+// the number then would hit a stranger. While a member lives, the kernel
+// hands the number to nobody else.
+func SignalGroup(pgid int, sig syscall.Signal, members ...Proc) {
+	for _, m := range members {
+		if g, ok := m.group(); ok && g == pgid {
+			_ = syscall.Kill(-pgid, sig) // ESRCH: the last member left in between.
+			return
 		}
 	}
-	return n
+}
+
+// group returns p's process group (field 5 of /proc/PID/stat) while p is
+// alive as itself.
+func (p Proc) group() (int, bool) {
+	f, ok := p.stat()
+	if !ok || f[0] == "Z" || f[0] == "X" {
+		return 0, false
+	}
+	g, err := strconv.Atoi(f[2])
+	return g, err == nil
+}
+
+// stat returns the fields of p's /proc/PID/stat after "pid (comm)", while
+// the pid still names p (its start time, field 22, matches).
+func (p Proc) stat() ([]string, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(p.Pid) + "/stat")
+	if err != nil {
+		return nil, false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return nil, false
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 20 {
+		return nil, false
+	}
+	start, err := strconv.ParseUint(f[19], 10, 64)
+	if err != nil || start != p.Start {
+		return nil, false
+	}
+	return f, true
+}
+
+// SignalTree sends sig to every descendant of root but those under skip
+// and to the process group pgid while leader or one of them is in it (see
+// [SignalGroup]), and returns how many descendants it signalled (zombies
+// included: they are reaped by [Reap]).
+func SignalTree(pgid int, leader Proc, root int, sig syscall.Signal, skip ...int) int {
+	members := []Proc{leader}
+	for _, pid := range Descendants(root, skip...) {
+		if p, ok := Identify(pid); ok {
+			members = append(members, p)
+		}
+	}
+	SignalGroup(pgid, sig, members...)
+	for _, p := range members[1:] {
+		p.Signal(sig)
+	}
+	return len(members) - 1
 }
 
 // Reap collects the exit status of every child of the calling process

@@ -175,7 +175,9 @@ func RunWatchdog(stderr io.Writer) int {
 		syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU, syscall.SIGUSR1, syscall.SIGUSR2,
 		syscall.SIGPIPE, syscall.SIGWINCH, syscall.SIGPWR)
 	parent := os.Getppid()
-	root := parent
+	// root is whose descendants make the tree: the supervisor, or the
+	// process it names, as itself (a pid that died may name a stranger).
+	root, _ := Identify(parent)
 	self := os.Getpid()
 	in := os.NewFile(WatchdogFD, "watchdog")
 	if in == nil {
@@ -210,7 +212,10 @@ func RunWatchdog(stderr io.Writer) int {
 		if os.Getppid() != parent {
 			return // The supervisor is gone: its tree is no longer under it.
 		}
-		for _, pid := range Descendants(root, self) {
+		if pgid == 0 || !root.Alive() {
+			return // No command yet (its group comes last), or no tree.
+		}
+		for _, pid := range Descendants(root.Pid, self) {
 			if p, ok := Identify(pid); ok {
 				known[pid] = p
 			}
@@ -230,7 +235,7 @@ loop:
 				pgid = int(m.value)
 				note()
 			case msgRoot:
-				root = int(m.value)
+				root, _ = Identify(int(m.value))
 				note()
 			case msgDeadline:
 				timer.Reset(time.Duration(m.value - Now()))
@@ -244,8 +249,10 @@ loop:
 			break loop
 		}
 	}
-	if os.Getppid() != parent {
-		root = 0 // The tree is no longer under the supervisor's pid.
+	if os.Getppid() != parent || pgid == 0 {
+		// The tree is no longer under the supervisor's pid, or the
+		// command never started and there is no tree.
+		root = Proc{}
 	}
 	n := killAll(pgid, root, self, known)
 	fmt.Fprintf(stderr, "tenure: watchdog: %s; killed the command's process group and %d processes of its tree\n", why, n)
@@ -253,22 +260,24 @@ loop:
 }
 
 // killAll SIGKILLs the group, the processes in known and every descendant
-// of them (and of root, unless 0), round
+// of them (and of root while it is alive as itself), round
 // after round, until none is left alive. It returns how many processes it
 // signalled.
-func killAll(pgid, root, self int, known map[int]Proc) int {
+func killAll(pgid int, root Proc, self int, known map[int]Proc) int {
 	killed := map[Proc]bool{}
 	for round := 0; round < 500; round++ {
-		if pgid > 0 {
-			_ = syscall.Kill(-pgid, syscall.SIGKILL) // ESRCH: the group is gone.
+		members := make([]Proc, 0, len(known))
+		for _, p := range known {
+			members = append(members, p)
 		}
+		SignalGroup(pgid, syscall.SIGKILL, members...)
 		targets := map[int]Proc{}
 		for pid, p := range known {
 			targets[pid] = p
 		}
 		roots := []int{}
-		if root > 0 {
-			roots = append(roots, root)
+		if root.Alive() {
+			roots = append(roots, root.Pid)
 		}
 		for pid, p := range known {
 			// Only a known process still alive as itself: the pid of one
