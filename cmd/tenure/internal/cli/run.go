@@ -418,6 +418,9 @@ func (o *runOptions) supervise(ctx context.Context, e *env, client *tenure.Clien
 		EnvLease+"="+o.name,
 		EnvHolder+"="+lease.Holder().String(),
 	)
+	if mark, err := supervise.TreeMark(); err == nil {
+		cmd.Env = append(cmd.Env, mark)
+	}
 	if o.store != "" {
 		cmd.Env = append(cmd.Env, storeurl.EnvVar+"="+o.store)
 	}
@@ -476,7 +479,7 @@ func (o *runOptions) supervise(ctx context.Context, e *env, client *tenure.Clien
 	if !wholeProcess {
 		_ = dog.Root(group)
 	}
-	_ = dog.Group(group)
+	_ = dog.Group(leader)
 
 	exited := make(chan struct{})
 	var wg sync.WaitGroup
@@ -489,7 +492,7 @@ func (o *runOptions) supervise(ctx context.Context, e *env, client *tenure.Clien
 	// signalTree sends sig to the command's group and to every descendant
 	// of the tree but the watchdog.
 	signalTree := func(sig syscall.Signal) {
-		supervise.SignalTree(group, leader, tree(), sig, dog.Pid())
+		supervise.SignalTree(leader, tree(), sig, dog.Pid())
 	}
 	// signalGroup forwards sig to the command's process group while the
 	// group is still the command's (see supervise.SignalGroup).
@@ -498,13 +501,7 @@ func (o *runOptions) supervise(ctx context.Context, e *env, client *tenure.Clien
 		if !ok {
 			return
 		}
-		members := []supervise.Proc{leader}
-		for _, pid := range supervise.Live(tree(), dog.Pid()) {
-			if p, ok := supervise.Identify(pid); ok {
-				members = append(members, p)
-			}
-		}
-		supervise.SignalGroup(group, s, members...)
+		supervise.SignalGroup(leader, s)
 	}
 	// remaining lists the live processes of the tree, reaping orphans.
 	remaining := func() []int {

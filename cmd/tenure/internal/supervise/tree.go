@@ -141,31 +141,49 @@ func (p Proc) Signal(sig syscall.Signal) {
 	}
 }
 
-// SignalGroup sends sig to the process group pgid if one of members (the
-// group's leader, or processes seen in it) is still alive as itself and in
-// that group. A group id is a pid: once the group's last member is gone the
-// number may be handed to a new process, which can lead a group of its own
-// under it (pids wrap within minutes on a busy host), and a signal sent to
-// the number then would hit a stranger. While a member lives, the kernel
-// hands the number to nobody else.
-func SignalGroup(pgid int, sig syscall.Signal, members ...Proc) {
-	for _, m := range members {
-		if g, ok := m.group(); ok && g == pgid {
-			_ = syscall.Kill(-pgid, sig) // ESRCH: the last member left in between.
-			return
-		}
+// SignalGroup sends sig to the process group that leader made (its id is
+// leader's pid) while that group still exists. A group id is a pid: once
+// the group's last member is gone the number may be handed to a new
+// process, which can lead a group of its own under it (pids wrap within
+// minutes on a busy host), and a signal sent to the number then would hit
+// a stranger. So the group is signalled only when no other process holds
+// leader's pid and some process in the group started no earlier than the
+// leader: a member of the leader's group (orphans included), since a
+// stranger's group under the same number can only be made once all of
+// those are gone, and then by a process that holds the number itself.
+func SignalGroup(leader Proc, sig syscall.Signal) {
+	if leader.Pid <= 0 {
+		return
+	}
+	if p, ok := Identify(leader.Pid); ok && p != leader {
+		return // The number leads a stranger's process now.
+	}
+	if groupHasMemberSince(leader.Pid, leader.Start) {
+		_ = syscall.Kill(-leader.Pid, sig) // ESRCH: the last member left in between.
 	}
 }
 
-// group returns p's process group (field 5 of /proc/PID/stat) while p is
-// alive as itself.
-func (p Proc) group() (int, bool) {
-	f, ok := p.stat()
-	if !ok || f[0] == "Z" || f[0] == "X" {
-		return 0, false
+// groupHasMemberSince reports whether a process in group pgid (field 5 of
+// /proc/PID/stat), zombies included, started at or after start.
+func groupHasMemberSince(pgid int, start uint64) bool {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return false
 	}
-	g, err := strconv.Atoi(f[2])
-	return g, err == nil
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		p, ok := Identify(pid)
+		if !ok || p.Start < start {
+			continue
+		}
+		if f, ok := p.stat(); ok && f[2] == strconv.Itoa(pgid) {
+			return true
+		}
+	}
+	return false
 }
 
 // stat returns the fields of p's /proc/PID/stat after "pid (comm)", while
@@ -191,22 +209,19 @@ func (p Proc) stat() ([]string, bool) {
 	return f, true
 }
 
-// SignalTree sends sig to every descendant of root but those under skip
-// and to the process group pgid while leader or one of them is in it (see
-// [SignalGroup]), and returns how many descendants it signalled (zombies
-// included: they are reaped by [Reap]).
-func SignalTree(pgid int, leader Proc, root int, sig syscall.Signal, skip ...int) int {
-	members := []Proc{leader}
+// SignalTree sends sig to leader's process group (see [SignalGroup]) and
+// to every descendant of root but those under skip, and returns how many
+// descendants it signalled (zombies included: they are reaped by [Reap]).
+func SignalTree(leader Proc, root int, sig syscall.Signal, skip ...int) int {
+	SignalGroup(leader, sig)
+	n := 0
 	for _, pid := range Descendants(root, skip...) {
 		if p, ok := Identify(pid); ok {
-			members = append(members, p)
+			n++
+			p.Signal(sig)
 		}
 	}
-	SignalGroup(pgid, sig, members...)
-	for _, p := range members[1:] {
-		p.Signal(sig)
-	}
-	return len(members) - 1
+	return n
 }
 
 // Reap collects the exit status of every child of the calling process

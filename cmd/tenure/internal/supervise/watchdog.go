@@ -2,11 +2,15 @@ package supervise
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -21,6 +25,7 @@ const (
 	msgDeadline = 2 // value: the kill deadline, CLOCK_MONOTONIC nanoseconds
 	msgDisarm   = 3 // the tree is gone; exit without killing
 	msgRoot     = 4 // value: the pid whose descendants make the tree
+	msgLeader   = 5 // value: the start time of the group's leader (msgGroup follows)
 )
 
 // WatchdogFD is the descriptor on which the watchdog reads its messages.
@@ -61,7 +66,13 @@ func StartDog(exe string, args []string, stderr io.Writer) (*Dog, error) {
 	if err != nil {
 		return nil, err
 	}
+	me, ok := Identify(os.Getpid())
+	if !ok {
+		_, _ = r.Close(), w.Close()
+		return nil, errors.New("cannot read this process's own /proc entry")
+	}
 	cmd := exec.Command(exe, args...)
+	cmd.Env = append(os.Environ(), supervisorEnv+"="+me.String())
 	cmd.ExtraFiles = []*os.File{r}
 	cmd.Stderr = stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -114,11 +125,17 @@ func (d *Dog) Root(pid int) error {
 	return d.send(msgRoot, int64(pid))
 }
 
-// Group tells the watchdog the command's process group.
-func (d *Dog) Group(pgid int) error {
+// Group tells the watchdog the command's process group, led by leader:
+// the command, as itself, which the watchdog kills with its group and
+// descendants even if the supervisor dies before the watchdog has looked
+// at the tree.
+func (d *Dog) Group(leader Proc) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.send(msgGroup, int64(pgid))
+	if err := d.send(msgLeader, int64(leader.Start)); err != nil {
+		return err
+	}
+	return d.send(msgGroup, int64(leader.Pid))
 }
 
 // Deadline tells the watchdog to kill the tree at deadline (CLOCK_MONOTONIC
@@ -174,10 +191,18 @@ func RunWatchdog(stderr io.Writer) int {
 	signal.Ignore(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT,
 		syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU, syscall.SIGUSR1, syscall.SIGUSR2,
 		syscall.SIGPIPE, syscall.SIGWINCH, syscall.SIGPWR)
-	parent := os.Getppid()
+	// The supervisor names itself, pid and start time: by the time this
+	// process runs, the one that started it may have died, and this one
+	// been re-parented to a stranger whose tree is not ours.
+	sup, err := parseSupervisor(os.Getenv(supervisorEnv))
+	if err != nil {
+		fmt.Fprintf(stderr, "tenure: watchdog: %v\n", err)
+		return 2
+	}
+	parent := sup.Pid
 	// root is whose descendants make the tree: the supervisor, or the
 	// process it names, as itself (a pid that died may name a stranger).
-	root, _ := Identify(parent)
+	root := sup
 	self := os.Getpid()
 	in := os.NewFile(WatchdogFD, "watchdog")
 	if in == nil {
@@ -198,10 +223,11 @@ func RunWatchdog(stderr io.Writer) int {
 	}()
 
 	var (
-		pgid  int
-		known = map[int]Proc{}
-		timer = time.NewTimer(time.Duration(1<<63 - 1))
-		scan  = time.NewTicker(scanEvery)
+		leader      Proc // the command, which leads its process group
+		leaderStart uint64
+		known       = map[int]Proc{}
+		timer       = time.NewTimer(time.Duration(1<<63 - 1))
+		scan        = time.NewTicker(scanEvery)
 	)
 	note := func() {
 		for pid, p := range known {
@@ -212,7 +238,7 @@ func RunWatchdog(stderr io.Writer) int {
 		if os.Getppid() != parent {
 			return // The supervisor is gone: its tree is no longer under it.
 		}
-		if pgid == 0 || !root.Alive() {
+		if leader.Pid == 0 || !root.Alive() {
 			return // No command yet (its group comes last), or no tree.
 		}
 		for _, pid := range Descendants(root.Pid, self) {
@@ -231,8 +257,11 @@ loop:
 				break loop
 			}
 			switch m.kind {
+			case msgLeader:
+				leaderStart = uint64(m.value)
 			case msgGroup:
-				pgid = int(m.value)
+				leader = Proc{Pid: int(m.value), Start: leaderStart}
+				known[leader.Pid] = leader
 				note()
 			case msgRoot:
 				root, _ = Identify(int(m.value))
@@ -249,31 +278,90 @@ loop:
 			break loop
 		}
 	}
-	if os.Getppid() != parent || pgid == 0 {
+	if os.Getppid() != parent || leader.Pid == 0 {
 		// The tree is no longer under the supervisor's pid, or the
 		// command never started and there is no tree.
 		root = Proc{}
 	}
-	n := killAll(pgid, root, self, known)
+	n := killAll(leader, root, TreeEnv+"="+sup.String(), self, known)
 	fmt.Fprintf(stderr, "tenure: watchdog: %s; killed the command's process group and %d processes of its tree\n", why, n)
 	return ExitFired
 }
 
-// killAll SIGKILLs the group, the processes in known and every descendant
-// of them (and of root while it is alive as itself), round
-// after round, until none is left alive. It returns how many processes it
-// signalled.
-func killAll(pgid int, root Proc, self int, known map[int]Proc) int {
+// supervisorEnv names the supervisor to its watchdog: "PID:STARTTIME".
+const supervisorEnv = "TENURE_WATCHDOG_SUPERVISOR"
+
+// TreeEnv marks every process of a command's tree with its supervisor
+// ("PID:STARTTIME"): the supervisor puts it in the command's environment,
+// and the command's descendants inherit it. When the supervisor dies
+// before its watchdog has seen the whole tree, orphans it never saw (a
+// setsid escapee re-parented elsewhere) are found by the mark. A process
+// that clears its environment loses it; the process group and the
+// descendants seen earlier are killed still.
+const TreeEnv = "TENURE_RUN_TREE"
+
+// TreeMark returns the mark of the calling supervisor's command tree, as an
+// environment entry.
+func TreeMark() (string, error) {
+	me, ok := Identify(os.Getpid())
+	if !ok {
+		return "", errors.New("cannot read this process's own /proc entry")
+	}
+	return TreeEnv + "=" + me.String(), nil
+}
+
+// String returns "PID:STARTTIME".
+func (p Proc) String() string { return fmt.Sprintf("%d:%d", p.Pid, p.Start) }
+
+// Marked returns the processes whose environment holds the entry mark.
+func Marked(mark string) []Proc {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var out []Proc
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
+		if err != nil || !slices.Contains(strings.Split(string(env), "\x00"), mark) {
+			continue
+		}
+		if p, ok := Identify(pid); ok {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func parseSupervisor(v string) (Proc, error) {
+	pid, start, ok := strings.Cut(v, ":")
+	p, err1 := strconv.Atoi(pid)
+	t, err2 := strconv.ParseUint(start, 10, 64)
+	if !ok || err1 != nil || err2 != nil || p <= 0 {
+		return Proc{}, fmt.Errorf("%s=%q does not name the supervisor as PID:STARTTIME; the watchdog is started by tenure run, not by hand", supervisorEnv, v)
+	}
+	return Proc{Pid: p, Start: t}, nil
+}
+
+// killAll SIGKILLs leader's group, the processes in known, those whose
+// environment carries mark (see [TreeEnv]) and every descendant of them
+// (and of root while it is alive as itself), round after round, until none
+// is left alive. It returns how many processes it signalled.
+func killAll(leader, root Proc, mark string, self int, known map[int]Proc) int {
 	killed := map[Proc]bool{}
 	for round := 0; round < 500; round++ {
-		members := make([]Proc, 0, len(known))
-		for _, p := range known {
-			members = append(members, p)
-		}
-		SignalGroup(pgid, syscall.SIGKILL, members...)
+		SignalGroup(leader, syscall.SIGKILL)
 		targets := map[int]Proc{}
 		for pid, p := range known {
 			targets[pid] = p
+		}
+		for _, p := range Marked(mark) {
+			if p.Pid != self {
+				targets[p.Pid] = p
+			}
 		}
 		roots := []int{}
 		if root.Alive() {
