@@ -61,30 +61,30 @@
 // Every acquisition is a new tenure with a new token; a tenure ends once
 // and never comes back:
 //
-//	           Acquire / Campaign
-//	                  │
-//	                  ▼            refused: HeldError (Acquire returns it;
-//	             acquiring ──────► Campaign retries at the holder's expiry
-//	                  │            by the store's clock, or on a release
-//	        grant seen│            notification)
-//	                  ▼
-//	     ┌────────► held ◄────────┐  Token() = token
-//	     │            │           │
-//	     └────────────┘           │
-//	   renewal seen: the deadline │
-//	   moves on; seq + 1          │
-//	                              │
-//	  the local deadline passes, a renewal fails or times out,
-//	  the store reports another holder, an expiry or a moved seq,
-//	  a pause is detected, the progress gate, Revoke, Release,
-//	  the end of Run
-//	                  │
-//	                  ▼
-//	                lost       Token() = 0, Done closed, Err = *LostError
-//	                  │
-//	                  ▼  the owner releases once the work stopped
-//	              released     (Lease.Release, Do after fn returns),
-//	                           or the store expires it by its TTL
+//	Acquire / Campaign
+//	      |
+//	      v
+//	  acquiring ---- refused: a HeldError. Acquire returns it; Campaign
+//	      |          retries at the holder's expiry by the store's clock,
+//	      |          or at once when the store announces a release.
+//	      | grant seen
+//	      v
+//	    held ------- each renewal seen to succeed moves the local
+//	      |          deadline on and advances the seq. Token() = token.
+//	      |
+//	      | the local deadline passes; a renewal fails or times out;
+//	      | the store reports another holder, an expiry or a moved seq;
+//	      | a pause is detected; the progress gate; Revoke; Release;
+//	      | Run returns
+//	      v
+//	    lost ------- Token() = 0, Done is closed, Err is a *LostError.
+//	      |
+//	      | its owner releases the lease once the work has stopped
+//	      | (Lease.Release; Do does it when fn returns), except after a
+//	      | moved seq, a pause or a revoke (this process may be a copy
+//	      | whose twin holds it); otherwise the store expires it by TTL
+//	      v
+//	  released
 //
 // # The trust window
 //

@@ -123,9 +123,11 @@ func (m misreporting) Renew(ctx context.Context, ps []store.RenewParams) ([]stor
 func TestMisreportedRenewalsAreFailures(t *testing.T) {
 	t.Parallel()
 	for name, answer := range map[string]func([]store.RenewParams, []store.RenewResult) []store.RenewResult{
-		"TooFew":    func(_ []store.RenewParams, res []store.RenewResult) []store.RenewResult { return res[:1] },
-		"TooMany":   func(_ []store.RenewParams, res []store.RenewResult) []store.RenewResult { return append(res, res[0]) },
-		"Reordered": func(_ []store.RenewParams, res []store.RenewResult) []store.RenewResult { return []store.RenewResult{res[1], res[0]} },
+		"TooFew":  func(_ []store.RenewParams, res []store.RenewResult) []store.RenewResult { return res[:1] },
+		"TooMany": func(_ []store.RenewParams, res []store.RenewResult) []store.RenewResult { return append(res, res[0]) },
+		"Reordered": func(_ []store.RenewParams, res []store.RenewResult) []store.RenewResult {
+			return []store.RenewResult{res[1], res[0]}
+		},
 		"SeqNotAdvanced": func(_ []store.RenewParams, res []store.RenewResult) []store.RenewResult {
 			res[0].Grant.Seq--
 			return res
