@@ -95,6 +95,37 @@ func (b *testBundle) holders(t *testing.T) []uint32 {
 	return out
 }
 
+// tryLock takes the lock of key on c, which must be free.
+func (b *testBundle) tryLock(t *testing.T, c *pgx.Conn) *pgadvisory.Guard {
+	t.Helper()
+	g, err := pgadvisory.TryLock(t.Context(), c, b.key)
+	require.NoError(t, err)
+	return g
+}
+
+// requireFree checks that c can take the lock of key, and gives it back.
+func (b *testBundle) requireFree(t *testing.T, c *pgx.Conn, msgAndArgs ...any) {
+	t.Helper()
+	g, err := pgadvisory.TryLock(t.Context(), c, b.key)
+	require.NoError(t, err, msgAndArgs...)
+	require.NoError(t, g.Unlock(t.Context()))
+}
+
+// requireRefused checks that TryLock on c is refused with a HeldError
+// naming holder, and returns that error.
+func (b *testBundle) requireRefused(t *testing.T, c, holder *pgx.Conn) error {
+	t.Helper()
+	_, err := pgadvisory.TryLock(t.Context(), c, b.key)
+	requireHeld(t, err, b.key, pid(holder))
+	return err
+}
+
+// requireHeldOnlyBy checks that c's backend is the lock's only holder.
+func (b *testBundle) requireHeldOnlyBy(t *testing.T, c *pgx.Conn) {
+	t.Helper()
+	require.Equal(t, []uint32{pid(c)}, b.holders(t))
+}
+
 // awaitBlockedBy waits until backend waiter waits for a lock held by
 // backend holder.
 func (b *testBundle) awaitBlockedBy(t *testing.T, waiter, holder uint32) {
@@ -113,22 +144,18 @@ func TestSessionLock(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		ctx := t.Context()
-		g, err := pgadvisory.TryLock(ctx, b.a, b.key)
-		require.NoError(t, err)
+		g := b.tryLock(t, b.a)
 		require.Equal(t, b.key, g.Key())
 		require.Equal(t, pgadvisory.ID(b.key), g.ID())
-		require.Equal(t, []uint32{pid(b.a)}, b.holders(t))
+		b.requireHeldOnlyBy(t, b.a)
 
-		_, err = pgadvisory.TryLock(ctx, b.b, b.key)
-		requireHeld(t, err, b.key, pid(b.a))
+		err := b.requireRefused(t, b.b, b.a)
 		require.ErrorContains(t, err, "pg_terminate_backend")
 		require.False(t, b.b.IsClosed(), "a refusal leaves the session alone")
 
 		require.NoError(t, g.Unlock(ctx))
 		require.Empty(t, b.holders(t))
-		g2, err := pgadvisory.TryLock(ctx, b.b, b.key)
-		require.NoError(t, err, "released on Unlock")
-		require.NoError(t, g2.Unlock(ctx))
+		b.requireFree(t, b.b, "released on Unlock")
 	})
 
 	t.Run("SimpleProtocol", func(t *testing.T) {
@@ -136,12 +163,10 @@ func TestSessionLock(t *testing.T) {
 		b := setup(t)
 		ctx := t.Context()
 		simple := connect(t, pgx.QueryExecModeSimpleProtocol)
-		g, err := pgadvisory.TryLock(ctx, simple, b.key)
-		require.NoError(t, err)
-		_, err = pgadvisory.TryLock(ctx, b.a, b.key)
-		requireHeld(t, err, b.key, pid(simple))
+		g := b.tryLock(t, simple)
+		b.requireRefused(t, b.a, simple)
 		require.NoError(t, g.Unlock(ctx))
-		g, err = pgadvisory.Lock(ctx, simple, b.key)
+		g, err := pgadvisory.Lock(ctx, simple, b.key)
 		require.NoError(t, err)
 		require.NoError(t, g.Unlock(ctx))
 	})
@@ -150,10 +175,9 @@ func TestSessionLock(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		ctx := t.Context()
-		g, err := pgadvisory.TryLock(ctx, b.a, b.key)
-		require.NoError(t, err)
+		g := b.tryLock(t, b.a)
 		require.NoError(t, g.Unlock(ctx))
-		err = g.Unlock(ctx)
+		err := g.Unlock(ctx)
 		require.ErrorIs(t, err, store.ErrNotHeld)
 		require.ErrorContains(t, err, "already unlocked")
 	})
@@ -162,19 +186,16 @@ func TestSessionLock(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		ctx := t.Context()
-		g, err := pgadvisory.TryLock(ctx, b.a, b.key)
-		require.NoError(t, err)
+		g := b.tryLock(t, b.a)
 
 		var terminated bool
 		require.NoError(t, b.admin.QueryRow(ctx, "SELECT pg_terminate_backend($1::int)", int32(pid(b.a))).Scan(&terminated))
 		require.True(t, terminated)
 		require.Eventually(t, func() bool { return len(b.holders(t)) == 0 }, eventTimeout, 5*time.Millisecond,
 			"the lock outlived its session")
-		g2, err := pgadvisory.TryLock(ctx, b.b, b.key)
-		require.NoError(t, err)
-		require.NoError(t, g2.Unlock(ctx))
+		b.requireFree(t, b.b)
 
-		err = g.Unlock(ctx)
+		err := g.Unlock(ctx)
 		require.ErrorIs(t, err, store.ErrUnavailable)
 		require.True(t, b.a.IsClosed(), "a session that cannot be told to unlock is closed")
 	})
@@ -183,9 +204,8 @@ func TestSessionLock(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		ctx := t.Context()
-		g, err := pgadvisory.TryLock(ctx, b.a, b.key)
-		require.NoError(t, err)
-		_, err = b.a.Exec(ctx, "SELECT pg_advisory_unlock_all()")
+		g := b.tryLock(t, b.a)
+		_, err := b.a.Exec(ctx, "SELECT pg_advisory_unlock_all()")
 		require.NoError(t, err)
 		err = g.Unlock(ctx)
 		require.ErrorIs(t, err, store.ErrNotHeld)
@@ -197,25 +217,20 @@ func TestSessionLock(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		ctx := t.Context()
-		g1, err := pgadvisory.TryLock(ctx, b.a, b.key)
-		require.NoError(t, err)
+		g1 := b.tryLock(t, b.a)
 		g2, err := pgadvisory.TryLock(ctx, b.a, b.key)
 		require.NoError(t, err, "PostgreSQL lets a session lock a key it holds")
 		require.NoError(t, g1.Unlock(ctx))
-		_, err = pgadvisory.TryLock(ctx, b.b, b.key)
-		requireHeld(t, err, b.key, pid(b.a))
+		b.requireRefused(t, b.b, b.a)
 		require.NoError(t, g2.Unlock(ctx))
-		g3, err := pgadvisory.TryLock(ctx, b.b, b.key)
-		require.NoError(t, err)
-		require.NoError(t, g3.Unlock(ctx))
+		b.requireFree(t, b.b)
 	})
 
 	t.Run("LockWaitsForUnlock", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		ctx := t.Context()
-		g, err := pgadvisory.TryLock(ctx, b.a, b.key)
-		require.NoError(t, err)
+		g := b.tryLock(t, b.a)
 
 		type outcome struct {
 			g   *pgadvisory.Guard
@@ -230,15 +245,14 @@ func TestSessionLock(t *testing.T) {
 		require.NoError(t, g.Unlock(ctx))
 		o := receive(t, done, "the waiting Lock")
 		require.NoError(t, o.err)
-		require.Equal(t, []uint32{pid(b.b)}, b.holders(t))
+		b.requireHeldOnlyBy(t, b.b)
 		require.NoError(t, o.g.Unlock(ctx))
 	})
 
 	t.Run("LockGivesUpWithContext", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		g, err := pgadvisory.TryLock(t.Context(), b.a, b.key)
-		require.NoError(t, err)
+		g := b.tryLock(t, b.a)
 
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error, 1)
@@ -248,10 +262,10 @@ func TestSessionLock(t *testing.T) {
 		}()
 		b.awaitBlockedBy(t, pid(b.b), pid(b.a))
 		cancel()
-		err = receive(t, done, "the cancelled Lock")
+		err := receive(t, done, "the cancelled Lock")
 		require.ErrorIs(t, err, context.Canceled)
 		require.True(t, b.b.IsClosed(), "a session that may hold the lock is closed")
-		require.Equal(t, []uint32{pid(b.a)}, b.holders(t))
+		b.requireHeldOnlyBy(t, b.a)
 		require.NoError(t, g.Unlock(t.Context()))
 	})
 
@@ -259,15 +273,14 @@ func TestSessionLock(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		ctx := t.Context()
-		g, err := pgadvisory.TryLock(ctx, b.a, b.key)
-		require.NoError(t, err)
-		_, err = b.b.Exec(ctx, "SET lock_timeout = '20ms'")
+		g := b.tryLock(t, b.a)
+		_, err := b.b.Exec(ctx, "SET lock_timeout = '20ms'")
 		require.NoError(t, err)
 		_, err = pgadvisory.Lock(ctx, b.b, b.key)
 		requireHeld(t, err, b.key, 0)
 		require.ErrorContains(t, err, "lock_timeout")
 		require.False(t, b.b.IsClosed(), "a lock_timeout proves the lock was not taken")
-		require.Equal(t, []uint32{pid(b.a)}, b.holders(t))
+		b.requireHeldOnlyBy(t, b.a)
 		require.NoError(t, g.Unlock(ctx))
 	})
 
@@ -308,17 +321,14 @@ func TestXactLock(t *testing.T) {
 		tx := begin(t, b.a)
 		require.NoError(t, pgadvisory.XactLock(ctx, tx, b.key))
 
-		_, err := pgadvisory.TryLock(ctx, b.b, b.key)
-		requireHeld(t, err, b.key, pid(b.a))
+		b.requireRefused(t, b.b, b.a)
 		other := begin(t, b.b)
 		requireHeld(t, pgadvisory.TryXactLock(ctx, other, b.key), b.key, pid(b.a))
 		require.NoError(t, other.Rollback(ctx))
 
 		require.NoError(t, tx.Commit(ctx))
 		require.Empty(t, b.holders(t))
-		g, err := pgadvisory.TryLock(ctx, b.b, b.key)
-		require.NoError(t, err, "released at commit")
-		require.NoError(t, g.Unlock(ctx))
+		b.requireFree(t, b.b, "released at commit")
 	})
 
 	t.Run("ReleasedAtRollback", func(t *testing.T) {
@@ -327,7 +337,7 @@ func TestXactLock(t *testing.T) {
 		ctx := t.Context()
 		tx := begin(t, b.a)
 		require.NoError(t, pgadvisory.TryXactLock(ctx, tx, b.key))
-		require.Equal(t, []uint32{pid(b.a)}, b.holders(t))
+		b.requireHeldOnlyBy(t, b.a)
 		require.NoError(t, tx.Rollback(ctx))
 		require.Empty(t, b.holders(t))
 	})
@@ -344,7 +354,7 @@ func TestXactLock(t *testing.T) {
 		b.awaitBlockedBy(t, pid(b.b), pid(b.a))
 		require.NoError(t, tx.Commit(ctx))
 		require.NoError(t, receive(t, done, "the waiting XactLock"))
-		require.Equal(t, []uint32{pid(b.b)}, b.holders(t))
+		b.requireHeldOnlyBy(t, b.b)
 		require.NoError(t, other.Commit(ctx))
 		require.Empty(t, b.holders(t))
 	})
