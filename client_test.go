@@ -56,6 +56,47 @@ func setup(t *testing.T, st store.Store, cfg tenure.Config) *bundle {
 	return &bundle{store: st, client: c, log: log}
 }
 
+// setupHolding starts a client over st (as setup does) with the default test
+// TTL, and acquires "billing" with it.
+func setupHolding(t *testing.T, st store.Store) (*bundle, *tenure.Lease) {
+	t.Helper()
+	b := setup(t, st, tenure.Config{TTL: ttl})
+	return b, b.acquire(t, "billing")
+}
+
+// acquire acquires name, which must be free.
+func (b *bundle) acquire(t *testing.T, name string) *tenure.Lease {
+	t.Helper()
+	l, err := b.client.Acquire(t.Context(), name)
+	require.NoError(t, err)
+	return l
+}
+
+// get reads name's record from the store.
+func (b *bundle) get(t *testing.T, name string) store.Record {
+	t.Helper()
+	rec, err := b.store.Get(t.Context(), name)
+	require.NoError(t, err)
+	return rec
+}
+
+// beginChainWrite begins a chain write on l, which must succeed.
+func beginChainWrite(t *testing.T, l *tenure.Lease) *tenure.ChainWrite {
+	t.Helper()
+	w, err := l.BeginChainWrite()
+	require.NoError(t, err)
+	return w
+}
+
+// beginChainWriteAsync begins a chain write on l in a goroutine and hands
+// the write over once it has begun.
+func beginChainWriteAsync(t *testing.T, l *tenure.Lease) <-chan *tenure.ChainWrite {
+	t.Helper()
+	begun := make(chan *tenure.ChainWrite, 1)
+	go func() { begun <- beginChainWrite(t, l) }()
+	return begun
+}
+
 type transitionLog struct {
 	mu  sync.Mutex
 	all []tenure.Transition
@@ -143,14 +184,13 @@ func TestAcquireGivesTokenAndRefusesOthers(t *testing.T) {
 		a := setup(t, nil, tenure.Config{TTL: ttl})
 		b := setup(t, a.store, tenure.Config{TTL: ttl, Label: "other"})
 
-		l, err := a.client.Acquire(t.Context(), "billing")
-		require.NoError(t, err)
+		l := a.acquire(t, "billing")
 		require.Positive(t, l.Token())
 		require.Equal(t, a.client.Holder(), l.Holder())
 		require.Equal(t, "billing", l.Name())
 
 		elapse(time.Second)
-		_, err = b.client.Acquire(t.Context(), "billing")
+		_, err := b.client.Acquire(t.Context(), "billing")
 		var held *tenure.HeldError
 		require.ErrorAs(t, err, &held)
 		require.ErrorIs(t, err, tenure.ErrHeld)
@@ -168,15 +208,12 @@ func TestAcquireGivesTokenAndRefusesOthers(t *testing.T) {
 func TestRenewalsKeepTheLeaseAndItsToken(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		b := setup(t, nil, tenure.Config{TTL: ttl})
-		l, err := b.client.Acquire(t.Context(), "billing")
-		require.NoError(t, err)
+		b, l := setupHolding(t, nil)
 		tok := l.Token()
 		elapse(5*ttl + time.Second)
 		require.Equal(t, tok, l.Token())
 		require.NoError(t, l.Err())
-		rec, err := b.store.Get(t.Context(), "billing")
-		require.NoError(t, err)
+		rec := b.get(t, "billing")
 		require.Equal(t, store.StateHeld, rec.State)
 		require.Equal(t, tok, rec.Token)
 		require.Equal(t, int64(16), rec.Seq, "one renewal every TTL/3 over five TTLs")
@@ -189,8 +226,7 @@ func TestReleaseHandsOverAtOnceWithAGreaterToken(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a := setup(t, nil, tenure.Config{TTL: ttl})
 		b := setup(t, a.store, tenure.Config{TTL: ttl, Label: "follower"})
-		first, err := a.client.Acquire(t.Context(), "billing")
-		require.NoError(t, err)
+		first := a.acquire(t, "billing")
 
 		got := make(chan *tenure.Lease, 1)
 		go func() {
@@ -218,8 +254,7 @@ func TestCrashedHolderIsTakenOverAtExpiry(t *testing.T) {
 		st := newFaulty(t)
 		a := setup(t, st, tenure.Config{TTL: ttl})
 		b := setup(t, st.Store, tenure.Config{TTL: ttl, Label: "follower"})
-		first, err := a.client.Acquire(t.Context(), "billing")
-		require.NoError(t, err)
+		first := a.acquire(t, "billing")
 		acquiredAt := time.Now()
 		st.stallRenew.Store(true) // the holder's store connection hangs
 
@@ -237,9 +272,7 @@ func TestRenewErrorFailsClosedAtOnce(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		st := newFaulty(t)
-		b := setup(t, st, tenure.Config{TTL: ttl})
-		l, err := b.client.Acquire(t.Context(), "billing")
-		require.NoError(t, err)
+		_, l := setupHolding(t, st)
 		elapse(time.Second)
 		st.failRenew.Store(true)
 		start := time.Now()
@@ -256,8 +289,7 @@ func TestStalledRenewalStandsDownBeforeTheStoreExpires(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := newFaulty(t)
 		b := setup(t, st, tenure.Config{TTL: ttl, Grace: 5 * time.Second})
-		l, err := b.client.Acquire(t.Context(), "billing")
-		require.NoError(t, err)
+		l := b.acquire(t, "billing")
 		start := time.Now()
 		st.stallRenew.Store(true)
 		<-l.Done()
@@ -272,8 +304,7 @@ func TestSuspensionRevokesAtTheNextTokenRead(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		clock := &skewClock{base: tenure.NewSystemClock()}
 		b := setup(t, nil, tenure.Config{TTL: ttl, Clock: clock})
-		l, err := b.client.Acquire(t.Context(), "billing")
-		require.NoError(t, err)
+		l := b.acquire(t, "billing")
 		before := b.client.Holder()
 		require.Positive(t, l.Token())
 
@@ -291,9 +322,7 @@ func TestSuspensionRevokesAtTheNextTokenRead(t *testing.T) {
 func TestCloneIsDetectedByTheRenewalChain(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		b := setup(t, nil, tenure.Config{TTL: ttl})
-		l, err := b.client.Acquire(t.Context(), "billing")
-		require.NoError(t, err)
+		b, l := setupHolding(t, nil)
 		before := b.client.Holder()
 
 		// A clone restored from the same snapshot renews first with the same
@@ -305,8 +334,7 @@ func TestCloneIsDetectedByTheRenewalChain(t *testing.T) {
 		<-l.Done()
 		require.Equal(t, tenure.LossSeqMismatch, lostReason(t, l))
 		require.NotEqual(t, before, b.client.Holder())
-		rec, err := b.store.Get(t.Context(), "billing")
-		require.NoError(t, err)
+		rec := b.get(t, "billing")
 		require.Equal(t, store.StateHeld, rec.State, "the surviving clone keeps its lease")
 	})
 }
@@ -325,19 +353,15 @@ func TestChainWritesKeepTheLease(t *testing.T) {
 	t.Run("Committed", func(t *testing.T) {
 		t.Parallel()
 		synctest.Test(t, func(t *testing.T) {
-			b := setup(t, nil, tenure.Config{TTL: ttl})
-			l, err := b.client.Acquire(t.Context(), "billing")
-			require.NoError(t, err)
+			b, l := setupHolding(t, nil)
 			for range 20 {
-				w, err := l.BeginChainWrite()
-				require.NoError(t, err)
+				w := beginChainWrite(t, l)
 				w.Commit(advance(t, b, w))
 				elapse(ttl / 7)
 			}
 			require.NoError(t, l.Err())
 			require.Positive(t, l.Token())
-			rec, err := b.store.Get(t.Context(), "billing")
-			require.NoError(t, err)
+			rec := b.get(t, "billing")
 			require.Equal(t, rec.Seq, l.Seq())
 		})
 	})
@@ -345,18 +369,11 @@ func TestChainWritesKeepTheLease(t *testing.T) {
 		t.Parallel()
 		synctest.Test(t, func(t *testing.T) {
 			st := newFaulty(t)
-			b := setup(t, st, tenure.Config{TTL: ttl})
-			l, err := b.client.Acquire(t.Context(), "billing")
-			require.NoError(t, err)
+			b, l := setupHolding(t, st)
 			st.holdRenew.Store(true) // the next renewal waits in the store
 			elapse(ttl/3 + time.Millisecond)
 			synctest.Wait()
-			begun := make(chan *tenure.ChainWrite, 1)
-			go func() {
-				w, err := l.BeginChainWrite()
-				require.NoError(t, err)
-				begun <- w
-			}()
+			begun := beginChainWriteAsync(t, l)
 			synctest.Wait()
 			require.Empty(t, begun, "no chain write while a renewal is in flight")
 			st.release()
@@ -370,17 +387,9 @@ func TestChainWritesKeepTheLease(t *testing.T) {
 	t.Run("ConcurrentWritesTakeTurns", func(t *testing.T) {
 		t.Parallel()
 		synctest.Test(t, func(t *testing.T) {
-			b := setup(t, nil, tenure.Config{TTL: ttl})
-			l, err := b.client.Acquire(t.Context(), "billing")
-			require.NoError(t, err)
-			first, err := l.BeginChainWrite()
-			require.NoError(t, err)
-			begun := make(chan *tenure.ChainWrite, 1)
-			go func() {
-				w, err := l.BeginChainWrite()
-				require.NoError(t, err)
-				begun <- w
-			}()
+			b, l := setupHolding(t, nil)
+			first := beginChainWrite(t, l)
+			begun := beginChainWriteAsync(t, l)
 			synctest.Wait()
 			require.Empty(t, begun, "a second chain write waits for the first")
 			first.Commit(advance(t, b, first))
@@ -394,11 +403,8 @@ func TestChainWritesKeepTheLease(t *testing.T) {
 	t.Run("RolledBackCostsNothing", func(t *testing.T) {
 		t.Parallel()
 		synctest.Test(t, func(t *testing.T) {
-			b := setup(t, nil, tenure.Config{TTL: ttl})
-			l, err := b.client.Acquire(t.Context(), "billing")
-			require.NoError(t, err)
-			w, err := l.BeginChainWrite()
-			require.NoError(t, err)
+			_, l := setupHolding(t, nil)
+			w := beginChainWrite(t, l)
 			w.Abort()
 			elapse(ttl)
 			require.NoError(t, l.Err())
@@ -407,16 +413,13 @@ func TestChainWritesKeepTheLease(t *testing.T) {
 	t.Run("UnknownOutcomeThatCommittedCostsTheTenure", func(t *testing.T) {
 		t.Parallel()
 		synctest.Test(t, func(t *testing.T) {
-			b := setup(t, nil, tenure.Config{TTL: ttl})
-			l, err := b.client.Acquire(t.Context(), "billing")
-			require.NoError(t, err)
-			w, err := l.BeginChainWrite()
-			require.NoError(t, err)
+			b, l := setupHolding(t, nil)
+			w := beginChainWrite(t, l)
 			advance(t, b, w)
 			w.Abort()
 			<-l.Done()
 			require.Equal(t, tenure.LossSeqMismatch, lostReason(t, l))
-			_, err = l.BeginChainWrite()
+			_, err := l.BeginChainWrite()
 			require.ErrorIs(t, err, tenure.ErrLost)
 		})
 	})
@@ -429,8 +432,7 @@ func TestProgressGate(t *testing.T) {
 		t.Parallel()
 		synctest.Test(t, func(t *testing.T) {
 			b := setup(t, nil, tenure.Config{TTL: ttl, ProgressTimeout: bound})
-			l, err := b.client.Acquire(t.Context(), "billing")
-			require.NoError(t, err)
+			l := b.acquire(t, "billing")
 			start := time.Now()
 			<-l.Done()
 			require.Equal(t, bound, time.Since(start))
@@ -438,8 +440,7 @@ func TestProgressGate(t *testing.T) {
 			// The wedged work may still run: nothing renews the lease, and
 			// nothing releases it before its owner does; it expires.
 			elapse(ttl)
-			rec, err := b.store.Get(t.Context(), "billing")
-			require.NoError(t, err)
+			rec := b.get(t, "billing")
 			require.Equal(t, store.StateExpired, rec.State)
 		})
 	})
@@ -447,8 +448,7 @@ func TestProgressGate(t *testing.T) {
 		t.Parallel()
 		synctest.Test(t, func(t *testing.T) {
 			b := setup(t, nil, tenure.Config{TTL: ttl, ProgressTimeout: bound})
-			l, err := b.client.Acquire(t.Context(), "billing")
-			require.NoError(t, err)
+			l := b.acquire(t, "billing")
 			for range 60 {
 				elapse(time.Second)
 				l.Progress()
@@ -490,13 +490,11 @@ func TestDoReleasesWhenTheWorkReturns(t *testing.T) {
 		})
 		require.ErrorIs(t, err, errWork)
 		require.NotErrorIs(t, err, tenure.ErrLost)
-		rec, err := b.store.Get(t.Context(), "billing")
-		require.NoError(t, err)
+		rec := b.get(t, "billing")
 		require.Equal(t, store.StateReleased, rec.State)
 		require.Equal(t, tok, rec.Token)
 
-		l, err := b.client.Acquire(t.Context(), "billing")
-		require.NoError(t, err)
+		l := b.acquire(t, "billing")
 		require.Greater(t, l.Token(), tok, "the same holder's next tenure gets a greater token")
 	})
 }
@@ -505,13 +503,12 @@ func TestTransitionsArriveInOrder(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		b := setup(t, nil, tenure.Config{TTL: ttl})
-		l1, err := b.client.Acquire(t.Context(), "billing")
-		require.NoError(t, err)
+		l1 := b.acquire(t, "billing")
 		before := b.client.Holder()
 		b.client.Revoke()
 		<-l1.Done()
 		require.NotEqual(t, before, b.client.Holder(), "a revoke regenerates the identity")
-		_, err = b.client.Acquire(t.Context(), "billing")
+		_, err := b.client.Acquire(t.Context(), "billing")
 		var held *tenure.HeldError
 		require.ErrorAs(t, err, &held, "a revoke does not release: another copy may hold the lease")
 		require.Equal(t, before, held.Holder)
@@ -565,11 +562,10 @@ func TestCampaignHonoursContext(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a := setup(t, nil, tenure.Config{TTL: ttl})
 		b := setup(t, a.store, tenure.Config{TTL: ttl, Label: "follower"})
-		_, err := a.client.Acquire(t.Context(), "billing")
-		require.NoError(t, err)
+		a.acquire(t, "billing")
 		ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
 		defer cancel()
-		_, err = b.client.Campaign(ctx, "billing")
+		_, err := b.client.Campaign(ctx, "billing")
 		require.ErrorIs(t, err, context.DeadlineExceeded)
 		_, err = b.client.Acquire(t.Context(), "billing")
 		require.ErrorIs(t, err, tenure.ErrHeld, "the withdrawn campaign left nothing behind")
@@ -615,9 +611,7 @@ func lostReason(t *testing.T, l *tenure.Lease) tenure.LossReason {
 
 func TestTokenDoesNotAllocate(t *testing.T) { //nolint:paralleltest // AllocsPerRun refuses parallel tests
 	synctest.Test(t, func(t *testing.T) {
-		b := setup(t, nil, tenure.Config{TTL: ttl})
-		l, err := b.client.Acquire(t.Context(), "billing")
-		require.NoError(t, err)
+		_, l := setupHolding(t, nil)
 		require.Zero(t, testing.AllocsPerRun(100, func() { _ = l.Token() }))
 	})
 }
@@ -625,9 +619,7 @@ func TestTokenDoesNotAllocate(t *testing.T) { //nolint:paralleltest // AllocsPer
 func TestLeaseContextEndsWithTheTenure(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		b := setup(t, nil, tenure.Config{TTL: ttl})
-		l, err := b.client.Acquire(t.Context(), "billing")
-		require.NoError(t, err)
+		b, l := setupHolding(t, nil)
 		ctx, cancel := l.WithContext(t.Context())
 		defer cancel()
 		elapse(ttl)
@@ -651,8 +643,7 @@ func TestAdoptedCloneLosesTheChainRace(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a := setup(t, nil, tenure.Config{TTL: ttl})
 		b := setup(t, a.store, tenure.Config{TTL: ttl})
-		original, err := a.client.Acquire(t.Context(), "billing")
-		require.NoError(t, err)
+		original := a.acquire(t, "billing")
 		elapse(time.Second)
 		clone, err := adoptClone(t, b.client, snapshot.Take(original))
 		require.NoError(t, err)
@@ -688,8 +679,7 @@ func TestRemainingCountsDownToTheLocalDeadline(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		b := setup(t, nil, tenure.Config{TTL: ttl, Grace: time.Second})
-		l, err := b.client.Acquire(t.Context(), "billing")
-		require.NoError(t, err)
+		l := b.acquire(t, "billing")
 		// No time passes in the bubble: the deadline is the grant's TTL
 		// less the margin (TTL/10) and the grace.
 		require.Equal(t, ttl-ttl/10-time.Second, l.Remaining())
