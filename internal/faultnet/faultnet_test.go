@@ -95,6 +95,20 @@ type client struct {
 	r    *bufio.Reader
 }
 
+// newEchoProxy starts a proxy in front of an echo server.
+func newEchoProxy(t *testing.T) *faultnet.Proxy {
+	t.Helper()
+	return newProxy(t, echoServer(t))
+}
+
+// echoProxyWithClient starts a proxy in front of an echo server and dials
+// one client through it.
+func echoProxyWithClient(t *testing.T) (*faultnet.Proxy, *client) {
+	t.Helper()
+	p := newEchoProxy(t)
+	return p, dial(t, p)
+}
+
 func dial(t *testing.T, p *faultnet.Proxy) *client {
 	t.Helper()
 	c, err := net.DialTimeout("tcp", p.Addr(), patience)
@@ -119,6 +133,13 @@ func (c *client) expect(line string) {
 	require.Equal(c.t, line+"\n", got)
 }
 
+// echo sends line and expects it back.
+func (c *client) echo(line string) {
+	c.t.Helper()
+	c.send(line)
+	c.expect(line)
+}
+
 // expectNothing checks that nothing arrives for a while.
 func (c *client) expectNothing() {
 	c.t.Helper()
@@ -141,20 +162,16 @@ func TestProxy(t *testing.T) {
 
 	t.Run("Forwards", func(t *testing.T) {
 		t.Parallel()
-		p := newProxy(t, echoServer(t))
-		c := dial(t, p)
-		c.send("hello")
-		c.expect("hello")
+		p, c := echoProxyWithClient(t)
+		c.echo("hello")
 		require.Equal(t, 1, p.Conns())
 		require.EqualValues(t, 1, p.Accepted())
 	})
 
 	t.Run("BlackHoleHoldsOldAndNewConnectionsUntilRestore", func(t *testing.T) {
 		t.Parallel()
-		p := newProxy(t, echoServer(t))
-		old := dial(t, p)
-		old.send("before")
-		old.expect("before")
+		p, old := echoProxyWithClient(t)
+		old.echo("before")
 
 		p.BlackHole()
 		old.send("during")
@@ -166,30 +183,24 @@ func TestProxy(t *testing.T) {
 		p.Restore()
 		old.expect("during")
 		fresh.expect("new")
-		old.send("after")
-		old.expect("after")
+		old.echo("after")
 	})
 
 	t.Run("CutClosesOpenConnectionsOnly", func(t *testing.T) {
 		t.Parallel()
-		p := newProxy(t, echoServer(t))
-		old := dial(t, p)
-		old.send("x")
-		old.expect("x")
+		p, old := echoProxyWithClient(t)
+		old.echo("x")
 
 		p.Cut()
 		old.expectClosed()
 		fresh := dial(t, p)
-		fresh.send("y")
-		fresh.expect("y")
+		fresh.echo("y")
 	})
 
 	t.Run("CutWhileBlackHoled", func(t *testing.T) {
 		t.Parallel()
-		p := newProxy(t, echoServer(t))
-		c := dial(t, p)
-		c.send("x")
-		c.expect("x") // the proxy has accepted it
+		p, c := echoProxyWithClient(t)
+		c.echo("x") // the proxy has accepted it
 		p.BlackHole()
 		c.send("held")
 		p.Cut()
@@ -198,38 +209,31 @@ func TestProxy(t *testing.T) {
 
 	t.Run("RefuseClosesNewConnectionsUntilRestore", func(t *testing.T) {
 		t.Parallel()
-		p := newProxy(t, echoServer(t))
-		old := dial(t, p)
-		old.send("a")
-		old.expect("a")
+		p, old := echoProxyWithClient(t)
+		old.echo("a")
 
 		p.Refuse()
 		refused := dial(t, p)
 		refused.expectClosed()
-		old.send("b")
-		old.expect("b")
+		old.echo("b")
 
 		p.Restore()
 		fresh := dial(t, p)
-		fresh.send("c")
-		fresh.expect("c")
+		fresh.echo("c")
 	})
 
 	t.Run("Delay", func(t *testing.T) {
 		t.Parallel()
 		const d = 100 * time.Millisecond
-		p := newProxy(t, echoServer(t))
-		c := dial(t, p)
+		p, c := echoProxyWithClient(t)
 		p.SetDelay(d)
 		start := time.Now()
-		c.send("slow")
-		c.expect("slow")
+		c.echo("slow")
 		// Held once on the way there and once on the way back.
 		require.GreaterOrEqual(t, time.Since(start), 2*d)
 
 		p.SetDelay(-time.Second)
-		c.send("fast")
-		c.expect("fast")
+		c.echo("fast")
 	})
 
 	t.Run("LoseRepliesDropsTheReplyAfterTheServerGotTheRequest", func(t *testing.T) {
@@ -237,8 +241,7 @@ func TestProxy(t *testing.T) {
 		seen := make(chan string, 4)
 		p := newProxy(t, recordingServer(t, seen))
 		armed := dial(t, p)
-		armed.send("before")
-		armed.expect("before")
+		armed.echo("before")
 		require.Equal(t, "before\n", <-seen)
 
 		p.LoseReplies()
@@ -253,16 +256,14 @@ func TestProxy(t *testing.T) {
 		armed.expectClosed()
 		require.EqualValues(t, 1, p.RepliesLost())
 
-		fresh.send("unaffected")
-		fresh.expect("unaffected")
+		fresh.echo("unaffected")
 		require.Equal(t, "unaffected\n", <-seen)
 		require.EqualValues(t, 1, p.RepliesLost())
 	})
 
 	t.Run("HalfClosePropagates", func(t *testing.T) {
 		t.Parallel()
-		p := newProxy(t, echoServer(t))
-		c := dial(t, p)
+		_, c := echoProxyWithClient(t)
 		c.send("last")
 		tcp, ok := c.conn.(*net.TCPConn)
 		require.True(t, ok)
@@ -290,8 +291,7 @@ func TestProxy(t *testing.T) {
 		p, err := faultnet.Listen(echoServer(t))
 		require.NoError(t, err)
 		c := dial(t, p)
-		c.send("x")
-		c.expect("x")
+		c.echo("x")
 		p.BlackHole()
 		c.send("held")
 		require.NoError(t, p.Close())
