@@ -66,6 +66,17 @@ func TestOwnerThreeOutcomes(t *testing.T) {
 	require.Contains(t, err.Error(), "deregistered")
 }
 
+// registerAndPlace registers agent, which must be the only live one, and
+// places resource, which must land on it.
+func (b *bundle) registerAndPlace(t *testing.T, agent, resource string) registry.Ownership {
+	t.Helper()
+	b.register(t, agent)
+	own, err := b.reg.Place(ctxT(t), resource, registry.PlaceParams{})
+	require.NoError(t, err)
+	require.Equal(t, agent, own.Agent.ID)
+	return own
+}
+
 // naiveOwner is the seed's lookup, kept here to show its bug: it joins the
 // ownership with the live agents only, so an ownership whose agent is dead
 // reads as no ownership at all.
@@ -87,10 +98,7 @@ func TestSeedBugDeadOwnerIsNotNoOwner(t *testing.T) {
 	t.Parallel()
 	b := setup(t, registry.Config{})
 	ctx := ctxT(t)
-	b.register(t, "host-a")
-	own, err := b.reg.Place(ctx, "db-on-local-volume", registry.PlaceParams{})
-	require.NoError(t, err)
-	require.Equal(t, "host-a", own.Agent.ID)
+	b.registerAndPlace(t, "host-a", "db-on-local-volume") // asserts it lands on host-a
 	b.register(t, "host-b")
 
 	b.age(t, "host-a", stale) // host-a dies; its volume still holds the data
@@ -138,10 +146,8 @@ func TestAgentRowCannotVanishUnderOwnership(t *testing.T) {
 	t.Parallel()
 	b := setup(t, registry.Config{})
 	ctx := ctxT(t)
-	b.register(t, "host-a")
-	_, err := b.reg.Place(ctx, "r", registry.PlaceParams{})
-	require.NoError(t, err)
-	_, err = b.pool.Exec(ctx, "DELETE FROM "+b.table("agents")+" WHERE id = 'host-a'")
+	b.registerAndPlace(t, "host-a", "r")
+	_, err := b.pool.Exec(ctx, "DELETE FROM "+b.table("agents")+" WHERE id = 'host-a'")
 	require.ErrorContains(t, err, "violates foreign key constraint")
 }
 
@@ -150,9 +156,7 @@ func TestReassign(t *testing.T) {
 	var logs bytes.Buffer
 	b := setup(t, registry.Config{Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 	ctx := ctxT(t)
-	b.register(t, "host-a")
-	_, err := b.reg.Place(ctx, "sandbox", registry.PlaceParams{})
-	require.NoError(t, err)
+	b.registerAndPlace(t, "host-a", "sandbox")
 	b.register(t, "host-b")
 	b.register(t, "host-c")
 	b.age(t, "host-a", stale)
@@ -208,16 +212,14 @@ func TestRemove(t *testing.T) {
 	t.Parallel()
 	b := setup(t, registry.Config{})
 	ctx := ctxT(t)
-	b.register(t, "host-a")
-	_, err := b.reg.Place(ctx, "sandbox", registry.PlaceParams{})
-	require.NoError(t, err)
+	b.registerAndPlace(t, "host-a", "sandbox")
 
 	require.ErrorIs(t, b.reg.Remove(ctx, registry.RemoveParams{Resource: "sandbox", Agent: "host-a"}), store.ErrInvalid)
 	require.ErrorIs(t, b.reg.Remove(ctx, registry.RemoveParams{Resource: "sandbox", Agent: "host-b", Reason: "deleted"}), registry.ErrOwnerChanged)
 	require.ErrorIs(t, b.reg.Remove(ctx, registry.RemoveParams{Resource: "other", Agent: "host-a", Reason: "deleted"}), registry.ErrNoOwner)
 	require.NoError(t, b.reg.Remove(ctx, registry.RemoveParams{Resource: "sandbox", Agent: "host-a", Reason: "sandbox deleted by its user"}))
 
-	_, err = b.reg.Owner(ctx, "sandbox")
+	_, err := b.reg.Owner(ctx, "sandbox")
 	require.ErrorIs(t, err, registry.ErrNoOwner)
 	history, err := b.reg.Reassignments(ctx, "sandbox")
 	require.NoError(t, err)
