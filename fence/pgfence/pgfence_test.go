@@ -119,6 +119,103 @@ func (b *testBundle) awaitBlockedBy(t *testing.T, pid uint32) {
 	}, eventTimeout, 5*time.Millisecond, "no session started waiting for backend %d", pid)
 }
 
+// runClient runs a client over the bundle's store until the test ends, and
+// acquires "job" with it.
+func (b *testBundle) runClient(t *testing.T, label string, ttl time.Duration) *tenure.Lease {
+	t.Helper()
+	c, err := tenure.New(b.store, tenure.Config{Label: label, TTL: ttl})
+	require.NoError(t, err)
+	runCtx, stop := context.WithCancel(t.Context())
+	ran := make(chan error, 1)
+	go func() { ran <- c.Run(runCtx) }()
+	t.Cleanup(func() { stop(); require.NoError(t, <-ran) })
+	l, err := c.Acquire(t.Context(), "job")
+	require.NoError(t, err)
+	return l
+}
+
+// checkStrict runs c's strict check in tx, which must pass, and returns the
+// seq it advanced the chain to.
+func (b *testBundle) checkStrict(t *testing.T, tx pgx.Tx, c pgfence.Chain) int64 {
+	t.Helper()
+	seq, err := b.fencer.CheckLeaseStrict(t.Context(), tx, c)
+	require.NoError(t, err)
+	return seq
+}
+
+// renewsAt renews g's tenure presenting seq, and reports whether the store
+// renewed it.
+func (b *testBundle) renewsAt(t *testing.T, g store.Grant, seq int64) bool {
+	t.Helper()
+	rs, err := b.store.Renew(t.Context(), []store.RenewParams{{Name: g.Name, Holder: g.Holder, Token: g.Token, Seq: seq, TTL: time.Minute}})
+	require.NoError(t, err)
+	return rs[0].Renewed
+}
+
+// testHighestTokenWins checks, under both query modes, that Fence through
+// querier(b) accepts equal and greater tokens and refuses lesser ones.
+func testHighestTokenWins(t *testing.T, querier func(t *testing.T, b *testBundle) pgfence.Querier) {
+	t.Helper()
+	for name, mode := range map[string]pgx.QueryExecMode{
+		"CacheStatement": pgx.QueryExecModeCacheStatement,
+		"SimpleProtocol": pgx.QueryExecModeSimpleProtocol,
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, mode)
+			q := querier(t, b)
+			ctx := t.Context()
+			const res = "invoices"
+			require.NoError(t, b.fencer.Fence(ctx, q, res, 5), "first token")
+			require.NoError(t, b.fencer.Fence(ctx, q, res, 5), "equal token")
+			require.NoError(t, b.fencer.Fence(ctx, q, res, 7), "greater token")
+			requireFenced(t, b.fencer.Fence(ctx, q, res, 6), res, 6, 7)
+			requireFenced(t, b.fencer.Fence(ctx, q, res, 1), res, 1, 7)
+			require.NoError(t, b.fencer.Fence(ctx, q, "other", 1), "resources are independent")
+		})
+	}
+}
+
+// strictTxs is how a test runs strict checks in transactions: through pgx
+// or through database/sql.
+type strictTxs struct {
+	// begin starts a transaction, rolled back at the end of the test unless
+	// committed, and returns it with its commit.
+	begin func(t *testing.T) (tx pgfence.Querier, commit func() error)
+	// checkAlone runs c's strict check in a transaction of its own and
+	// rolls that back.
+	checkAlone func(ctx context.Context, c pgfence.Chain) error
+}
+
+// requireOneOfTwoClones checks that of two byte-identical clones of one
+// tenure, the first to check and commit writes, and the second, waiting on
+// the first's row lock, is refused.
+func (b *testBundle) requireOneOfTwoClones(t *testing.T, txs strictTxs) {
+	t.Helper()
+	ctx := t.Context()
+	g := b.acquire(t, "job", "a", time.Minute)
+	first, second := newChain(g), newChain(g)
+
+	tx, commit := txs.begin(t)
+	seq, err := b.fencer.CheckLeaseStrict(ctx, tx, first)
+	require.NoError(t, err)
+	require.Equal(t, g.Seq+1, seq)
+	_, err = tx.Exec(ctx, "INSERT INTO "+b.writes+" (token) VALUES ($1)", int64(g.Token))
+	require.NoError(t, err)
+	var pid int32
+	require.NoError(t, tx.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid))
+
+	done := make(chan error, 1)
+	go func() { done <- txs.checkAlone(ctx, second) }()
+	b.awaitBlockedBy(t, uint32(pid))
+	require.NoError(t, commit())
+
+	err = receive(t, done, "the second clone's check")
+	requireFenced(t, err, "lease:job", g.Token, g.Token)
+	require.ErrorContains(t, err, "renewal chain")
+	require.Equal(t, []int64{int64(g.Token)}, b.writtenTokens(t))
+}
+
 // requireFenced checks that err matches store.ErrFenced with the given
 // fields.
 func requireFenced(t *testing.T, err error, resource string, offered, recorded store.Token) {
@@ -156,23 +253,7 @@ func TestFence(t *testing.T) {
 
 	t.Run("HighestTokenWins", func(t *testing.T) {
 		t.Parallel()
-		for name, mode := range map[string]pgx.QueryExecMode{
-			"CacheStatement": pgx.QueryExecModeCacheStatement,
-			"SimpleProtocol": pgx.QueryExecModeSimpleProtocol,
-		} {
-			t.Run(name, func(t *testing.T) {
-				t.Parallel()
-				b := setup(t, mode)
-				ctx := t.Context()
-				const res = "invoices"
-				require.NoError(t, b.fencer.Fence(ctx, b.pool, res, 5), "first token")
-				require.NoError(t, b.fencer.Fence(ctx, b.pool, res, 5), "equal token")
-				require.NoError(t, b.fencer.Fence(ctx, b.pool, res, 7), "greater token")
-				requireFenced(t, b.fencer.Fence(ctx, b.pool, res, 6), res, 6, 7)
-				requireFenced(t, b.fencer.Fence(ctx, b.pool, res, 1), res, 1, 7)
-				require.NoError(t, b.fencer.Fence(ctx, b.pool, "other", 1), "resources are independent")
-			})
-		}
+		testHighestTokenWins(t, func(_ *testing.T, b *testBundle) pgfence.Querier { return b.pool })
 	})
 
 	t.Run("RolledBackWriteLeavesFence", func(t *testing.T) {
@@ -386,50 +467,32 @@ func TestCheckLeaseStrict(t *testing.T) {
 		b := setup(t, pgx.QueryExecModeCacheStatement)
 		ctx := t.Context()
 		g := b.acquire(t, "job", "a", time.Minute)
-		c := newChain(g)
 		tx := b.begin(t)
-		seq, err := b.fencer.CheckLeaseStrict(ctx, tx, c)
-		require.NoError(t, err)
+		seq := b.checkStrict(t, tx, newChain(g))
 		require.Equal(t, g.Seq+1, seq)
 		require.NoError(t, tx.Commit(ctx))
 
-		rs, err := b.store.Renew(ctx, []store.RenewParams{{Name: g.Name, Holder: g.Holder, Token: g.Token, Seq: g.Seq, TTL: time.Minute}})
-		require.NoError(t, err)
-		require.False(t, rs[0].Renewed, "the old seq no longer renews")
-		rs, err = b.store.Renew(ctx, []store.RenewParams{{Name: g.Name, Holder: g.Holder, Token: g.Token, Seq: seq, TTL: time.Minute}})
-		require.NoError(t, err)
-		require.True(t, rs[0].Renewed, "the new seq renews")
+		require.False(t, b.renewsAt(t, g, g.Seq), "the old seq no longer renews")
+		require.True(t, b.renewsAt(t, g, seq), "the new seq renews")
 	})
 
 	t.Run("OneOfTwoClones", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, pgx.QueryExecModeCacheStatement)
-		ctx := t.Context()
-		g := b.acquire(t, "job", "a", time.Minute)
-		first, second := newChain(g), newChain(g)
-
-		tx := b.begin(t)
-		_, err := b.fencer.CheckLeaseStrict(ctx, tx, first)
-		require.NoError(t, err)
-		b.write(t, tx, g.Token)
-
-		done := make(chan error, 1)
-		go func() {
-			tx, err := b.pool.Begin(ctx)
-			if err != nil {
-				done <- err
-				return
-			}
-			defer func() { _ = tx.Rollback(context.Background()) }() // The check is expected to fail; the rollback only ends the transaction.
-			done <- strictErr(b.fencer.CheckLeaseStrict(ctx, tx, second))
-		}()
-		b.awaitBlockedBy(t, backendPID(t, tx))
-		require.NoError(t, tx.Commit(ctx))
-
-		err = receive(t, done, "the second clone's check")
-		requireFenced(t, err, "lease:job", g.Token, g.Token)
-		require.ErrorContains(t, err, "renewal chain")
-		require.Equal(t, []int64{int64(g.Token)}, b.writtenTokens(t))
+		b.requireOneOfTwoClones(t, strictTxs{
+			begin: func(t *testing.T) (pgfence.Querier, func() error) {
+				tx := b.begin(t)
+				return tx, func() error { return tx.Commit(t.Context()) }
+			},
+			checkAlone: func(ctx context.Context, c pgfence.Chain) error {
+				tx, err := b.pool.Begin(ctx)
+				if err != nil {
+					return err
+				}
+				defer func() { _ = tx.Rollback(context.Background()) }() // The check is expected to fail; the rollback only ends the transaction.
+				return strictErr(b.fencer.CheckLeaseStrict(ctx, tx, c))
+			},
+		})
 	})
 
 	t.Run("RacingClonesOneWins", func(t *testing.T) {
@@ -479,15 +542,11 @@ func TestCheckLeaseStrict(t *testing.T) {
 		b := setup(t, pgx.QueryExecModeCacheStatement)
 		ctx := t.Context()
 		g := b.acquire(t, "job", "a", time.Minute)
-		c := newChain(g)
 		tx := b.begin(t)
-		_, err := b.fencer.CheckLeaseStrict(ctx, tx, c)
-		require.NoError(t, err)
+		b.checkStrict(t, tx, newChain(g))
 		require.NoError(t, tx.Rollback(ctx))
 
-		rs, err := b.store.Renew(ctx, []store.RenewParams{{Name: g.Name, Holder: g.Holder, Token: g.Token, Seq: g.Seq, TTL: time.Minute}})
-		require.NoError(t, err)
-		require.True(t, rs[0].Renewed, "a rolled-back check advanced nothing")
+		require.True(t, b.renewsAt(t, g, g.Seq), "a rolled-back check advanced nothing")
 	})
 
 	t.Run("OtherHolderOrTokenRefused", func(t *testing.T) {
@@ -630,14 +689,7 @@ func TestStrictTx(t *testing.T) {
 	b := setup(t, pgx.QueryExecModeCacheStatement)
 	ctx := t.Context()
 	const ttl = 2 * time.Second
-	c, err := tenure.New(b.store, tenure.Config{Label: "strict", TTL: ttl})
-	require.NoError(t, err)
-	runCtx, stop := context.WithCancel(ctx)
-	ran := make(chan error, 1)
-	go func() { ran <- c.Run(runCtx) }()
-	t.Cleanup(func() { stop(); require.NoError(t, <-ran) })
-	l, err := c.Acquire(ctx, "job")
-	require.NoError(t, err)
+	l := b.runClient(t, "strict", ttl)
 
 	write := func(ctx context.Context, tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, "INSERT INTO "+b.writes+" (token) VALUES ($1)", int64(l.Token()))
@@ -653,7 +705,7 @@ func TestStrictTx(t *testing.T) {
 	require.Len(t, b.writtenTokens(t), n)
 
 	errAbandoned := errors.New("abandoned")
-	err = b.fencer.StrictTx(ctx, b.pool, l, func(context.Context, pgx.Tx) error { return errAbandoned })
+	err := b.fencer.StrictTx(ctx, b.pool, l, func(context.Context, pgx.Tx) error { return errAbandoned })
 	require.ErrorIs(t, err, errAbandoned)
 	require.NoError(t, b.fencer.StrictTx(ctx, b.pool, l, write), "a rolled-back write costs nothing")
 	rec, err := b.store.Get(ctx, "job")

@@ -48,14 +48,6 @@ func (b *testBundle) sqlWrite(t *testing.T, tx *sql.Tx, tok store.Token) {
 	require.NoError(t, err)
 }
 
-// sqlBackendPID returns the server process serving tx.
-func sqlBackendPID(t *testing.T, tx *sql.Tx) uint32 {
-	t.Helper()
-	var pid int32
-	require.NoError(t, tx.QueryRowContext(t.Context(), "SELECT pg_backend_pid()").Scan(&pid))
-	return uint32(pid)
-}
-
 // TestSQL runs the fence helpers inside database/sql transactions (pgx's
 // stdlib driver): the same SQL, the same errors as through pgx.
 func TestSQL(t *testing.T) {
@@ -63,22 +55,7 @@ func TestSQL(t *testing.T) {
 
 	t.Run("HighestTokenWins", func(t *testing.T) {
 		t.Parallel()
-		for name, mode := range map[string]pgx.QueryExecMode{
-			"CacheStatement": pgx.QueryExecModeCacheStatement,
-			"SimpleProtocol": pgx.QueryExecModeSimpleProtocol,
-		} {
-			t.Run(name, func(t *testing.T) {
-				t.Parallel()
-				b := setup(t, mode)
-				db := b.sqlDB(t)
-				ctx := t.Context()
-				const res = "invoices"
-				require.NoError(t, b.fencer.Fence(ctx, pgfence.SQL(db), res, 5), "first token")
-				require.NoError(t, b.fencer.Fence(ctx, pgfence.SQL(db), res, 5), "equal token")
-				require.NoError(t, b.fencer.Fence(ctx, pgfence.SQL(db), res, 7), "greater token")
-				requireFenced(t, b.fencer.Fence(ctx, pgfence.SQL(db), res, 6), res, 6, 7)
-			})
-		}
+		testHighestTokenWins(t, func(t *testing.T, b *testBundle) pgfence.Querier { return pgfence.SQL(b.sqlDB(t)) })
 	})
 
 	t.Run("StaleTokenRefusedInItsTransaction", func(t *testing.T) {
@@ -138,33 +115,20 @@ func TestSQL(t *testing.T) {
 		t.Parallel()
 		b := setup(t, pgx.QueryExecModeCacheStatement)
 		db := b.sqlDB(t)
-		ctx := t.Context()
-		g := b.acquire(t, "job", "a", time.Minute)
-		first, second := newChain(g), newChain(g)
-
-		tx := sqlBegin(t, db)
-		seq, err := b.fencer.CheckLeaseStrict(ctx, pgfence.SQL(tx), first)
-		require.NoError(t, err)
-		require.Equal(t, g.Seq+1, seq)
-		b.sqlWrite(t, tx, g.Token)
-
-		done := make(chan error, 1)
-		go func() {
-			tx, err := db.BeginTx(ctx, nil)
-			if err != nil {
-				done <- err
-				return
-			}
-			defer func() { _ = tx.Rollback() }() // The check is expected to fail; the rollback only ends the transaction.
-			done <- strictErr(b.fencer.CheckLeaseStrict(ctx, pgfence.SQL(tx), second))
-		}()
-		b.awaitBlockedBy(t, sqlBackendPID(t, tx))
-		require.NoError(t, tx.Commit())
-
-		err = receive(t, done, "the second clone's check")
-		requireFenced(t, err, "lease:job", g.Token, g.Token)
-		require.ErrorContains(t, err, "renewal chain")
-		require.Equal(t, []int64{int64(g.Token)}, b.writtenTokens(t))
+		b.requireOneOfTwoClones(t, strictTxs{
+			begin: func(t *testing.T) (pgfence.Querier, func() error) {
+				tx := sqlBegin(t, db)
+				return pgfence.SQL(tx), tx.Commit
+			},
+			checkAlone: func(ctx context.Context, c pgfence.Chain) error {
+				tx, err := db.BeginTx(ctx, nil)
+				if err != nil {
+					return err
+				}
+				defer func() { _ = tx.Rollback() }() // The check is expected to fail; the rollback only ends the transaction.
+				return strictErr(b.fencer.CheckLeaseStrict(ctx, pgfence.SQL(tx), c))
+			},
+		})
 	})
 
 	t.Run("NotMigrated", func(t *testing.T) {
@@ -195,14 +159,7 @@ func TestStrictSQLTx(t *testing.T) {
 	db := b.sqlDB(t)
 	ctx := t.Context()
 	const ttl = 2 * time.Second
-	c, err := tenure.New(b.store, tenure.Config{Label: "strict-sql", TTL: ttl})
-	require.NoError(t, err)
-	runCtx, stop := context.WithCancel(ctx)
-	ran := make(chan error, 1)
-	go func() { ran <- c.Run(runCtx) }()
-	t.Cleanup(func() { stop(); require.NoError(t, <-ran) })
-	l, err := c.Acquire(ctx, "job")
-	require.NoError(t, err)
+	l := b.runClient(t, "strict-sql", ttl)
 
 	write := func(ctx context.Context, tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, "INSERT INTO "+b.writes+" (token) VALUES ($1)", int64(l.Token()))
@@ -218,7 +175,7 @@ func TestStrictSQLTx(t *testing.T) {
 	require.Len(t, b.writtenTokens(t), n)
 
 	errAbandoned := errors.New("abandoned")
-	err = b.fencer.StrictSQLTx(ctx, db, l, func(context.Context, *sql.Tx) error { return errAbandoned })
+	err := b.fencer.StrictSQLTx(ctx, db, l, func(context.Context, *sql.Tx) error { return errAbandoned })
 	require.ErrorIs(t, err, errAbandoned)
 	require.NoError(t, b.fencer.StrictSQLTx(ctx, db, l, write), "a rolled-back write costs nothing")
 	rec, err := b.store.Get(ctx, "job")
