@@ -8,15 +8,12 @@ import (
 	"github.com/tenure-dev/tenure/store"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/tenure-dev/tenure/internal/testutil"
 )
 
 func testClose(t *testing.T, h Harness) {
 	t.Run("EveryCallFails", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, h)
-		g := b.acquire(t, name(t), testutil.Holder(t, "holder"), longTTL)
+		b, g := setupHeld(t, h)
 		require.NoError(t, b.store.Close())
 		ctx := t.Context()
 

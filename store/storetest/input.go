@@ -58,14 +58,12 @@ func testInput(t *testing.T, h Harness) {
 			_, err := b.store.Acquire(t.Context(), p)
 			require.ErrorIs(t, err, store.ErrInvalid, "case %s", label)
 		}
-		_, err := b.store.Get(t.Context(), n)
-		require.ErrorIs(t, err, store.ErrNotFound, "refused acquisitions create nothing")
+		b.requireAbsent(t, n, "refused acquisitions create nothing")
 	})
 
 	t.Run("BadRenew", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, h)
-		g := b.acquire(t, name(t), testutil.Holder(t, "holder"), longTTL)
+		b, g := setupHeld(t, h)
 		good := store.RenewParams{Name: g.Name, Holder: g.Holder, Token: g.Token, Seq: g.Seq, TTL: longTTL}
 		with := func(change func(p *store.RenewParams)) store.RenewParams {
 			p := good
@@ -112,8 +110,7 @@ func testInput(t *testing.T, h Harness) {
 
 	t.Run("BadRelease", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, h)
-		g := b.acquire(t, name(t), testutil.Holder(t, "holder"), longTTL)
+		b, g := setupHeld(t, h)
 		cases := map[string]store.ReleaseParams{
 			"EmptyLabel":    {Name: g.Name, Holder: store.Holder{Instance: g.Holder.Instance}, Token: g.Token},
 			"EmptyInstance": {Name: g.Name, Holder: store.Holder{Label: g.Holder.Label}, Token: g.Token},

@@ -35,8 +35,7 @@ func testRelease(t *testing.T, h Harness) {
 
 	t.Run("AfterRenewal", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, h)
-		g := b.acquire(t, name(t), testutil.Holder(t, "holder"), longTTL)
+		b, g := setupHeld(t, h)
 		require.True(t, b.renew(t, g, longTTL).Renewed)
 
 		b.release(t, g)
@@ -45,8 +44,7 @@ func testRelease(t *testing.T, h Harness) {
 
 	t.Run("WrongToken", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, h)
-		g := b.acquire(t, name(t), testutil.Holder(t, "holder"), longTTL)
+		b, g := setupHeld(t, h)
 
 		for _, token := range []store.Token{g.Token + 1, g.Token + 1000} {
 			err := b.store.Release(t.Context(), store.ReleaseParams{Name: g.Name, Holder: g.Holder, Token: token})
@@ -61,13 +59,9 @@ func testRelease(t *testing.T, h Harness) {
 
 	t.Run("WrongHolder", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, h)
-		g := b.acquire(t, name(t), testutil.Holder(t, "holder"), longTTL)
+		b, g := setupHeld(t, h)
 
-		for _, other := range []store.Holder{
-			testutil.Holder(t, "other"),
-			{Label: g.Holder.Label, Instance: g.Holder.Instance + "x"},
-		} {
+		for _, other := range otherHolders(t, g) {
 			err := b.store.Release(t.Context(), store.ReleaseParams{Name: g.Name, Holder: other, Token: g.Token})
 			require.ErrorIs(t, err, store.ErrNotHeld, "release by %s of a lease held by %s", other, g.Holder)
 		}
@@ -76,8 +70,7 @@ func testRelease(t *testing.T, h Harness) {
 
 	t.Run("Twice", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, h)
-		g := b.acquire(t, name(t), testutil.Holder(t, "holder"), longTTL)
+		b, g := setupHeld(t, h)
 		b.release(t, g)
 
 		err := b.store.Release(t.Context(), store.ReleaseParams{Name: g.Name, Holder: g.Holder, Token: g.Token})
@@ -94,8 +87,7 @@ func testRelease(t *testing.T, h Harness) {
 
 		err := b.store.Release(t.Context(), store.ReleaseParams{Name: n, Holder: testutil.Holder(t, "holder"), Token: 1})
 		require.ErrorIs(t, err, store.ErrNotHeld)
-		_, err = b.store.Get(t.Context(), n)
-		require.ErrorIs(t, err, store.ErrNotFound, "a refused release creates nothing")
+		b.requireAbsent(t, n, "a refused release creates nothing")
 	})
 
 	t.Run("AfterExpiry", func(t *testing.T) {

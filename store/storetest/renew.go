@@ -18,8 +18,7 @@ const bigBatch = 1_000
 func testRenew(t *testing.T, h Harness) {
 	t.Run("KeepsTokenAdvancesSeq", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, h)
-		g := b.acquire(t, name(t), testutil.Holder(t, "holder"), longTTL)
+		b, g := setupHeld(t, h)
 		before := b.get(t, g.Name)
 
 		for seq := int64(1); seq <= 3; seq++ {
@@ -36,8 +35,7 @@ func testRenew(t *testing.T, h Harness) {
 
 	t.Run("RefreshesRemaining", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, h)
-		g := b.acquire(t, name(t), testutil.Holder(t, "holder"), longTTL)
+		b, g := setupHeld(t, h)
 
 		res := b.renew(t, g, 2*longTTL)
 		require.True(t, res.Renewed)
@@ -47,8 +45,7 @@ func testRenew(t *testing.T, h Harness) {
 
 	t.Run("StaleSeq", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, h)
-		g := b.acquire(t, name(t), testutil.Holder(t, "holder"), longTTL)
+		b, g := setupHeld(t, h)
 		require.True(t, b.renew(t, g, longTTL).Renewed)
 
 		res := b.renew(t, g, longTTL)
@@ -63,8 +60,7 @@ func testRenew(t *testing.T, h Harness) {
 
 	t.Run("FutureSeq", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, h)
-		g := b.acquire(t, name(t), testutil.Holder(t, "holder"), longTTL)
+		b, g := setupHeld(t, h)
 
 		res := b.renew(t, store.Grant{Name: g.Name, Holder: g.Holder, Token: g.Token, Seq: 2}, longTTL)
 		require.False(t, res.Renewed)
@@ -74,14 +70,9 @@ func testRenew(t *testing.T, h Harness) {
 
 	t.Run("OtherHolder", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, h)
-		g := b.acquire(t, name(t), testutil.Holder(t, "holder"), longTTL)
+		b, g := setupHeld(t, h)
 
-		for _, other := range []store.Holder{
-			testutil.Holder(t, "other"),
-			{Label: g.Holder.Label, Instance: g.Holder.Instance + "x"},
-			{Label: g.Holder.Label + "x", Instance: g.Holder.Instance},
-		} {
+		for _, other := range append(otherHolders(t, g), store.Holder{Label: g.Holder.Label + "x", Instance: g.Holder.Instance}) {
 			res := b.renew(t, store.Grant{Name: g.Name, Holder: other, Token: g.Token, Seq: g.Seq}, longTTL)
 			require.False(t, res.Renewed, "renewal by %s of a lease held by %s", other, g.Holder)
 			require.Equal(t, g.Holder, res.Grant.Holder, "the result names the real holder")
@@ -93,8 +84,7 @@ func testRenew(t *testing.T, h Harness) {
 
 	t.Run("WrongToken", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, h)
-		g := b.acquire(t, name(t), testutil.Holder(t, "holder"), longTTL)
+		b, g := setupHeld(t, h)
 
 		res := b.renew(t, store.Grant{Name: g.Name, Holder: g.Holder, Token: g.Token + 1, Seq: g.Seq}, longTTL)
 		require.False(t, res.Renewed)
@@ -111,8 +101,7 @@ func testRenew(t *testing.T, h Harness) {
 		require.False(t, res.Renewed)
 		require.Equal(t, store.Grant{Name: n}, res.Grant, "an absent lease has no holder, token, seq or time")
 
-		_, err := b.store.Get(t.Context(), n)
-		require.ErrorIs(t, err, store.ErrNotFound, "a failed renewal creates nothing")
+		b.requireAbsent(t, n, "a failed renewal creates nothing")
 	})
 
 	t.Run("AfterExpiry", func(t *testing.T) {
@@ -120,24 +109,15 @@ func testRenew(t *testing.T, h Harness) {
 		b := setup(t, h)
 		g := b.expired(t, name(t), testutil.Holder(t, "holder"))
 
-		res := b.renew(t, g, longTTL)
-		require.False(t, res.Renewed, "an expired lease cannot be renewed")
-		require.Zero(t, res.Grant.Holder, "nobody holds an expired lease")
-		require.Zero(t, res.Grant.Remaining)
-		require.Equal(t, store.StateExpired, b.get(t, g.Name).State)
+		b.requireNotRenewable(t, g, store.StateExpired, "an expired lease")
 	})
 
 	t.Run("AfterRelease", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, h)
-		g := b.acquire(t, name(t), testutil.Holder(t, "holder"), longTTL)
+		b, g := setupHeld(t, h)
 		b.release(t, g)
 
-		res := b.renew(t, g, longTTL)
-		require.False(t, res.Renewed, "a released lease cannot be renewed")
-		require.Zero(t, res.Grant.Holder, "nobody holds a released lease")
-		require.Zero(t, res.Grant.Remaining)
-		require.Equal(t, store.StateReleased, b.get(t, g.Name).State)
+		b.requireNotRenewable(t, g, store.StateReleased, "a released lease")
 	})
 
 	t.Run("EmptyBatch", func(t *testing.T) {
@@ -232,4 +212,16 @@ func testRenew(t *testing.T, h Harness) {
 		b.requireHeld(t, taken, 1)
 		b.requireHeld(t, ok2, 2)
 	})
+}
+
+// requireNotRenewable checks that renewing g, whose lease ended in state,
+// fails, names no holder and no time, and leaves the state alone. what
+// names the lease in messages ("an expired lease").
+func (b *bundle) requireNotRenewable(t *testing.T, g store.Grant, state store.State, what string) {
+	t.Helper()
+	res := b.renew(t, g, longTTL)
+	require.False(t, res.Renewed, what+" cannot be renewed")
+	require.Zero(t, res.Grant.Holder, "nobody holds "+what)
+	require.Zero(t, res.Grant.Remaining)
+	require.Equal(t, state, b.get(t, g.Name).State)
 }

@@ -107,6 +107,14 @@ func setup(t *testing.T, h Harness) *bundle {
 	return &bundle{store: s, caps: caps}
 }
 
+// setupHeld is setup plus a lease, named after the test, that "holder"
+// holds for longTTL.
+func setupHeld(t *testing.T, h Harness) (*bundle, store.Grant) {
+	t.Helper()
+	b := setup(t, h)
+	return b, b.acquire(t, name(t), testutil.Holder(t, "holder"), longTTL)
+}
+
 // name returns a lease name unique to the calling test.
 func name(t *testing.T) string {
 	t.Helper()
@@ -122,6 +130,23 @@ func (b *bundle) acquire(t *testing.T, name string, h store.Holder, ttl time.Dur
 	require.Positive(t, g.Token)
 	require.Equal(t, int64(1), g.Seq, "a new tenure starts at seq 1")
 	return g
+}
+
+// otherHolders returns holders that are not g's: a stranger, and one with
+// g's label but another instance.
+func otherHolders(t *testing.T, g store.Grant) []store.Holder {
+	t.Helper()
+	return []store.Holder{
+		testutil.Holder(t, "other"),
+		{Label: g.Holder.Label, Instance: g.Holder.Instance + "x"},
+	}
+}
+
+// requireAbsent checks that the store has no record of name.
+func (b *bundle) requireAbsent(t *testing.T, name, msg string) {
+	t.Helper()
+	_, err := b.store.Get(t.Context(), name)
+	require.ErrorIs(t, err, store.ErrNotFound, msg)
 }
 
 // acquireHeld attempts an acquisition that must fail because the lease is

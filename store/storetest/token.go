@@ -53,8 +53,7 @@ func testToken(t *testing.T, h Harness) {
 
 	t.Run("RenewalKeepsToken", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, h)
-		g := b.acquire(t, name(t), testutil.Holder(t, "holder"), longTTL)
+		b, g := setupHeld(t, h)
 		for range 5 {
 			res := b.renew(t, g, longTTL)
 			require.True(t, res.Renewed)
