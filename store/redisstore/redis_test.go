@@ -447,13 +447,7 @@ func TestListenReconnects(t *testing.T) {
 
 	t.Run("ConnectionCut", func(t *testing.T) {
 		t.Parallel()
-		direct := testserver.RedisClient(t)
-		proxy, err := faultnet.Listen(direct.Options().Addr)
-		require.NoError(t, err)
-		t.Cleanup(func() { require.NoError(t, proxy.Close()) })
-		c := redis.NewClient(&redis.Options{Addr: proxy.Addr(), DB: direct.Options().DB, ContextTimeoutEnabled: true})
-		t.Cleanup(func() { _ = c.Close() })
-		s := newStore(t, c, testserver.RedisPrefix(t, direct))
+		s, proxy := newProxiedStore(t)
 		r := listen(t, s)
 		awaitListening(t, s, r)
 
@@ -495,18 +489,25 @@ func TestUnavailable(t *testing.T) {
 
 	t.Run("BlackHole", func(t *testing.T) {
 		t.Parallel()
-		direct := testserver.RedisClient(t)
-		proxy, err := faultnet.Listen(direct.Options().Addr)
-		require.NoError(t, err)
-		t.Cleanup(func() { require.NoError(t, proxy.Close()) })
-		c := redis.NewClient(&redis.Options{Addr: proxy.Addr(), DB: direct.Options().DB, ContextTimeoutEnabled: true})
-		t.Cleanup(func() { _ = c.Close() })
-		s := newStore(t, c, testserver.RedisPrefix(t, direct))
+		s, proxy := newProxiedStore(t)
 		g := acquire(t, s, "job", testutil.Holder(t, "a"), time.Minute)
 		proxy.BlackHole()
 		t.Cleanup(proxy.Restore)
 		requireUnavailable(t, s, g, 300*time.Millisecond)
 	})
+}
+
+// newProxiedStore returns a store whose client reaches the shared Redis
+// through a faultnet proxy, and the proxy.
+func newProxiedStore(t *testing.T) (*redisstore.Store, *faultnet.Proxy) {
+	t.Helper()
+	direct := testserver.RedisClient(t)
+	proxy, err := faultnet.Listen(direct.Options().Addr)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, proxy.Close()) })
+	c := redis.NewClient(&redis.Options{Addr: proxy.Addr(), DB: direct.Options().DB, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = c.Close() })
+	return newStore(t, c, testserver.RedisPrefix(t, direct)), proxy
 }
 
 // requireUnavailable checks that every call fails with ErrUnavailable
