@@ -90,6 +90,22 @@ func openSQLite(t *testing.T, url string) *sqlitestore.Store {
 	return st
 }
 
+// acquire acquires name for h for a minute, which must succeed.
+func acquire(t *testing.T, st store.Store, name string, h store.Holder) store.Grant {
+	t.Helper()
+	g, err := st.Acquire(context.Background(), store.AcquireParams{Name: name, Holder: h, TTL: time.Minute})
+	require.NoError(t, err)
+	return g
+}
+
+// get reads name's record, which must exist.
+func get(t *testing.T, st store.Store, name string) store.Record {
+	t.Helper()
+	rec, err := st.Get(context.Background(), name)
+	require.NoError(t, err)
+	return rec
+}
+
 func closedPort(t *testing.T) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -259,7 +275,6 @@ func TestParseArgs(t *testing.T) {
 
 func TestRunOnSQLite(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 
 	t.Run("CommandGetsTokenAndExitStatusPassesThrough", func(t *testing.T) {
 		t.Parallel()
@@ -271,8 +286,7 @@ func TestRunOnSQLite(t *testing.T) {
 		require.Regexp(t, `^job 1 cron/[a-z2-7]{26} `+regexp.QuoteMeta(db)+"\n$", o.stdout)
 
 		st := openSQLite(t, db)
-		rec, err := st.Get(ctx, "job")
-		require.NoError(t, err)
+		rec := get(t, st, "job")
 		require.Equal(t, store.StateReleased, rec.State)
 		require.EqualValues(t, 1, rec.Token)
 
@@ -286,8 +300,7 @@ func TestRunOnSQLite(t *testing.T) {
 		db := sqliteURL(t)
 		st := openSQLite(t, db)
 		h := testutil.Holder(t, "other")
-		g, err := st.Acquire(ctx, store.AcquireParams{Name: "job", Holder: h, TTL: time.Minute})
-		require.NoError(t, err)
+		g := acquire(t, st, "job", h)
 		o := cli(t, "run", "--name", "job", "--store", db, "--", "sh", "-c", "echo ran")
 		require.Equal(t, ExitNotAcquired, o.code)
 		requireOneLine(t, o)
@@ -340,8 +353,7 @@ func TestStatusOnSQLite(t *testing.T) {
 
 	st := openSQLite(t, db)
 	h := testutil.Holder(t, "worker")
-	g, err := st.Acquire(ctx, store.AcquireParams{Name: "held", Holder: h, TTL: time.Minute})
-	require.NoError(t, err)
+	g := acquire(t, st, "held", h)
 
 	o = cli(t, "status", "--store", db)
 	require.Equal(t, ExitOK, o.code, o.stderr)
@@ -394,29 +406,25 @@ func TestStatusOnSQLite(t *testing.T) {
 
 func TestReleaseOnSQLite(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 
 	t.Run("Force", func(t *testing.T) {
 		t.Parallel()
 		db := sqliteURL(t)
 		st := openSQLite(t, db)
 		h := testutil.Holder(t, "stuck")
-		g, err := st.Acquire(ctx, store.AcquireParams{Name: "job", Holder: h, TTL: time.Minute})
-		require.NoError(t, err)
+		g := acquire(t, st, "job", h)
 
 		o := cli(t, "release", "job", "--force", "--store", db)
 		require.Equal(t, ExitOK, o.code, o.stderr)
 		require.Contains(t, o.stdout, fmt.Sprintf("its holder %s with token %d is now fenced", h, g.Token))
-		rec, err := st.Get(ctx, "job")
-		require.NoError(t, err)
+		rec := get(t, st, "job")
 		require.Equal(t, store.StateReleased, rec.State)
 
 		o = cli(t, "release", "--force", "job", "--store", db)
 		require.Equal(t, ExitOK, o.code)
 		require.Contains(t, o.stdout, "is not held (released")
 
-		g2, err := st.Acquire(ctx, store.AcquireParams{Name: "job", Holder: testutil.Holder(t, "next"), TTL: time.Minute})
-		require.NoError(t, err)
+		g2 := acquire(t, st, "job", testutil.Holder(t, "next"))
 		require.Greater(t, g2.Token, g.Token)
 
 		o = cli(t, "release", "--force", "absent", "--store", db)
@@ -430,8 +438,7 @@ func TestReleaseOnSQLite(t *testing.T) {
 		db := sqliteURL(t)
 		st := openSQLite(t, db)
 		h := testutil.Holder(t, "me")
-		g, err := st.Acquire(ctx, store.AcquireParams{Name: "job", Holder: h, TTL: time.Minute})
-		require.NoError(t, err)
+		g := acquire(t, st, "job", h)
 
 		o := cliEnv(t, map[string]string{}, "release", "job", "--store", db)
 		require.Equal(t, ExitUsage, o.code)
@@ -455,8 +462,7 @@ func TestReleaseOnSQLite(t *testing.T) {
 		o = cliEnv(t, map[string]string{EnvHolder: h.String(), EnvToken: g.Token.String()}, "release", "job", "--store", db)
 		require.Equal(t, ExitOK, o.code, o.stderr)
 		require.Equal(t, fmt.Sprintf("released lease \"job\" (token %d)\n", g.Token), o.stdout)
-		rec, err := st.Get(ctx, "job")
-		require.NoError(t, err)
+		rec := get(t, st, "job")
 		require.Equal(t, store.StateReleased, rec.State)
 	})
 }
