@@ -1,7 +1,8 @@
 // Package storekit holds the plumbing every backend of package store
 // writes the same way: the closed gate (a Close after which every call fails
-// with [store.ErrClosed]) and the prologue and epilogue of
-// [store.Notifier.Listen]. It has one job: keep those rules in one place.
+// with [store.ErrClosed]), the prologue and epilogue of
+// [store.Notifier.Listen], and Get and List over the in-memory stores' maps
+// of leases. It has one job: keep those rules in one place.
 package storekit
 
 import (

@@ -3,6 +3,7 @@ package storekit_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -81,4 +82,29 @@ func TestListen(t *testing.T) {
 		g := storekit.NewGate("kitstore", "kitstore.New")
 		require.ErrorIs(t, g.Listen(t.Context(), func(string) {}, func(context.Context, func(string)) {}), store.ErrUnavailable)
 	})
+}
+
+func TestLeaseMap(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1_000_000, 0)
+	leases := map[string]int{"b": 2, "a": 1, "c": 3}
+	record := func(l int, name string, at time.Time) store.Record {
+		return store.Record{Grant: store.Grant{Name: name, Seq: int64(l)}, AcquiredAt: at}
+	}
+
+	r, err := storekit.Lookup("kitstore", leases, "b", now, record)
+	require.NoError(t, err)
+	require.Equal(t, store.Record{Grant: store.Grant{Name: "b", Seq: 2}, AcquiredAt: now}, r)
+	_, err = storekit.Lookup("kitstore", leases, "absent", now, record)
+	require.ErrorIs(t, err, store.ErrNotFound)
+	require.EqualError(t, err, `kitstore: lease "absent": `+store.ErrNotFound.Error())
+
+	records := storekit.Records(leases, now, record)
+	require.Len(t, records, 3)
+	for i, name := range []string{"a", "b", "c"} {
+		require.Equal(t, name, records[i].Name)
+		require.Equal(t, int64(i+1), records[i].Seq)
+		require.Equal(t, now, records[i].AcquiredAt)
+	}
+	require.Empty(t, storekit.Records(map[string]int{}, now, record))
 }
