@@ -3,8 +3,6 @@ package memstore
 import (
 	"context"
 	"fmt"
-	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -167,11 +165,7 @@ func (s *Store) Get(ctx context.Context, name string) (store.Record, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	l, known := s.leases[name]
-	if !known {
-		return store.Record{}, fmt.Errorf("memstore: lease %q: %w", name, store.ErrNotFound)
-	}
-	return l.record(name, s.clock()), nil
+	return storekit.Lookup("memstore", s.leases, name, s.clock(), (*lease).record)
 }
 
 // List implements [store.Lister.List].
@@ -181,13 +175,7 @@ func (s *Store) List(ctx context.Context) ([]store.Record, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	now := s.clock()
-	records := make([]store.Record, 0, len(s.leases))
-	for name, l := range s.leases {
-		records = append(records, l.record(name, now))
-	}
-	slices.SortFunc(records, func(a, b store.Record) int { return strings.Compare(a.Name, b.Name) })
-	return records, nil
+	return storekit.Records(s.leases, s.clock(), (*lease).record), nil
 }
 
 // Listen implements [store.Notifier.Listen]. notify runs on the calling
