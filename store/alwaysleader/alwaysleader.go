@@ -3,7 +3,6 @@ package alwaysleader
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -147,11 +146,7 @@ func (s *Store) Get(ctx context.Context, name string) (store.Record, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	l, known := s.leases[name]
-	if !known {
-		return store.Record{}, fmt.Errorf("alwaysleader: lease %q: %w", name, store.ErrNotFound)
-	}
-	return l.record(name, time.Now()), nil
+	return storekit.Lookup("alwaysleader", s.leases, name, time.Now(), (*lease).record)
 }
 
 // List implements [store.Lister.List].
@@ -161,13 +156,7 @@ func (s *Store) List(ctx context.Context) ([]store.Record, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	now := time.Now()
-	records := make([]store.Record, 0, len(s.leases))
-	for name, l := range s.leases {
-		records = append(records, l.record(name, now))
-	}
-	slices.SortFunc(records, func(a, b store.Record) int { return strings.Compare(a.Name, b.Name) })
-	return records, nil
+	return storekit.Records(s.leases, time.Now(), (*lease).record), nil
 }
 
 // Close implements [store.Store.Close]: later calls fail with
