@@ -41,6 +41,24 @@ type Set struct {
 	Migrations []Migration
 }
 
+// LoadSet returns s with the migrations in dir of fsys, read by [Load] for
+// s.Errors.Owner. When they cannot be read it returns s without migrations,
+// and the error.
+func LoadSet(s Set, fsys fs.FS, dir string) (Set, error) {
+	ms, err := Load(s.Errors.Owner, fsys, dir)
+	s.Migrations = ms
+	return s, err
+}
+
+// ScriptOf returns the script of s, or err when LoadSet, whose results it
+// takes, failed.
+func ScriptOf(s Set, err error) (string, error) {
+	if err != nil {
+		return "", err
+	}
+	return s.Script(), nil
+}
+
 var fileName = regexp.MustCompile(`^(\d{3})_([a-z0-9_]+)\.up\.sql$`)
 
 // Load reads the migrations in dir of fsys, which must be numbered 001,

@@ -36,6 +36,33 @@ func TestLoad(t *testing.T) {
 	require.ErrorContains(t, err, "owner: embedded migrations are missing")
 }
 
+func TestLoadSet(t *testing.T) {
+	t.Parallel()
+	fsys := fstest.MapFS{"m/001_init.up.sql": {Data: []byte("CREATE TABLE t ();")}}
+	ns := pgkit.Namespace{Schema: "s", Prefix: "p_"}
+	base := pgkit.Set{
+		Errors:    pgkit.Interpreter{Owner: "owner"},
+		Namespace: ns,
+		Title:     "owner schema",
+		Table:     ns.Ident(ns.Name("migrations")),
+		Render:    ns.Renderer(nil),
+	}
+
+	set, err := pgkit.LoadSet(base, fsys, "m")
+	require.NoError(t, err)
+	require.Equal(t, "owner schema", set.Title)
+	require.Equal(t, []pgkit.Migration{{Version: 1, Name: "init", SQL: "CREATE TABLE t ();"}}, set.Migrations)
+	script, err := pgkit.ScriptOf(set, err)
+	require.NoError(t, err)
+	require.Equal(t, set.Script(), script)
+
+	set, err = pgkit.LoadSet(base, fsys, "missing")
+	require.ErrorContains(t, err, "owner: embedded migrations are missing")
+	require.Empty(t, set.Migrations)
+	_, err = pgkit.ScriptOf(set, err)
+	require.ErrorContains(t, err, "owner: embedded migrations are missing")
+}
+
 func TestScript(t *testing.T) {
 	t.Parallel()
 	ns := pgkit.Namespace{Schema: "o'brien", Prefix: `p\_`}
