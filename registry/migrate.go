@@ -14,15 +14,13 @@ var migrationFS embed.FS
 // schema's advisory lock with pgstore's, so `tenure migrate` may apply the
 // two in either order, and keep their versions in a table of their own.
 func migrations(obj Objects) (pgkit.Set, error) {
-	ms, err := pgkit.Load("registry", migrationFS, "migrations")
-	return pgkit.Set{
-		Errors:     errs,
-		Namespace:  obj.namespace(),
-		Title:      "tenure registry schema",
-		Table:      obj.namespace().Ident(obj.Migrations),
-		Render:     obj.renderer(),
-		Migrations: ms,
-	}, err
+	return pgkit.LoadSet(pgkit.Set{
+		Errors:    errs,
+		Namespace: obj.namespace(),
+		Title:     "tenure registry schema",
+		Table:     obj.namespace().Ident(obj.Migrations),
+		Render:    obj.renderer(),
+	}, migrationFS, "migrations")
 }
 
 // Migrate creates or upgrades the registry's schema and tables to this
@@ -52,11 +50,7 @@ func (c Config) MigrationSQL() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	set, err := migrations(obj)
-	if err != nil {
-		return "", err
-	}
-	return set.Script(), nil
+	return pgkit.ScriptOf(migrations(obj))
 }
 
 // GrantSQL returns the GRANT statements that let role use a registry
