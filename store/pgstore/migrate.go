@@ -13,15 +13,13 @@ var migrationFS embed.FS
 
 // migrations returns the store's migrations for obj.
 func migrations(obj Objects) (pgkit.Set, error) {
-	ms, err := pgkit.Load("pgstore", migrationFS, "migrations")
-	return pgkit.Set{
-		Errors:     errs,
-		Namespace:  obj.namespace(),
-		Title:      "tenure schema",
-		Table:      obj.namespace().Ident(obj.Migrations),
-		Render:     obj.renderer(),
-		Migrations: ms,
-	}, err
+	return pgkit.LoadSet(pgkit.Set{
+		Errors:    errs,
+		Namespace: obj.namespace(),
+		Title:     "tenure schema",
+		Table:     obj.namespace().Ident(obj.Migrations),
+		Render:    obj.renderer(),
+	}, migrationFS, "migrations")
 }
 
 // Migrate creates or upgrades the store's schema, tables, sequence and
@@ -79,11 +77,7 @@ func (c Config) MigrationSQL() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	set, err := migrations(obj)
-	if err != nil {
-		return "", err
-	}
-	return set.Script(), nil
+	return pgkit.ScriptOf(migrations(obj))
 }
 
 // GrantSQL returns the GRANT statements that let role use a store
