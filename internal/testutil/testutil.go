@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tenure-dev/tenure/store"
 
@@ -18,6 +19,20 @@ const DefaultPostgresURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disa
 
 // maxUniqueName is the longest name [UniqueName] returns, in bytes.
 const maxUniqueName = 40
+
+// Receive waits up to timeout for one value from ch, and fails the test,
+// naming what it waited for, when none comes.
+func Receive[T any](t testing.TB, ch <-chan T, what string, timeout time.Duration) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(timeout):
+		t.Fatalf("no %s within %s", what, timeout)
+		var zero T
+		return zero
+	}
+}
 
 // VerifyTestMain runs the package's tests and fails them if any goroutine is
 // still running afterwards. Call it from TestMain.

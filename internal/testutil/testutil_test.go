@@ -2,6 +2,7 @@ package testutil
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"regexp"
@@ -111,3 +112,22 @@ func TestNotifications(t *testing.T) {
 	require.Equal(t, 1, n.Count("job"))
 	require.True(t, n.Wait("", 0), "a name already reported needs no wait")
 }
+
+func TestReceive(t *testing.T) {
+	t.Parallel()
+	ch := make(chan int, 1)
+	ch <- 7
+	require.Equal(t, 7, Receive(t, ch, "a value", time.Second))
+
+	r := &fatalRecorder{TB: t}
+	require.Zero(t, Receive(r, ch, "a second value", time.Millisecond))
+	require.Equal(t, "no a second value within 1ms", r.msg)
+}
+
+// fatalRecorder records Fatalf instead of ending the test.
+type fatalRecorder struct {
+	testing.TB
+	msg string
+}
+
+func (r *fatalRecorder) Fatalf(format string, args ...any) { r.msg = fmt.Sprintf(format, args...) }
