@@ -494,12 +494,5 @@ func TestID(t *testing.T) {
 // receive waits for one value from ch.
 func receive[T any](t *testing.T, ch <-chan T, what string) T {
 	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(eventTimeout):
-		t.Fatalf("no %s within %s", what, eventTimeout)
-		var zero T
-		return zero
-	}
+	return testutil.Receive(t, ch, what, eventTimeout)
 }
