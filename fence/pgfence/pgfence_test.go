@@ -671,14 +671,7 @@ func waitExpiry(g store.Grant) {
 // receive waits for one value from ch.
 func receive[T any](t *testing.T, ch <-chan T, what string) T {
 	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(eventTimeout):
-		t.Fatalf("no %s within %s", what, eventTimeout)
-		var zero T
-		return zero
-	}
+	return testutil.Receive(t, ch, what, eventTimeout)
 }
 
 // TestStrictTx runs strict writes through a real client: they interleave
