@@ -1,7 +1,10 @@
 package testutil
 
 import (
+	"context"
+	"errors"
 	"sync"
+	"testing"
 	"time"
 )
 
@@ -56,4 +59,25 @@ func (n *Notifications) Wait(name string, d time.Duration) bool {
 		}
 	}
 	return true
+}
+
+// RunListener runs listen(ctx, notify) on a goroutine of its own until the
+// test ends, and then checks that it returned [context.Canceled] within
+// timeout. ctx is the listener's parent context.
+func RunListener(t testing.TB, ctx context.Context, listen func(ctx context.Context, notify func(name string)) error, notify func(name string), timeout time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- listen(ctx, notify) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if !errors.Is(err, context.Canceled) {
+				t.Errorf("Listen returned %v, want context.Canceled", err)
+			}
+		case <-time.After(timeout):
+			t.Errorf("Listen did not return within %s of its context ending", timeout)
+		}
+	})
 }

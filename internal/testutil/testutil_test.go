@@ -1,12 +1,14 @@
 package testutil
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -131,3 +133,38 @@ type fatalRecorder struct {
 }
 
 func (r *fatalRecorder) Fatalf(format string, args ...any) { r.msg = fmt.Sprintf(format, args...) }
+
+func TestRunListener(t *testing.T) {
+	t.Parallel()
+	r := &errorRecorder{TB: t}
+	// Cleanups run last-in first-out: this check runs after both listeners'.
+	t.Cleanup(func() {
+		require.Equal(t, []string{"Listen returned <nil>, want context.Canceled"}, r.msgs)
+	})
+	n := NewNotifications()
+	RunListener(r, t.Context(), func(ctx context.Context, notify func(string)) error {
+		notify("good")
+		<-ctx.Done()
+		return ctx.Err()
+	}, n.Notify, time.Second)
+	RunListener(r, t.Context(), func(ctx context.Context, notify func(string)) error {
+		notify("bad")
+		<-ctx.Done()
+		return nil
+	}, n.Notify, time.Second)
+	require.True(t, n.Wait("good", time.Second))
+	require.True(t, n.Wait("bad", time.Second))
+}
+
+// errorRecorder records Errorf instead of failing the test.
+type errorRecorder struct {
+	testing.TB
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (r *errorRecorder) Errorf(format string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.msgs = append(r.msgs, fmt.Sprintf(format, args...))
+}
