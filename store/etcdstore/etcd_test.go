@@ -2,7 +2,6 @@ package etcdstore_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -438,20 +437,7 @@ func TestListen(t *testing.T) {
 func listen(t *testing.T, b *bundle) *testutil.Notifications {
 	t.Helper()
 	r := testutil.NewNotifications()
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- b.store.Listen(ctx, r.Notify) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if !errors.Is(err, context.Canceled) {
-				t.Errorf("Listen returned %v, want context.Canceled", err)
-			}
-		case <-time.After(eventTimeout):
-			t.Errorf("Listen did not return within %s of its context ending", eventTimeout)
-		}
-	})
+	testutil.RunListener(t, t.Context(), b.store.Listen, r.Notify, eventTimeout)
 	// A listener cannot say when its watch is in place: release a lease of
 	// its own until it hears of it.
 	warmup := testutil.UniqueName(t) + "_warmup"
