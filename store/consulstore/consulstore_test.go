@@ -2,7 +2,6 @@ package consulstore_test
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
@@ -412,27 +411,12 @@ type recorder struct{ names chan string }
 func listen(t *testing.T, s *consulstore.Store) *recorder {
 	t.Helper()
 	r := &recorder{names: make(chan string, 1024)}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() {
-		done <- s.Listen(ctx, func(name string) {
-			select {
-			case r.names <- name:
-			default:
-			}
-		})
-	}()
-	t.Cleanup(func() {
-		cancel()
+	testutil.RunListener(t, t.Context(), s.Listen, func(name string) {
 		select {
-		case err := <-done:
-			if !errors.Is(err, context.Canceled) {
-				t.Errorf("Listen returned %v, want context.Canceled", err)
-			}
-		case <-time.After(eventTimeout):
-			t.Errorf("Listen did not return within %s of its context ending", eventTimeout)
+		case r.names <- name:
+		default:
 		}
-	})
+	}, eventTimeout)
 	// A listener cannot say when it has subscribed: release a lease of its
 	// own until it reports one.
 	warmup := testutil.UniqueName(t) + "_warmup"
