@@ -402,18 +402,7 @@ func TestRestartWithAppendfsyncAlways(t *testing.T) {
 func listen(t *testing.T, s *redisstore.Store) *testutil.Notifications {
 	t.Helper()
 	r := testutil.NewNotifications()
-	ctx, cancel := context.WithCancel(context.WithoutCancel(t.Context()))
-	done := make(chan error, 1)
-	go func() { done <- s.Listen(ctx, r.Notify) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			require.ErrorIs(t, err, context.Canceled)
-		case <-time.After(eventTimeout):
-			t.Errorf("Listen did not return within %s of its context ending", eventTimeout)
-		}
-	})
+	testutil.RunListener(t, context.WithoutCancel(t.Context()), s.Listen, r.Notify, eventTimeout)
 	return r
 }
 
