@@ -1,6 +1,6 @@
 // Command tenure-chaos runs tenure's chaos harness: real worker processes
 // holding a lease over a real store while a nemesis injects faults, and a
-// checker over what reached the fenced resource. See internal/chaos and
+// checker over what reached the fenced resource. See its internal/chaos and
 // docs/RELIABILITY.md.
 package main
 
