@@ -49,3 +49,7 @@ type Token = store.Token
 // instance id made in memory and regenerated whenever leadership is lost or
 // revoked.
 type Holder = store.Holder
+
+// Store is the contract a backend implements (see package store): the
+// type a [Client] is made over, for code that passes stores around.
+type Store = store.Store
