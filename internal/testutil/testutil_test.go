@@ -4,9 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"os/exec"
 	"regexp"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -83,23 +82,36 @@ func TestNeedServer(t *testing.T) {
 	})
 }
 
-// TestNeedServerHelper is run by TestNeedServerFailsInCI in a child process.
-func TestNeedServerHelper(t *testing.T) {
-	if os.Getenv("TESTUTIL_NEED_SERVER_CHILD") == "" {
-		t.Skip("run only by TestNeedServerFailsInCI")
-	}
-	NeedServer(t, "postgres", errors.New("connection refused"))
+func TestNeedServerFailsInCI(t *testing.T) {
+	t.Setenv("CI", "true")
+	r := &stopRecorder{TB: t}
+	returned := false
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		NeedServer(r, "postgres", errors.New("connection refused"))
+		returned = true
+	}()
+	<-done
+	require.False(t, returned, "NeedServer returned instead of stopping the test")
+	require.Equal(t, "fatal", r.how, "with CI set, a missing server fails the test; it must not skip")
+	require.Contains(t, r.msg, "postgres is unreachable and CI is set: connection refused")
 }
 
-func TestNeedServerFailsInCI(t *testing.T) {
-	t.Parallel()
-	cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestNeedServerHelper$", "-test.v")
-	cmd.Env = append(os.Environ(), "TESTUTIL_NEED_SERVER_CHILD=1", "CI=true")
-	out, err := cmd.CombinedOutput()
-	var exit *exec.ExitError
-	require.True(t, errors.As(err, &exit), "NeedServer did not fail the test with CI set:\n%s", out)
-	require.Contains(t, string(out), "--- FAIL: TestNeedServerHelper")
-	require.Contains(t, string(out), "postgres is unreachable and CI is set: connection refused")
+// stopRecorder records how a test was stopped (Fatalf or Skipf) and stops
+// the calling goroutine, as the testing package does, without ending the
+// real test.
+type stopRecorder struct {
+	testing.TB
+	how, msg string
+}
+
+func (r *stopRecorder) Fatalf(format string, args ...any) { r.stop("fatal", format, args) }
+func (r *stopRecorder) Skipf(format string, args ...any)  { r.stop("skip", format, args) }
+
+func (r *stopRecorder) stop(how, format string, args []any) {
+	r.how, r.msg = how, fmt.Sprintf(format, args...)
+	runtime.Goexit()
 }
 
 func TestNotifications(t *testing.T) {

@@ -166,15 +166,20 @@ VALUES ('x', 'old', 'old', 41, 3, 0, 0, 1)`)
 
 	t.Run("UnwritableDirectory", func(t *testing.T) {
 		t.Parallel()
-		if os.Geteuid() == 0 {
-			t.Skip("root writes into read-only directories, so the refusal cannot be observed")
+		// /proc/self is a directory in which nobody may create a file,
+		// root included; a read-only directory refuses everyone but root.
+		dirs := []string{"/proc/self"}
+		if os.Geteuid() != 0 {
+			ro := filepath.Join(t.TempDir(), "ro")
+			require.NoError(t, os.Mkdir(ro, 0o500))
+			dirs = append(dirs, ro)
 		}
-		dir := filepath.Join(t.TempDir(), "ro")
-		require.NoError(t, os.Mkdir(dir, 0o500))
-		path := filepath.Join(dir, "tenure.db")
-		_, err := sqlitestore.Open(t.Context(), path, sqlitestore.Config{})
-		require.ErrorContains(t, err, path)
-		require.ErrorContains(t, err, "writable")
+		for _, dir := range dirs {
+			path := filepath.Join(dir, "tenure.db")
+			_, err := sqlitestore.Open(t.Context(), path, sqlitestore.Config{})
+			require.ErrorContains(t, err, path)
+			require.ErrorContains(t, err, "writable")
+		}
 	})
 
 	t.Run("InvalidConfig", func(t *testing.T) {

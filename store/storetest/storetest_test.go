@@ -18,7 +18,7 @@ import (
 
 func TestMain(m *testing.M) { testutil.VerifyTestMain(m) }
 
-// mutantEnv names the broken store [TestMutantSuite] runs the suite against
+// mutantEnv names the broken store [TestSuite] runs the suite against
 // in a child process.
 const mutantEnv = "STORETEST_MUTANT"
 
@@ -65,13 +65,18 @@ func (h harness) Capabilities() storetest.Capabilities {
 	return storetest.Capabilities{Notify: true, RoundTrip: h.roundTrip}
 }
 
-// TestMutantSuite is run by [TestSuiteCatchesMutants] in a child process.
-func TestMutantSuite(t *testing.T) {
-	m, ok := mutants[os.Getenv(mutantEnv)]
-	if !ok {
-		t.Skipf("run only by TestSuiteCatchesMutants with %s set", mutantEnv)
+// TestSuite runs the suite against memstore, which must pass it; or, in
+// the child processes of [TestSuiteCatchesMutants], against the broken
+// store named by mutantEnv, which must fail it.
+func TestSuite(t *testing.T) {
+	t.Parallel()
+	h := harness{wrap: func(s *memstore.Store) store.Store { return s }}
+	if name := os.Getenv(mutantEnv); name != "" {
+		m, ok := mutants[name]
+		require.True(t, ok, "%s=%q names no mutant", mutantEnv, name)
+		h.wrap = m.wrap
 	}
-	storetest.Run(t, harness{wrap: m.wrap})
+	storetest.Run(t, h)
 }
 
 func TestSuiteCatchesMutants(t *testing.T) {
@@ -79,19 +84,14 @@ func TestSuiteCatchesMutants(t *testing.T) {
 	for name, m := range mutants {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestMutantSuite$/^"+m.catcher+"$", "-test.v")
+			cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestSuite$/^"+m.catcher+"$", "-test.v")
 			cmd.Env = append(os.Environ(), mutantEnv+"="+name)
 			out, err := cmd.CombinedOutput()
 			var exit *exec.ExitError
 			require.True(t, errors.As(err, &exit), "the suite passed a store that breaks the contract:\n%s", out)
-			require.Contains(t, string(out), "--- FAIL: TestMutantSuite/"+m.catcher)
+			require.Contains(t, string(out), "--- FAIL: TestSuite/"+m.catcher)
 		})
 	}
-}
-
-func TestSuitePassesMemstore(t *testing.T) {
-	t.Parallel()
-	storetest.Run(t, harness{wrap: func(s *memstore.Store) store.Store { return s }})
 }
 
 func BenchmarkMemstore(b *testing.B) {
