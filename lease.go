@@ -48,15 +48,9 @@ func (l *Lease) Holder() Holder { return l.holder }
 // else. It costs two clock reads and no allocation; pass its result with
 // every write to a fenced resource.
 func (l *Lease) Token() Token {
-	if l.ended.Load() {
-		return 0
-	}
-	wall, mono := l.client.cfg.Clock.Now()
-	r := l.trust.Load().Check(engine.Instant{Mono: mono, Wall: wall}, l.client.cfg.SuspendTolerance)
-	if r == 0 {
+	if _, ok := l.trusted(); ok {
 		return l.token
 	}
-	l.drop(r)
 	return 0
 }
 
@@ -66,11 +60,24 @@ func (l *Lease) Token() Token {
 // the work before the store can hand the lease on (as `tenure run` does)
 // stops it by then plus Config.Grace at the latest.
 func (l *Lease) Remaining() time.Duration {
-	if l.Token() == 0 {
-		return 0
+	left, _ := l.trusted()
+	return left
+}
+
+// trusted reads the clocks once and returns the time left to the local
+// deadline while the tenure is trusted; once it is not, it drops the
+// tenure and reports false, for good.
+func (l *Lease) trusted() (time.Duration, bool) {
+	if l.ended.Load() {
+		return 0, false
 	}
-	_, mono := l.client.cfg.Clock.Now()
-	return max(l.trust.Load().Deadline-mono, 0)
+	wall, mono := l.client.cfg.Clock.Now()
+	w := l.trust.Load()
+	if r := w.Check(engine.Instant{Mono: mono, Wall: wall}, l.client.cfg.SuspendTolerance); r != 0 {
+		l.drop(r)
+		return 0, false
+	}
+	return w.Deadline - mono, true
 }
 
 func (l *Lease) drop(r engine.Reason) {
