@@ -171,4 +171,3 @@ func awaitState(t *testing.T, pid int, want byte) {
 		time.Sleep(10 * time.Millisecond) // polling /proc, with a deadline
 	}
 }
-
