@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/tenure-dev/tenure"
+	"github.com/tenure-dev/tenure/store"
 	"github.com/tenure-dev/tenure/store/memstore"
 )
 
@@ -32,4 +33,48 @@ func BenchmarkToken(b *testing.B) {
 			b.Fatal("lost the lease during the benchmark")
 		}
 	}
+}
+
+// BenchmarkAcquireRelease measures a client's acquire and release of a free
+// lease on memstore, and reports the client's overhead over the same two
+// store calls made bare: the cost of the caller's path through the lease
+// loop, without a network to hide it.
+func BenchmarkAcquireRelease(b *testing.B) {
+	st := memstore.New(memstore.Config{})
+	defer st.Close()
+	ctx := b.Context()
+	holder := store.Holder{Label: "bench", Instance: "bare"}
+	bare := testing.Benchmark(func(b *testing.B) {
+		for b.Loop() {
+			g, err := st.Acquire(ctx, store.AcquireParams{Name: "bare", Holder: holder, TTL: tenure.DefaultTTL})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := st.Release(ctx, store.ReleaseParams{Name: "bare", Holder: holder, Token: g.Token}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	c, err := tenure.New(st, tenure.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	ran := make(chan error, 1)
+	go func() { ran <- c.Run(rctx) }()
+	defer func() { cancel(); <-ran }()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		l, err := c.Acquire(ctx, "bench")
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := l.Release(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	perOp := float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+	b.ReportMetric(perOp-float64(bare.NsPerOp()), "overhead-ns/op")
 }

@@ -1,7 +1,9 @@
 package engine
 
 import (
+	"container/heap"
 	"errors"
+	"math"
 	"time"
 
 	"github.com/tenure-dev/tenure/store"
@@ -62,6 +64,32 @@ type lease struct {
 	lastProgress time.Duration
 	chainWriting bool // a granted chain write has not ended yet
 	chainWaiting int  // chain writes waiting for their turn
+
+	wakeAt time.Duration // the wake time queued for it (never: none)
+	ver    uint64        // bumped whenever wakeAt changes
+}
+
+// wakeEntry is a lease's wake time as queued; outdated once the lease's
+// ver moved on.
+type wakeEntry struct {
+	at  time.Duration
+	l   *lease
+	ver uint64
+}
+
+// wakeHeap orders wake entries, earliest first.
+type wakeHeap []wakeEntry
+
+func (h wakeHeap) Len() int           { return len(h) }
+func (h wakeHeap) Less(i, j int) bool { return h[i].at < h[j].at }
+func (h wakeHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *wakeHeap) Push(x any)        { *h = append(*h, x.(wakeEntry)) }
+func (h *wakeHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	old[len(old)-1] = wakeEntry{}
+	*h = old[:len(old)-1]
+	return x
 }
 
 // Engine is the lease state machine. It is not safe for concurrent use: one
@@ -76,7 +104,21 @@ type Engine struct {
 
 	renewInFlight bool
 	out           []Action
+
+	// Next reads the earliest wake time off a heap, and check and
+	// schedule walk the leases only when something is due, so that an
+	// event costs O(log n) however many leases a process holds. The leases
+	// an event changed (touched) get their wake time refreshed when it has
+	// been handled; a change that concerns every lease (a renewal batch
+	// sent or answered, a revoke) marks them all stale.
+	wakes   wakeHeap
+	stale   bool
+	touched []*lease
+	last    Instant // the instant of the previous Step
 }
+
+// never is the wake time of a lease that needs no tick.
+const never = time.Duration(math.MaxInt64)
 
 // New returns an engine with a fresh identity.
 func New(cfg Config) *Engine {
@@ -97,45 +139,116 @@ func (e *Engine) Step(now Instant, ev Event) []Action {
 	if t, ok := ev.(Tick); ok && t.Timer && now.Mono-t.Due > e.cfg.SuspendTolerance && e.active() {
 		e.loseAll(ReasonSuspended, nil)
 	}
+	jumped := e.jumped(now)
 	if _, ok := ev.(Progress); !ok {
 		// Time is judged before the event: a reply that arrives after the
 		// deadline must not revive what already expired. Progress is the
 		// exception: it reports a past instant, and counts from then.
-		e.check(now)
+		e.check(now, jumped)
 	}
 	e.handle(now, ev)
-	e.check(now)
+	e.settle()
+	e.check(now, jumped)
 	e.schedule(now)
 	e.compact()
+	e.last = now
 	return e.out
 }
 
 // Next returns the monotonic instant at which the engine wants a [Tick],
 // and false when it needs none.
 func (e *Engine) Next() (time.Duration, bool) {
-	var next time.Duration
-	found := false
-	consider := func(t time.Duration) {
-		if !found || t < next {
-			next, found = t, true
+	e.settle()
+	for len(e.wakes) > 0 {
+		if w := e.wakes[0]; w.ver == w.l.ver {
+			return w.at, true
+		}
+		heap.Pop(&e.wakes)
+	}
+	return 0, false
+}
+
+// wake returns when l next needs the engine, or never.
+func (e *Engine) wake(l *lease) time.Duration {
+	switch {
+	case l.removed:
+	case l.phase == held:
+		t := l.deadline
+		if e.cfg.ProgressTimeout > 0 {
+			t = min(t, l.lastProgress+e.cfg.ProgressTimeout)
+		}
+		if !e.renewInFlight && !l.chainWriting {
+			t = min(t, l.renewDue)
+		}
+		return t
+	case l.phase == idle && l.want:
+		return l.nextAttempt
+	}
+	return never
+}
+
+// touch notes that the current event may change l's wake time.
+func (e *Engine) touch(l *lease) {
+	if !e.stale {
+		e.touched = append(e.touched, l)
+	}
+}
+
+// settle refreshes the wake times of the leases touched since the last
+// call, or of every lease when they are stale.
+func (e *Engine) settle() {
+	if e.stale {
+		e.stale = false
+		if len(e.wakes) > 2*len(e.leases)+64 {
+			// Mostly outdated entries: start afresh.
+			e.wakes = e.wakes[:0]
+			for _, l := range e.order {
+				l.wakeAt = never
+			}
+		}
+		for _, l := range e.order {
+			e.refresh(l)
+		}
+	} else {
+		for _, l := range e.touched {
+			e.refresh(l)
 		}
 	}
-	for _, l := range e.order {
-		switch {
-		case l.removed:
-		case l.phase == held:
-			consider(l.deadline)
-			if e.cfg.ProgressTimeout > 0 {
-				consider(l.lastProgress + e.cfg.ProgressTimeout)
-			}
-			if !e.renewInFlight && !l.chainWriting {
-				consider(l.renewDue)
-			}
-		case l.phase == idle && l.want:
-			consider(l.nextAttempt)
-		}
+	clear(e.touched)
+	e.touched = e.touched[:0]
+}
+
+// refresh queues l's wake time when it changed; the entry it had is
+// outdated then (ver), and dropped when it reaches the top.
+func (e *Engine) refresh(l *lease) {
+	w := e.wake(l)
+	if w == l.wakeAt {
+		return
 	}
-	return next, found
+	l.wakeAt = w
+	l.ver++
+	if w != never {
+		heap.Push(&e.wakes, wakeEntry{at: w, l: l, ver: l.ver})
+	}
+}
+
+// due reports whether a lease needs the engine at now, so that check and
+// schedule must walk the leases.
+func (e *Engine) due(now Instant) bool {
+	next, ok := e.Next()
+	return ok && next <= now.Mono
+}
+
+// jumped reports whether the wall clock moved apart from the monotonic
+// clock since the previous step by more than a quarter of the suspension
+// tolerance: then every held tenure's window is checked (check) whatever
+// is due, as a pause can only have happened between two steps.
+func (e *Engine) jumped(now Instant) bool {
+	if e.last == (Instant{}) {
+		return true
+	}
+	skew := time.Duration(now.Wall.UnixNano()-e.last.Wall.UnixNano()) - (now.Mono - e.last.Mono)
+	return skew > e.cfg.SuspendTolerance/4 || skew < -e.cfg.SuspendTolerance/4
 }
 
 func (e *Engine) handle(now Instant, ev Event) {
@@ -144,14 +257,14 @@ func (e *Engine) handle(now Instant, ev Event) {
 	case Want:
 		e.want(now, ev)
 	case Unwant:
-		if l := e.leases[ev.Name]; l != nil && l.phase != held {
+		if l := e.lookup(ev.Name); l != nil && l.phase != held {
 			l.want = false
 			if l.phase == idle {
 				e.remove(l)
 			}
 		}
 	case ReleaseDone:
-		if l := e.leases[ev.Name]; l != nil && l.phase == releasing && l.token == ev.Token {
+		if l := e.lookup(ev.Name); l != nil && l.phase == releasing && l.token == ev.Token {
 			l.phase = idle
 			if !l.want {
 				e.remove(l)
@@ -163,10 +276,11 @@ func (e *Engine) handle(now Instant, ev Event) {
 		e.renewDone(now, ev)
 	case Notified:
 		if ev.Name == "" {
+			e.stale = true
 			for _, l := range e.order {
 				e.heard(now, l)
 			}
-		} else if l := e.leases[ev.Name]; l != nil {
+		} else if l := e.lookup(ev.Name); l != nil {
 			e.heard(now, l)
 		}
 	case CheckDone:
@@ -204,36 +318,33 @@ func (e *Engine) handle(now Instant, ev Event) {
 }
 
 func (e *Engine) want(now Instant, ev Want) {
-	l := e.leases[ev.Name]
+	l := e.lookup(ev.Name)
 	if l != nil && (l.want || l.phase == acquiring || l.phase == held) {
 		e.emit(AcquireFailed{Name: ev.Name, Busy: true})
 		return
 	}
 	if l == nil {
-		l = &lease{name: ev.Name}
-		e.leases[ev.Name] = l
-		e.order = append(e.order, l)
+		l = e.add(ev.Name)
 	}
 	l.want, l.campaign = true, ev.Campaign
 	l.nextAttempt, l.failures = now.Mono, 0
 }
 
 func (e *Engine) adopt(now Instant, ev Adopt) {
-	if l := e.leases[ev.Name]; l != nil {
+	if l := e.lookup(ev.Name); l != nil {
 		e.emit(AcquireFailed{Name: ev.Name, Busy: true})
 		return
 	}
 	e.holder = ev.Holder
 	e.emit(IdentityChanged{Holder: e.holder})
-	l := &lease{name: ev.Name, phase: held, holder: ev.Holder, token: ev.Token, seq: ev.Seq,
-		anchor: now, deadline: now.Mono + ev.Remaining, renewDue: now.Mono, lastProgress: now.Mono}
-	e.leases[l.name] = l
-	e.order = append(e.order, l)
+	l := e.add(ev.Name)
+	l.phase, l.holder, l.token, l.seq = held, ev.Holder, ev.Token, ev.Seq
+	l.anchor, l.deadline, l.renewDue, l.lastProgress = now, now.Mono+ev.Remaining, now.Mono, now.Mono
 	e.emit(Acquired{Name: l.name, Holder: l.holder, Token: l.token, Seq: l.seq, Anchor: l.anchor, Deadline: l.deadline})
 }
 
 func (e *Engine) acquireDone(now Instant, d AcquireDone) {
-	l := e.leases[d.Name]
+	l := e.lookup(d.Name)
 	if l == nil || l.phase != acquiring || l.reqHolder != d.Holder {
 		if d.Grant != nil {
 			e.emit(SendRelease{Name: d.Name, Holder: d.Holder, Token: d.Grant.Token})
@@ -305,6 +416,7 @@ func (e *Engine) failed(now Instant, l *lease, err error) {
 
 func (e *Engine) renewDone(now Instant, d RenewDone) {
 	e.renewInFlight = false
+	e.stale = true // every held lease's renewal counts again
 	for i, it := range d.Items {
 		l := e.tenure(it.Name, it.Token)
 		if l == nil || !l.renewing {
@@ -403,8 +515,12 @@ func (e *Engine) grantChainWrite(now Instant, l *lease) {
 	e.emit(ChainWriteGranted{Name: l.name, Token: l.token, Seq: l.seq})
 }
 
-// check ends every held tenure whose time is up.
-func (e *Engine) check(now Instant) {
+// check ends every held tenure whose time is up, and every one whose
+// window shows a pause when the clocks jumped apart.
+func (e *Engine) check(now Instant, jumped bool) {
+	if !jumped && !e.due(now) {
+		return
+	}
 	for _, l := range e.order {
 		if l.removed || l.phase != held {
 			continue
@@ -426,6 +542,9 @@ func (e *Engine) check(now Instant) {
 
 // schedule sends what is due: acquisitions, and one renewal batch.
 func (e *Engine) schedule(now Instant) {
+	if !e.due(now) {
+		return
+	}
 	var batch []store.RenewParams
 	var earliest time.Duration
 	due := false
@@ -433,6 +552,7 @@ func (e *Engine) schedule(now Instant) {
 		switch {
 		case l.removed:
 		case l.phase == idle && l.want && l.nextAttempt <= now.Mono:
+			e.touch(l)
 			l.phase, l.reqHolder = acquiring, e.holder
 			e.emit(SendAcquire{Name: l.name, Holder: l.reqHolder, TTL: e.cfg.TTL, SentAt: now})
 		case l.phase == held && !e.renewInFlight && !l.chainWriting:
@@ -456,6 +576,7 @@ func (e *Engine) schedule(now Instant) {
 		batch = append(batch, store.RenewParams{Name: l.name, Holder: l.holder, Token: l.token, Seq: l.seq, TTL: e.cfg.TTL})
 	}
 	e.renewInFlight = true
+	e.stale = true // no held lease's renewal counts until the answer
 	e.emit(SendRenew{Items: batch, SentAt: now, Deadline: earliest})
 }
 
@@ -465,6 +586,7 @@ func (e *Engine) schedule(now Instant) {
 // once the work has stopped (Lease.Release, Client.Do, the CLI after the
 // command died); otherwise it expires by its TTL.
 func (e *Engine) lose(l *lease, r Reason, err error) {
+	e.touch(l)
 	e.emit(Lost{Name: l.name, Token: l.token, Reason: r, Err: err})
 	l.phase, l.renewing, l.want = idle, false, false
 	e.remove(l)
@@ -487,12 +609,10 @@ func (e *Engine) release(ev Release) {
 // under a newer tenure, the old one cannot hold the lease any more and the
 // release is only sent to make sure of that.
 func (e *Engine) giveBack(name string, h store.Holder, token store.Token) {
-	l := e.leases[name]
+	l := e.lookup(name)
 	switch {
 	case l == nil:
-		l = &lease{name: name}
-		e.leases[name] = l
-		e.order = append(e.order, l)
+		l = e.add(name)
 	case l.phase == releasing && l.token == token:
 		return
 	case l.phase != idle:
@@ -509,6 +629,7 @@ func (e *Engine) giveBack(name string, h store.Holder, token store.Token) {
 // it is the copy that still does the work, so the leases expire by their
 // TTL unless the copy at the head of the renewal chain releases them.
 func (e *Engine) loseAll(r Reason, err error) {
+	e.stale = true
 	for _, l := range e.order {
 		if !l.removed && l.phase == held {
 			e.lose(l, r, err)
@@ -534,10 +655,29 @@ func (e *Engine) regenerate() {
 
 // tenure returns the held lease name with token, or nil.
 func (e *Engine) tenure(name string, token store.Token) *lease {
-	if l := e.leases[name]; l != nil && l.phase == held && l.token == token {
+	if l := e.lookup(name); l != nil && l.phase == held && l.token == token {
 		return l
 	}
 	return nil
+}
+
+// lookup returns the lease name, or nil, and notes that the current event
+// may change it.
+func (e *Engine) lookup(name string) *lease {
+	l := e.leases[name]
+	if l != nil {
+		e.touch(l)
+	}
+	return l
+}
+
+// add starts tracking a lease name.
+func (e *Engine) add(name string) *lease {
+	l := &lease{name: name, wakeAt: never}
+	e.leases[name] = l
+	e.order = append(e.order, l)
+	e.touch(l)
+	return l
 }
 
 // deadline is the local deadline implied by a grant of remaining, seen
@@ -604,6 +744,8 @@ func (e *Engine) Clone(newInstance func() string, jitter func(time.Duration) tim
 		holder:        e.holder,
 		leases:        make(map[string]*lease, len(e.leases)),
 		renewInFlight: e.renewInFlight,
+		stale:         true,
+		last:          e.last,
 	}
 	c.cfg.NewInstance, c.cfg.Jitter = newInstance, jitter
 	for _, l := range e.order {
@@ -611,6 +753,7 @@ func (e *Engine) Clone(newInstance func() string, jitter func(time.Duration) tim
 			continue
 		}
 		cp := *l
+		cp.wakeAt, cp.ver = never, 0
 		c.leases[cp.name] = &cp
 		c.order = append(c.order, &cp)
 	}
