@@ -1,9 +1,11 @@
 package engine
 
 import (
+	"cmp"
 	"container/heap"
 	"errors"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/tenure-dev/tenure/store"
@@ -65,6 +67,7 @@ type lease struct {
 	chainWriting bool // a granted chain write has not ended yet
 	chainWaiting int  // chain writes waiting for their turn
 
+	idx    int           // the order it was added in
 	wakeAt time.Duration // the wake time queued for it (never: none)
 	ver    uint64        // bumped whenever wakeAt changes
 }
@@ -114,11 +117,17 @@ type Engine struct {
 	wakes   wakeHeap
 	stale   bool
 	touched []*lease
-	last    Instant // the instant of the previous Step
+	due     []*lease // popDue's answer, reused
+	added   int      // leases ever added, for their idx
+	last    Instant  // the instant of the previous Step
 }
 
-// never is the wake time of a lease that needs no tick.
-const never = time.Duration(math.MaxInt64)
+const (
+	// never is the wake time of a lease that needs no tick.
+	never = time.Duration(math.MaxInt64)
+	// unqueued marks a lease whose wake time was taken off the heap.
+	unqueued = time.Duration(math.MinInt64)
+)
 
 // New returns an engine with a fresh identity.
 func New(cfg Config) *Engine {
@@ -232,11 +241,23 @@ func (e *Engine) refresh(l *lease) {
 	}
 }
 
-// due reports whether a lease needs the engine at now, so that check and
-// schedule must walk the leases.
-func (e *Engine) due(now Instant) bool {
-	next, ok := e.Next()
-	return ok && next <= now.Mono
+// popDue takes off the heap the leases whose wake time has come, in the
+// order they were added. They count as touched: their next wake time is
+// queued when the step has dealt with them.
+func (e *Engine) popDue(now Instant) []*lease {
+	e.settle()
+	e.due = e.due[:0]
+	for len(e.wakes) > 0 && e.wakes[0].at <= now.Mono {
+		w := heap.Pop(&e.wakes).(wakeEntry)
+		if w.ver != w.l.ver {
+			continue
+		}
+		w.l.wakeAt = unqueued
+		e.touch(w.l)
+		e.due = append(e.due, w.l)
+	}
+	slices.SortFunc(e.due, func(a, b *lease) int { return cmp.Compare(a.idx, b.idx) })
+	return e.due
 }
 
 // jumped reports whether the wall clock moved apart from the monotonic
@@ -518,10 +539,11 @@ func (e *Engine) grantChainWrite(now Instant, l *lease) {
 // check ends every held tenure whose time is up, and every one whose
 // window shows a pause when the clocks jumped apart.
 func (e *Engine) check(now Instant, jumped bool) {
-	if !jumped && !e.due(now) {
-		return
+	leases := e.order
+	if !jumped {
+		leases = e.popDue(now)
 	}
-	for _, l := range e.order {
+	for _, l := range leases {
 		if l.removed || l.phase != held {
 			continue
 		}
@@ -542,13 +564,10 @@ func (e *Engine) check(now Instant, jumped bool) {
 
 // schedule sends what is due: acquisitions, and one renewal batch.
 func (e *Engine) schedule(now Instant) {
-	if !e.due(now) {
-		return
-	}
 	var batch []store.RenewParams
 	var earliest time.Duration
 	due := false
-	for _, l := range e.order {
+	for _, l := range e.popDue(now) {
 		switch {
 		case l.removed:
 		case l.phase == idle && l.want && l.nextAttempt <= now.Mono:
@@ -673,7 +692,8 @@ func (e *Engine) lookup(name string) *lease {
 
 // add starts tracking a lease name.
 func (e *Engine) add(name string) *lease {
-	l := &lease{name: name, wakeAt: never}
+	e.added++
+	l := &lease{name: name, idx: e.added, wakeAt: never}
 	e.leases[name] = l
 	e.order = append(e.order, l)
 	e.touch(l)
@@ -746,6 +766,7 @@ func (e *Engine) Clone(newInstance func() string, jitter func(time.Duration) tim
 		renewInFlight: e.renewInFlight,
 		stale:         true,
 		last:          e.last,
+		added:         e.added,
 	}
 	c.cfg.NewInstance, c.cfg.Jitter = newInstance, jitter
 	for _, l := range e.order {
