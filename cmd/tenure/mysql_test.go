@@ -22,7 +22,6 @@ func TestMySQLStore(t *testing.T) {
 	t.Cleanup(func() { testserver.MySQLDrop(t, owner, cfg) })
 	u, err := url.Parse(testserver.MySQLURL())
 	require.NoError(t, err)
-	cfg.Database = u.Path[1:]
 	q := u.Query()
 	q.Set(storeurl.ParamPrefix, cfg.TablePrefix)
 	u.RawQuery = q.Encode()

@@ -47,7 +47,7 @@ func setupConfig(t *testing.T, cfg mysqlstore.Config) *testBundle {
 	b := &testBundle{owner: owner, cfg: cfg}
 	testserver.MySQLSchema(t, owner, cfg)
 	testserver.MySQLGrant(t, owner, cfg, account)
-	b.writes = mysqlstore.Quote("", testutil.UniqueName(t)+"_writes")
+	b.writes = mysqlstore.Quote(cfg.Database, testutil.UniqueName(t)+"_writes")
 	_, err := owner.ExecContext(t.Context(), "CREATE TABLE "+b.writes+
 		" (id BIGINT AUTO_INCREMENT PRIMARY KEY, token BIGINT NOT NULL) ENGINE = InnoDB")
 	require.NoError(t, err)

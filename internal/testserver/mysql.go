@@ -33,9 +33,11 @@ func MySQLURL() string {
 	return DefaultMySQLURL
 }
 
-// MySQLDriverConfig returns the driver configuration of [MySQLURL], with
-// user in place of the URL's user (and no password) when user is
-// non-empty.
+// MySQLDriverConfig returns the driver configuration of [MySQLURL]. With
+// user non-empty it connects as user, with no password and no default
+// database (an account granted only EXECUTE on procedures may not select
+// one): name the database in the store's [mysqlstore.Config], as
+// [MySQLConfig] does.
 func MySQLDriverConfig(tb testing.TB, user string) *mysql.Config {
 	tb.Helper()
 	u, err := url.Parse(MySQLURL())
@@ -55,7 +57,7 @@ func MySQLDriverConfig(tb testing.TB, user string) *mysql.Config {
 		cfg.Passwd, _ = u.User.Password()
 	}
 	if user != "" {
-		cfg.User, cfg.Passwd = user, ""
+		cfg.User, cfg.Passwd, cfg.DBName = user, "", ""
 	}
 	return cfg
 }
@@ -86,10 +88,11 @@ func MySQLOpen(tb testing.TB, cfg *mysql.Config) *sql.DB {
 }
 
 // MySQLConfig returns a mysqlstore configuration with a table prefix unique
-// to this call, derived from tb's name, in the URL's database.
+// to this call, derived from tb's name, in the URL's database, which it
+// names.
 func MySQLConfig(tb testing.TB) mysqlstore.Config {
 	tb.Helper()
-	return mysqlstore.Config{TablePrefix: testutil.UniqueName(tb) + "_"}
+	return mysqlstore.Config{Database: MySQLDriverConfig(tb, "").DBName, TablePrefix: testutil.UniqueName(tb) + "_"}
 }
 
 // MySQLWeirdConfig is [MySQLConfig] with a prefix that works only when
@@ -97,7 +100,14 @@ func MySQLConfig(tb testing.TB) mysqlstore.Config {
 // spaces, upper case, punctuation and comment markers.
 func MySQLWeirdConfig(tb testing.TB) mysqlstore.Config {
 	tb.Helper()
-	return mysqlstore.Config{TablePrefix: "W`'\\\" ;-- /*é" + testutil.UniqueName(tb)[:12]}
+	return mysqlstore.Config{Database: MySQLDriverConfig(tb, "").DBName, TablePrefix: "W`'\\\" ;-- /*é" + uniqueTail(tb)}
+}
+
+// uniqueTail returns the random end of a [testutil.UniqueName]: an
+// underscore and ten hex digits.
+func uniqueTail(tb testing.TB) string {
+	name := testutil.UniqueName(tb)
+	return name[len(name)-11:]
 }
 
 // MySQLSchema migrates cfg's objects with owner (an account allowed to
