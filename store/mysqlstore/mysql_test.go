@@ -331,6 +331,22 @@ func TestTokens(t *testing.T) {
 		require.Greater(t, again.Token, g.Token, "the same holder's next tenure gets a greater token too")
 	})
 
+	// A migration run over existing tables (its record and the counter row
+	// gone) starts the counter above every token in them.
+	t.Run("MigrationSeedsTheCounter", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, nil, true)
+		g := b.acquire(t, "job", testutil.Holder(t, "a"), time.Minute)
+		obj := b.store.Objects()
+		for _, stmt := range []string{"DELETE FROM " + b.table(obj.Tokens), "DELETE FROM " + b.table(obj.Migrations)} {
+			_, err := b.owner.ExecContext(t.Context(), stmt)
+			require.NoError(t, err)
+		}
+		require.NoError(t, b.store.Migrate(t.Context()))
+		next := b.acquire(t, "other", testutil.Holder(t, "b"), time.Minute)
+		require.Greater(t, next.Token, g.Token)
+	})
+
 	t.Run("RacingFirstAcquisitions", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, nil, true)
