@@ -232,6 +232,22 @@ func TestFence(t *testing.T) {
 		require.Equal(t, []int64{int64(cur.Token)}, b.writtenTokens(t))
 	})
 
+	// MySQL keeps the transaction open after a refusal, with what it wrote
+	// before the check: the caller must roll it back.
+	t.Run("RefusalLeavesTheTransactionOpen", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		require.NoError(t, b.fencer.Fence(t.Context(), b.db, "invoices", 5))
+		s := b.begin(t)
+		b.write(t, s.tx, 4)
+		requireFenced(t, b.fencer.Fence(t.Context(), s.tx, "invoices", 4), "invoices", 4, 5)
+		var n int
+		require.NoError(t, s.tx.QueryRowContext(t.Context(), "SELECT COUNT(*) FROM "+b.writes).Scan(&n))
+		require.Equal(t, 1, n, "the write before the check is still in the open transaction")
+		require.NoError(t, s.tx.Rollback())
+		require.Empty(t, b.writtenTokens(t))
+	})
+
 	t.Run("PlainSQLRaisesTF001", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
