@@ -40,9 +40,22 @@ func MySQLURL() string {
 // [MySQLConfig] does.
 func MySQLDriverConfig(tb testing.TB, user string) *mysql.Config {
 	tb.Helper()
-	u, err := url.Parse(MySQLURL())
+	cfg, err := ParseMySQLURL(MySQLURL())
+	if err != nil {
+		tb.Fatalf("testserver: %v", err)
+	}
+	if user != "" {
+		cfg.User, cfg.Passwd, cfg.DBName = user, "", ""
+	}
+	return cfg
+}
+
+// ParseMySQLURL returns the driver configuration of a test server URL,
+// mysql://USER[:PASSWORD]@HOST[:PORT]/DATABASE.
+func ParseMySQLURL(raw string) (*mysql.Config, error) {
+	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "mysql" && u.Scheme != "mariadb") {
-		tb.Fatalf("testserver: TENURE_TEST_MYSQL_URL %q is not mysql://USER[:PASSWORD]@HOST:PORT/DATABASE", MySQLURL())
+		return nil, fmt.Errorf("MySQL URL %q is not mysql://USER[:PASSWORD]@HOST:PORT/DATABASE (TENURE_TEST_MYSQL_URL)", raw)
 	}
 	cfg := mysql.NewConfig()
 	cfg.Net = "tcp"
@@ -56,10 +69,7 @@ func MySQLDriverConfig(tb testing.TB, user string) *mysql.Config {
 		cfg.User = u.User.Username()
 		cfg.Passwd, _ = u.User.Password()
 	}
-	if user != "" {
-		cfg.User, cfg.Passwd, cfg.DBName = user, "", ""
-	}
-	return cfg
+	return cfg, nil
 }
 
 // MySQLDB returns a database handle on the test server ([MySQLURL]),
@@ -130,24 +140,32 @@ func MySQLSchema(tb testing.TB, owner *sql.DB, cfg mysqlstore.Config) {
 // MySQLDrop drops the tables and procedures of cfg, those that exist.
 func MySQLDrop(tb testing.TB, owner *sql.DB, cfg mysqlstore.Config) {
 	tb.Helper()
-	obj, err := cfg.Objects()
-	if err != nil {
-		tb.Errorf("testserver: %v", err)
-		return
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()
+	if err := MySQLDropObjects(ctx, owner, cfg); err != nil {
+		tb.Errorf("testserver: %v", err)
+	}
+}
+
+// MySQLDropObjects drops the tables and procedures of cfg, those that
+// exist.
+func MySQLDropObjects(ctx context.Context, owner *sql.DB, cfg mysqlstore.Config) error {
+	obj, err := cfg.Objects()
+	if err != nil {
+		return err
+	}
 	for _, p := range []string{obj.AcquireProc, obj.RenewProc, obj.ReleaseProc, obj.GetProc, obj.ListProc,
 		obj.FenceProc, obj.CheckLeaseProc, obj.CheckLeaseStrictProc} {
 		if _, err := owner.ExecContext(ctx, "DROP PROCEDURE IF EXISTS "+obj.Ident(p)); err != nil {
-			tb.Errorf("testserver: drop procedure %q: %v", p, err)
+			return fmt.Errorf("drop procedure %q: %w", p, err)
 		}
 	}
 	for _, t := range []string{obj.Leases, obj.Fences, obj.Tokens, obj.Migrations} {
 		if _, err := owner.ExecContext(ctx, "DROP TABLE IF EXISTS "+obj.Ident(t)); err != nil {
-			tb.Errorf("testserver: drop table %q: %v", t, err)
+			return fmt.Errorf("drop table %q: %w", t, err)
 		}
 	}
+	return nil
 }
 
 // MySQLAccount creates an account with a name unique to this call, no
