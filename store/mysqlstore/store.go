@@ -271,19 +271,27 @@ func (s *Store) Close() error {
 
 // stmt returns the prepared statement of query, preparing it on first use.
 // A statement that fails to prepare (the schema is not migrated yet) is
-// not kept, so the next call prepares it again.
+// not kept, so the next call prepares it again. The lock is not held while
+// preparing, so a slow server holds up only the calls that prepare.
 func (s *Store) stmt(ctx context.Context, query string) (*sql.Stmt, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.gate.Check("call"); err != nil {
-		return nil, err
-	}
-	if st, ok := s.stmts[query]; ok {
+	st, ok := s.stmts[query]
+	s.mu.Unlock()
+	if ok {
 		return st, nil
 	}
 	st, err := s.db.PrepareContext(ctx, query)
 	if err != nil {
 		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.gate.Check("call"); err != nil {
+		return nil, errors.Join(err, st.Close())
+	}
+	if prev, ok := s.stmts[query]; ok {
+		_ = st.Close() // Another call prepared it meanwhile; a failure to close the spare changes nothing.
+		return prev, nil
 	}
 	s.stmts[query] = st
 	return st, nil
