@@ -426,6 +426,45 @@ func TestClock(t *testing.T) {
 	require.WithinDuration(t, time.Now(), r.AcquiredAt, 5*time.Second, "AcquiredAt is the server's clock, not the session's")
 }
 
+// TestClockAfterLockWait shows that a call judges expiry by the clock read
+// after it got its row locks: a renewal that waited while its lease
+// expired is refused, and an acquisition that waited while the lease
+// expired takes it.
+func TestClockAfterLockWait(t *testing.T) {
+	t.Parallel()
+	for name, renew := range map[string]bool{"Renew": true, "Acquire": false} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, nil, true)
+			g := b.acquire(t, "job", testutil.Holder(t, "a"), store.MinTTL)
+			tx, err := b.owner.BeginTx(t.Context(), nil)
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = tx.Rollback() })
+			_, err = tx.ExecContext(t.Context(), "SELECT 1 FROM "+b.table(b.store.Objects().Leases)+" WHERE name = 'job' FOR UPDATE")
+			require.NoError(t, err)
+			type outcome struct {
+				renewed bool
+				err     error
+			}
+			done := make(chan outcome, 1)
+			go func() {
+				if renew {
+					rs, err := b.store.Renew(t.Context(), []store.RenewParams{{Name: g.Name, Holder: g.Holder, Token: g.Token, Seq: g.Seq, TTL: time.Minute}})
+					done <- outcome{err == nil && rs[0].Renewed, err}
+					return
+				}
+				_, err := b.store.Acquire(t.Context(), store.AcquireParams{Name: "job", Holder: testutil.Holder(t, "b"), TTL: time.Minute})
+				done <- outcome{err: err}
+			}()
+			time.Sleep(g.Remaining + 50*time.Millisecond) // The store's expiry is the event itself.
+			require.NoError(t, tx.Rollback())
+			o := testutil.Receive(t, done, "the call", 10*time.Second)
+			require.NoError(t, o.err)
+			require.False(t, o.renewed, "the lease expired while the renewal waited")
+		})
+	}
+}
+
 func TestRenewBatch(t *testing.T) {
 	t.Parallel()
 
