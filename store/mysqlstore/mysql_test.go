@@ -487,6 +487,36 @@ func TestRenewBatch(t *testing.T) {
 		require.True(t, rs[0].Renewed)
 	})
 
+	// The report of a batch is longer than the session's
+	// group_concat_max_len, which cuts JSON_ARRAYAGG on MariaDB: the
+	// procedure raises it while it builds the report, and puts the
+	// session's value back.
+	t.Run("ReportLongerThanGroupConcatMaxLen", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, nil, true)
+		cfg := testserver.MySQLDriverConfig(t, "")
+		cfg.Params = map[string]string{"group_concat_max_len": "1024"}
+		small := testserver.MySQLOpen(t, cfg)
+		small.SetMaxOpenConns(1)
+		s := newStore(t, small, b.cfg)
+		h := store.Holder{Label: strings.Repeat("l", store.MaxLabelLen), Instance: strings.Repeat("i", store.MaxInstanceLen)}
+		ps := make([]store.RenewParams, 20)
+		for i := range ps {
+			name := fmt.Sprintf("%03d", i) + strings.Repeat("n", store.MaxNameLen-3)
+			g, err := s.Acquire(t.Context(), store.AcquireParams{Name: name, Holder: h, TTL: time.Minute})
+			require.NoError(t, err)
+			ps[i] = store.RenewParams{Name: name, Holder: h, Token: g.Token, Seq: g.Seq, TTL: time.Minute}
+		}
+		rs, err := s.Renew(t.Context(), ps)
+		require.NoError(t, err)
+		for i, r := range rs {
+			require.True(t, r.Renewed, "lease %d", i)
+		}
+		var gcml int
+		require.NoError(t, small.QueryRowContext(t.Context(), "SELECT @@SESSION.group_concat_max_len").Scan(&gcml))
+		require.Equal(t, 1024, gcml, "the session's value is put back")
+	})
+
 	t.Run("Large", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, nil, true)

@@ -101,7 +101,11 @@ CREATE PROCEDURE IF NOT EXISTS {{renew}}(IN p_batch LONGTEXT CHARACTER SET utf8m
 BEGIN
     DECLARE v_now, v_locked BIGINT;
     DECLARE v_report LONGTEXT CHARACTER SET utf8mb4;
-    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
+    -- MariaDB cuts JSON_ARRAYAGG at group_concat_max_len (1 MB by default):
+    -- the report is built with it raised, and the session's value is put
+    -- back.
+    DECLARE v_gcml BIGINT UNSIGNED DEFAULT @@SESSION.group_concat_max_len;
+    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; SET SESSION group_concat_max_len = v_gcml; RESIGNAL; END;
     IF p_batch IS NULL OR NOT JSON_VALID(p_batch) THEN
         SIGNAL SQLSTATE '22023' SET MESSAGE_TEXT = 'tenure: renew: the batch must be a JSON array';
     END IF;
@@ -112,6 +116,7 @@ BEGIN
       STRAIGHT_JOIN {{leases}} AS l FORCE INDEX (PRIMARY) ON l.name = i.name
       FOR UPDATE;
     SET v_now = {{now_us}};
+    SET SESSION group_concat_max_len = 4294967295;
     SELECT JSON_ARRAYAGG(JSON_ARRAY(
                i.ord,
                IF(l.name IS NOT NULL AND l.holder_label = i.label AND l.holder_instance = i.instance
@@ -126,6 +131,7 @@ BEGIN
                name VARBINARY(255) PATH '$[0]', label VARBINARY(128) PATH '$[1]', instance VARBINARY(64) PATH '$[2]',
                token BIGINT PATH '$[3]', seq BIGINT PATH '$[4]')) AS i
       LEFT JOIN {{leases}} AS l FORCE INDEX (PRIMARY) ON l.name = i.name;
+    SET SESSION group_concat_max_len = v_gcml;
     UPDATE JSON_TABLE(p_batch, '$[*]' COLUMNS (
                name VARBINARY(255) PATH '$[0]', label VARBINARY(128) PATH '$[1]', instance VARBINARY(64) PATH '$[2]',
                token BIGINT PATH '$[3]', seq BIGINT PATH '$[4]', ttl_us BIGINT PATH '$[5]')) AS i
