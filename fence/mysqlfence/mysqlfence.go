@@ -195,7 +195,7 @@ func (f *Fencer) CheckLeaseStrict(ctx context.Context, q Querier, c Chain) (int6
 // the tenure (the cheap side). fn's error rolls the transaction back and is
 // returned as is; a refused check is the [store.ErrFenced] of
 // [Fencer.CheckLeaseStrict]: stop working under this tenure.
-func (f *Fencer) StrictTx(ctx context.Context, db Beginner, l *tenure.Lease, fn func(ctx context.Context, tx *sql.Tx) error) (err error) {
+func (f *Fencer) StrictTx(ctx context.Context, db Beginner, l *tenure.Lease, fn func(ctx context.Context, tx *sql.Tx) error) error {
 	if db == nil || fn == nil || l == nil {
 		return fmt.Errorf("mysqlfence: strict transaction: %w: db, lease and fn are required", store.ErrInvalid)
 	}

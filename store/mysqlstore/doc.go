@@ -95,6 +95,10 @@
 //   - A lease row locked by a fenced transaction ([mysqlfence]) makes
 //     renewals, releases and takeovers of that lease wait for it to end.
 //     Keep fenced transactions short next to the TTL.
+//   - A renew batch travels as one JSON parameter of up to about 600
+//     bytes a lease (names and holders at their longest), so the largest
+//     batch ([store.MaxRenewBatch]) needs max_allowed_packet of 8 MB; the
+//     default is 16 MB on MariaDB 10.11 and 64 MB on MySQL 8.
 //   - A call on a database that was never migrated fails with
 //     [store.ErrNotMigrated]; an account without the grants
 //     [Config.GrantSQL] lists fails with permission denied.
