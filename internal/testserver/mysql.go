@@ -187,7 +187,7 @@ func MySQLAccount(tb testing.TB, owner *sql.DB) string {
 	tb.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 		defer cancel()
-		if _, err := owner.ExecContext(ctx, "DROP USER '"+name+"'@'%'"); err != nil {
+		if _, err := owner.ExecContext(ctx, "DROP USER IF EXISTS '"+name+"'@'%'"); err != nil {
 			tb.Errorf("testserver: drop user %q: %v", name, err)
 		}
 	})

@@ -229,6 +229,23 @@ func TestMigrate(t *testing.T) {
 		b.acquire(t, "job", h, time.Minute)
 	})
 
+	// The procedures run with their definer's rights: once the account
+	// that migrated is dropped, every call fails and says why.
+	t.Run("DefinerDropped", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, nil, false)
+		definer := testserver.MySQLAccount(t, b.owner)
+		_, err := b.owner.ExecContext(t.Context(), "GRANT CREATE, DROP, CREATE ROUTINE, ALTER ROUTINE, SELECT, INSERT, UPDATE, DELETE ON "+
+			mysqlstore.Quote("", b.cfg.Database)+".* TO '"+definer+"'@'%'")
+		require.NoError(t, err)
+		require.NoError(t, newStore(t, testserver.MySQLDB(t, definer), b.cfg).Migrate(t.Context()))
+		b.acquire(t, "job", testutil.Holder(t, "a"), time.Minute)
+		_, err = b.owner.ExecContext(t.Context(), "DROP USER '"+definer+"'@'%'")
+		require.NoError(t, err)
+		_, err = b.store.Get(t.Context(), "job")
+		require.ErrorContains(t, err, "the procedures' definer, no longer exists")
+	})
+
 	t.Run("CounterRowMissing", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, nil, true)
