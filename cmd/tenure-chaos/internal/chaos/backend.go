@@ -27,7 +27,7 @@ import (
 )
 
 // Backends the harness runs cells on.
-var Backends = []string{"postgres", "redis", "etcd", "consul"}
+var Backends = []string{"postgres", "redis", "etcd", "consul", "mysql"}
 
 // fenceResource is the resource name every fenced write presents.
 const fenceResource = "chaos"
@@ -39,6 +39,7 @@ type spec struct {
 	StoreAddr string        `json:"store"` // the slot's faultnet proxy
 	PGURL     string        `json:"pg,omitempty"`
 	RedisAddr string        `json:"redis,omitempty"`
+	MySQLURL  string        `json:"mysql,omitempty"`
 	Schema    string        `json:"schema,omitempty"`
 	Prefix    string        `json:"prefix,omitempty"`
 	Lease     string        `json:"lease"`
@@ -176,6 +177,8 @@ func openWorker(ctx context.Context, sp spec) (store.Store, resource, func(), er
 			st, closeStore = cs, func() { _ = cs.Close(); tr.CloseIdleConnections() }
 		}
 		return st, res, func() { closeStore(); pool.Close() }, nil
+	case "mysql":
+		return openMySQLWorker(ctx, sp)
 	}
 	return nil, nil, nil, fmt.Errorf("chaos: %w: unknown backend %q (want one of %v)", store.ErrInvalid, sp.Backend, Backends)
 }

@@ -93,7 +93,7 @@ func TestCells(t *testing.T) {
 func needBackend(t *testing.T, b string) {
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
-	if b != "redis" {
+	if b != "redis" && b != "mysql" {
 		conn, err := pgx.Connect(ctx, testutil.PostgresURL())
 		if err == nil {
 			_ = conn.Close(ctx)
@@ -110,6 +110,8 @@ func needBackend(t *testing.T, b string) {
 	case "consul":
 		_, err := testserver.ConsulBinary()
 		testutil.NeedServer(t, "consul ("+ConsulBinEnv+")", err)
+	case "mysql":
+		testserver.MySQLDB(t, "")
 	}
 }
 

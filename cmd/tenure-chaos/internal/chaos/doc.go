@@ -7,7 +7,7 @@
 //
 // # A cell
 //
-// A cell is one backend (postgres, redis, etcd, consul), N worker
+// A cell is one backend (postgres, redis, etcd, consul, mysql), N worker
 // processes (default 5: re-executions of tenure-chaos in the worker role),
 // TTL 2 s, a duration and a seed. Each worker reaches its store through a
 // faultnet proxy of its own, campaigns for the cell's lease, and while it
@@ -23,6 +23,11 @@
 //     chains; the chains are hashes on it, the fenced one written with
 //     redisfence.StrictHSet (the strict check on the lease's own keys,
 //     which advances the renewal chain, so clones are safe).
+//   - mysql: leases and chains in the machine's MySQL/MariaDB database
+//     (TENURE_TEST_MYSQL_URL) under a prefix of the cell's own, through the
+//     proxy; the fenced chain is written in mysqlfence.StrictTx (the strict
+//     check on the lease row, so clones are safe). The server is shared, so
+//     it is neither restarted nor are its sessions killed.
 //   - etcd, consul: the harness starts the server (Consul as a server agent
 //     with its Raft log on disk, so a restart keeps its indexes, which are
 //     its tokens); the fenced chain is a PostgreSQL table written with
@@ -43,7 +48,7 @@
 // sessions (postgres, etcd, consul); a restart of the store server (redis,
 // etcd, consul: the servers the harness starts); a ±1–4 week jump of the holder's library wall
 // clock (tenure.Config.Clock); a clone: a second process that adopts the
-// holder's tenure state (internal/snapshot; postgres and redis
+// holder's tenure state (internal/snapshot; postgres, redis and mysql
 // only, where the fence is strict: a token fence cannot tell clones
 // apart); and a fork:
 // the holder starts a child with its environment, command line and history

@@ -276,6 +276,12 @@ func (c *cell) setup(ctx context.Context, id string) (string, func(), error) {
 		}
 	}
 	switch b {
+	case "mysql":
+		target, err := c.setupMySQL(ctx, id, &cleanups)
+		if err != nil {
+			return fail(err)
+		}
+		return target, cleanup, nil
 	case "redis":
 		c.spec.Prefix = "tenure-chaos:" + id + ":"
 		s, err := startRedis(ctx)

@@ -138,7 +138,7 @@ func TestUsageErrors(t *testing.T) {
 		{"WaitTimeoutWithoutWait", []string{"run", "--name", "x", "--wait-timeout", "1s", "--", "true"}, "--wait-timeout needs --wait"},
 		{"BadName", []string{"run", "--name", "a\x01b", "--", "true"}, "control character"},
 		{"BadLabel", []string{"run", "--name", "x", "--label", strings.Repeat("l", 200), "--store", db, "--", "true"}, "label"},
-		{"UnsupportedStore", []string{"run", "--name", "x", "--store", "mysql://localhost", "--", "true"}, "not supported"},
+		{"UnsupportedStore", []string{"run", "--name", "x", "--store", "mongodb://localhost", "--", "true"}, "not supported"},
 		{"StoreWithoutScheme", []string{"status", "--store", "/var/lib/x.db"}, "sqlite:/var/lib/x.db"},
 		{"StoreBadURLHidesPassword", []string{"status", "--store", "postgres://u:hunter22@h:port/db"}, "not a valid URL"},
 		{"StatusBadInterval", []string{"status", "--watch", "--interval", "0s", "--store", db}, "--interval must be positive"},

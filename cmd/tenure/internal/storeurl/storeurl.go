@@ -19,6 +19,7 @@ import (
 	"github.com/tenure-dev/tenure/store/alwaysleader"
 	"github.com/tenure-dev/tenure/store/consulstore"
 	"github.com/tenure-dev/tenure/store/etcdstore"
+	"github.com/tenure-dev/tenure/store/mysqlstore"
 	"github.com/tenure-dev/tenure/store/pgstore"
 	"github.com/tenure-dev/tenure/store/redisstore"
 	"github.com/tenure-dev/tenure/store/sqlitestore"
@@ -51,7 +52,7 @@ const applicationName = "tenure"
 const mask = "xxxxx"
 
 // Supported lists the URL forms accepted, for messages.
-const Supported = "postgres://…, postgresql://…, sqlite:PATH, redis://…, rediss://…, etcd://HOST:PORT[,HOST:PORT], consul://HOST:PORT or always:REASON"
+const Supported = "postgres://…, postgresql://…, mysql://…, mariadb://…, sqlite:PATH, redis://…, rediss://…, etcd://HOST:PORT[,HOST:PORT], consul://HOST:PORT or always:REASON"
 
 // Kind is the kind of store a URL names.
 type Kind string
@@ -84,6 +85,8 @@ func (k Kind) Name() string {
 		return "Consul"
 	case AlwaysLeader:
 		return "always-leader"
+	case MySQL:
+		return "MySQL"
 	}
 	return string(k)
 }
@@ -113,6 +116,9 @@ type Target struct {
 	// tenure_prefix, tenure_session_ttl_min and tenure_lock_delay
 	// parameters (Kind Consul).
 	Consul consulstore.Config
+	// MySQL names the database and table prefix of a MySQL or MariaDB
+	// store, from the URL's path and tenure_prefix parameter (Kind MySQL).
+	MySQL mysqlstore.Config
 	// Endpoints are the etcd endpoints, host:port each (Kind Etcd), or the
 	// Consul agent's host:port, none for the Consul client's default:
 	// $CONSUL_HTTP_ADDR, else 127.0.0.1:8500 (Kind Consul).
@@ -121,7 +127,7 @@ type Target struct {
 	// number of times at once (Kind AlwaysLeader).
 	Reason string
 
-	connString string   // PostgreSQL or Redis URL without tenure's parameters
+	connString string   // PostgreSQL or Redis URL without tenure's parameters; MySQL DSN
 	user       string   // etcd user name
 	password   string   // etcd password
 	secrets    []string // what Redact masks
@@ -171,6 +177,8 @@ func Parse(raw string) (Target, error) {
 		return parseEtcd(raw)
 	case "consul":
 		return parseConsul(raw)
+	case "mysql", "mariadb":
+		return parseMySQL(raw)
 	case "always":
 		return parseAlways(raw, rest)
 	default:
@@ -343,6 +351,8 @@ func (t Target) Redact(s string) string {
 func (t Target) MigrationSQL() (string, error) {
 	switch t.Kind {
 	case Postgres:
+	case MySQL:
+		return t.mysqlMigrationSQL()
 	case SQLite:
 		s, err := sqlitestore.SchemaSQL()
 		if err != nil {
@@ -369,6 +379,8 @@ func (t Target) MigrationSQL() (string, error) {
 func (t Target) GrantSQL(role string) (string, error) {
 	switch t.Kind {
 	case Postgres:
+	case MySQL:
+		return t.mysqlGrantSQL(role)
 	case SQLite:
 		return "", newError(store.ErrInvalid, nil, "storeurl: an SQLite store has no roles to grant; it needs a file and directory this user can write (%s)", t.Path)
 	default:
@@ -416,6 +428,7 @@ type Opened struct {
 	Store  store.Store
 
 	pg     *pgstore.Store
+	mysql  *mysqlstore.Store
 	pool   *pgxpool.Pool
 	sqlite *sqlitestore.Store
 	// closeClient closes the client of a Redis, etcd or Consul store.
@@ -454,6 +467,8 @@ func (t Target) Open(ctx context.Context, opts Options) (*Opened, error) {
 		return t.openEtcd(ctx, timeout)
 	case Consul:
 		return t.openConsul(ctx, timeout)
+	case MySQL:
+		return t.openMySQL(ctx, timeout)
 	case AlwaysLeader:
 		st, err := alwaysleader.New(t.Reason)
 		if err != nil {
@@ -519,6 +534,8 @@ func (o *Opened) Migrate(ctx context.Context) (string, error) {
 			o.Target.Display, sqlitestore.SchemaVersion), nil
 	case o.Target.Kind == AlwaysLeader:
 		return "the always-leader store keeps nothing: nothing to migrate", nil
+	case o.mysql != nil:
+		return o.migrateMySQL(ctx)
 	case o.pg == nil:
 		return fmt.Sprintf("the %s store %s keeps no schema: nothing to migrate (its keys live under the prefix %q)",
 			o.Target.Kind.Name(), o.Target.Display, o.prefix), nil

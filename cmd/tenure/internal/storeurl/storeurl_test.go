@@ -94,7 +94,7 @@ func TestParseRefuses(t *testing.T) {
 	}{
 		{name: "Empty", raw: "", want: []string{"has no scheme", "postgres://"}},
 		{name: "BarePath", raw: "/var/lib/tenure.db", want: []string{"has no scheme", "sqlite:/var/lib/tenure.db"}},
-		{name: "Unknown", raw: "mysql://localhost/db", want: []string{`scheme "mysql" is not supported`, "postgresql://", "redis://", "etcd://", "consul://"}},
+		{name: "Unknown", raw: "mongodb://localhost/db", want: []string{`scheme "mongodb" is not supported`, "postgresql://", "redis://", "etcd://", "consul://"}},
 		{name: "RedisOpaque", raw: "redis:localhost:6379", want: []string{"not a valid redis URL", "redis://"}},
 		{name: "RedisBadDB", raw: "redis://u:pw1234@localhost:6379/zero", want: []string{"invalid database number", "u:xxxxx@"}, secret: "pw1234"},
 		{name: "RedisUnknownOption", raw: "redis://localhost:6379?bogus=1", want: []string{"unexpected option: bogus"}},

@@ -1,0 +1,166 @@
+// Package mysqlstore is the MySQL and MariaDB [store.Store], over
+// database/sql with github.com/go-sql-driver/mysql. It also implements
+// [store.Lister]. It is tested against MariaDB 10.11; it needs JSON_TABLE
+// and CREATE PROCEDURE IF NOT EXISTS, so MariaDB 10.6 or MySQL 8.0.29 at
+// least.
+//
+//	db, err := sql.Open("mysql", "user:password@tcp(db:3306)/jobs")
+//	st, err := mysqlstore.New(db, mysqlstore.Config{})
+//	err = st.Migrate(ctx) // once, as the database's owner; or `tenure migrate`
+//
+// Every operation is one CALL of a stored procedure that
+// [Store.Migrate] installs, so it is one round trip and, where it writes,
+// one transaction on the server: Acquire locks the lease row (creating it
+// when absent), decides, draws a token and answers the holder, token, seq
+// and remaining time either way; Renew sends the whole batch as one JSON
+// array and renews it with one UPDATE joined to JSON_TABLE, after locking
+// exactly the batch's rows by primary key; Release is one UPDATE; Get and
+// List read. The statements are prepared once per connection.
+//
+// # Clock
+//
+// The store owns time (promise P1): every expiry decision is taken on the
+// server by SYSDATE(6), read inside the procedure after the row lock was
+// granted, never by the client's clock. Not NOW(6): NOW() is the time the
+// statement began (inside a procedure, the time the CALL began), so a
+// check that waited for a lock would judge expiry by a reading taken before
+// the wait, and a session can set it at will (SET timestamp). SYSDATE(6)
+// is read when it is evaluated and ignores SET timestamp. Times are stored
+// as microseconds since the Unix epoch (UNIX_TIMESTAMP(SYSDATE(6))), so the
+// session's time_zone does not matter, and remaining times are reported
+// to the microsecond; the client counts them down on its monotonic clock.
+//
+// Do not start the server with --sysdate-is-now, which turns SYSDATE into
+// NOW. With statement-based binary logging SYSDATE is unsafe to replicate
+// (MIXED logging switches those statements to row events; use ROW or
+// MIXED).
+//
+// # Tokens
+//
+// Tokens come from one counter row in <prefix>tokens, raised by every new
+// tenure inside the acquiring transaction (after the lease row is locked)
+// to one more than both its value and the lease's last token, so a token is
+// greater than every token handed out before it for that name (promise
+// P2), across releases, expiries, deleted lease rows and restarts. It is
+// not AUTO_INCREMENT, whose counter a deleted row gives back and which
+// servers before MySQL 8.0 and MariaDB 10.2.4 reset to MAX(id)+1 on
+// restart. One counter serves every lease of a prefix, so tokens of
+// different names are comparable but mean nothing across names. Renewals
+// keep the token and advance the renewal seq (promise P6); a release keeps
+// both the row and the counter. The migration starts the counter above
+// every token already in the lease and fence tables. A missing counter row
+// (deleted by hand) makes every acquisition fail with
+// [store.ErrNotMigrated] rather than start again at 1: insert it again
+// with a value above every token ever handed out.
+//
+// # Notifications
+//
+// None: MySQL and MariaDB have no LISTEN/NOTIFY or any other way to push a
+// change to a client, so the store does not implement [store.Notifier].
+// Followers do not poll blindly: a refused Acquire reports the holder and
+// the remaining time by the server's clock, and a client's next attempt is
+// aligned to that expiry. Each attempt is one CALL. The cost is handover
+// time: after a clean release a follower takes over when the released
+// lease's old expiry passes, at most one TTL later, not at once.
+//
+// # Failure modes
+//
+//   - A call whose reply does not arrive (connection cut after the commit,
+//     context deadline, server shutdown) fails with an error matching
+//     [store.ErrUnavailable]: it may have been applied. When the context
+//     ends the driver closes the connection, but the server may still
+//     finish the procedure and commit. The client treats the outcome as
+//     unknown (promise P3); the renewal chain (seq) then tells a lost reply
+//     from a clone.
+//   - Deadlocks, lock wait timeouts, a read-only server, too many
+//     connections and interrupted or timed-out statements are
+//     [store.ErrUnavailable] too.
+//   - The server's wall clock decides expiry. A forward step of that clock
+//     expires every lease early by the size of the step: another process
+//     can take a lease over while the holder still trusts its old token
+//     until its next renewal is refused, at most one renew interval later.
+//     Fencing covers that window: [mysqlfence] CheckLease judges expiry by
+//     the same clock and refuses the old token at once, and Fence refuses
+//     it once the new holder wrote. A backward step makes leases last
+//     longer. Run the server with a slewing clock. UNIX_TIMESTAMP of
+//     SYSDATE is exact in UTC and fixed-offset time zones; in a time zone
+//     with daylight saving time the repeated autumn hour is ambiguous, so
+//     run the server (and sessions) in UTC.
+//   - Tokens and leases are as durable as InnoDB's commits
+//     (innodb_flush_log_at_trx_commit=1 for a crash to lose nothing). With
+//     asynchronous replication a failover can lose the last commits: the
+//     last counter bump and the lease that carries it, so the new primary
+//     may hand an equal token to another holder. Use semi-synchronous
+//     replication or Galera when leases must survive a failover.
+//   - A lease row locked by a fenced transaction ([mysqlfence]) makes
+//     renewals, releases and takeovers of that lease wait for it to end.
+//     Keep fenced transactions short next to the TTL.
+//   - A renew batch travels as one JSON parameter of up to about 600
+//     bytes a lease (names and holders at their longest), so the largest
+//     batch ([store.MaxRenewBatch]) needs max_allowed_packet of 8 MB; the
+//     default is 16 MB on MariaDB 10.11 and 64 MB on MySQL 8.
+//   - A call on a database that was never migrated fails with
+//     [store.ErrNotMigrated]; an account without the grants
+//     [Config.GrantSQL] lists fails with permission denied.
+//   - The procedures run with their definer's rights (SQL SECURITY
+//     DEFINER); the definer is the account that ran the migration.
+//     Dropping that account breaks every call until the procedures are
+//     created again by another.
+//
+// # Schema
+//
+// [Store.Migrate] applies the embedded migrations
+// (migrations/NNN_name.up.sql, written for the mysql client) under a named
+// lock (GET_LOCK), so concurrent calls are safe, and records each version
+// in <prefix>migrations. [Config.MigrationSQL] prints the same schema as a
+// script for the mysql client; [Config.GrantSQL] prints the grants of a
+// run-time account. With the default [Config] the objects are:
+//
+//   - tenure_leases(name VARBINARY(255) PRIMARY KEY, holder_label,
+//     holder_instance, token, seq, acquired_us, renewed_us, expires_us,
+//     released): one row per lease name, never deleted by the store.
+//     Names and holders are compared as bytes: no collation folds case or
+//     ignores trailing spaces.
+//   - tenure_tokens(id = 1, value): the token counter.
+//   - tenure_fences(resource VARBINARY(255) PRIMARY KEY, token,
+//     updated_us): the highest token each fenced resource accepted.
+//   - the procedures tenure_acquire, tenure_renew, tenure_release,
+//     tenure_get and tenure_list, and the fence procedures tenure_fence,
+//     tenure_check_lease and tenure_check_lease_strict (below).
+//
+// Every name is [Config.TablePrefix] followed by a fixed suffix, in
+// [Config.Database] (the connection's default database when empty). Names
+// are put into the SQL once, in [New], always quoted; every value travels
+// as a bind parameter.
+//
+// At run time the store needs only EXECUTE on the eight procedures: no
+// privilege on any table, so a worker's credentials can do what the lease
+// protocol does and nothing else; they cannot rewrite a lease, a token or
+// a fence.
+//
+// # Fence procedures
+//
+// Installed by the migration, callable from any language inside the
+// caller's own transaction. Package [mysqlfence] calls them from Go.
+// MySQL does not roll a transaction back when a procedure raises an error:
+// the caller must.
+//
+//   - <prefix>fence(resource, token): records token as the highest token
+//     resource accepted. An equal or greater token passes; a lower one
+//     raises SQLSTATE TF001 with the message ending
+//     'recorded=<n> offered=<m>'. It locks the resource's fence row until
+//     the transaction ends.
+//   - <prefix>check_lease(name, token): passes when the lease is held with
+//     token by SYSDATE(6) read after the row lock, raises SQLSTATE TF002
+//     otherwise ('current=<n> offered=<m> state=absent|superseded|released|expired').
+//     It share-locks the lease row until the transaction ends, so a
+//     takeover waits for the caller's commit.
+//   - <prefix>check_lease_strict(name, token, holder_label,
+//     holder_instance, seq): check_lease that also requires holder and seq
+//     to match and advances seq, answering one row with the new seq. A
+//     mismatch raises SQLSTATE TF003 ('cur=<n> off=<m> cur_seq=<s>
+//     off_seq=<r>'). It locks the row exclusively until the transaction
+//     ends: of two byte-identical clones only one can pass.
+//
+// [mysqlfence]: https://pkg.go.dev/github.com/tenure-dev/tenure/fence/mysqlfence
+package mysqlstore

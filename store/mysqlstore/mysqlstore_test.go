@@ -1,0 +1,20 @@
+package mysqlstore_test
+
+import (
+	"testing"
+
+	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testutil"
+	"github.com/tenure-dev/tenure/store/storetest"
+)
+
+func TestMain(m *testing.M) { testutil.VerifyTestMain(m) }
+
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	storetest.Run(t, testserver.MySQLHarness{Owner: testserver.MySQLDB(t, "")})
+}
+
+func BenchmarkStore(b *testing.B) {
+	storetest.Benchmark(b, testserver.MySQLHarness{Owner: testserver.MySQLDB(b, "")})
+}
