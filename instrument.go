@@ -57,6 +57,10 @@ const (
 	// EventNotified: the store announced that lease Name was released or
 	// taken over ([store.Notifier]).
 	EventNotified
+	// EventSubscribed: the store's listener subscribed to announcements,
+	// at first or again after a reconnection (announcements made while it
+	// was not subscribed are lost; campaigns look again at once).
+	EventSubscribed
 )
 
 var eventKindNames = map[EventKind]string{
@@ -67,6 +71,7 @@ var eventKindNames = map[EventKind]string{
 	EventSuspended:     "suspended",
 	EventCloneDetected: "clone detected",
 	EventNotified:      "notified",
+	EventSubscribed:    "subscribed",
 }
 
 // String names the kind in a word or two.
@@ -208,7 +213,12 @@ func (t *telemetry) step(now engine.Instant, ev engine.Event, acts []engine.Acti
 	case engine.Unwant:
 		delete(t.wants, ev.Name)
 	case engine.Notified:
-		if ev.Name != "" {
+		if ev.Name == "" {
+			t.emit(Event{Kind: EventSubscribed})
+			if t.log != nil {
+				t.log.Debug("subscribed to the store's announcements")
+			}
+		} else {
 			t.emit(Event{Kind: EventNotified, Name: ev.Name})
 		}
 	case engine.RenewDone:
