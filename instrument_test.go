@@ -143,6 +143,7 @@ func TestObserverTimesCampaignsAndCountsNotifications(t *testing.T) {
 		notified := rec.of(tenure.EventNotified)
 		require.NotEmpty(t, notified, "the release was announced")
 		require.Equal(t, "billing", notified[0].Name)
+		require.Len(t, rec.of(tenure.EventSubscribed), 1, "the listener subscribed once")
 	})
 }
 
