@@ -235,9 +235,9 @@ func (t *telemetry) step(now engine.Instant, ev engine.Event, acts []engine.Acti
 		case engine.IdentityChanged:
 			newIdentity = true
 		case engine.AcquireFailed:
-			if !a.Busy {
-				delete(t.wants, a.Name)
-			}
+			// The acquisition is over (refused, failed for good, or busy:
+			// the name is held or being acquired already).
+			delete(t.wants, a.Name)
 		}
 	}
 	if _, tick := ev.(engine.Tick); tick && newIdentity {

@@ -2,6 +2,8 @@ package tenure_test
 
 import (
 	"context"
+	"fmt"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -13,6 +15,7 @@ import (
 	"github.com/tenure-dev/tenure/internal/testserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/store"
+	"github.com/tenure-dev/tenure/store/memstore"
 )
 
 // watch runs c.Observe(name) until the test ends and hands over each
@@ -162,4 +165,50 @@ func TestObserveOnPostgres(t *testing.T) {
 	require.Equal(t, next.Token(), got.Token)
 	require.Equal(t, follower.client.Holder(), got.Holder, "an observer sees its own client's tenure too")
 	require.Greater(t, got.Token, firstToken)
+}
+
+// unreadableStore fails every Get while down is set.
+type unreadableStore struct {
+	store.Store
+	down atomic.Bool
+	gets atomic.Int64
+}
+
+func (s *unreadableStore) Get(ctx context.Context, name string) (store.Record, error) {
+	if s.down.Load() {
+		s.gets.Add(1)
+		return store.Record{}, fmt.Errorf("%w: connection refused", tenure.ErrUnavailable)
+	}
+	return s.Store.Get(ctx, name)
+}
+
+func TestObserveRidesOutAnUnreadableStore(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		m := memstore.New(memstore.Config{})
+		t.Cleanup(func() { _ = m.Close() })
+		st := &unreadableStore{Store: m}
+		logs := &logLines{}
+		b := setup(t, st, tenure.Config{TTL: ttl, Logger: logs.logger()})
+		seen := watch(t, b.client, "billing")
+		require.False(t, (<-seen).Held)
+
+		st.down.Store(true)
+		l := b.acquire(t, "billing")
+		elapse(2 * ttl)
+		synctest.Wait()
+		require.Greater(t, st.gets.Load(), int64(3), "the observer keeps trying")
+		require.Empty(t, seen, "nothing is reported while the store cannot be read")
+		failed := logs.lines(t, "cannot read the lease while observing")
+		require.Len(t, failed, 1, "the first failure is logged, not every retry")
+		require.Equal(t, "billing", failed[0]["lease"])
+		require.Contains(t, failed[0]["err"], "connection refused")
+
+		st.down.Store(false)
+		got := <-seen
+		require.Equal(t, l.Token(), got.Token)
+		back := logs.lines(t, "store readable again")
+		require.Len(t, back, 1)
+		require.EqualValues(t, st.gets.Load(), back[0]["failures"])
+	})
 }

@@ -12,17 +12,19 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/tenure-dev/tenure"
 	"github.com/tenure-dev/tenure/internal/testserver"
 	tu "github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/metrics"
 	"github.com/tenure-dev/tenure/store"
+	"github.com/tenure-dev/tenure/store/etcdstore"
 	"github.com/tenure-dev/tenure/store/memstore"
 	"github.com/tenure-dev/tenure/store/sqlitestore"
 )
 
-func TestMain(m *testing.M) { tu.VerifyTestMain(m) }
+func TestMain(m *testing.M) { testserver.Main(m, testserver.Servers{Etcd: true}) }
 
 // waitTimeout bounds every wait for an event of a client on a real store.
 const waitTimeout = 15 * time.Second
@@ -168,6 +170,20 @@ func backends() []backend {
 		}},
 		{name: "redisstore", notify: true, open: func(t *testing.T) store.Store {
 			return testserver.RedisHarness{Client: testserver.RedisClient(t)}.NewStore(t)
+		}},
+		{name: "etcdstore", notify: true, open: func(t *testing.T) store.Store {
+			cli := testserver.SharedEtcd(t).Client(t)
+			prefix := "tenure-test/" + tu.UniqueName(t) + "/"
+			s, err := etcdstore.New(cli, etcdstore.Config{KeyPrefix: prefix})
+			require.NoError(t, err)
+			t.Cleanup(func() {
+				require.NoError(t, s.Close())
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				_, err := cli.Delete(ctx, prefix, clientv3.WithPrefix())
+				require.NoError(t, err, "delete the keys under %q", prefix)
+			})
+			return s
 		}},
 	}
 }
