@@ -96,9 +96,9 @@ type Event struct {
 	// Campaign is set on EventAcquired and EventAcquireFailed when the
 	// acquisition is [Client.Campaign]'s (or [Client.Do]'s).
 	Campaign bool
-	// Duration is a renewal's round trip (EventRenewed), or how long a
-	// campaign waited from its start to its grant (EventAcquired with
-	// Campaign).
+	// Duration is a renewal's round trip (EventRenewed), or the time
+	// from the Acquire or Campaign call to its grant (EventAcquired): with
+	// Campaign, how long the campaign waited.
 	Duration time.Duration
 	// Batch is the number of leases in a renewal round (EventRenewed).
 	Batch int
@@ -124,7 +124,6 @@ type telemetry struct {
 	log   *slog.Logger
 	store string
 	clock Clock
-	tol   time.Duration
 
 	wants        map[string]*wanted // acquisitions in progress
 	renewFailing bool
@@ -150,7 +149,6 @@ func newTelemetry(c *Client) *telemetry {
 		obs:   c.cfg.Observer,
 		store: StoreName(c.store),
 		clock: c.cfg.Clock,
-		tol:   c.cfg.SuspendTolerance,
 		wants: make(map[string]*wanted),
 	}
 	if c.cfg.Logger != nil {
