@@ -368,3 +368,26 @@ func TestEventKindNames(t *testing.T) {
 	require.Equal(t, "clone detected", tenure.EventCloneDetected.String())
 	require.Equal(t, "EventKind(99)", tenure.EventKind(99).String())
 }
+
+func TestTokenReadsReportNothing(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		rec := &events{}
+		logs := &logLines{}
+		b := setup(t, nil, tenure.Config{TTL: ttl, Observer: rec, Logger: logs.logger()})
+		l := b.acquire(t, "billing")
+		synctest.Wait()
+		rec.mu.Lock()
+		before := len(rec.all)
+		rec.mu.Unlock()
+		logged := len(logs.lines(t, ""))
+		for range 1000 {
+			require.Positive(t, l.Token())
+		}
+		synctest.Wait()
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		require.Len(t, rec.all, before, "the hot path reports nothing")
+		require.Len(t, logs.lines(t, ""), logged, "and logs nothing")
+	})
+}
