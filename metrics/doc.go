@@ -20,12 +20,10 @@
 // [Config.Store] when set; the lease label is the lease name.
 //
 //   - tenure_lease_held{store,lease} (gauge): 1 from the grant until the
-//     tenure is found lost, then 0. Alert on the sum over a fleet: not 1
-//     for longer than a TTL means no holder or, worse, a split.
+//     tenure is found lost, then 0. Summed over a fleet it should be 1 for
+//     a lease that must always have a holder.
 //   - tenure_lease_token{store,lease} (gauge): the fencing token of the
-//     current tenure, 0 while none is held. A token that goes down
-//     between two scrapes of the same lease means the store repeated one
-//     (see promise P2).
+//     current tenure, 0 while none is held.
 //   - tenure_acquisitions_total{store,lease} (counter): tenures begun.
 //   - tenure_losses_total{store,lease,reason} (counter): tenures ended, by
 //     [Reason]: expired_locally, renew_error, superseded, expired_at_store,
@@ -73,13 +71,13 @@
 //
 // # OpenTelemetry
 //
-// OpenTelemetry users keep this package and bridge the registry: the
-// Prometheus bridge, go.opentelemetry.io/contrib/bridges/prometheus,
-// is an OpenTelemetry metric producer that reads a
-// prometheus.Gatherer (the registry given to [New]; by default
-// prometheus.DefaultGatherer) at each collection. Pass it to the
-// periodic reader of the OpenTelemetry MeterProvider
-// (metric.WithProducer), and the metrics above are exported through OTLP
-// with the same names and labels (counters as sums, gauges as gauges,
-// histograms as histograms). This package does not import OpenTelemetry.
+// OpenTelemetry users keep this package and bridge its registry with
+// OpenTelemetry's Prometheus bridge, go.opentelemetry.io/contrib/bridges/prometheus:
+// its NewMetricProducer(WithGatherer(reg)) is a metric producer that
+// gathers the registry given to [New] at each collection, and passing it
+// to the SDK's reader (go.opentelemetry.io/otel/sdk/metric:
+// NewPeriodicReader(exporter, WithProducer(producer))) exports the metrics
+// above through OTLP or any other OpenTelemetry exporter, with the same
+// names and labels: counters as sums, gauges as gauges, histograms as
+// explicit-bucket histograms. This package does not import OpenTelemetry.
 package metrics
