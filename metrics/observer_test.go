@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -15,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tenure-dev/tenure"
+	"github.com/tenure-dev/tenure/fence/httpfence"
 	"github.com/tenure-dev/tenure/metrics"
 	"github.com/tenure-dev/tenure/store"
 	"github.com/tenure-dev/tenure/store/memstore"
@@ -196,4 +199,35 @@ func TestReasonLabels(t *testing.T) {
 		seen[label] = true
 	}
 	require.Equal(t, "unknown", metrics.Reason(0))
+}
+
+// TestFencedCountsHTTPFenceRefusals wraps httpfence's fence store as the
+// package documentation says, with the real middleware in front of a
+// handler.
+func TestFencedCountsHTTPFenceRefusals(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	m, err := metrics.New(metrics.Config{Registerer: reg})
+	require.NoError(t, err)
+	st := httpfence.NewMemory()
+	mw, err := httpfence.Middleware(httpfence.Config{
+		Store: httpfence.FenceFunc(func(ctx context.Context, res string, tok tenure.Token) error {
+			return m.Fenced(st.Fence(ctx, res, tok))
+		}),
+		Resource: func(*http.Request) string { return "reports" },
+	})
+	require.NoError(t, err)
+	h := mw(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	put := func(tok tenure.Token) int {
+		req := httptest.NewRequest(http.MethodPut, "/reports", nil)
+		require.NoError(t, httpfence.SetToken(req, tok))
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec.Code
+	}
+	require.Equal(t, http.StatusOK, put(8))
+	require.Zero(t, value(t, reg, "tenure_fence_refused_total", "resource", "reports"))
+	require.Equal(t, http.StatusConflict, put(7))
+	require.Equal(t, http.StatusConflict, put(6))
+	require.Equal(t, 2.0, value(t, reg, "tenure_fence_refused_total", "resource", "reports"))
 }
