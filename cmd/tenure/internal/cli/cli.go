@@ -107,7 +107,12 @@ func commandTable() map[string]*command {
 }
 
 func (e *env) main(ctx context.Context, args []string) int {
-	e.stderr = &syncWriter{w: e.stderr}
+	if _, ok := e.stderr.(*os.File); !ok {
+		// Log lines and messages come from several goroutines; a file
+		// takes concurrent writes as it is (and run's command and
+		// watchdog must get the file itself).
+		e.stderr = &syncWriter{w: e.stderr}
+	}
 	var global globalFlags
 	args, err := global.parseGlobal(args)
 	if err != nil {

@@ -1,7 +1,11 @@
 package cli
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -91,4 +95,24 @@ func TestRunLogsWithVerbose(t *testing.T) {
 		require.Equal(t, ExitOK, o.code, o.stderr)
 		require.Empty(t, o.stderr, "acquisitions are info: not logged at the default level")
 	})
+}
+
+// TestVerboseRunKeepsStderrAFile checks that with a file as standard error
+// the log lines and the command's own output land in that file, the
+// command writing to it directly.
+func TestVerboseRunKeepsStderrAFile(t *testing.T) {
+	t.Parallel()
+	db := sqliteURL(t)
+	f, err := os.Create(filepath.Join(t.TempDir(), "stderr"))
+	require.NoError(t, err)
+	defer f.Close()
+	var stdout bytes.Buffer
+	code := Main(context.Background(), []string{"-v", "run", "--name", "job", "--store", db, "--",
+		"sh", "-c", `[ "$(readlink /proc/self/fd/2)" = "$0" ] && echo child-writes-to-the-file >&2`, f.Name()}, &stdout, f)
+	require.Equal(t, ExitOK, code)
+	got, err := os.ReadFile(f.Name())
+	require.NoError(t, err)
+	require.Contains(t, string(got), `msg="lease acquired"`)
+	require.Contains(t, string(got), "child-writes-to-the-file")
+	require.Contains(t, string(got), `msg="lease released"`)
 }
