@@ -137,34 +137,49 @@ func TestObserveEndsWhenTheStoreCloses(t *testing.T) {
 	})
 }
 
-func TestObserveOnPostgres(t *testing.T) {
+func TestObserveOnRealStores(t *testing.T) {
 	t.Parallel()
-	st := testserver.PostgresHarness{Owner: testserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")}.NewStore(t)
-	const short = 2 * time.Second
-	leader := setup(t, st, tenure.Config{TTL: short, Label: "leader"})
-	follower := setup(t, st, tenure.Config{TTL: short, Label: "follower"})
-	seen := watch(t, follower.client, "billing")
-	const wait = 10 * time.Second
+	for _, tc := range []struct {
+		name string
+		open func(t *testing.T) store.Store
+	}{
+		{"Postgres", func(t *testing.T) store.Store {
+			return testserver.PostgresHarness{Owner: testserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")}.NewStore(t)
+		}},
+		{"Redis", func(t *testing.T) store.Store {
+			return testserver.RedisHarness{Client: testserver.RedisClient(t)}.NewStore(t)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			st := tc.open(t)
+			const short = 2 * time.Second
+			leader := setup(t, st, tenure.Config{TTL: short, Label: "leader"})
+			follower := setup(t, st, tenure.Config{TTL: short, Label: "follower"})
+			seen := watch(t, follower.client, "billing")
+			const wait = 10 * time.Second
 
-	require.Equal(t, tenure.Observation{Name: "billing"}, testutil.Receive(t, seen, "the first observation", wait))
-	l := leader.acquire(t, "billing")
-	got := testutil.Receive(t, seen, "the acquisition", wait)
-	require.True(t, got.Held)
-	require.Equal(t, l.Holder(), got.Holder)
-	require.Equal(t, l.Token(), got.Token)
-	require.Positive(t, got.Remaining)
-	require.LessOrEqual(t, got.Remaining, short)
-	firstToken := got.Token
+			require.Equal(t, tenure.Observation{Name: "billing"}, testutil.Receive(t, seen, "the first observation", wait))
+			l := leader.acquire(t, "billing")
+			got := testutil.Receive(t, seen, "the acquisition", wait)
+			require.True(t, got.Held)
+			require.Equal(t, l.Holder(), got.Holder)
+			require.Equal(t, l.Token(), got.Token)
+			require.Positive(t, got.Remaining)
+			require.LessOrEqual(t, got.Remaining, short)
+			firstToken := got.Token
 
-	require.NoError(t, l.Release(t.Context()))
-	require.Equal(t, tenure.Observation{Name: "billing"}, testutil.Receive(t, seen, "the release", wait))
+			require.NoError(t, l.Release(t.Context()))
+			require.Equal(t, tenure.Observation{Name: "billing"}, testutil.Receive(t, seen, "the release", wait))
 
-	next, err := follower.client.Campaign(t.Context(), "billing")
-	require.NoError(t, err)
-	got = testutil.Receive(t, seen, "the next tenure", wait)
-	require.Equal(t, next.Token(), got.Token)
-	require.Equal(t, follower.client.Holder(), got.Holder, "an observer sees its own client's tenure too")
-	require.Greater(t, got.Token, firstToken)
+			next, err := follower.client.Campaign(t.Context(), "billing")
+			require.NoError(t, err)
+			got = testutil.Receive(t, seen, "the next tenure", wait)
+			require.Equal(t, next.Token(), got.Token)
+			require.Equal(t, follower.client.Holder(), got.Holder, "an observer sees its own client's tenure too")
+			require.Greater(t, got.Token, firstToken)
+		})
+	}
 }
 
 // unreadableStore fails every Get while down is set.
