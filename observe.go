@@ -107,7 +107,10 @@ func (o *observation) loop(ctx context.Context, fn func(Observation), listened <
 			continue
 		}
 		next, err := o.read(ctx, fn)
-		if err != nil {
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case err != nil:
 			return err
 		}
 		timer.Reset(next)
@@ -125,10 +128,7 @@ func (o *observation) read(ctx context.Context, fn func(Observation)) (time.Dura
 		rec, err = store.Record{}, nil
 	}
 	if err != nil {
-		if ctx.Err() != nil {
-			return 0, nil
-		}
-		if drive.Permanent(err) {
+		if ctx.Err() != nil || drive.Permanent(err) {
 			return 0, err
 		}
 		o.failures++
