@@ -14,7 +14,9 @@
 //
 // # Metrics
 //
-// The names and labels are the same for every store. The store label is
+// The names and labels are the same for every store (the tests drive a
+// handover through real clients on memstore, SQLite, PostgreSQL, Redis,
+// etcd and Consul and read the same series from each). The store label is
 // the store's package name ([tenure.StoreName]: pgstore, redisstore,
 // etcdstore, consulstore, sqlitestore, memstore, alwaysleader), or
 // [Config.Store] when set; the lease label is the lease name.

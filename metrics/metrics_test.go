@@ -24,7 +24,7 @@ import (
 	"github.com/tenure-dev/tenure/store/sqlitestore"
 )
 
-func TestMain(m *testing.M) { testserver.Main(m, testserver.Servers{Etcd: true}) }
+func TestMain(m *testing.M) { testserver.Main(m, testserver.Servers{Etcd: true, Consul: true}) }
 
 // waitTimeout bounds every wait for an event of a client on a real store.
 const waitTimeout = 15 * time.Second
@@ -184,6 +184,9 @@ func backends() []backend {
 				require.NoError(t, err, "delete the keys under %q", prefix)
 			})
 			return s
+		}},
+		{name: "consulstore", notify: true, open: func(t *testing.T) store.Store {
+			return testserver.ConsulHarness{Agent: testserver.SharedConsul(t)}.NewStore(t)
 		}},
 	}
 }
