@@ -106,7 +106,9 @@ func (c *Client) Acquire(ctx context.Context, name string) (*Lease, error) {
 // not poll blindly: after a refusal it retries when the holder's time runs
 // out by the store's clock (with jitter), or as soon as the store announces
 // a release or takeover. Store errors are retried with backoff, except
-// [ErrInvalid] and [ErrNotMigrated], which are returned.
+// [ErrInvalid] and [ErrNotMigrated], which are returned. Like Acquire and
+// Do, it returns [ErrNotRunning] when the client's Run has not started
+// within one TTL of the call.
 func (c *Client) Campaign(ctx context.Context, name string) (*Lease, error) {
 	return c.want(ctx, name, true)
 }
@@ -117,12 +119,24 @@ func (c *Client) want(ctx context.Context, name string, campaign bool) (*Lease, 
 	}
 	reply := make(chan acquireResult, 1)
 	c.enqueue(request{event: engine.Want{Name: name, Campaign: campaign}, reply: reply})
+	var notRunning <-chan time.Time
+	if !c.started.Load() {
+		// Run may be about to start (go client.Run(ctx) just above the
+		// call); give it one TTL before calling it forgotten.
+		t := time.NewTimer(c.cfg.TTL)
+		defer t.Stop()
+		notRunning = t.C
+	}
+	var cause error
 	select {
 	case r := <-reply:
 		return r.lease, r.err
 	case <-c.stopped:
 		return nil, fmt.Errorf("%w: the client's Run has returned", ErrClosed)
 	case <-ctx.Done():
+		cause = ctx.Err()
+	case <-notRunning:
+		cause = fmt.Errorf("%w: waited %s for it to start", ErrNotRunning, c.cfg.TTL)
 	}
 	// Withdraw, then take the one answer the loop still owes: a tenure
 	// granted in the meantime is given back.
@@ -130,7 +144,10 @@ func (c *Client) want(ctx context.Context, name string, campaign bool) (*Lease, 
 	if !c.started.Load() {
 		// No loop has drained the inbox yet: whenever one starts, it
 		// sees the request and its withdrawal together, and owes nothing.
-		return nil, fmt.Errorf("%w (the client's Run never started: call go client.Run(ctx) first)", ctx.Err())
+		if errors.Is(cause, ErrNotRunning) {
+			return nil, fmt.Errorf("%w; call go client.Run(ctx) before Acquire, Campaign or Do", cause)
+		}
+		return nil, fmt.Errorf("%w (the client's Run never started: call go client.Run(ctx) first)", cause)
 	}
 	select {
 	case r := <-reply:
@@ -139,7 +156,11 @@ func (c *Client) want(ctx context.Context, name string, campaign bool) (*Lease, 
 		}
 	case <-c.stopped:
 	}
-	return nil, ctx.Err()
+	if errors.Is(cause, ErrNotRunning) {
+		// Run started just as the wait ran out: the campaign was sound.
+		return c.want(ctx, name, campaign)
+	}
+	return nil, cause
 }
 
 // Do campaigns for the lease name, runs fn under it, and releases it when fn

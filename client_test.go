@@ -319,6 +319,25 @@ func TestSuspensionRevokesAtTheNextTokenRead(t *testing.T) {
 	})
 }
 
+func TestStoreClockStepForwardEndsTheTenureAtTheNextRenewal(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		var step atomic.Int64
+		st := memstore.New(memstore.Config{Clock: func() time.Time { return time.Now().Add(time.Duration(step.Load())) }})
+		t.Cleanup(func() { _ = st.Close() })
+		b := setup(t, st, tenure.Config{TTL: ttl})
+		l := b.acquire(t, "billing")
+		start := time.Now()
+
+		// The store's wall clock steps ten seconds forward: its lease now
+		// expires ten seconds before the holder's deadline says.
+		step.Store(int64(10 * time.Second))
+		<-l.Done()
+		require.Equal(t, tenure.LossStoreClockAhead, lostReason(t, l))
+		require.Equal(t, b.client.Config().RenewInterval, time.Since(start), "noticed at the first renewal after the step")
+	})
+}
+
 func TestCloneIsDetectedByTheRenewalChain(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {

@@ -2,7 +2,9 @@ package tenure_test
 
 import (
 	"context"
+	"errors"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/require"
@@ -102,4 +104,21 @@ func TestCampaignWithoutRunReturnsWhenCtxIsDone(t *testing.T) {
 	_, err = c.Campaign(ctx, "billing")
 	require.ErrorIs(t, err, context.Canceled)
 	require.ErrorContains(t, err, "Run never started")
+}
+
+func TestCampaignWithoutRunFailsAfterOneTTL(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		st := memstore.New(memstore.Config{})
+		defer func() { _ = st.Close() }()
+		c, err := tenure.New(st, tenure.Config{TTL: 3 * time.Second})
+		require.NoError(t, err)
+		start := time.Now()
+		err = c.Do(t.Context(), "billing", func(context.Context, *tenure.Lease) error {
+			return errors.New("ran without a running client")
+		})
+		require.ErrorIs(t, err, tenure.ErrNotRunning)
+		require.ErrorContains(t, err, "call go client.Run(ctx)")
+		require.Equal(t, 3*time.Second, time.Since(start))
+	})
 }

@@ -26,6 +26,10 @@ var (
 	ErrUnavailable = store.ErrUnavailable
 	// ErrClosed: the store or client was closed.
 	ErrClosed = store.ErrClosed
+	// ErrNotRunning: [Client.Acquire], [Client.Campaign] or [Client.Do]
+	// waited one TTL for the client's Run to start, and it did not: the
+	// caller forgot go client.Run(ctx).
+	ErrNotRunning = errors.New("tenure: the client's Run is not running")
 	// ErrInvalid: the input was refused before anything was changed.
 	ErrInvalid = store.ErrInvalid
 	// ErrNotMigrated: the store's tables or functions are missing or older

@@ -59,6 +59,13 @@ const (
 	LossReleased
 	// LossClosed: [Client.Run] returned; its leases were released.
 	LossClosed
+	// LossStoreClockAhead: between two renewals the store's wall clock
+	// advanced more than this host's monotonic clock, by more than
+	// Config.SuspendTolerance: the store's clock stepped forward (or runs
+	// fast) and expires its leases early, before this holder's deadline.
+	// Only stores whose expiry runs on a wall clock report their time
+	// (see store.Grant.At).
+	LossStoreClockAhead
 )
 
 var lossReasonNames = map[LossReason]string{
@@ -72,6 +79,7 @@ var lossReasonNames = map[LossReason]string{
 	LossProgressStalled: "progress stalled",
 	LossReleased:        "released",
 	LossClosed:          "client closed",
+	LossStoreClockAhead: "store clock ran ahead",
 }
 
 // releasable reports whether a tenure that ended for r may still be this
@@ -106,6 +114,7 @@ var lossReasons = map[engine.Reason]LossReason{
 	engine.ReasonRevoked:         LossRevoked,
 	engine.ReasonProgressStalled: LossProgressStalled,
 	engine.ReasonReleased:        LossReleased,
+	engine.ReasonStoreClockAhead: LossStoreClockAhead,
 }
 
 // Transition is one change of leadership, as [Config.OnTransition] sees it.

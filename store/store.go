@@ -228,6 +228,15 @@ type Grant struct {
 	// Remaining is the time left before expiry by the store's clock; zero
 	// when the lease is not held.
 	Remaining time.Duration
+	// At is the store's wall clock when it decided, for stores whose
+	// expiry runs on a wall clock (PostgreSQL, Redis, SQLite): a holder
+	// compares the store time between two renewals with its own monotonic
+	// time and stands down when the store's clock ran ahead (a forward
+	// step expires leases early). Stores set it on grants and renewals
+	// (elsewhere it may be zero); it is zero when the store's expiry does
+	// not run on a wall clock (etcd and Consul time leases with monotonic
+	// timers).
+	At time.Time
 }
 
 // RenewResult is the outcome of one entry of a [Store.Renew] batch.

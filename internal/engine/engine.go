@@ -54,6 +54,7 @@ type lease struct {
 	token        store.Token
 	seq          int64
 	anchor       Instant
+	storeAt      time.Time // the store's clock when it granted or last renewed, if it says
 	deadline     time.Duration
 	renewDue     time.Duration
 	renewing     bool // part of the batch in flight
@@ -285,7 +286,7 @@ func (e *Engine) granted(now Instant, l *lease, d AcquireDone) {
 	}
 	l.phase, l.want = held, false
 	l.holder, l.token, l.seq = d.Holder, g.Token, g.Seq
-	l.anchor, l.deadline = d.SentAt, deadline
+	l.anchor, l.deadline, l.storeAt = d.SentAt, deadline, g.At
 	l.renewDue = d.SentAt.Mono + e.cfg.RenewInterval
 	l.lastProgress = now.Mono
 	e.emit(Acquired{Name: l.name, Holder: l.holder, Token: l.token, Seq: l.seq, Anchor: l.anchor, Deadline: l.deadline})
@@ -316,9 +317,12 @@ func (e *Engine) renewDone(now Instant, d RenewDone) {
 		}
 		o := d.Results[i]
 		switch {
+		case o.Renewed && e.storeClockAhead(now, l, o.Grant.At):
+			l.seq = o.Grant.Seq
+			e.lose(l, ReasonStoreClockAhead, nil)
 		case o.Renewed:
 			l.seq = o.Grant.Seq
-			l.anchor = d.SentAt
+			l.anchor, l.storeAt = d.SentAt, o.Grant.At
 			l.deadline = e.deadline(now, d.SentAt, o.Grant.Remaining)
 			l.renewDue = d.SentAt.Mono + e.cfg.RenewInterval
 			e.emit(Renewed{Name: l.name, Token: l.token, Seq: l.seq, Anchor: l.anchor, Deadline: l.deadline})
@@ -333,6 +337,20 @@ func (e *Engine) renewDone(now Instant, d RenewDone) {
 			e.loseAll(ReasonSeqMismatch, nil)
 		}
 	}
+}
+
+// storeClockAhead reports whether the store's wall clock ran ahead of this
+// process's monotonic clock since l's last grant or renewal, by more than
+// the suspension tolerance. The store read its clock after l.anchor was
+// sent and before now, so an honest clock never advances more than
+// now - l.anchor between the two readings. One that did has stepped
+// forward (or runs fast): the store will expire the next lease early, while
+// this holder's deadline assumes the store's seconds are its own.
+func (e *Engine) storeClockAhead(now Instant, l *lease, at time.Time) bool {
+	if at.IsZero() || l.storeAt.IsZero() {
+		return false
+	}
+	return at.Sub(l.storeAt)-(now.Mono-l.anchor.Mono) > e.cfg.SuspendTolerance
 }
 
 // heard acts on the store's announcement that l's lease was released or

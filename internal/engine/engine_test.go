@@ -639,3 +639,44 @@ func TestTheEchoOfItsOwnGrantChangesNothing(t *testing.T) {
 	require.Equal(t, due, still, "the next renewal is where it was")
 	require.Empty(t, h.step(CheckDone{Name: "billing", Token: 3, Err: errStore}), "a failed check proves nothing")
 }
+
+// A store whose wall clock stepped forward between two renewals expires
+// its leases early: the holder stands down at the renewal that shows it,
+// and keeps the tenure when the store's clock only kept pace.
+func TestStoreClockAheadEndsTheTenure(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		ahead time.Duration // how far the store's clock ran beyond real time
+		lost  bool
+	}{
+		{"KeptPace", 0, false},
+		{"WithinTolerance", tol, false},
+		{"SteppedForward", tol + time.Millisecond, true},
+		{"SteppedBack", -time.Minute, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t)
+			storeAt := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+			send := only[SendAcquire](t, h.step(Want{Name: "billing", Campaign: true}))
+			h.advance(time.Millisecond)
+			only[Acquired](t, h.step(AcquireDone{Name: "billing", Holder: send.Holder, SentAt: send.SentAt,
+				Grant: &store.Grant{Holder: send.Holder, Token: 7, Seq: 1, Remaining: ttl, At: storeAt}}))
+			renewal := only[SendRenew](t, h.tick())
+			h.advance(time.Millisecond)
+			results := renewedAll(renewal.Items)
+			// The store read its clock somewhere between the two sends and
+			// the reply: at most now - acquire's send time later, honestly.
+			results[0].Grant.At = storeAt.Add(h.now.Mono - send.SentAt.Mono + tc.ahead)
+			acts := h.step(RenewDone{SentAt: renewal.SentAt, Items: renewal.Items, Results: results})
+			if !tc.lost {
+				only[Renewed](t, acts)
+				return
+			}
+			lost := only[Lost](t, acts)
+			require.Equal(t, ReasonStoreClockAhead, lost.Reason)
+			require.True(t, lost.Reason.Releasable(), "the renewal succeeded: the lease is still this holder's to release")
+		})
+	}
+}

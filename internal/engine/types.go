@@ -22,6 +22,7 @@ const (
 	ReasonRevoked
 	ReasonProgressStalled
 	ReasonReleased
+	ReasonStoreClockAhead
 )
 
 // Releasable reports whether a tenure that ended for r may still be this
@@ -31,7 +32,7 @@ const (
 // expiry at the store there is nothing left to release.
 func (r Reason) Releasable() bool {
 	switch r {
-	case ReasonExpiredLocally, ReasonRenewError, ReasonProgressStalled, ReasonReleased:
+	case ReasonExpiredLocally, ReasonRenewError, ReasonProgressStalled, ReasonReleased, ReasonStoreClockAhead:
 		return true
 	}
 	return false

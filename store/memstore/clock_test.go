@@ -44,7 +44,7 @@ func TestInjectedClock(t *testing.T) {
 
 	g, err := s.Acquire(ctx, store.AcquireParams{Name: "job", Holder: a, TTL: ttl})
 	require.NoError(t, err)
-	require.Equal(t, store.Grant{Name: "job", Holder: a, Token: 1, Seq: 1, Remaining: ttl}, g)
+	require.Equal(t, store.Grant{Name: "job", Holder: a, Token: 1, Seq: 1, Remaining: ttl, At: clock.Now()}, g, "the grant reports the store's clock")
 	r, err := s.Get(ctx, "job")
 	require.NoError(t, err)
 	require.Equal(t, clock.Now(), r.AcquiredAt)
@@ -68,7 +68,7 @@ func TestInjectedClock(t *testing.T) {
 	clock.Advance(4 * time.Second)
 	rs, err = s.Renew(ctx, []store.RenewParams{{Name: "job", Holder: b, Token: 2, Seq: 1, TTL: 2 * ttl}})
 	require.NoError(t, err)
-	require.Equal(t, []store.RenewResult{{Renewed: true, Grant: store.Grant{Name: "job", Holder: b, Token: 2, Seq: 2, Remaining: 2 * ttl}}}, rs,
+	require.Equal(t, []store.RenewResult{{Renewed: true, Grant: store.Grant{Name: "job", Holder: b, Token: 2, Seq: 2, Remaining: 2 * ttl, At: clock.Now()}}}, rs,
 		"a renewal sets the expiry to the store's now plus the new TTL")
 }
 

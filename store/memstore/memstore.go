@@ -247,6 +247,7 @@ func (l *lease) grant(name string, now time.Time) store.Grant {
 	if l.heldAt(now) {
 		g.Holder = l.holder
 		g.Remaining = l.expires.Sub(now)
+		g.At = now.Round(0)
 	}
 	return g
 }

@@ -73,7 +73,11 @@
 //     renewal fails). That is not the cheap side: for that window two
 //     processes believe they lead, and only a fence that checks tokens
 //     keeps the resource correct (side effects that check no token may
-//     happen twice). A backward step by J extends every lease by J: a
+//     happen twice). Each grant and renewal reports the server's TIME
+//     ([store.Grant.At]): a holder whose next renewal still succeeds sees
+//     that the server's clock ran ahead of its own monotonic time and
+//     stands down at once (tenure.LossStoreClockAhead) instead of trusting
+//     the shortened lease to its old deadline. A backward step by J extends every lease by J: a
 //     dead holder's lease blocks followers that much longer, which costs
 //     availability, never safety. Tokens do not depend on the clock while
 //     the counter survives; after a loss of data they are floored by it,

@@ -142,10 +142,17 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (store.Grant
 	var (
 		acquired int64
 		g        = store.Grant{Name: p.Name}
-		rem      int64
+		rem, at  int64
 	)
-	if !scan(reply, &acquired, &g.Holder.Label, &g.Holder.Instance, &g.Token, &g.Seq, &rem) {
+	fields := []any{&acquired, &g.Holder.Label, &g.Holder.Instance, &g.Token, &g.Seq, &rem}
+	if len(reply) == len(fields)+1 {
+		fields = append(fields, &at)
+	}
+	if !scan(reply, fields...) {
 		return store.Grant{}, unexpectedReply(op, reply)
+	}
+	if at > 0 {
+		g.At = time.UnixMicro(at).UTC()
 	}
 	g.Remaining = time.Duration(rem) * time.Millisecond
 	s.observe(g.Token)
@@ -231,11 +238,13 @@ func (s *Store) renewResults(ps []store.RenewParams, reply []any) ([]store.Renew
 		case 0:
 			reply = reply[1:]
 		case 1:
+			var at int64
 			g.Holder, g.Token = p.Holder, p.Token
-			if len(reply) < 3 || !scan(reply[1:3], &g.Seq, &rem) {
+			if len(reply) < 4 || !scan(reply[1:4], &g.Seq, &rem, &at) {
 				return nil, false
 			}
-			reply = reply[3:]
+			g.At = time.UnixMicro(at).UTC()
+			reply = reply[4:]
 		case 2:
 			if len(reply) < 3 || !scan(reply[1:3], &g.Token, &g.Seq) {
 				return nil, false

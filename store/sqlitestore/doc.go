@@ -71,7 +71,9 @@
 //     step does not move, keeps trusting its token for up to one renew
 //     interval, until its next renewal finds the lease taken (up to its
 //     local deadline if that renewal fails), or until its suspension
-//     detector sees wall and monotonic time diverge. This is the expensive
+//     detector sees wall and monotonic time diverge (a renewal that still
+//     succeeds reports the store's time, [store.Grant.At], and the holder
+//     stands down when that ran ahead of its monotonic time). This is the expensive
 //     side: for that window two processes believe they lead. Fencing keeps
 //     the resource correct (once the new holder's token is recorded at a
 //     fence, the old holder's writes are refused with [store.ErrFenced]);

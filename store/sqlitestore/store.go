@@ -335,6 +335,7 @@ func (r row) grant(name string, now int64) store.Grant {
 	if r.held(now) {
 		g.Holder = r.holder
 		g.Remaining = time.Duration(r.expiresAt - now)
+		g.At = time.Unix(0, now).UTC()
 	}
 	return g
 }
@@ -413,7 +414,7 @@ ON CONFLICT (name) DO UPDATE SET
 		if err != nil {
 			return err
 		}
-		g = store.Grant{Name: p.Name, Holder: p.Holder, Token: tok, Seq: 1, Remaining: p.TTL}
+		g = store.Grant{Name: p.Name, Holder: p.Holder, Token: tok, Seq: 1, Remaining: p.TTL, At: time.Unix(0, now).UTC()}
 		return nil
 	})
 	if err != nil {
@@ -460,6 +461,7 @@ RETURNING seq`)
 			if err == nil {
 				results[i] = store.RenewResult{Renewed: true, Grant: store.Grant{
 					Name: p.Name, Holder: p.Holder, Token: p.Token, Seq: seq, Remaining: p.TTL,
+					At: time.Unix(0, now).UTC(),
 				}}
 				continue
 			}

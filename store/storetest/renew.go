@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/tenure-dev/tenure/store"
 
@@ -31,6 +32,27 @@ func testRenew(t *testing.T, h Harness) {
 		}
 		r := b.requireHeld(t, g, 4)
 		require.True(t, before.AcquiredAt.Equal(r.AcquiredAt), "a renewal does not start a new tenure")
+	})
+
+	t.Run("StoreTimeKeepsPace", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		sent := time.Now()
+		g := b.acquire(t, name(t), testutil.Holder(t, "holder"), longTTL)
+		res := b.renew(t, g, longTTL)
+		elapsed := time.Since(sent)
+		require.True(t, res.Renewed)
+		if g.At.IsZero() {
+			require.True(t, res.Grant.At.IsZero(), "a store that reports no time on a grant reports none on a renewal either")
+			return
+		}
+		require.False(t, res.Grant.At.IsZero(), "a store that reports its time on a grant reports it on a renewal too")
+		// Both readings fell between the acquire's send and the renewal's
+		// reply: the engine relies on exactly this bound (store.Grant.At).
+		between := res.Grant.At.Sub(g.At)
+		require.GreaterOrEqual(t, between, time.Duration(0), "the store's clock went backwards between two calls")
+		require.LessOrEqual(t, between, elapsed+time.Microsecond,
+			"the store's clock advanced %s while %s passed here: wrong unit or origin", between, elapsed)
 	})
 
 	t.Run("RefreshesRemaining", func(t *testing.T) {

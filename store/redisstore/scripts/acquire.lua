@@ -8,7 +8,8 @@
 -- ARGV[4] notification channel, ARGV[5] lease name
 --
 -- Returns {acquired (0|1), label, instance, token, seq, remaining ms}:
--- the new tenure, or the current one when it is held.
+-- the new tenure, or the current one when it is held; a grant adds the
+-- server's TIME in microseconds.
 local record, held, counter = KEYS[1], KEYS[2], KEYS[3]
 local cur = redis.call('HMGET', record, 'label', 'instance', 'token', 'seq', 'released')
 local pttl = redis.call('PTTL', held)
@@ -47,4 +48,4 @@ redis.call('SET', held, string.format('%d', token), 'PX', ARGV[3])
 if cur[3] and cur[5] ~= '1' then
   redis.call('PUBLISH', ARGV[4], ARGV[5])
 end
-return {1, ARGV[1], ARGV[2], token, 1, tonumber(ARGV[3])}
+return {1, ARGV[1], ARGV[2], token, 1, tonumber(ARGV[3]), clock}

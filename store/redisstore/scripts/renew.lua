@@ -8,10 +8,12 @@
 --
 -- Returns one flat array with, in the order of the batch, for each lease
 -- one of:
---   1, seq, remaining ms                          renewed (seq is the new one)
+--   1, seq, remaining ms, server TIME in µs       renewed (seq is the new one)
 --   0                                             absent
 --   2, token, seq                                 not held (released, expired)
 --   3, label, instance, token, seq, remaining ms  held, but not that way
+local now = redis.call('TIME')
+local clock = tonumber(now[1]) * 1000000 + tonumber(now[2])
 local results, n = {}, 0
 for i = 1, #KEYS / 2 do
   local record, held = KEYS[2 * i - 1], KEYS[2 * i]
@@ -29,7 +31,8 @@ for i = 1, #KEYS / 2 do
     results[n + 1] = 1
     results[n + 2] = redis.call('HINCRBY', record, 'seq', 1)
     results[n + 3] = tonumber(ttl)
-    n = n + 3
+    results[n + 4] = clock
+    n = n + 4
   else
     local pttl = redis.call('PTTL', held)
     if pttl < 0 then

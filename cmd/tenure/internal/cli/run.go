@@ -593,13 +593,15 @@ wait:
 			}
 			if tty >= 0 && leaderGone != nil && commandStopped(group) {
 				// ^Z stopped the command: hand the terminal back to the
-				// shell and stop ourselves, as a shell's job does. The
+				// shell and stop ourselves with the signal ^Z sends, as
+				// a shell's job does (a pty wrapper such as script(1)
+				// takes a child's SIGSTOP as a cue to stop itself). The
 				// lease is not renewed while run is stopped: the
 				// watchdog kills the command at its deadline. fg sends
 				// SIGCONT, which is forwarded below.
 				takeTerminal(tty)
 				stoppedSelf = true
-				_ = syscall.Kill(self, syscall.SIGSTOP)
+				_ = syscall.Kill(self, syscall.SIGTSTP)
 			}
 		case call := <-ctlCalls:
 			r := call.req
