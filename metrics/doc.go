@@ -30,7 +30,7 @@
 //   - tenure_losses_total{store,lease,reason} (counter): tenures ended, by
 //     [Reason]: expired_locally, renew_error, superseded, expired_at_store,
 //     seq_mismatch, suspended, revoked, progress_stalled, released,
-//     closed. Only released and closed are clean.
+//     closed, store_clock_ahead. Only released and closed are clean.
 //   - tenure_acquire_errors_total{store,lease} (counter): acquisition
 //     attempts that got no verdict from the store (a campaign retries
 //     them; a refusal because the lease is held is not an error).
@@ -53,7 +53,7 @@
 //     refused for a stale token, as counted by [Observer.Fenced].
 //
 // Series per lease stay as few as the leases a process takes; the
-// histograms per store. The reason label has the ten values above.
+// histograms per store. The reason label has the eleven values above.
 //
 // # Fenced writes refused
 //

@@ -3,6 +3,7 @@ package metrics
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -235,12 +236,16 @@ func (o *Observer) Fenced(err error) error {
 
 // Reason returns the value of the reason label for r: expired_locally,
 // renew_error, superseded, expired_at_store, seq_mismatch, suspended,
-// revoked, progress_stalled, released or closed.
+// revoked, progress_stalled, released, closed or store_clock_ahead. A
+// reason this package does not know yet gets its description in snake
+// case.
 func Reason(r tenure.LossReason) string {
 	if s, ok := reasons[r]; ok {
 		return s
 	}
-	return "unknown"
+	return strings.Join(strings.FieldsFunc(strings.ToLower(r.String()), func(c rune) bool {
+		return (c < 'a' || c > 'z') && (c < '0' || c > '9')
+	}), "_")
 }
 
 var reasons = map[tenure.LossReason]string{
@@ -254,4 +259,5 @@ var reasons = map[tenure.LossReason]string{
 	tenure.LossProgressStalled: "progress_stalled",
 	tenure.LossReleased:        "released",
 	tenure.LossClosed:          "closed",
+	tenure.LossStoreClockAhead: "store_clock_ahead",
 }

@@ -191,14 +191,15 @@ func TestNewRefusesWhatCannotWork(t *testing.T) {
 func TestReasonLabels(t *testing.T) {
 	t.Parallel()
 	seen := map[string]bool{}
-	for r := tenure.LossExpiredLocally; r <= tenure.LossClosed; r++ {
+	for r := tenure.LossExpiredLocally; r <= tenure.LossStoreClockAhead; r++ {
 		label := metrics.Reason(r)
-		require.NotEqual(t, "unknown", label, r.String())
-		require.NotContains(t, label, " ")
+		require.Regexp(t, `^[a-z][a-z_]*[a-z]$`, label, r.String())
+		require.NotContains(t, label, "lossreason", "every reason has a label of its own: %s", r)
 		require.False(t, seen[label], "labels are distinct")
 		seen[label] = true
 	}
-	require.Equal(t, "unknown", metrics.Reason(0))
+	require.Equal(t, "store_clock_ahead", metrics.Reason(tenure.LossStoreClockAhead))
+	require.Equal(t, "lossreason_99", metrics.Reason(99), "a reason from a newer tenure still gets a label")
 }
 
 // TestFencedCountsHTTPFenceRefusals wraps httpfence's fence store as the
