@@ -2,6 +2,7 @@ package tenure
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"time"
@@ -73,6 +74,24 @@ type Config struct {
 	// order, none dropped, from one goroutine owned by [Client.Run]. A slow
 	// callback delays later callbacks, never the lease loop.
 	OnTransition func(Transition)
+
+	// Observer, if set, receives every acquisition, loss, renewal round,
+	// store failure while acquiring, detected suspension or clone, and
+	// store notification, as an [Event], on the lease loop's goroutine
+	// (see [Observer]). Package github.com/tenure-dev/tenure/metrics turns
+	// them into Prometheus metrics. Default nil: nothing is reported, and
+	// nothing is spent reporting.
+	Observer Observer
+
+	// Logger, if set, receives the client's log lines (log/slog), with
+	// the keys lease, token, holder, reason, store and err: acquisitions
+	// and releases at Info; losses, renewal failures (when renewals start
+	// failing, not each failure), detected suspensions and a store that
+	// cannot be reached while campaigning (the first failure, then once a
+	// minute) at Warn; detected clones at Error. Lines are written on the
+	// lease loop's goroutine: give it a handler that does not block.
+	// Default nil: the library logs nothing.
+	Logger *slog.Logger
 }
 
 func (cfg Config) withDefaults() Config {

@@ -130,4 +130,19 @@
 // listener has just (re)subscribed, since announcements made before then
 // are lost. Errors back off with jitter up to the renew interval; nothing
 // spins.
+//
+// [Client.Observe] gives the follower's view without campaigning: it
+// calls a function with who holds a name (holder, token, remaining time
+// by the store's clock, or nobody) and again at every change, seen at once
+// when the store announces it and at the holder's expiry otherwise.
+//
+// # Metrics and logs
+//
+// A client is quiet by default. [Config.Logger] takes a [log/slog] logger
+// for acquisitions, losses, renewal failures, detected pauses and clones,
+// and a store that cannot be reached while campaigning, with the keys
+// lease, token, holder, reason, store and err. [Config.Observer] receives
+// the same as [Event]s; package github.com/tenure-dev/tenure/metrics turns
+// them into Prometheus metrics. Neither is ever called from
+// [Lease.Token].
 package tenure

@@ -35,6 +35,7 @@ func (c *Client) Run(ctx context.Context) error {
 		releases: make(map[tenureKey][]chan error),
 		fed:      make(map[*Lease]time.Duration),
 		obs:      newObserver(c.cfg.OnTransition),
+		tel:      newTelemetry(c),
 	}
 	r.wg.Go(r.obs.run)
 	if n, ok := c.store.(store.Notifier); ok {
@@ -63,6 +64,7 @@ type runner struct {
 	releases map[tenureKey][]chan error    // Lease.Release calls awaiting the store's answer
 	fed      map[*Lease]time.Duration      // last progress reading fed to the engine
 	obs      *observer
+	tel      *telemetry // nil: no Observer, no Logger
 }
 
 // tenureKey names one tenure.
@@ -162,9 +164,12 @@ func (r *runner) now() engine.Instant {
 }
 
 func (r *runner) step(ev engine.Event) {
-	for _, a := range r.c.eng.Step(r.now(), ev) {
+	now := r.now()
+	acts := r.c.eng.Step(now, ev)
+	for _, a := range acts {
 		r.do(a)
 	}
+	r.tel.step(now, ev, acts)
 }
 
 // reply feeds the engine a store call's answer, and hands a release's
@@ -243,7 +248,9 @@ func (r *runner) acquired(a engine.Acquired) {
 	l.trust.Store(&engine.Window{Anchor: a.Anchor, Deadline: a.Deadline})
 	l.progress.Store(int64(a.Anchor.Mono))
 	r.leases[a.Name] = l
-	r.obs.push(Transition{Name: l.name, Kind: TransitionAcquired, Holder: l.holder, Token: l.token, At: time.Now()})
+	tr := Transition{Name: l.name, Kind: TransitionAcquired, Holder: l.holder, Token: l.token, At: time.Now()}
+	r.obs.push(tr)
+	r.tel.transition(tr)
 	if !r.answer(a.Name, acquireResult{lease: l}) {
 		// Nobody is waiting any more: give it back.
 		l.ended.Store(true)
@@ -268,7 +275,9 @@ func (r *runner) lost(a engine.Lost) {
 	}
 	l.chainWaiters = nil
 	l.end(err)
-	r.obs.push(Transition{Name: l.name, Kind: TransitionLost, Holder: l.holder, Token: l.token, Reason: reason, Err: err, At: time.Now()})
+	tr := Transition{Name: l.name, Kind: TransitionLost, Holder: l.holder, Token: l.token, Reason: reason, Err: err, At: time.Now()}
+	r.obs.push(tr)
+	r.tel.transition(tr)
 }
 
 func (r *runner) answer(name string, res acquireResult) bool {

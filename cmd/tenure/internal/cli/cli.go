@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"sort"
 	"strings"
@@ -63,6 +64,9 @@ type env struct {
 	stdout, stderr io.Writer
 	getenv         func(string) string
 	environ        func() []string
+	// logger is the lease client's, as the global flags -v and
+	// --log-format ask; main sets it.
+	logger *slog.Logger
 }
 
 // action runs a subcommand with its positional arguments, after its flags
@@ -103,6 +107,17 @@ func commandTable() map[string]*command {
 }
 
 func (e *env) main(ctx context.Context, args []string) int {
+	if _, ok := e.stderr.(*os.File); !ok {
+		// Log lines and messages come from several goroutines; a file
+		// takes concurrent writes as it is (and run's command and
+		// watchdog must get the file itself).
+		e.stderr = &syncWriter{w: e.stderr}
+	}
+	var global globalFlags
+	args, err := global.parseGlobal(args)
+	if err != nil {
+		return e.exit(err)
+	}
 	if len(args) == 0 {
 		fmt.Fprint(e.stderr, overview())
 		return e.exit(usagef("", "no command given"))
@@ -125,6 +140,7 @@ func (e *env) main(ctx context.Context, args []string) int {
 	if cmd.raw {
 		return e.exit(act(ctx, e, args[1:]))
 	}
+	global.define(fs)
 	pos, err := parseArgs(fs, args[1:], cmd.interspersed)
 	if errors.Is(err, flag.ErrHelp) {
 		fmt.Fprint(e.stdout, commandHelp(name, cmd))
@@ -133,6 +149,7 @@ func (e *env) main(ctx context.Context, args []string) int {
 	if err != nil {
 		return e.exit(usagef(name, "%v", err))
 	}
+	e.logger = global.logger(e.stderr)
 	return e.exit(act(ctx, e, pos))
 }
 

@@ -40,6 +40,13 @@
 // Consul its servers' session_ttl_min) is refused before anything is
 // opened.
 //
+// The global flags -v and --log-format json|text may come before the
+// command's name or among its flags. They set the lease client's
+// [log/slog] logger (run's): on standard error, at level warn, or info
+// with -v, as text or JSON lines with the keys lease, token, holder,
+// reason, store and err. A --log-format other than json or text is a
+// usage error (64).
+//
 // Subcommands live in a table built by commandTable; adding one is adding
 // an entry there.
 //

@@ -69,6 +69,11 @@ Commands:
 		fmt.Fprintf(&b, "  %-8s %s\n", n, table[n].summary)
 	}
 	b.WriteString(`
+Global flags, before or after the command's name:
+  -v                    log the lease client's acquisitions and releases too
+                        (level info); without it, only warnings and errors
+  --log-format FORMAT   log lines on standard error as text (default) or json
+
 Start with 'tenure demo': it needs no server and no setup.
 `)
 	b.WriteString(`
@@ -141,6 +146,9 @@ func commandHelp(name string, cmd *command) string {
 	fmt.Fprintf(&b, "Usage: tenure %s\n\n%s\n", cmd.synopsis, cmd.about)
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	cmd.setup(fs)
+	if !cmd.raw {
+		new(globalFlags).define(fs)
+	}
 	first := true
 	fs.VisitAll(func(f *flag.Flag) {
 		if strings.HasPrefix(f.Usage, hiddenFlag) {

@@ -218,6 +218,7 @@ func (o *runOptions) run(ctx context.Context, e *env, args []string) error {
 		e.errorf("always-leader store: %q runs here without mutual exclusion; reason: %s", o.name, target.Reason)
 	}
 
+	cfg.Logger = e.logger
 	client, err := tenure.New(opened.Store, cfg)
 	if err != nil {
 		return usagef("run", "%s", message(err))
