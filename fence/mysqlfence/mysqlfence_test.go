@@ -479,7 +479,7 @@ func TestStrictTx(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := t.Context()
-	const ttl = 2 * time.Second
+	const ttl = 3 * time.Second
 	c, err := tenure.New(b.store, tenure.Config{Label: "strict", TTL: ttl})
 	require.NoError(t, err)
 	runCtx, stop := context.WithCancel(ctx)

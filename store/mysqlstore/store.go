@@ -91,16 +91,17 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (store.Grant
 	}
 	op := fmt.Sprintf("acquire lease %q", p.Name)
 	var (
-		acquired    bool
-		g           = store.Grant{Name: p.Name}
-		remainingUS int64
+		acquired               bool
+		g                      = store.Grant{Name: p.Name}
+		remainingUS, decidedUS int64
 	)
 	err := s.queryRow(ctx, s.acquireSQL, []any{p.Name, p.Holder.Label, p.Holder.Instance, micros(p.TTL)},
-		&acquired, &g.Holder.Label, &g.Holder.Instance, &g.Token, &g.Seq, &remainingUS)
+		&acquired, &g.Holder.Label, &g.Holder.Instance, &g.Token, &g.Seq, &remainingUS, &decidedUS)
 	if err != nil {
 		return store.Grant{}, interpretError(op, err)
 	}
 	g.Remaining = fromMicros(remainingUS)
+	g.At = time.UnixMicro(decidedUS).UTC()
 	if !acquired {
 		return store.Grant{}, &store.HeldError{Name: p.Name, Holder: g.Holder, Token: g.Token, Seq: g.Seq, Remaining: g.Remaining}
 	}
@@ -187,6 +188,7 @@ func (s *Store) Renew(ctx context.Context, ps []store.RenewParams) ([]store.Rene
 		case e.renewed:
 			g.Holder, g.Token, g.Seq = p.Holder, p.Token, e.seq+1
 			g.Remaining = fromMicros(decidedUS + micros(p.TTL) - nowUS)
+			g.At = time.UnixMicro(decidedUS).UTC()
 		case e.known:
 			g.Token, g.Seq = e.token, e.seq
 			if !e.released && e.expiresUS > nowUS {

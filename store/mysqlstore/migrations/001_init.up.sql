@@ -42,7 +42,8 @@ DELIMITER //
 
 -- acquire(name, label, instance, ttl_us): a new tenure when the lease is
 -- absent, released or expired; otherwise nothing changes. One row:
--- acquired, holder_label, holder_instance, token, seq, remaining_us.
+-- acquired, holder_label, holder_instance, token, seq, remaining_us, decided_us
+-- (the server's clock when it decided).
 CREATE PROCEDURE IF NOT EXISTS {{acquire}}(
     IN p_name VARBINARY(255), IN p_label VARBINARY(128), IN p_instance VARBINARY(64), IN p_ttl_us BIGINT)
     MODIFIES SQL DATA
@@ -79,11 +80,13 @@ BEGIN
         WHERE name = p_name;
         COMMIT;
         SELECT TRUE AS acquired, p_label AS holder_label, p_instance AS holder_instance, v_next AS token,
-               CAST(1 AS SIGNED) AS seq, GREATEST(0, v_now + p_ttl_us - {{now_us}}) AS remaining_us;
+               CAST(1 AS SIGNED) AS seq, GREATEST(0, v_now + p_ttl_us - {{now_us}}) AS remaining_us,
+               v_now AS decided_us;
     ELSE
         COMMIT;
         SELECT FALSE AS acquired, v_label AS holder_label, v_instance AS holder_instance, v_token AS token,
-               v_seq AS seq, GREATEST(0, v_expires - {{now_us}}) AS remaining_us;
+               v_seq AS seq, GREATEST(0, v_expires - {{now_us}}) AS remaining_us,
+               v_now AS decided_us;
     END IF;
 END //
 
