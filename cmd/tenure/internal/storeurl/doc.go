@@ -18,6 +18,10 @@
 //   - sqlite:PATH: an SQLite file on this host, created when missing. PATH
 //     is taken literally (no percent-decoding); a leading ~/ means the home
 //     directory; sqlite:///abs/path is accepted too.
+//   - mysql://USER[:PASSWORD]@HOST[:PORT]/DATABASE (or mariadb://): MySQL or
+//     MariaDB (port 3306 when omitted) through go-sql-driver/mysql, whose
+//     DSN parameters (tls, timeout, ...) may follow as query parameters.
+//     tenure_prefix sets [mysqlstore.Config.TablePrefix] (default tenure_).
 //   - redis://[USER:PASSWORD@]HOST:PORT[/DB] (rediss:// for TLS): one Redis
 //     server, parsed by go-redis ([redis.ParseURL], whose parameters such
 //     as dial_timeout work). tenure_prefix sets
