@@ -156,7 +156,7 @@ func Parse(raw string) (Target, error) {
 	if !ok || !schemeSyntax.MatchString(scheme) {
 		hint := ""
 		if strings.ContainsAny(raw, "/.") && !strings.Contains(raw, "://") {
-			hint = fmt.Sprintf(" (for an SQLite file write sqlite:%s)", raw)
+			hint = fmt.Sprintf(" (for an SQLite file write %q)", "sqlite:"+raw)
 		}
 		return Target{}, newError(store.ErrInvalid, nil, "storeurl: store URL %q has no scheme; use %s%s", roughRedact(raw), Supported, hint)
 	}
