@@ -125,8 +125,11 @@ func parseRedis(raw string) (Target, error) {
 	}
 	if ok {
 		t.Redis.KeyPrefix = prefix
-		u.RawQuery = q.Encode()
 	}
+	if t.sec, err = takeSecurity(q, t.Display, strings.EqualFold(u.Scheme, "rediss"), "rediss://…"); err != nil {
+		return Target{}, err
+	}
+	u.RawQuery = q.Encode()
 	if _, err := t.Redis.Keys(); err != nil {
 		return Target{}, newError(store.ErrInvalid, err, "storeurl: store URL %s: %s: %v", t.Display, ParamPrefix, err)
 	}
@@ -141,6 +144,13 @@ func (t Target) openRedis(ctx context.Context, timeout time.Duration) (*Opened, 
 	opts, err := redis.ParseURL(t.connString)
 	if err != nil {
 		return nil, newError(store.ErrInvalid, nil, "storeurl: store URL %s: %s", t.Display, t.Redact(err.Error()))
+	}
+	pw, err := t.sec.applyRedis(opts, t.Display)
+	if err != nil {
+		return nil, err
+	}
+	if pw != "" {
+		t.secrets = append(t.secrets, pw)
 	}
 	// Calls end at their context's deadline, as redisstore requires.
 	opts.ContextTimeoutEnabled = true

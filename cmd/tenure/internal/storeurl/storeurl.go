@@ -125,6 +125,7 @@ type Target struct {
 	user       string   // etcd user name
 	password   string   // etcd password
 	secrets    []string // what Redact masks
+	sec        security // TLS files and password file (tls.go)
 }
 
 // Resolve returns the target of flagValue when it is non-empty, else of
