@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"os/user"
@@ -16,8 +17,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/consul/api"
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 
 	"github.com/tenure-dev/tenure/internal/testserver/testca"
 	"github.com/tenure-dev/tenure/internal/testutil"
@@ -311,5 +315,207 @@ func startRedisTLS(tb testing.TB, ca *testca.CA, clientCerts bool) (*RedisTLS, e
 			return nil, err
 		}
 		return r, nil
+	})
+}
+
+// EtcdTLS is a single-member etcd server whose clients speak TLS and must
+// present a certificate of a test's CA (--client-cert-auth), with
+// authentication enabled: the user root has Password, and a client
+// certificate whose common name is root logs in as root without one.
+type EtcdTLS struct {
+	*Process
+	Addr     string
+	Password string
+}
+
+// OwnEtcdTLS starts an [EtcdTLS] for tb alone and stops it when tb ends.
+// When there is no binary, or it does not start, it stops tb through
+// [testutil.NeedServer].
+func OwnEtcdTLS(tb testing.TB, ca *testca.CA) *EtcdTLS {
+	tb.Helper()
+	e, err := startEtcdTLS(tb, ca)
+	testutil.NeedServer(tb, "etcd with TLS ("+etcdHowTo+")", err)
+	tb.Cleanup(func() {
+		if err := e.Stop(); err != nil {
+			tb.Errorf("testserver: stop etcd on %s: %v", e.Addr, err)
+		}
+	})
+	return e
+}
+
+// clientTLS returns a client TLS configuration trusting ca and presenting
+// a certificate for user.
+func clientTLS(tb testing.TB, ca *testca.CA, user string) (*tls.Config, error) {
+	c := ca.Client(tb, user)
+	pair, err := tls.LoadX509KeyPair(c.CertFile, c.KeyFile)
+	if err != nil {
+		return nil, err
+	}
+	pem, err := os.ReadFile(ca.CertFile)
+	if err != nil {
+		return nil, err
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(pem)
+	return &tls.Config{RootCAs: roots, Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}, nil
+}
+
+func startEtcdTLS(tb testing.TB, ca *testca.CA) (*EtcdTLS, error) {
+	bin, err := EtcdBinary()
+	if err != nil {
+		return nil, err
+	}
+	srv := ca.Server(tb)
+	rootTLS, err := clientTLS(tb, ca, "root")
+	if err != nil {
+		return nil, err
+	}
+	pw := randomHex(16)
+	return OnFreePorts(tb.Context(), 2, func(ports []int) (*EtcdTLS, error) {
+		dir, err := os.MkdirTemp("", "tenure-etcdtls-")
+		if err != nil {
+			return nil, err
+		}
+		name := "tenure-test-" + randomHex(6)
+		e := &EtcdTLS{Addr: fmt.Sprintf("127.0.0.1:%d", ports[0]), Password: pw}
+		client := "https://" + e.Addr
+		peer := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
+		args := []string{
+			"--name", name, "--data-dir", filepath.Join(dir, "data"),
+			"--listen-client-urls", client, "--advertise-client-urls", client,
+			"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+			"--initial-cluster", name + "=" + peer, "--initial-cluster-token", name,
+			"--initial-cluster-state", "new", "--log-level", "warn", "--unsafe-no-fsync",
+			"--cert-file", srv.CertFile, "--key-file", srv.KeyFile,
+			"--client-cert-auth", "--trusted-ca-file", ca.CertFile,
+		}
+		e.Process, err = Start(tb.Context(), Config{Name: "etcd", Bin: bin, Args: args, Dir: dir,
+			Ready: func(ctx context.Context) error {
+				cli, err := clientv3.New(clientv3.Config{Endpoints: []string{e.Addr}, TLS: rootTLS, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+				if err != nil {
+					return err
+				}
+				defer func() { _ = cli.Close() }()
+				resp, err := cli.MemberList(ctx)
+				if err != nil {
+					return err
+				}
+				if len(resp.Members) != 1 || resp.Members[0].Name != name {
+					return fmt.Errorf("%w: the etcd on %s is not %s", ErrForeign, e.Addr, name)
+				}
+				return nil
+			}})
+		if err != nil {
+			return nil, err
+		}
+		if err := e.enableAuth(tb.Context(), rootTLS); err != nil {
+			return nil, errors.Join(err, e.Stop())
+		}
+		return e, nil
+	})
+}
+
+// enableAuth adds the root user with e.Password and turns authentication on.
+func (e *EtcdTLS) enableAuth(ctx context.Context, rootTLS *tls.Config) error {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{e.Addr}, TLS: rootTLS, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = cli.Close() }()
+	if _, err := cli.UserAdd(ctx, "root", e.Password); err != nil {
+		return fmt.Errorf("testserver: etcd user add root: %w", err)
+	}
+	if _, err := cli.RoleAdd(ctx, "root"); err != nil && !strings.Contains(err.Error(), "already exists") {
+		return fmt.Errorf("testserver: etcd role add root: %w", err)
+	}
+	if _, err := cli.UserGrantRole(ctx, "root", "root"); err != nil {
+		return fmt.Errorf("testserver: etcd grant root: %w", err)
+	}
+	if _, err := cli.AuthEnable(ctx); err != nil {
+		return fmt.Errorf("testserver: etcd auth enable: %w", err)
+	}
+	return nil
+}
+
+// ConsulTLS is a dev Consul agent whose HTTP API listens on loopback over
+// HTTPS only, with the server certificate of a test's CA, and with ACLs on
+// (default policy deny): only Token, the initial management token, may do
+// anything.
+type ConsulTLS struct {
+	*Process
+	HTTPSAddr string
+	Token     string
+}
+
+// OwnConsulTLS starts a [ConsulTLS] for tb alone and stops it when tb
+// ends. When there is no binary, or it does not start, it stops tb through
+// [testutil.NeedServer].
+func OwnConsulTLS(tb testing.TB, ca *testca.CA) *ConsulTLS {
+	tb.Helper()
+	c, err := startConsulTLS(tb, ca)
+	testutil.NeedServer(tb, "consul agent with TLS ("+consulHowTo+")", err)
+	tb.Cleanup(func() {
+		if err := c.Stop(); err != nil {
+			tb.Errorf("testserver: stop consul on %s: %v", c.HTTPSAddr, err)
+		}
+	})
+	return c
+}
+
+func startConsulTLS(tb testing.TB, ca *testca.CA) (*ConsulTLS, error) {
+	bin, err := ConsulBinary()
+	if err != nil {
+		return nil, err
+	}
+	srv := ca.Server(tb)
+	token := fmt.Sprintf("%s-%s-%s-%s-%s", randomHex(4), randomHex(2), randomHex(2), randomHex(2), randomHex(6))
+	return OnFreePorts(tb.Context(), 4, func(ports []int) (*ConsulTLS, error) {
+		dir, err := os.MkdirTemp("", "tenure-consultls-")
+		if err != nil {
+			return nil, err
+		}
+		node := "tenure-test-" + randomHex(6)
+		c := &ConsulTLS{HTTPSAddr: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0])), Token: token}
+		hcl := fmt.Sprintf(`tls { defaults { ca_file = %q cert_file = %q key_file = %q verify_incoming = false } }
+acl { enabled = true default_policy = "deny" tokens { initial_management = %q agent = %q } }`,
+			ca.CertFile, srv.CertFile, srv.KeyFile, token, token)
+		args := []string{"agent", "-dev",
+			"-bind", "127.0.0.1", "-client", "127.0.0.1",
+			"-http-port", "-1", "-https-port", strconv.Itoa(ports[0]),
+			"-serf-lan-port", strconv.Itoa(ports[1]), "-serf-wan-port", strconv.Itoa(ports[2]),
+			"-server-port", strconv.Itoa(ports[3]),
+			"-dns-port", "-1", "-grpc-port", "-1", "-grpc-tls-port", "-1",
+			"-data-dir", filepath.Join(dir, "data"), "-node", node, "-log-level", "warn",
+			"-hcl", fmt.Sprintf("session_ttl_min = %q", ConsulSessionTTLMin.String()),
+			"-hcl", "disable_update_check = true", "-hcl", hcl,
+		}
+		client, err := api.NewClient(&api.Config{Address: c.HTTPSAddr, Scheme: "https", Token: token,
+			TLSConfig: api.TLSConfig{CAFile: ca.CertFile, Address: "127.0.0.1"}})
+		if err != nil {
+			return nil, errors.Join(err, os.RemoveAll(dir))
+		}
+		c.Process, err = Start(tb.Context(), Config{Name: "consul", Bin: bin, Args: args, Dir: dir,
+			Ready: func(ctx context.Context) error {
+				q := (&api.QueryOptions{}).WithContext(ctx)
+				var self map[string]map[string]any
+				if _, err := client.Raw().Query("/v1/agent/self", &self, q); err != nil {
+					return err
+				}
+				if got := self["Config"]["NodeName"]; got != node {
+					return fmt.Errorf("%w: the consul agent on %s is node %v, not %s", ErrForeign, c.HTTPSAddr, got, node)
+				}
+				n, _, err := client.Catalog().Node(node, q)
+				if err != nil {
+					return err
+				}
+				if n == nil {
+					return errors.New("node not registered yet")
+				}
+				return nil
+			}})
+		if err != nil {
+			return nil, err
+		}
+		return c, nil
 	})
 }

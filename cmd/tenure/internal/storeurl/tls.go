@@ -7,13 +7,15 @@ import (
 	"os"
 	"strings"
 
+	"github.com/hashicorp/consul/api"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tenure-dev/tenure/store"
 )
 
-// Query parameters of a rediss:// URL that are tenure's own, for TLS and
-// for a password kept out of the URL. [Parse] removes them before the URL
+// Query parameters of a rediss://, etcd:// or consul:// URL that are
+// tenure's own, for TLS and for a password or token kept out of the URL
+// (etcd and Consul speak TLS as soon as a TLS file is given). [Parse] removes them before the URL
 // reaches go-redis, and reads none of the files: [Target.Open] does.
 // (A PostgreSQL URL takes libpq's own: sslmode=verify-full, sslrootcert,
 // sslcert, sslkey, passfile.)
@@ -29,13 +31,20 @@ const (
 	// newline) is the password, so that it appears neither in the URL nor
 	// in the process list.
 	ParamPasswordFile = "password_file"
+	// ParamTokenFile names a file holding a Consul ACL token (Consul's
+	// own CONSUL_HTTP_TOKEN_FILE works too).
+	ParamTokenFile = "token_file"
 )
 
 // security is what a Redis URL says about TLS and where its password is.
 type security struct {
 	caFile, certFile, keyFile string
 	passwordFile              string
+	tokenFile                 string // Consul only
 }
+
+// usesTLS reports whether s names a TLS file.
+func (s security) usesTLS() bool { return s.caFile != "" || s.certFile != "" }
 
 // takeSecurity removes the TLS and password-file parameters from q. TLS
 // files need a scheme that speaks TLS (useTLS).
@@ -125,4 +134,47 @@ func (s security) applyRedis(opts *redis.Options, display string) (string, error
 	}
 	opts.Password = pw
 	return pw, nil
+}
+
+// etcdOptions is what an etcd client gets from the URL's security
+// parameters.
+type etcdOptions struct {
+	TLS      *tls.Config
+	Password string
+}
+
+// etcdSecurity reads the TLS files and the password file of an etcd URL.
+func (t Target) etcdSecurity() (etcdOptions, error) {
+	o := etcdOptions{Password: t.password}
+	if t.sec.usesTLS() {
+		cfg, err := t.sec.tlsConfig(nil, t.Display)
+		if err != nil {
+			return etcdOptions{}, err
+		}
+		o.TLS = cfg
+	}
+	pw, err := t.sec.readPassword(t.Display)
+	if err != nil {
+		return etcdOptions{}, err
+	}
+	if pw != "" {
+		o.Password = pw
+	}
+	return o, nil
+}
+
+// applyConsul points a Consul client configuration at HTTPS with the TLS
+// files, and at the token file, that s names. The Consul client reads the
+// files; its errors name them, never their content.
+func (s security) applyConsul(cfg *api.Config) {
+	if s.usesTLS() {
+		cfg.Scheme = "https"
+		cfg.TLSConfig.CAFile = s.caFile
+		cfg.TLSConfig.CertFile = s.certFile
+		cfg.TLSConfig.KeyFile = s.keyFile
+	}
+	if s.tokenFile != "" {
+		cfg.TokenFile = s.tokenFile
+		cfg.Token = ""
+	}
 }

@@ -19,25 +19,29 @@ import (
 	"github.com/tenure-dev/tenure/store"
 )
 
-// openTLS parses and opens raw, and on success proves the store works with
-// one acquisition; it returns Open's error.
+// openTLS parses and opens raw and proves the store works with one
+// acquisition; it returns the first error of Open, Migrate or Acquire,
+// each wrapped by the Target as the tenure command prints them.
 func openTLS(t *testing.T, raw string) error {
 	t.Helper()
 	tgt, err := storeurl.Parse(raw)
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
-	o, err := tgt.Open(ctx, storeurl.Options{ConnectTimeout: 10 * time.Second})
+	o, err := tgt.Open(ctx, storeurl.Options{ConnectTimeout: 5 * time.Second})
 	if err != nil {
 		return err
 	}
 	t.Cleanup(func() { require.NoError(t, o.Close()) })
 	if tgt.Kind == storeurl.Postgres {
-		_, err := o.Migrate(ctx)
-		require.NoError(t, err)
+		if _, err := o.Migrate(ctx); err != nil {
+			return err
+		}
 	}
 	g, err := o.Store.Acquire(ctx, store.AcquireParams{Name: testutil.UniqueName(t), Holder: testutil.Holder(t, "tls"), TTL: 10 * time.Second})
-	require.NoError(t, err)
+	if err != nil {
+		return tgt.Wrap(err)
+	}
 	require.Positive(t, g.Token)
 	return nil
 }
@@ -222,5 +226,103 @@ func TestSecurityParamsRefused(t *testing.T) {
 			require.ErrorIs(t, err, store.ErrInvalid, raw)
 			require.ErrorContains(t, err, "/nonexistent/", raw)
 		}
+	})
+}
+
+func TestEtcdTLS(t *testing.T) {
+	t.Parallel()
+	ca := testca.New(t)
+	e := testserver.OwnEtcdTLS(t, ca)
+	certOf := func(t *testing.T, user string) string {
+		c := ca.Client(t, user)
+		return "&tls_cert_file=" + url.QueryEscape(c.CertFile) + "&tls_key_file=" + url.QueryEscape(c.KeyFile)
+	}
+	withCA := "tls_ca_file=" + url.QueryEscape(ca.CertFile)
+
+	t.Run("ClientCertificateAuthenticates", func(t *testing.T) {
+		t.Parallel()
+		require.NoError(t, openTLS(t, "etcd://"+e.Addr+"?"+withCA+certOf(t, "root")+"&tenure_prefix="+testutil.UniqueName(t)+"/"))
+	})
+	t.Run("PasswordFile", func(t *testing.T) {
+		t.Parallel()
+		pw := url.QueryEscape(writeSecret(t, "etcd-password", e.Password+"\n"))
+		require.NoError(t, openTLS(t, "etcd://root@"+e.Addr+"?"+withCA+certOf(t, "nobody")+"&password_file="+pw))
+	})
+	t.Run("PasswordInURL", func(t *testing.T) {
+		t.Parallel()
+		raw := "etcd://root:" + e.Password + "@" + e.Addr + "?" + withCA + certOf(t, "nobody")
+		tgt, err := storeurl.Parse(raw)
+		require.NoError(t, err)
+		require.NotContains(t, tgt.Display, e.Password)
+		require.NoError(t, openTLS(t, raw))
+	})
+	t.Run("WrongPasswordNotShown", func(t *testing.T) {
+		t.Parallel()
+		const wrong = "Wr0ngEtcdSecret"
+		raw := "etcd://root@" + e.Addr + "?" + withCA + certOf(t, "nobody") + "&password_file=" + url.QueryEscape(writeSecret(t, "pw", wrong))
+		err := openTLS(t, raw)
+		require.ErrorIs(t, err, store.ErrUnavailable)
+		requireHidden(t, raw, err, wrong)
+		inURL := "etcd://root:" + wrong + "@" + e.Addr + "?" + withCA + certOf(t, "nobody")
+		err = openTLS(t, inURL)
+		require.ErrorIs(t, err, store.ErrUnavailable)
+		requireHidden(t, inURL, err, wrong)
+	})
+	t.Run("CertificateOfAnUnknownUser", func(t *testing.T) {
+		t.Parallel()
+		require.Error(t, openTLS(t, "etcd://"+e.Addr+"?"+withCA+certOf(t, "nobody")))
+	})
+	t.Run("NoClientCertificate", func(t *testing.T) {
+		t.Parallel()
+		require.ErrorIs(t, openTLS(t, "etcd://"+e.Addr+"?"+withCA), store.ErrUnavailable)
+	})
+	t.Run("UnknownCA", func(t *testing.T) {
+		t.Parallel()
+		other := testca.New(t)
+		require.ErrorIs(t, openTLS(t, "etcd://"+e.Addr+"?tls_ca_file="+url.QueryEscape(other.CertFile)+certOf(t, "root")), store.ErrUnavailable)
+	})
+	t.Run("PlainToTLSPort", func(t *testing.T) {
+		t.Parallel()
+		require.ErrorIs(t, openTLS(t, "etcd://"+e.Addr), store.ErrUnavailable)
+	})
+}
+
+func TestConsulTLS(t *testing.T) {
+	t.Parallel()
+	ca := testca.New(t)
+	c := testserver.OwnConsulTLS(t, ca)
+	withCA := "consul://" + c.HTTPSAddr + "?tls_ca_file=" + url.QueryEscape(ca.CertFile)
+
+	t.Run("TokenFile", func(t *testing.T) {
+		t.Parallel()
+		tok := url.QueryEscape(writeSecret(t, "consul-token", c.Token+"\n"))
+		require.NoError(t, openTLS(t, withCA+"&token_file="+tok+"&tenure_prefix="+testutil.UniqueName(t)+"/"))
+	})
+	t.Run("WrongTokenNotShown", func(t *testing.T) {
+		t.Parallel()
+		const wrong = "00000000-0000-4000-8000-00000000beef"
+		raw := withCA + "&token_file=" + url.QueryEscape(writeSecret(t, "consul-token", wrong))
+		err := openTLS(t, raw)
+		require.Error(t, err)
+		require.ErrorContains(t, err, "ACL not found")
+		requireHidden(t, raw, err, wrong)
+	})
+	t.Run("NoToken", func(t *testing.T) {
+		t.Parallel()
+		err := openTLS(t, withCA)
+		require.Error(t, err)
+		require.ErrorContains(t, err, "Permission denied")
+	})
+	t.Run("UnknownCA", func(t *testing.T) {
+		t.Parallel()
+		other := testca.New(t)
+		tok := url.QueryEscape(writeSecret(t, "consul-token", c.Token))
+		err := openTLS(t, "consul://"+c.HTTPSAddr+"?tls_ca_file="+url.QueryEscape(other.CertFile)+"&token_file="+tok)
+		require.ErrorIs(t, err, store.ErrUnavailable)
+		require.ErrorContains(t, err, "certificate")
+	})
+	t.Run("PlainToTLSPort", func(t *testing.T) {
+		t.Parallel()
+		require.ErrorIs(t, openTLS(t, "consul://"+c.HTTPSAddr), store.ErrUnavailable)
 	})
 }
