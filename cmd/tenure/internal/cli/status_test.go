@@ -2,6 +2,10 @@ package cli
 
 import (
 	"encoding/json"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -11,6 +15,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testserver/testca"
 	"github.com/tenure-dev/tenure/internal/testutil"
 )
 
@@ -129,4 +135,53 @@ func TestStatusEscapesStoredNames(t *testing.T) {
 	require.Equal(t, ExitUsage, o.code)
 	require.Contains(t, o.stderr, `lease name "job\u202e" contains the bidirectional control U+202E`)
 	requireNothingHidden(t, o.stderr)
+}
+
+// TestSecretsNeverPrinted runs status and run against a Redis server with
+// TLS and an ACL user (started by the test, with a CA of its own) and
+// checks that neither a right nor a wrong password, in the URL or in a
+// password file, shows on standard output or standard error.
+func TestSecretsNeverPrinted(t *testing.T) {
+	t.Parallel()
+	ca := testca.New(t)
+	r := testserver.OwnRedisTLS(t, ca, false)
+	const wrong = "Wr0ngCliSecret"
+	dir := t.TempDir()
+	file := func(name, content string) string {
+		path := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(path, []byte(content), 0o600))
+		return url.QueryEscape(path)
+	}
+	base := fmt.Sprintf("rediss://%s@127.0.0.1:%d/0?tls_ca_file=%s&tenure_prefix=%s:", testserver.RedisTLSUser, r.Port, url.QueryEscape(ca.CertFile), testutil.UniqueName(t))
+	inURL := func(pw string) string { return strings.Replace(base, "@", ":"+pw+"@", 1) }
+	for _, tc := range []struct {
+		name, url string
+		ok        bool
+	}{
+		{"RightPasswordFile", base + "&password_file=" + file("right", r.Password), true},
+		{"RightPasswordInURL", inURL(r.Password), true},
+		{"WrongPasswordFile", base + "&password_file=" + file("wrong", wrong), false},
+		{"WrongPasswordInURL", inURL(wrong), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			for _, args := range [][]string{
+				{"status", "--store", tc.url},
+				{"status", "--json", "--store", tc.url, "job"},
+				{"run", "--name", "job-" + tc.name, "--ttl", "5s", "--store", tc.url, "--", "true"},
+			} {
+				o := cli(t, args...)
+				if tc.ok {
+					require.Equal(t, ExitOK, o.code, "%v: %s", args, o.stderr)
+				} else {
+					require.Equal(t, ExitUnavailable, o.code, "%v: %s", args, o.stderr)
+					require.Contains(t, o.stderr, "WRONGPASS")
+				}
+				for _, secret := range []string{r.Password, wrong} {
+					require.NotContains(t, o.stdout, secret, "%v", args)
+					require.NotContains(t, o.stderr, secret, "%v", args)
+				}
+			}
+		})
+	}
 }
