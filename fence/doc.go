@@ -17,8 +17,9 @@
 // that cannot check a token at all, this package gives [IdempotencyKey].
 //
 // Every fenced write, whichever the kit, first passes [ValidateWrite]: a
-// resource name of 1 to 255 bytes of UTF-8 without control characters and
-// a positive token (0 is what a lease no longer trusted returns: do not
+// resource name of 1 to 255 bytes of UTF-8 without control characters,
+// bidirectional controls or invisible format characters (so that a name
+// shows on a terminal as what it is) and a positive token (0 is what a lease no longer trusted returns: do not
 // write). Bad input is refused with an error matching ErrInvalid before
 // anything is sent.
 //

@@ -131,6 +131,7 @@ type Target struct {
 	user       string   // etcd user name
 	password   string   // etcd password
 	secrets    []string // what Redact masks
+	sec        security // TLS files and password file (tls.go)
 }
 
 // Resolve returns the target of flagValue when it is non-empty, else of
@@ -162,7 +163,7 @@ func Parse(raw string) (Target, error) {
 	if !ok || !schemeSyntax.MatchString(scheme) {
 		hint := ""
 		if strings.ContainsAny(raw, "/.") && !strings.Contains(raw, "://") {
-			hint = fmt.Sprintf(" (for an SQLite file write sqlite:%s)", raw)
+			hint = fmt.Sprintf(" (for an SQLite file write %q)", "sqlite:"+raw)
 		}
 		return Target{}, newError(store.ErrInvalid, nil, "storeurl: store URL %q has no scheme; use %s%s", roughRedact(raw), Supported, hint)
 	}
