@@ -1,0 +1,244 @@
+package main
+
+import (
+	"bytes"
+	"encoding/xml"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+)
+
+// report is everything one run measured; the JSON file is this struct.
+type report struct {
+	RunID    string            `json:"run_id"`
+	Started  time.Time         `json:"started"`
+	Finished time.Time         `json:"finished"`
+	Command  string            `json:"command"`
+	Tenure   string            `json:"tenure"` // the commit measured
+	Host     map[string]string `json:"host"`
+	Quick    bool              `json:"quick"`
+	Params   map[string]any    `json:"params"`
+	// Floors: store, then "read", "write", "read paced", "write paced".
+	Floors    map[string]map[string]*dist `json:"floors"`
+	FloorDesc map[string]string           `json:"floor_desc"`
+	Subjects  []*subject                  `json:"subjects"`
+	Scale     *scaleResult                `json:"scale,omitempty"`
+	Notes     []string                    `json:"notes,omitempty"`
+}
+
+// floor returns the p50 of a store's floor of the given kind, 0 if none.
+func (r *report) floor(store, kind string) time.Duration {
+	if d := r.Floors[store][kind]; d != nil {
+		return d.P50
+	}
+	return 0
+}
+
+// ratio prints d and its ratio to the floor f.
+func ratio(d, f time.Duration) string {
+	if f <= 0 {
+		return fmtDur(d)
+	}
+	return fmt.Sprintf("%s (%.2f×)", fmtDur(d), float64(d)/float64(f))
+}
+
+// markdown renders the report; svgName is the picture's file name, next to
+// the markdown file.
+func (r *report) markdown(svgName string) string {
+	var b strings.Builder
+	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	p("# tenure performance: results of one run\n\n")
+	p("Written by the benchmark program in `bench/` (see [PERFORMANCE.md](PERFORMANCE.md)); do not edit by hand.\n\n")
+	p("- run `%s`, %s to %s (%s)\n", r.RunID, r.Started.UTC().Format("2006-01-02 15:04 UTC"), r.Finished.UTC().Format("15:04 UTC"), r.Finished.Sub(r.Started).Round(time.Second))
+	p("- tenure %s\n", r.Tenure)
+	p("- command: `%s`\n", r.Command)
+	p("- host: %s, %s CPUs, %s; load average at start %s, at end %s\n", r.Host["cpu"], r.Host["cpus"], r.Host["go"], r.Host["loadavg_start"], r.Host["loadavg_end"])
+	if r.Quick {
+		p("- **quick mode**: tiny sample sizes, for checking that the program works; these numbers mean nothing\n")
+	}
+	for _, n := range r.Notes {
+		p("- %s\n", n)
+	}
+	p("\n## Floors\n\nEach store's cheapest read and write on a connection of its own, p50; *hot* back to back, *paced* after a %s idle gap (what every latency below is compared with).\n\n", r.Params["hold"])
+	p("| store | read | write | read paced | write paced | read, write |\n|---|---|---|---|---|---|\n")
+	for _, st := range sortedKeys(r.Floors) {
+		p("| %s | %s | %s | %s | %s | %s |\n", st, fmtDur(r.floor(st, "read")), fmtDur(r.floor(st, "write")),
+			fmtDur(r.floor(st, "read paced")), fmtDur(r.floor(st, "write paced")), r.FloorDesc[st])
+	}
+	p("\n## Latency\n\np50 unless stated; (n×) is the ratio to the same store's paced write floor. Acquire and release after a %s idle gap; *req* is the store requests of one acquire and release, counted on the wire. Handover: from A's release call to B (waiting) holding. Failover: from the crashed holder's last renewal to B holding.\n\n", r.Params["hold"])
+	p("| subject | store | TTL | acquire | release | req | renew | handover p50 / p99 | failover p50 / max |\n|---|---|---|---|---|---|---|---|---|\n")
+	for _, s := range r.Subjects {
+		res, wf := s.Result, r.floor(s.Store, "write paced")
+		cell := func(d *dist) string {
+			if d == nil {
+				return "–"
+			}
+			return ratio(d.P50, wf)
+		}
+		ho, fo := "–", "–"
+		if d := res.Handover; d != nil {
+			ho = fmt.Sprintf("%s / %s (%.1f×)", fmtDur(d.P50), fmtDur(d.P99), float64(d.P50)/math.Max(1, float64(wf)))
+		}
+		if d := res.Failover; d != nil {
+			fo = fmt.Sprintf("%s / %s", fmtDur(d.P50), fmtDur(d.Max))
+		}
+		req := "–"
+		if res.ReqPerCycle > 0 {
+			req = fmt.Sprintf("%.1f", res.ReqPerCycle)
+		}
+		p("| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", s.Name, s.Store, fmtDur(s.TTL), cell(res.Acquire), cell(res.Release), req, cell(res.Renew), ho, fo)
+	}
+	p("\n## Idle load and churn\n\nIdle load: store requests per second, counted on the wire, of one participant holding 1 lease or %v leases and doing nothing else. Churn: clients looping acquire and release on one name; acquisitions per second and Jain's fairness index (1: every client got the same share; 1/n: one got all).\n\n", r.Params["many"])
+	var churnCols []int
+	for _, s := range r.Subjects {
+		for _, c := range s.Result.Churn {
+			if !containsInt(churnCols, c.Clients) {
+				churnCols = append(churnCols, c.Clients)
+			}
+		}
+	}
+	p("| subject | store | TTL | idle req/s, 1 lease | idle req/s, many | acquire all (many) |")
+	for _, n := range churnCols {
+		p(" churn %d clients: acq/s (Jain) |", n)
+	}
+	p("\n|---|---|---|---|---|---|%s\n", strings.Repeat("---|", len(churnCols)))
+	for _, s := range r.Subjects {
+		one, many, all := "–", "–", "–"
+		for _, l := range s.Result.Load {
+			if l.Leases == 1 {
+				one = fmt.Sprintf("%.2f", l.ReqPerSec)
+			} else {
+				many, all = fmt.Sprintf("%.2f (%d leases)", l.ReqPerSec, l.Leases), fmtDur(l.AcquireAll)
+			}
+		}
+		p("| %s | %s | %s | %s | %s | %s |", s.Name, s.Store, fmtDur(s.TTL), one, many, all)
+		for _, n := range churnCols {
+			cell := " – |"
+			for _, c := range s.Result.Churn {
+				if c.Clients == n {
+					cell = fmt.Sprintf(" %.0f (%.2f) |", c.PerSec, c.Jain)
+				}
+			}
+			p("%s", cell)
+		}
+		p("\n")
+	}
+	if sc := r.Scale; sc != nil {
+		p("\n## Scale: one tenure client holding many leases on PostgreSQL\n\n")
+		p("| leases | acquired | acquire all | TTL | renew round p50 / p99 (rounds) | shutdown (releases all) |\n|---|---|---|---|---|---|\n")
+		round := "–"
+		if d := sc.RenewRound; d != nil {
+			round = fmt.Sprintf("%s / %s (%d)", fmtDur(d.P50), fmtDur(d.P99), d.N)
+		}
+		p("| %d | %d | %s | %s | %s | %s |\n", sc.Leases, sc.Acquired, fmtDur(sc.AcquireAll), fmtDur(sc.TTL), round, fmtDur(sc.Shutdown))
+		for _, e := range sc.Errors {
+			p("\n- error: %s\n", e)
+		}
+	}
+	if svgName != "" {
+		p("\n## Handover and failover, every trial\n\n![handover and failover distributions](%s)\n", svgName)
+	}
+	p("\n## Settings and errors\n\n")
+	for _, s := range r.Subjects {
+		p("- **%s/%s, TTL %s**: %s", s.Name, s.Store, fmtDur(s.TTL), s.Settings)
+		if len(s.Result.Errors) > 0 {
+			p(". Errors (%d): %s", len(s.Result.Errors), strings.Join(s.Result.Errors, "; "))
+		}
+		p("\n")
+	}
+	return b.String()
+}
+
+func containsInt(xs []int, x int) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}
+
+// svg draws every handover and failover trial of every subject as dots on
+// a logarithmic time axis, one row per subject, with the p50 marked.
+func (r *report) svg() []byte {
+	type row struct {
+		label  string
+		ho, fo *dist
+	}
+	var rows []row
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, s := range r.Subjects {
+		ho, fo := s.Result.Handover, s.Result.Failover
+		if ho == nil && fo == nil {
+			continue
+		}
+		rows = append(rows, row{label: fmt.Sprintf("%s/%s TTL %s", s.Name, s.Store, fmtDur(s.TTL)), ho: ho, fo: fo})
+		for _, d := range []*dist{ho, fo} {
+			if d != nil {
+				lo = math.Min(lo, math.Log10(math.Max(float64(d.Min), 1e3)))
+				hi = math.Max(hi, math.Log10(float64(d.Max)))
+			}
+		}
+	}
+	if len(rows) == 0 {
+		lo, hi = 3, 4
+	}
+	lo, hi = math.Floor(lo), math.Max(math.Ceil(hi), math.Floor(lo)+1)
+	const (
+		labelW = 260
+		panelW = 420
+		gap    = 30
+		rowH   = 22
+		top    = 50
+	)
+	width := labelW + 2*panelW + gap + 20
+	height := top + rowH*len(rows) + 50
+	var b bytes.Buffer
+	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	esc := func(s string) string {
+		var e bytes.Buffer
+		_ = xml.EscapeText(&e, []byte(s))
+		return e.String()
+	}
+	p(`<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n", width, height, width, height)
+	p(`<rect width="100%%" height="100%%" fill="white"/>` + "\n")
+	panels := []struct {
+		title string
+		x0    int
+		pick  func(row) *dist
+	}{
+		{"clean handover: A's release call → B holds", labelW, func(r row) *dist { return r.ho }},
+		{"crash failover: A's last renewal → B holds", labelW + panelW + gap, func(r row) *dist { return r.fo }},
+	}
+	for _, pn := range panels {
+		x := func(ns float64) float64 {
+			v := (math.Log10(math.Max(ns, 1)) - lo) / (hi - lo)
+			return float64(pn.x0) + math.Max(0, math.Min(1, v))*panelW
+		}
+		p(`<text x="%d" y="20" font-weight="bold">%s</text>`+"\n", pn.x0, esc(pn.title))
+		for e := lo; e <= hi; e++ {
+			xx := x(math.Pow(10, e))
+			p(`<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#ddd"/>`+"\n", xx, top-10, xx, top+rowH*len(rows))
+			p(`<text x="%.1f" y="%d" text-anchor="middle" fill="#555">%s</text>`+"\n", xx, top+rowH*len(rows)+16, esc(fmtDur(time.Duration(math.Pow(10, e)))))
+		}
+		for i, rw := range rows {
+			d := pn.pick(rw)
+			if d == nil {
+				continue
+			}
+			y := top + rowH*i + rowH/2
+			for _, s := range d.Samples {
+				p(`<circle cx="%.1f" cy="%d" r="3" fill="#1f77b4" fill-opacity="0.45"/>`+"\n", x(float64(s)), y)
+			}
+			xm := x(float64(d.P50))
+			p(`<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#d62728" stroke-width="2"/>`+"\n", xm, y-8, xm, y+8)
+		}
+	}
+	for i, rw := range rows {
+		p(`<text x="%d" y="%d" text-anchor="end">%s</text>`+"\n", labelW-10, top+rowH*i+rowH/2+4, esc(rw.label))
+	}
+	p(`<text x="%d" y="%d" fill="#555">log time axis; dots: trials; red bar: p50</text>`+"\n", labelW, height-10)
+	p("</svg>\n")
+	return b.Bytes()
+}
