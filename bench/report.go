@@ -159,41 +159,60 @@ func containsInt(xs []int, x int) bool {
 	return false
 }
 
-// svg draws every handover and failover trial of every subject as dots on
-// a logarithmic time axis, one row per subject, with the p50 marked.
+// svg draws every handover and failover trial of every subject as dots,
+// one row per subject, with the p50 marked: handovers on a logarithmic
+// axis, failovers as the time beyond the TTL on a linear one.
 func (r *report) svg() []byte {
 	type row struct {
 		label  string
-		ho, fo *dist
+		ho, fo []float64 // handover ns; failover minus TTL, ns
+		ho50   float64
+		fo50   float64
 	}
 	var rows []row
-	lo, hi := math.Inf(1), math.Inf(-1)
+	hoLo, hoHi := math.Inf(1), math.Inf(-1)
+	foLo, foHi := 0.0, 0.0
 	for _, s := range r.Subjects {
 		ho, fo := s.Result.Handover, s.Result.Failover
 		if ho == nil && fo == nil {
 			continue
 		}
-		rows = append(rows, row{label: fmt.Sprintf("%s/%s TTL %s", s.Name, s.Store, fmtDur(s.TTL)), ho: ho, fo: fo})
-		for _, d := range []*dist{ho, fo} {
-			if d != nil {
-				lo = math.Min(lo, math.Log10(math.Max(float64(d.Min), 1e3)))
-				hi = math.Max(hi, math.Log10(float64(d.Max)))
+		rw := row{label: fmt.Sprintf("%s/%s TTL %s", s.Name, s.Store, fmtDur(s.TTL))}
+		if ho != nil {
+			for _, d := range ho.Samples {
+				rw.ho = append(rw.ho, float64(d))
 			}
+			rw.ho50 = float64(ho.P50)
+			hoLo = math.Min(hoLo, math.Log10(math.Max(float64(ho.Min), 1e3)))
+			hoHi = math.Max(hoHi, math.Log10(float64(ho.Max)))
 		}
+		if fo != nil {
+			for _, d := range fo.Samples {
+				v := float64(d - s.TTL)
+				rw.fo = append(rw.fo, v)
+				foLo, foHi = math.Min(foLo, v), math.Max(foHi, v)
+			}
+			rw.fo50 = float64(fo.P50 - s.TTL)
+		}
+		rows = append(rows, rw)
 	}
-	if len(rows) == 0 {
-		lo, hi = 3, 4
+	if math.IsInf(hoLo, 1) {
+		hoLo, hoHi = 6, 7
 	}
-	lo, hi = math.Floor(lo), math.Max(math.Ceil(hi), math.Floor(lo)+1)
+	hoLo, hoHi = math.Floor(hoLo), math.Max(math.Ceil(hoHi), math.Floor(hoLo)+1)
+	foStep := niceStep((foHi - foLo) / 5)
+	foLo, foHi = math.Floor(foLo/foStep)*foStep, math.Max(math.Ceil(foHi/foStep)*foStep, foStep)
+
 	const (
-		labelW = 260
-		panelW = 420
-		gap    = 30
+		labelW = 250
+		panelW = 400
+		gap    = 40
 		rowH   = 22
 		top    = 50
 	)
-	width := labelW + 2*panelW + gap + 20
-	height := top + rowH*len(rows) + 50
+	width := labelW + 2*panelW + gap + 30
+	bottom := top + rowH*len(rows)
+	height := bottom + 50
 	var b bytes.Buffer
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 	esc := func(s string) string {
@@ -203,42 +222,65 @@ func (r *report) svg() []byte {
 	}
 	p(`<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n", width, height, width, height)
 	p(`<rect width="100%%" height="100%%" fill="white"/>` + "\n")
-	panels := []struct {
-		title string
-		x0    int
-		pick  func(row) *dist
-	}{
-		{"clean handover: A's release call → B holds", labelW, func(r row) *dist { return r.ho }},
-		{"crash failover: A's last renewal → B holds", labelW + panelW + gap, func(r row) *dist { return r.fo }},
+	type tick struct {
+		v     float64
+		label string
 	}
-	for _, pn := range panels {
-		x := func(ns float64) float64 {
-			v := (math.Log10(math.Max(ns, 1)) - lo) / (hi - lo)
-			return float64(pn.x0) + math.Max(0, math.Min(1, v))*panelW
-		}
-		p(`<text x="%d" y="20" font-weight="bold">%s</text>`+"\n", pn.x0, esc(pn.title))
-		for e := lo; e <= hi; e++ {
-			xx := x(math.Pow(10, e))
-			p(`<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#ddd"/>`+"\n", xx, top-10, xx, top+rowH*len(rows))
-			p(`<text x="%.1f" y="%d" text-anchor="middle" fill="#555">%s</text>`+"\n", xx, top+rowH*len(rows)+16, esc(fmtDur(time.Duration(math.Pow(10, e)))))
+	panel := func(title string, x0 int, x func(float64) float64, ticks []tick, pick func(row) ([]float64, float64)) {
+		p(`<text x="%d" y="20" font-weight="bold">%s</text>`+"\n", x0, esc(title))
+		for _, t := range ticks {
+			xx := float64(x0) + x(t.v)*panelW
+			p(`<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#ddd"/>`+"\n", xx, top-10, xx, bottom)
+			p(`<text x="%.1f" y="%d" text-anchor="middle" fill="#555">%s</text>`+"\n", xx, bottom+16, esc(t.label))
 		}
 		for i, rw := range rows {
-			d := pn.pick(rw)
-			if d == nil {
+			vs, p50 := pick(rw)
+			if len(vs) == 0 {
 				continue
 			}
 			y := top + rowH*i + rowH/2
-			for _, s := range d.Samples {
-				p(`<circle cx="%.1f" cy="%d" r="3" fill="#1f77b4" fill-opacity="0.45"/>`+"\n", x(float64(s)), y)
+			for _, v := range vs {
+				p(`<circle cx="%.1f" cy="%d" r="3" fill="#1f77b4" fill-opacity="0.45"/>`+"\n", float64(x0)+x(v)*panelW, y)
 			}
-			xm := x(float64(d.P50))
+			xm := float64(x0) + x(p50)*panelW
 			p(`<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#d62728" stroke-width="2"/>`+"\n", xm, y-8, xm, y+8)
 		}
 	}
+	clamp := func(v float64) float64 { return math.Max(0, math.Min(1, v)) }
+	var hoTicks, foTicks []tick
+	for e := hoLo; e <= hoHi; e++ {
+		hoTicks = append(hoTicks, tick{math.Pow(10, e), fmtDur(time.Duration(math.Pow(10, e)))})
+	}
+	for v := foLo; v <= foHi+foStep/2; v += foStep {
+		label := "+" + fmtDur(time.Duration(v))
+		if v < 0 {
+			label = "−" + fmtDur(time.Duration(-v))
+		}
+		foTicks = append(foTicks, tick{v, label})
+	}
+	panel("clean handover: A's release call → B holds", labelW,
+		func(v float64) float64 { return clamp((math.Log10(math.Max(v, 1)) - hoLo) / (hoHi - hoLo)) },
+		hoTicks, func(rw row) ([]float64, float64) { return rw.ho, rw.ho50 })
+	panel("crash failover: B holds, time after A's last renewal + TTL", labelW+panelW+gap,
+		func(v float64) float64 { return clamp((v - foLo) / (foHi - foLo)) },
+		foTicks, func(rw row) ([]float64, float64) { return rw.fo, rw.fo50 })
 	for i, rw := range rows {
 		p(`<text x="%d" y="%d" text-anchor="end">%s</text>`+"\n", labelW-10, top+rowH*i+rowH/2+4, esc(rw.label))
 	}
-	p(`<text x="%d" y="%d" fill="#555">log time axis; dots: trials; red bar: p50</text>`+"\n", labelW, height-10)
+	p(`<text x="%d" y="%d" fill="#555">dots: trials; red bar: p50; handover on a log axis, failover on a linear one</text>`+"\n", labelW, height-10)
 	p("</svg>\n")
 	return b.Bytes()
+}
+
+// niceStep rounds a raw axis step up to 1, 2 or 5 times a power of ten
+// (in nanoseconds, at least a millisecond).
+func niceStep(raw float64) float64 {
+	raw = math.Max(raw, 1e6)
+	pow := math.Pow(10, math.Floor(math.Log10(raw)))
+	for _, m := range []float64{1, 2, 5, 10} {
+		if m*pow >= raw {
+			return m * pow
+		}
+	}
+	return 10 * pow
 }
