@@ -4,10 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"net"
+	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"google.golang.org/grpc"
 )
@@ -17,7 +21,8 @@ import (
 // disturb it: SQL statements (simple Query and extended-protocol Execute
 // messages), Redis commands (pub/sub and connection setup included), etcd
 // gRPC messages (unary calls and every message sent on a stream, such as a
-// lease keep-alive), and for SQLite, which has no wire, store calls.
+// lease keep-alive), Consul HTTP requests, and for SQLite, which has no
+// wire, store calls.
 // A nil *counter counts nothing.
 type counter struct{ n atomic.Int64 }
 
@@ -173,4 +178,40 @@ type countStream struct {
 func (s *countStream) SendMsg(m any) error {
 	s.c.add(1)
 	return s.ClientStream.SendMsg(m)
+}
+
+// httpCounter is a Consul client's transport: it counts every HTTP request
+// (a blocking query once, however long it waits), notes the last session
+// renewal that succeeded, and after kill fails every request, as for a
+// dead process.
+type httpCounter struct {
+	next      *http.Transport
+	c         *counter
+	dead      atomic.Bool
+	lastRenew atomic.Int64 // UnixNano
+}
+
+func newHTTPCounter(c *counter) *httpCounter {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = 64
+	return &httpCounter{next: t, c: c}
+}
+
+var errKilled = errors.New("bench: the participant crashed")
+
+func (h *httpCounter) RoundTrip(r *http.Request) (*http.Response, error) {
+	if h.dead.Load() {
+		return nil, errKilled
+	}
+	h.c.add(1)
+	resp, err := h.next.RoundTrip(r)
+	if err == nil && resp.StatusCode == http.StatusOK && r.Method == http.MethodPut && strings.HasPrefix(r.URL.Path, "/v1/session/renew/") && !h.dead.Load() {
+		h.lastRenew.Store(time.Now().UnixNano())
+	}
+	return resp, err
+}
+
+func (h *httpCounter) kill() {
+	h.dead.Store(true)
+	h.next.CloseIdleConnections()
 }

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/hashicorp/consul/api"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tenure-dev/tenure/store/sqlitestore"
@@ -90,6 +91,23 @@ func floorOps(ctx context.Context, e *env, stores []string) ([]floorOp, func(), 
 				}},
 				floorOp{st, "write", "Put", func(ctx context.Context) error {
 					_, err := cli.Put(ctx, k, "v")
+					return err
+				}})
+		case "consul":
+			cli, err := consulClient(e.consul, newHTTPCounter(nil))
+			if err != nil {
+				closeAll()
+				return nil, nil, fmt.Errorf("consul floor: %w", err)
+			}
+			k := "tenure-bench-floor/" + e.runID
+			closers = append(closers, func() { _, _ = cli.KV().Delete(k, nil) })
+			ops = append(ops,
+				floorOp{st, "read", "consistent KV GET", func(ctx context.Context) error {
+					_, _, err := cli.KV().Get(k, (&api.QueryOptions{RequireConsistent: true}).WithContext(ctx))
+					return err
+				}},
+				floorOp{st, "write", "KV PUT", func(ctx context.Context) error {
+					_, err := cli.KV().Put(&api.KVPair{Key: k, Value: []byte("v")}, (&api.WriteOptions{}).WithContext(ctx))
 					return err
 				}})
 		case "sqlite":

@@ -42,6 +42,8 @@ type options struct {
 	stores, subjects, phases          []string
 	profiles                          []profile
 	pgURL, redisAddr, etcdURL, outDir string
+	consulAddr                        string
+	consulMinTTL                      time.Duration
 	floorN, acquireN, renewN, blocks  int
 	handoverN, handoverPar            int
 	failoverN, many, churnRounds      int
@@ -65,13 +67,15 @@ func parseFlags(args []string, log io.Writer) (*options, error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(log)
 	o := &options{}
-	stores := fs.String("stores", "postgres,redis,etcd,sqlite", "stores to measure")
-	subjects := fs.String("subjects", "all", "libraries to measure: tenure,pglock,redsync,redislock,etcd-mutex,etcd-election, or all")
+	stores := fs.String("stores", "postgres,redis,etcd,consul,sqlite", "stores to measure")
+	subjects := fs.String("subjects", "all", "libraries to measure: tenure,pglock,redsync,redislock,etcd-mutex,etcd-election,consul-lock, or all")
 	phases := fs.String("phases", strings.Join(allPhases, ","), "phases to run")
 	ttls := fs.String("ttls", "default,3s", "TTL profiles: default (each library's defaults) and/or whole seconds; failover runs in the non-default ones only")
 	fs.StringVar(&o.pgURL, "pg", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable", "PostgreSQL URL (TLS off: requests are counted on the wire)")
 	fs.StringVar(&o.redisAddr, "redis", "127.0.0.1:6379", "Redis address")
 	fs.StringVar(&o.etcdURL, "etcd", "", "etcd client URL; empty: start a server from $TENURE_ETCD_BIN (or etcd on PATH)")
+	fs.StringVar(&o.consulAddr, "consul", "", "Consul agent HTTP address; empty: start an agent from $TENURE_CONSUL_BIN (or consul on PATH)")
+	fs.DurationVar(&o.consulMinTTL, "consul-session-ttl-min", 10*time.Second, "with -consul: the agent's session_ttl_min (Consul's default is 10s; 3s leases need it at most 3s)")
 	fs.StringVar(&o.outDir, "out", "bench-out", "directory for "+mdName+", "+jsonName+" and "+svgName+" (docs to publish them)")
 	fs.IntVar(&o.floorN, "floor-n", 2000, "floor: calls per operation, hot and paced each")
 	fs.IntVar(&o.acquireN, "acquire-n", 500, "uncontended acquire/release cycles per subject")
@@ -119,8 +123,8 @@ func parseFlags(args []string, log io.Writer) (*options, error) {
 	}
 	o.stores, o.subjects, o.phases = splitList(*stores), splitList(*subjects), splitList(*phases)
 	for _, st := range o.stores {
-		if !slices.Contains([]string{"postgres", "redis", "etcd", "sqlite"}, st) {
-			return nil, fmt.Errorf("-stores: unknown store %q; choose from postgres, redis, etcd, sqlite", st)
+		if !slices.Contains([]string{"postgres", "redis", "etcd", "consul", "sqlite"}, st) {
+			return nil, fmt.Errorf("-stores: unknown store %q; choose from postgres, redis, etcd, consul, sqlite", st)
 		}
 	}
 	for _, ph := range o.phases {
@@ -143,6 +147,9 @@ func parseFlags(args []string, log io.Writer) (*options, error) {
 	}
 	if o.hold < 0 || o.loadWindow <= 0 || o.churnDur <= 0 || o.scaleWindow <= 0 || o.scaleLimit <= 0 {
 		return nil, errors.New("-hold may not be negative, and -load-window, -churn-dur, -scale-window and -scale-limit must be positive")
+	}
+	if o.consulMinTTL <= 0 {
+		return nil, fmt.Errorf("-consul-session-ttl-min must be positive (got %s)", o.consulMinTTL)
 	}
 	if o.scaleTTL < time.Second {
 		return nil, fmt.Errorf("-scale-ttl must be at least 1s (got %s)", o.scaleTTL)
@@ -214,6 +221,20 @@ func run(ctx context.Context, args []string, log io.Writer) error {
 			defer srv.Stop()
 			e.etcd = []string{srv.Endpoint}
 			rep.Notes = append(rep.Notes, "etcd: a single-member server started by the program, fsync on, data in a temporary directory")
+		}
+	}
+
+	if slices.Contains(o.stores, "consul") {
+		if o.consulAddr != "" {
+			e.consul, e.consulMinTTL = o.consulAddr, o.consulMinTTL
+		} else {
+			srv, err := testserver.StartConsul(ctx, testserver.ConsulConfig{Server: true})
+			if err != nil {
+				return fmt.Errorf("start a Consul agent (set TENURE_CONSUL_BIN, build it with tools/consul/ensure.sh, or pass -consul ADDR, or leave consul out of -stores): %w", err)
+			}
+			defer srv.Stop()
+			e.consul, e.consulMinTTL = srv.HTTPAddr, testserver.ConsulSessionTTLMin
+			rep.Notes = append(rep.Notes, fmt.Sprintf("consul: a single server agent started by the program, Raft log on disk, session_ttl_min %s", testserver.ConsulSessionTTLMin))
 		}
 	}
 
@@ -358,8 +379,11 @@ func buildSubjects(ctx context.Context, e *env, o *options) ([]*subject, error) 
 		for _, p := range o.profiles {
 			if wants(o.subjects, "tenure") {
 				b := be
-				if st == "sqlite" {
-					b, _ = tenureSQLite(ctx, e, p.name)
+				switch st {
+				case "sqlite":
+					b = tenureSQLite(e, p.name)
+				case "consul":
+					b = tenureConsul(e, p)
 				}
 				if err := add(newTenureSubject(b, p), nil); err != nil {
 					return nil, err
@@ -376,6 +400,10 @@ func buildSubjects(ctx context.Context, e *env, o *options) ([]*subject, error) 
 					if wants(o.subjects, n) {
 						errs = append(errs, add(newRedisSubject(ctx, e, p, n)))
 					}
+				}
+			case "consul":
+				if wants(o.subjects, "consul-lock") {
+					errs = append(errs, add(newConsulLockSubject(e, p), nil))
 				}
 			case "etcd":
 				for _, el := range []bool{false, true} {

@@ -48,6 +48,8 @@ func TestQuickRunWritesWellFormedOutputs(t *testing.T) {
 	testutil.NeedServer(t, "Redis at "+ru.Host, err)
 	_, err = testserver.EtcdBinary()
 	testutil.NeedServer(t, "etcd (build it with tools/etcd/ensure.sh and set TENURE_ETCD_BIN)", err)
+	_, err = testserver.ConsulBinary()
+	testutil.NeedServer(t, "Consul (build it with tools/consul/ensure.sh and set TENURE_CONSUL_BIN)", err)
 
 	dir := t.TempDir()
 	var log bytes.Buffer
@@ -60,12 +62,13 @@ func TestQuickRunWritesWellFormedOutputs(t *testing.T) {
 		require.Contains(t, string(md), s)
 	}
 	rows := []string{"| tenure | postgres |", "| pglock | postgres |", "| tenure | redis |", "| redsync | redis |", "| redislock | redis |",
-		"| tenure | etcd |", "| etcd-mutex | etcd |", "| etcd-election | etcd |", "| tenure | sqlite |"}
+		"| tenure | etcd |", "| etcd-mutex | etcd |", "| etcd-election | etcd |", "| tenure | consul |", "| consul-lock | consul |",
+		"| tenure | sqlite |"}
 	for _, row := range rows {
 		// Once in the latency table, once in the load and churn table.
 		require.Equal(t, 2, strings.Count(string(md), row), "rows %q in\n%s", row, md)
 	}
-	for _, st := range []string{"postgres", "redis", "etcd", "sqlite"} {
+	for _, st := range []string{"postgres", "redis", "etcd", "consul", "sqlite"} {
 		require.Contains(t, string(md), "| "+st+" | ", "floor row of %s", st)
 	}
 
@@ -87,7 +90,7 @@ func TestQuickRunWritesWellFormedOutputs(t *testing.T) {
 		require.Positive(t, r.Churn[0].Acquisitions, s.id())
 		dots += r.Handover.N + r.Failover.N
 	}
-	for _, st := range []string{"postgres", "redis", "etcd", "sqlite"} {
+	for _, st := range []string{"postgres", "redis", "etcd", "consul", "sqlite"} {
 		require.Positive(t, rep.floor(st, "write paced"), st)
 	}
 	require.NotNil(t, rep.Scale)

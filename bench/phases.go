@@ -423,8 +423,12 @@ func loadTrial(ctx context.Context, e *env, s *subject, leases int, settle, wind
 // subject at once, in wg.
 func phaseLoad(ctx context.Context, e *env, subs []*subject, many int, settle, window time.Duration, wg *sync.WaitGroup) {
 	for _, s := range subs {
-		for _, n := range []int{1, many} {
-			if n <= 0 || (n == many && many == 1) {
+		m := many
+		if s.MaxLeases > 0 {
+			m = min(m, s.MaxLeases)
+		}
+		for _, n := range []int{1, m} {
+			if n <= 0 || (n == m && m == 1) {
 				continue
 			}
 			wg.Go(func() {

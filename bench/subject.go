@@ -59,6 +59,8 @@ type subject struct {
 	TTL        time.Duration `json:"ttl_ns"`
 	RenewEvery time.Duration `json:"renew_every_ns"`
 	PollEvery  time.Duration `json:"poll_every_ns"`
+	// MaxLeases caps the leases of the idle-load participant (0: none).
+	MaxLeases int `json:"max_leases,omitempty"`
 
 	Result *result `json:"result"`
 	impl   impl
@@ -97,9 +99,12 @@ type env struct {
 	pgURL     string
 	redisAddr string
 	etcd      []string // endpoints; empty when etcd is not measured
-	tmpDir    string   // SQLite files
-	runID     string
-	seq       atomic.Int64
+	consul    string   // agent HTTP address; empty when Consul is not measured
+	// consulMinTTL is the agent's session_ttl_min.
+	consulMinTTL time.Duration
+	tmpDir       string // SQLite files
+	runID        string
+	seq          atomic.Int64
 }
 
 // key returns a name no other trial of the run uses.

@@ -171,7 +171,7 @@ func tenureEtcd(ctx context.Context, e *env) (*tenureBackend, error) {
 	}, nil
 }
 
-func tenureSQLite(ctx context.Context, e *env, prof string) (*tenureBackend, error) {
+func tenureSQLite(e *env, prof string) *tenureBackend {
 	path := filepath.Join(e.tmpDir, "tenure-"+prof+".db")
 	return &tenureBackend{
 		store: "sqlite",
@@ -184,7 +184,7 @@ func tenureSQLite(ctx context.Context, e *env, prof string) (*tenureBackend, err
 		},
 		settings: "sqlitestore.Open on one file per profile in a temporary directory, one Store per participant; requests are store calls",
 		cleanup:  func(context.Context) {},
-	}, nil
+	}
 }
 
 // tenureImpl is tenure over one backend at one TTL.
