@@ -94,13 +94,17 @@ func floorOps(ctx context.Context, e *env, stores []string) ([]floorOp, func(), 
 					return err
 				}})
 		case "consul":
-			cli, err := consulClient(e.consul, newHTTPCounter(nil))
+			h := newHTTPCounter(nil)
+			cli, err := consulClient(e.consul, h)
 			if err != nil {
 				closeAll()
 				return nil, nil, fmt.Errorf("consul floor: %w", err)
 			}
 			k := "tenure-bench-floor/" + e.runID
-			closers = append(closers, func() { _, _ = cli.KV().Delete(k, nil) })
+			closers = append(closers, func() {
+				_, _ = cli.KV().Delete(k, nil)
+				h.next.CloseIdleConnections()
+			})
 			ops = append(ops,
 				floorOp{st, "read", "consistent KV GET", func(ctx context.Context) error {
 					_, _, err := cli.KV().Get(k, (&api.QueryOptions{RequireConsistent: true}).WithContext(ctx))

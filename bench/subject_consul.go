@@ -18,6 +18,17 @@ func consulClient(addr string, h *httpCounter) (*api.Client, error) {
 	return api.NewClient(&api.Config{Address: addr, HttpClient: &http.Client{Transport: h}})
 }
 
+// consulDeleteTree deletes the keys under prefix, best effort.
+func consulDeleteTree(ctx context.Context, addr, prefix string) {
+	h := newHTTPCounter(nil)
+	defer h.next.CloseIdleConnections()
+	cli, err := consulClient(addr, h)
+	if err != nil {
+		return
+	}
+	_, _ = cli.KV().DeleteTree(prefix, (&api.WriteOptions{}).WithContext(ctx))
+}
+
 func tenureConsul(e *env, p profile) *tenureBackend {
 	prefix := "tenure-bench/" + e.runID + "/" + p.name + "/"
 	// A prefix per profile: consulstore's listeners hear every change
@@ -39,13 +50,7 @@ func tenureConsul(e *env, p profile) *tenureBackend {
 			return st, func() { st.Close(); h.next.CloseIdleConnections() }, nil
 		},
 		settings: fmt.Sprintf("consulstore over the api client, KeyPrefix tenure-bench/<run>/%s/, MinSessionTTL %s (the agent's session_ttl_min)", p.name, e.consulMinTTL),
-		cleanup: func(ctx context.Context) {
-			cli, err := consulClient(e.consul, newHTTPCounter(nil))
-			if err != nil {
-				return
-			}
-			_, _ = cli.KV().DeleteTree(prefix, (&api.WriteOptions{}).WithContext(ctx))
-		},
+		cleanup:  func(ctx context.Context) { consulDeleteTree(ctx, e.consul, prefix) },
 	}
 }
 
@@ -79,13 +84,7 @@ func newConsulLockSubject(e *env, p profile) *subject {
 
 func (a *consulLockImpl) prefix() string { return "tenure-bench-anchors/" + a.e.runID + "/" }
 
-func (a *consulLockImpl) close(ctx context.Context) {
-	cli, err := consulClient(a.e.consul, newHTTPCounter(nil))
-	if err != nil {
-		return
-	}
-	_, _ = cli.KV().DeleteTree(a.prefix(), (&api.WriteOptions{}).WithContext(ctx))
-}
+func (a *consulLockImpl) close(ctx context.Context) { consulDeleteTree(ctx, a.e.consul, a.prefix()) }
 
 func (a *consulLockImpl) participant(ctx context.Context, id string, c *counter, crashable bool) (participant, error) {
 	h := newHTTPCounter(c)
