@@ -164,6 +164,14 @@ func parseFlags(args []string, log io.Writer) (*options, error) {
 	return o, nil
 }
 
+func profileNames(ps []profile) []string {
+	var out []string
+	for _, p := range ps {
+		out = append(out, p.name)
+	}
+	return out
+}
+
 func splitList(s string) []string {
 	var out []string
 	for _, f := range strings.Split(s, ",") {
@@ -204,7 +212,7 @@ func run(ctx context.Context, args []string, log io.Writer) error {
 		Host: hostInfo(), Quick: o.quick, FloorDesc: map[string]string{},
 		Params: map[string]any{"hold": o.hold.String(), "floor_n": o.floorN, "acquire_n": o.acquireN, "renew_n": o.renewN, "blocks": o.blocks,
 			"handover_n": o.handoverN, "failover_n": o.failoverN, "many": o.many, "load_window": o.loadWindow.String(),
-			"churn_clients": o.churnClients, "churn_dur": o.churnDur.String(), "scale_n": o.scaleN, "ttls": o.profiles}}
+			"churn_clients": o.churnClients, "churn_dur": o.churnDur.String(), "scale_n": o.scaleN, "ttls": profileNames(o.profiles)}}
 	rep.Host["loadavg_start"] = loadavg()
 	logf := func(format string, args ...any) {
 		fmt.Fprintf(log, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
