@@ -202,7 +202,7 @@ func (a *redisImpl) close(context.Context) {} // their keys expire by TTL
 
 func (a *redisImpl) participant(ctx context.Context, id string, c *counter, crashable bool) (participant, error) {
 	rdb := redisClient(a.e.redisAddr, c)
-	p := &redisPart{a: a, rdb: rdb}
+	p := &redisPart{a: a, rdb: rdb, crashable: crashable}
 	if a.name == "redsync" {
 		p.rs = redsync.New(rsgoredis.NewPool(rdb))
 	} else {
@@ -212,18 +212,22 @@ func (a *redisImpl) participant(ctx context.Context, id string, c *counter, cras
 }
 
 type redisPart struct {
-	a    *redisImpl
-	rdb  interface{ Close() error }
-	rs   *redsync.Redsync
-	rl   *redislock.Client
-	held []*renewLoop
+	a   *redisImpl
+	rdb interface{ Close() error }
+	rs  *redsync.Redsync
+	rl  *redislock.Client
+	// held are the renewal loops crash stops (crashable participants only).
+	crashable bool
+	held      []*renewLoop
 }
 
 func (p *redisPart) acquire(ctx context.Context, name string) (lease, error) {
 	for {
 		l, err := p.try(ctx, name)
 		if err == nil {
-			p.held = append(p.held, l.loop)
+			if p.crashable {
+				p.held = append(p.held, l.loop)
+			}
 			return l, nil
 		}
 		if ctx.Err() != nil {
