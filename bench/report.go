@@ -5,6 +5,7 @@ import (
 	"encoding/xml"
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -35,6 +36,25 @@ func (r *report) floor(store, kind string) time.Duration {
 	return 0
 }
 
+// noisy reports whether the machine's one-minute load average exceeded its
+// CPU count at the start or the end of the run.
+func (r *report) noisy() bool {
+	cpus, err := strconv.ParseFloat(r.Host["cpus"], 64)
+	if err != nil {
+		return false
+	}
+	for _, k := range []string{"loadavg_start", "loadavg_end"} {
+		f := strings.Fields(r.Host[k])
+		if len(f) == 0 {
+			continue
+		}
+		if l, err := strconv.ParseFloat(f[0], 64); err == nil && l > cpus {
+			return true
+		}
+	}
+	return false
+}
+
 // ratio prints d and its ratio to the floor f.
 func ratio(d, f time.Duration) string {
 	if f <= 0 {
@@ -54,6 +74,9 @@ func (r *report) markdown(svgName string) string {
 	p("- tenure %s\n", r.Tenure)
 	p("- command: `%s`\n", r.Command)
 	p("- host: %s, %s CPUs, %s; load average at start %s, at end %s\n", r.Host["cpu"], r.Host["cpus"], r.Host["go"], r.Host["loadavg_start"], r.Host["loadavg_end"])
+	if r.noisy() {
+		p("- **noisy**: the load average exceeded the number of CPUs; other work shared the machine, so compare ratios only and run again on a quiet machine before publishing\n")
+	}
 	if r.Quick {
 		p("- **quick mode**: tiny sample sizes, for checking that the program works; these numbers mean nothing\n")
 	}

@@ -31,6 +31,9 @@ func TestReportRendersRatiosAndPicture(t *testing.T) {
 		Subjects: []*subject{{Name: "tenure", Store: "postgres", Profile: "3s", TTL: 3 * time.Second, Result: res}},
 	}
 	md := rep.markdown(svgName)
+	require.NotContains(t, md, "**noisy**")
+	rep.Host = map[string]string{"cpus": "2", "loadavg_start": "0.50 0.40 0.30", "loadavg_end": "2.50 1.00 0.50"}
+	require.Contains(t, rep.markdown(svgName), "**noisy**")
 	require.Contains(t, md, "| tenure | postgres | 3.00 s | 3.00 ms (1.50×) |")
 	require.Contains(t, md, "| 4.00 ms / 6.00 ms (2.0×) | 3.01 s / 3.03 s |")
 	require.Contains(t, md, " 100 (0.95) |")
