@@ -260,8 +260,9 @@ func run(ctx context.Context, args []string, log io.Writer) error {
 	rep.Subjects = subs
 	logf("run %s: %d subjects, stores %s, phases %s", e.runID, len(subs), strings.Join(o.stores, ","), strings.Join(o.phases, ","))
 
+	// timed runs f, the phases named, if any of them was asked for.
 	timed := func(name string, f func()) {
-		if !phase[name] || ctx.Err() != nil {
+		if !slices.ContainsFunc(strings.Split(name, "+"), func(p string) bool { return phase[p] }) || ctx.Err() != nil {
 			return
 		}
 		t0 := time.Now()
@@ -288,31 +289,29 @@ func run(ctx context.Context, args []string, log io.Writer) error {
 	timed("renew", func() { phaseRenew(ctx, e, subs, o.renewN, o.blocks, o.hold) })
 	timed("handover", func() { phaseHandover(ctx, e, subs, o.handoverN, o.handoverPar) })
 	// Failover and idle load are mostly waiting: they run side by side.
-	if phase["failover"] || phase["load"] {
-		timed(map[bool]string{true: "failover", false: "load"}[phase["failover"]], func() {
-			var wg sync.WaitGroup
-			if phase["failover"] {
-				var crashable []*subject
-				for _, s := range subs {
-					if s.Profile != "default" {
-						crashable = append(crashable, s)
-					}
+	timed("failover+load", func() {
+		var wg sync.WaitGroup
+		if phase["failover"] {
+			var crashable []*subject
+			for _, s := range subs {
+				if s.Profile != "default" {
+					crashable = append(crashable, s)
 				}
-				phaseFailover(ctx, e, crashable, o.failoverN, &wg)
 			}
-			if phase["load"] {
-				first := o.profiles[0].name
-				var loaded []*subject
-				for _, s := range subs {
-					if s.Profile == first {
-						loaded = append(loaded, s)
-					}
+			phaseFailover(ctx, e, crashable, o.failoverN, &wg)
+		}
+		if phase["load"] {
+			first := o.profiles[0].name
+			var loaded []*subject
+			for _, s := range subs {
+				if s.Profile == first {
+					loaded = append(loaded, s)
 				}
-				phaseLoad(ctx, e, loaded, o.many, 2*time.Second, o.loadWindow, &wg)
 			}
-			wg.Wait()
-		})
-	}
+			phaseLoad(ctx, e, loaded, o.many, 2*time.Second, o.loadWindow, &wg)
+		}
+		wg.Wait()
+	})
 	timed("churn", func() { phaseChurn(ctx, e, subs, o.churnClients, o.churnDur, o.churnRounds) })
 	timed("scale", func() {
 		if !slices.Contains(o.stores, "postgres") || !wants(o.subjects, "tenure") {
