@@ -82,6 +82,9 @@ func TestQuickRunWritesWellFormedOutputs(t *testing.T) {
 	for _, s := range rep.Subjects {
 		r := s.Result
 		require.NotNil(t, r.Acquire, s.id())
+		if s.Name == "tenure" {
+			require.NotNil(t, r.StoreAcquire, "%s: %v", s.id(), r.Errors)
+		}
 		require.NotNil(t, r.Renew, s.id())
 		require.NotNil(t, r.Handover, "%s: %v", s.id(), r.Errors)
 		require.NotNil(t, r.Failover, "%s: %v", s.id(), r.Errors)

@@ -13,10 +13,14 @@ import (
 type result struct {
 	mu sync.Mutex
 
-	Acquire     *dist   `json:"acquire,omitempty"`
-	Release     *dist   `json:"release,omitempty"`
-	ReqPerCycle float64 `json:"requests_per_acquire_release,omitempty"`
-	Renew       *dist   `json:"renew,omitempty"`
+	Acquire *dist `json:"acquire,omitempty"`
+	Release *dist `json:"release,omitempty"`
+	// StoreAcquire and StoreRelease: the same cycle with the store's own
+	// calls and no client (tenure only).
+	StoreAcquire *dist   `json:"store_acquire,omitempty"`
+	StoreRelease *dist   `json:"store_release,omitempty"`
+	ReqPerCycle  float64 `json:"requests_per_acquire_release,omitempty"`
+	Renew        *dist   `json:"renew,omitempty"`
 	// Handover: from A's release call to B, waiting, holding the name.
 	Handover *dist `json:"handover,omitempty"`
 	// Failover: from the crashed holder's last renewal to B holding.
@@ -27,6 +31,12 @@ type result struct {
 	Errors []string `json:"errors,omitempty"`
 
 	acquire, release, renew, handover, failover []time.Duration
+	storeAcquire, storeRelease                  []time.Duration
+}
+
+// barer is a participant whose store can be called without its client.
+type barer interface {
+	bareCycle(ctx context.Context, name string, hold time.Duration) (acquire, release time.Duration, err error)
 }
 
 type load struct {
@@ -62,6 +72,8 @@ func (r *result) add(to *[]time.Duration, d time.Duration) {
 func (r *result) summarise() {
 	r.Acquire = summarise(r.acquire, false)
 	r.Release = summarise(r.release, false)
+	r.StoreAcquire = summarise(r.storeAcquire, false)
+	r.StoreRelease = summarise(r.storeRelease, false)
 	r.Renew = summarise(r.renew, false)
 	r.Handover = summarise(r.handover, true)
 	r.Failover = summarise(r.failover, true)
@@ -162,6 +174,19 @@ func phaseUncontended(ctx context.Context, e *env, subs []*subject, n, blocks in
 		if record {
 			s.Result.add(&s.Result.acquire, t1.Sub(t0))
 			s.Result.add(&s.Result.release, t3.Sub(t2))
+		}
+		// The bare store calls, right after, on another name: their
+		// requests are not counted in req (see base below).
+		if b, ok := x.p.(barer); ok && record {
+			n0 := x.c.load()
+			a, r, err := b.bareCycle(cctx, x.name+"-bare", hold)
+			x.base += x.c.load() - n0
+			if err != nil {
+				s.Result.errorf("uncontended store calls: %v", err)
+				return
+			}
+			s.Result.add(&s.Result.storeAcquire, a)
+			s.Result.add(&s.Result.storeRelease, r)
 		}
 	}
 	for s, x := range st { // warm up: connections, prepared statements, scripts

@@ -89,8 +89,8 @@ func (r *report) markdown(svgName string) string {
 		p("| %s | %s | %s | %s | %s | %s |\n", st, fmtDur(r.floor(st, "read")), fmtDur(r.floor(st, "write")),
 			fmtDur(r.floor(st, "read paced")), fmtDur(r.floor(st, "write paced")), r.FloorDesc[st])
 	}
-	p("\n## Latency\n\np50 unless stated; (n×) is the ratio to the same store's paced write floor. Acquire and release after a %s idle gap; *req* is the store requests of one acquire and release, counted on the wire. Handover: from A's release call to B (waiting) holding. Failover: from the crashed holder's last renewal to B holding.\n\n", r.Params["hold"])
-	p("| subject | store | TTL | acquire | release | req | renew | handover p50 / p99 | failover p50 / max |\n|---|---|---|---|---|---|---|---|---|\n")
+	p("\n## Latency\n\np50 unless stated; (n×) is the ratio to the same store's paced write floor. Acquire and release after a %s idle gap; *req* is the store requests of one acquire and release, counted on the wire. *Over the store* is what tenure's client adds to the store's own acquire and release calls, made alike right after (p50 minus p50). Handover: from A's release call to B (waiting) holding. Failover: from the crashed holder's last renewal to B holding.\n\n", r.Params["hold"])
+	p("| subject | store | TTL | acquire | release | over the store | req | renew | handover p50 / p99 | failover p50 / max |\n|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, s := range r.Subjects {
 		res, wf := s.Result, r.floor(s.Store, "write paced")
 		cell := func(d *dist) string {
@@ -106,11 +106,15 @@ func (r *report) markdown(svgName string) string {
 		if d := res.Failover; d != nil {
 			fo = fmt.Sprintf("%s / %s", fmtDur(d.P50), fmtDur(d.Max))
 		}
+		over := "–"
+		if res.Acquire != nil && res.StoreAcquire != nil && res.Release != nil && res.StoreRelease != nil {
+			over = fmt.Sprintf("%s / %s", signedDur(res.Acquire.P50-res.StoreAcquire.P50), signedDur(res.Release.P50-res.StoreRelease.P50))
+		}
 		req := "–"
 		if res.ReqPerCycle > 0 {
 			req = fmt.Sprintf("%.1f", res.ReqPerCycle)
 		}
-		p("| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", s.Name, s.Store, fmtDur(s.TTL), cell(res.Acquire), cell(res.Release), req, cell(res.Renew), ho, fo)
+		p("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", s.Name, s.Store, fmtDur(s.TTL), cell(res.Acquire), cell(res.Release), over, req, cell(res.Renew), ho, fo)
 	}
 	p("\n## Idle load and churn\n\nIdle load: store requests per second, counted on the wire, of one participant holding 1 lease or %v leases and doing nothing else. Churn: clients looping acquire and release on one name; acquisitions per second and Jain's fairness index (1: every client got the same share; 1/n: one got all).\n\n", r.Params["many"])
 	var churnCols []int
@@ -171,6 +175,14 @@ func (r *report) markdown(svgName string) string {
 		p("\n")
 	}
 	return b.String()
+}
+
+// signedDur prints d with its sign.
+func signedDur(d time.Duration) string {
+	if d < 0 {
+		return "−" + fmtDur(-d)
+	}
+	return "+" + fmtDur(d)
 }
 
 func containsInt(xs []int, x int) bool {

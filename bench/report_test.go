@@ -19,10 +19,13 @@ func TestReportRendersRatiosAndPicture(t *testing.T) {
 	t.Parallel()
 	ms := time.Millisecond
 	res := &result{
-		acquire:  []time.Duration{3 * ms, 3 * ms, 3 * ms},
-		handover: []time.Duration{2 * ms, 4 * ms, 6 * ms},
-		failover: []time.Duration{3010 * ms, 3030 * ms},
-		Churn:    []churn{{Clients: 2, PerSec: 100, Jain: 0.95}},
+		acquire:      []time.Duration{3 * ms, 3 * ms, 3 * ms},
+		release:      []time.Duration{2 * ms},
+		storeAcquire: []time.Duration{2 * ms},
+		storeRelease: []time.Duration{3 * ms},
+		handover:     []time.Duration{2 * ms, 4 * ms, 6 * ms},
+		failover:     []time.Duration{3010 * ms, 3030 * ms},
+		Churn:        []churn{{Clients: 2, PerSec: 100, Jain: 0.95}},
 	}
 	res.summarise()
 	rep := &report{
@@ -34,7 +37,7 @@ func TestReportRendersRatiosAndPicture(t *testing.T) {
 	require.NotContains(t, md, "**noisy**")
 	rep.Host = map[string]string{"cpus": "2", "loadavg_start": "0.50 0.40 0.30", "loadavg_end": "2.50 1.00 0.50"}
 	require.Contains(t, rep.markdown(svgName), "**noisy**")
-	require.Contains(t, md, "| tenure | postgres | 3.00 s | 3.00 ms (1.50×) |")
+	require.Contains(t, md, "| tenure | postgres | 3.00 s | 3.00 ms (1.50×) | 2.00 ms (1.00×) | +1.00 ms / −1.00 ms | – |")
 	require.Contains(t, md, "| 4.00 ms / 6.00 ms (2.0×) | 3.01 s / 3.03 s |")
 	require.Contains(t, md, " 100 (0.95) |")
 
