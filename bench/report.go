@@ -153,12 +153,14 @@ func (r *report) markdown(svgName string) string {
 	}
 	if sc := r.Scale; sc != nil {
 		p("\n## Scale: one tenure client holding many leases on PostgreSQL\n\n")
-		p("| leases | acquired | acquire all | TTL | renew round p50 / p99 (rounds) | shutdown (releases all) |\n|---|---|---|---|---|---|\n")
+		p("Rows updated, HOT share and dead rows come from PostgreSQL's statistics of the lease table over the window (updated a few seconds late); heap is the client process's growth per lease held.\n\n")
+		p("| leases | acquired | acquire all | TTL | renew round p50 / p99 (rounds) | rows updated/s | HOT | dead rows | heap per lease | shutdown (releases all) |\n|---|---|---|---|---|---|---|---|---|---|\n")
 		round := "–"
 		if d := sc.RenewRound; d != nil {
 			round = fmt.Sprintf("%s / %s (%d)", fmtDur(d.P50), fmtDur(d.P99), d.N)
 		}
-		p("| %d | %d | %s | %s | %s | %s |\n", sc.Leases, sc.Acquired, fmtDur(sc.AcquireAll), fmtDur(sc.TTL), round, fmtDur(sc.Shutdown))
+		p("| %d | %d | %s | %s | %s | %.0f | %.0f%% | %d | %.0f B | %s |\n", sc.Leases, sc.Acquired, fmtDur(sc.AcquireAll), fmtDur(sc.TTL), round,
+			sc.RowsUpdatedPerSec, 100*sc.HOTShare, sc.DeadRows, sc.HeapPerLease, fmtDur(sc.Shutdown))
 		for _, e := range sc.Errors {
 			p("\n- error: %s\n", e)
 		}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -22,7 +23,15 @@ type scaleResult struct {
 	RenewRound *dist         `json:"renew_round,omitempty"`
 	RenewCalls int           `json:"renew_calls"`
 	Shutdown   time.Duration `json:"shutdown_ns"` // Run's return after its ctx is done: releases everything
-	Errors     []string      `json:"errors,omitempty"`
+	// HeapPerLease is the client process's heap growth per lease acquired.
+	HeapPerLease float64 `json:"heap_bytes_per_lease"`
+	// From the lease table's statistics over the window, which PostgreSQL
+	// updates a few seconds late: rows updated per second, the share of
+	// them that were HOT updates, and the dead rows at the window's end.
+	RowsUpdatedPerSec float64  `json:"rows_updated_per_sec"`
+	HOTShare          float64  `json:"hot_share"`
+	DeadRows          int64    `json:"dead_rows"`
+	Errors            []string `json:"errors,omitempty"`
 }
 
 // phaseScale acquires n leases in one tenure client over PostgreSQL, conc
@@ -55,6 +64,9 @@ func phaseScale(ctx context.Context, be *tenureBackend, e *env, n, conc int, ttl
 	ran := make(chan error, 1)
 	go func() { ran <- cl.Run(rctx) }()
 
+	var m0, m1 runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&m0)
 	actx, acancel := context.WithTimeout(ctx, limit)
 	var next, acquired atomic.Int64
 	var errOnce sync.Once
@@ -80,6 +92,18 @@ func phaseScale(ctx context.Context, be *tenureBackend, e *env, n, conc int, ttl
 	wg.Wait()
 	acancel()
 	res.AcquireAll, res.Acquired = time.Since(t0), int(acquired.Load())
+	runtime.GC()
+	runtime.ReadMemStats(&m1)
+	if res.Acquired > 0 {
+		res.HeapPerLease = (float64(m1.HeapAlloc) - float64(m0.HeapAlloc)) / float64(res.Acquired)
+	}
+	var st0 tableStats
+	if be.tableStats != nil {
+		if st0, err = be.tableStats(ctx); err != nil {
+			res.Errors = append(res.Errors, "table statistics: "+err.Error())
+		}
+	}
+	w0 := time.Now()
 
 	mu.Lock()
 	calls = calls[:0] // rounds that overlapped the acquisitions do not count
@@ -88,6 +112,15 @@ func phaseScale(ctx context.Context, be *tenureBackend, e *env, n, conc int, ttl
 	mu.Lock()
 	got := slices.Clone(calls)
 	mu.Unlock()
+	if be.tableStats != nil {
+		if st1, err := be.tableStats(ctx); err != nil {
+			res.Errors = append(res.Errors, "table statistics: "+err.Error())
+		} else if upd := st1.Updated - st0.Updated; upd > 0 {
+			res.RowsUpdatedPerSec = float64(upd) / time.Since(w0).Seconds()
+			res.HOTShare = float64(st1.HOTUpdated-st0.HOTUpdated) / float64(upd)
+			res.DeadRows = st1.Dead
+		}
+	}
 
 	t1 := time.Now()
 	cancel()

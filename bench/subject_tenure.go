@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -44,6 +45,15 @@ type tenureBackend struct {
 	wire     bool
 	settings string
 	cleanup  func(ctx context.Context)
+	// tableStats, where the store has tables (PostgreSQL), reads the lease
+	// table's cumulative statistics.
+	tableStats func(ctx context.Context) (tableStats, error)
+}
+
+// tableStats are PostgreSQL's counters of a table (pg_stat_user_tables);
+// the server updates them a few seconds late.
+type tableStats struct {
+	Updated, HOTUpdated, Dead int64
 }
 
 func pgPool(ctx context.Context, url string, c *counter, conns int32) (*pgxpool.Pool, error) {
@@ -71,6 +81,8 @@ func tenurePG(ctx context.Context, e *env) (*tenureBackend, error) {
 	if err := st.Migrate(ctx); err != nil {
 		return nil, fmt.Errorf("migrate the bench's tables (prefix %s): %w", pgTablePrefix, err)
 	}
+	objs := st.Objects()
+	leases := pgx.Identifier{objs.Schema, objs.Leases}.Sanitize()
 	return &tenureBackend{
 		store: "postgres",
 		wire:  true,
@@ -93,7 +105,18 @@ func tenurePG(ctx context.Context, e *env) (*tenureBackend, error) {
 				return
 			}
 			defer pool.Close()
-			_, _ = pool.Exec(ctx, `DELETE FROM `+pgTablePrefix+`leases WHERE name LIKE $1`, "b"+e.runID+"-%")
+			_, _ = pool.Exec(ctx, `DELETE FROM `+leases+` WHERE name LIKE $1`, "b"+e.runID+"-%")
+		},
+		tableStats: func(ctx context.Context) (tableStats, error) {
+			conn, err := pgx.Connect(ctx, e.pgURL)
+			if err != nil {
+				return tableStats{}, err
+			}
+			defer conn.Close(ctx)
+			var s tableStats
+			err = conn.QueryRow(ctx, `SELECT n_tup_upd, n_tup_hot_upd, n_dead_tup FROM pg_stat_user_tables WHERE schemaname = $1 AND relname = $2`,
+				objs.Schema, objs.Leases).Scan(&s.Updated, &s.HOTUpdated, &s.Dead)
+			return s, err
 		},
 	}, nil
 }
