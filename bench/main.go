@@ -277,7 +277,9 @@ func run(ctx context.Context, args []string, log io.Writer) error {
 			return
 		}
 		defer closeOps()
-		rep.Floors = phaseFloors(ctx, ops, o.floorN, o.blocks, o.hold)
+		var errs []string
+		rep.Floors, errs = phaseFloors(ctx, ops, o.floorN, o.blocks, o.hold)
+		rep.Notes = append(rep.Notes, errs...)
 		for _, op := range ops {
 			if rep.FloorDesc[op.store] != "" {
 				rep.FloorDesc[op.store] += ", "

@@ -93,9 +93,12 @@ func rotate[T any](xs []T, k int) []T {
 func deadline(s *subject) time.Duration { return 3*s.TTL + 30*time.Second }
 
 // phaseFloors times each floor operation hot (back to back) and paced
-// (after an idle gap of hold), interleaved across stores.
-func phaseFloors(ctx context.Context, ops []floorOp, n, blocks int, hold time.Duration) map[string]map[string]*dist {
+// (after an idle gap of hold), interleaved across stores. It also returns
+// the first error of each operation that failed, with the count.
+func phaseFloors(ctx context.Context, ops []floorOp, n, blocks int, hold time.Duration) (map[string]map[string]*dist, []string) {
 	raw := map[string][]time.Duration{}
+	failed := map[string]int{}
+	var errs []string
 	per := max(1, n/blocks)
 	for _, paced := range []bool{false, true} {
 		for b := range blocks {
@@ -113,9 +116,13 @@ func phaseFloors(ctx context.Context, ops []floorOp, n, blocks int, hold time.Du
 					err := op.call(cctx)
 					d := time.Since(t0)
 					cancel()
-					if err == nil {
-						raw[op.store+"\x00"+k] = append(raw[op.store+"\x00"+k], d)
+					if err != nil {
+						if failed[op.store+" "+k]++; failed[op.store+" "+k] == 1 {
+							errs = append(errs, fmt.Sprintf("floor %s %s: %v", op.store, k, err))
+						}
+						continue
 					}
+					raw[op.store+"\x00"+k] = append(raw[op.store+"\x00"+k], d)
 				}
 			}
 		}
@@ -129,7 +136,10 @@ func phaseFloors(ctx context.Context, ops []floorOp, n, blocks int, hold time.Du
 			out[op.store][k] = summarise(raw[op.store+"\x00"+k], false)
 		}
 	}
-	return out
+	for k, n := range failed {
+		errs = append(errs, fmt.Sprintf("floor %s: %d calls failed", k, n))
+	}
+	return out, errs
 }
 
 // phaseUncontended: one participant per subject; idle gap, acquire, idle
