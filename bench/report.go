@@ -84,7 +84,7 @@ func (r *report) markdown(svgName string) string {
 		p("- %s\n", n)
 	}
 	p("\n## Floors\n\nEach store's cheapest read and write on a connection of its own, p50; *hot* back to back, *paced* after a %s idle gap (what every latency below is compared with).\n\n", r.Params["hold"])
-	p("| store | read | write | read paced | write paced | read, write |\n|---|---|---|---|---|---|\n")
+	p("| store | read, hot | write, hot | read, paced | write, paced | operations (read, write) |\n|---|---|---|---|---|---|\n")
 	for _, st := range sortedKeys(r.Floors) {
 		p("| %s | %s | %s | %s | %s | %s |\n", st, fmtDur(r.floor(st, "read")), fmtDur(r.floor(st, "write")),
 			fmtDur(r.floor(st, "read paced")), fmtDur(r.floor(st, "write paced")), r.FloorDesc[st])
