@@ -10,8 +10,8 @@ import (
 	"time"
 )
 
-// errHeld is what a participant's tryAcquire returns when someone else holds
-// the name.
+// errHeld is what one try of a Redis anchor returns when someone else
+// holds the name.
 var errHeld = errors.New("bench: held by another participant")
 
 // impl is one lock library on one store with one configuration: tenure over
@@ -31,8 +31,9 @@ type participant interface {
 	// acquire waits, by the library's own mechanism, until name is held or
 	// ctx is done.
 	acquire(ctx context.Context, name string) (lease, error)
-	// crash kills the participant as a dead process would die: renewals
-	// stop, nothing is released, its connections go.
+	// crash kills the participant as far as the store can tell: its
+	// renewals stop and nothing is released (tenure and consul-lock: every
+	// store call fails from then on).
 	crash()
 	close() error
 }
@@ -50,7 +51,7 @@ type lease interface {
 // subject is one impl in one TTL profile: one row of the report.
 type subject struct {
 	Name     string `json:"name"`    // "tenure", "pglock", ...
-	Store    string `json:"store"`   // "postgres", "redis", "etcd", "sqlite"
+	Store    string `json:"store"`   // "postgres", "redis", "etcd", "consul", "sqlite"
 	Profile  string `json:"profile"` // "default" or a TTL such as "3s"
 	Settings string `json:"settings"`
 	// TTL is the lease's lifetime without renewal; RenewEvery how often a
