@@ -71,3 +71,18 @@ func (c Config) GrantSQL(role string) (string, error) {
 		"SELECT, INSERT ON TABLE "+ns.Ident(obj.Reassignments),
 	)
 }
+
+// ReadGrantSQL returns the GRANT statements of a read-only role (`tenure
+// agents`, `tenure status`, dashboards): USAGE on the schema and SELECT on
+// the agents, owners and reassignments tables. It can read the registry
+// and change nothing.
+func (c Config) ReadGrantSQL(role string) (string, error) {
+	obj, err := c.Objects()
+	if err != nil {
+		return "", err
+	}
+	ns := obj.namespace()
+	return ns.GrantSQL("registry", role,
+		"SELECT ON TABLE "+ns.Ident(obj.Agents)+", "+ns.Ident(obj.Owners)+", "+ns.Ident(obj.Reassignments),
+	)
+}
