@@ -126,7 +126,7 @@ func TestReset(t *testing.T) {
 			require.ErrorContains(t, err, tc.contains)
 		})
 	}
-	require.Equal(t, int64(50), b.recorded(t, "invoices"), "refused resets change nothing")
+	require.Equal(t, int64(g.Token), b.recorded(t, "invoices"), "refused resets change nothing")
 	_, err = pgfence.New(pgstore.Config{TablePrefix: "a$"})
 	require.ErrorIs(t, err, store.ErrInvalid)
 }

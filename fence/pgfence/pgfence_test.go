@@ -651,8 +651,10 @@ func TestDefaultSchema(t *testing.T) {
 
 	g, err := s.Acquire(ctx, store.AcquireParams{Name: name, Holder: testutil.Holder(t, "a"), TTL: time.Minute})
 	require.NoError(t, err)
-	require.NoError(t, pgfence.Fence(ctx, owner, name, g.Token))
-	requireFenced(t, pgfence.Fence(ctx, owner, name, g.Token-1), name, g.Token-1, g.Token)
+	later, err := s.Acquire(ctx, store.AcquireParams{Name: name + "_later", Holder: testutil.Holder(t, "a"), TTL: time.Minute})
+	require.NoError(t, err)
+	require.NoError(t, pgfence.Fence(ctx, owner, name, later.Token))
+	requireFenced(t, pgfence.Fence(ctx, owner, name, g.Token), name, g.Token, later.Token)
 	require.NoError(t, pgfence.FenceForeign(ctx, owner, name+"_foreign", g.Token+1_000_000))
 	require.NoError(t, pgfence.CheckLease(ctx, owner, name, g.Token))
 	seq, err := pgfence.CheckLeaseStrict(ctx, owner, newChain(g))
