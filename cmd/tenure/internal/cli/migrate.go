@@ -25,20 +25,20 @@ to review and apply. Roles on PostgreSQL:
   owner       runs migrate (or applies the printed SQL) and owns the tables,
               the token sequence and the functions; repairs fences (tenure
               fence reset). Keep it away from workers.
-  run-time    --grant ROLE: what tenure run, the library and the fences
-              need, and nothing more: USAGE on the schema and EXECUTE on the
-              lease and fence functions, which run as the owner. It has no
-              privilege on tenure's tables or sequence, so it cannot rewind
-              or raise a fence, forge or extend a lease, or move the token
-              sequence; a fence takes only tokens the sequence issued.
-  read-only   --grant-read ROLE: tenure status, tenure agents and
-              dashboards: the get and list functions and SELECT on the
-              fleet registry's tables; it changes nothing.
+  run-time    --grant ROLE: what tenure run, the library, the fences and
+              the fleet registry need, and nothing more: USAGE on the schema
+              and EXECUTE on the lease, fence and registry functions, which
+              run as the owner. It has no privilege on the tables or the
+              sequence, so it cannot rewind or raise a fence, forge or
+              extend a lease, move the token sequence or forge a heartbeat;
+              a fence takes only tokens the sequence issued.
+  read-only   --grant-read ROLE: tenure status, tenure agents, tenure owner
+              and dashboards: the functions that read leases and the
+              registry; it changes nothing.
 
-The fleet registry's run-time grants are still table privileges (see
-docs/SECURITY-postgres.md). Migrating an older schema takes the write
-privileges on tenure's tables and sequence from every role but their owner:
-apply the --grant SQL of this version to the run-time role afterwards.
+Migrating an older schema takes the write privileges on the tables and the
+sequence from every role but their owner: apply the --grant SQL of this
+version to the run-time role afterwards.
 
 An SQLite store creates its schema itself when it is opened: migrate
 only reports its version, and --print prints that schema. Redis, etcd and

@@ -18,7 +18,7 @@ func TestReadGrantSQL(t *testing.T) {
 	require.Equal(t, `GRANT USAGE ON SCHEMA "ops" TO "reader";
 GRANT EXECUTE ON FUNCTION "ops"."job_get"(text), "ops"."job_list"() TO "reader";
 GRANT USAGE ON SCHEMA "ops" TO "reader";
-GRANT SELECT ON TABLE "ops"."job_agents", "ops"."job_owners", "ops"."job_reassignments" TO "reader";
+GRANT EXECUTE ON FUNCTION "ops"."job_agent_get"(text), "ops"."job_agent_list"(), "ops"."job_owner_get"(text), "ops"."job_owner_history"(text) TO "reader";
 `, g)
 	_, err = tg.ReadGrantSQL("")
 	require.ErrorIs(t, err, store.ErrInvalid)

@@ -210,7 +210,7 @@ func TestMigrationSQL(t *testing.T) {
 		require.Contains(t, g, `"runner"`)
 		require.Contains(t, g, `EXECUTE ON FUNCTION "ops"."job_acquire"`)
 		require.NotContains(t, g, `"ops"."job_leases"`, "no privilege on the leases table")
-		require.Contains(t, g, `"ops"."job_agents"`)
+		require.Contains(t, g, `"ops"."job_agent_register"`)
 	})
 	t.Run("SQLitePrintsItsSchema", func(t *testing.T) {
 		t.Parallel()
