@@ -218,3 +218,37 @@ func TestUpgradeRevokesDirectWrites(t *testing.T) {
 	require.NoError(t, err)
 	require.Greater(t, g.Token, store.Token(before), "the sequence continues")
 }
+
+// TestFunctionsAreFenced checks every function of a migrated schema: it runs
+// as its owner with search_path pg_catalog, pg_temp (fence_reset alone runs
+// as its caller), and PUBLIC may not execute it.
+func TestFunctionsAreFenced(t *testing.T) {
+	t.Parallel()
+	b := setupRole(t, pgstore.Config.GrantSQL)
+	rows, err := b.owner.Query(t.Context(), `
+SELECT p.proname, p.prosecdef, coalesce(array_to_string(p.proconfig, ';'), ''),
+       EXISTS (SELECT 1 FROM aclexplode(coalesce(p.proacl, acldefault('f', p.proowner))) AS a WHERE a.grantee = 0)
+FROM pg_catalog.pg_proc AS p
+WHERE p.pronamespace = $1::regnamespace
+ORDER BY p.proname`, pgx.Identifier{b.obj.Schema}.Sanitize())
+	require.NoError(t, err)
+	type fn struct {
+		name        string
+		definer     bool
+		config      string
+		publicCalls bool
+	}
+	fns, err := pgx.CollectRows(rows, pgx.RowToStructByPos[fn])
+	require.NoError(t, err)
+	var names []string
+	for _, f := range fns {
+		names = append(names, f.name)
+		require.Equal(t, f.name != b.obj.FenceResetFunc, f.definer, "%s: SECURITY DEFINER", f.name)
+		require.Equal(t, "search_path=pg_catalog, pg_temp", f.config, f.name)
+		require.False(t, f.publicCalls, "%s: PUBLIC may execute it", f.name)
+	}
+	require.ElementsMatch(t, []string{
+		b.obj.AcquireFunc, b.obj.RenewFunc, b.obj.ReleaseFunc, b.obj.GetFunc, b.obj.ListFunc,
+		b.obj.FenceFunc, b.obj.FenceForeignFunc, b.obj.FenceResetFunc, b.obj.CheckLeaseFunc, b.obj.CheckLeaseStrictFunc,
+	}, names)
+}
