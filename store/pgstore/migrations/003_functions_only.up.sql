@@ -94,7 +94,9 @@ $body$;
 -- server's clock; each renewed lease gets seq + 1 and a new expiry. One
 -- statement for the whole batch, results in input order. Entries that did
 -- not renew report the lease as it is now (its latest committed version,
--- read FOR SHARE).
+-- read FOR SHARE). Its statement runs on a generic plan: with a custom
+-- plan (what PostgreSQL keeps choosing for arrays of unknown length) it is
+-- planned again on every call, which costs more than the renewal.
 CREATE OR REPLACE FUNCTION {{renew_fn}}(p_names text[], p_holder_labels text[], p_holder_instances text[],
                                         p_tokens bigint[], p_seqs bigint[], p_ttls_us bigint[])
 RETURNS TABLE (renewed boolean, known boolean, holder_label text, holder_instance text, token bigint, seq bigint,
@@ -103,6 +105,7 @@ LANGUAGE plpgsql
 VOLATILE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
 AS $body$
 #variable_conflict use_column
 BEGIN
