@@ -239,7 +239,11 @@ ORDER BY p.proname`, pgx.Identifier{b.obj.Schema}.Sanitize())
 		config      string
 		publicCalls bool
 	}
-	fns, err := pgx.CollectRows(rows, pgx.RowToStructByPos[fn])
+	fns, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (fn, error) {
+		var f fn
+		err := row.Scan(&f.name, &f.definer, &f.config, &f.publicCalls)
+		return f, err
+	})
 	require.NoError(t, err)
 	var names []string
 	for _, f := range fns {
