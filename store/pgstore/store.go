@@ -37,7 +37,7 @@ const acquireAttempts = 3
 type Store struct {
 	pool *pgxpool.Pool
 	obj  Objects
-	// seqName is the token sequence as regclass text, a bind parameter.
+	// seqName is the token sequence, quoted, for Migrate's check.
 	seqName string
 
 	acquireSQL, renewSQL, releaseSQL, getSQL, listSQL string
@@ -107,7 +107,7 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (store.Grant
 			remainingUS int64
 		)
 		err := s.pool.QueryRow(ctx, s.acquireSQL,
-			p.Name, p.Holder.Label, p.Holder.Instance, p.TTL.Microseconds(), s.seqName, s.obj.Channel,
+			p.Name, p.Holder.Label, p.Holder.Instance, p.TTL.Microseconds(),
 		).Scan(&acquired, &g.Holder.Label, &g.Holder.Instance, &g.Token, &g.Seq, &remainingUS)
 		if errors.Is(err, pgx.ErrNoRows) {
 			continue
@@ -209,7 +209,7 @@ func (s *Store) Release(ctx context.Context, p store.ReleaseParams) error {
 	}
 	var n int64
 	err := s.pool.QueryRow(ctx, s.releaseSQL,
-		p.Name, p.Holder.Label, p.Holder.Instance, int64(p.Token), s.obj.Channel,
+		p.Name, p.Holder.Label, p.Holder.Instance, int64(p.Token),
 	).Scan(&n)
 	if err != nil {
 		return interpretError(fmt.Sprintf("release lease %q", p.Name), err)

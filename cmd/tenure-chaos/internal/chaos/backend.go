@@ -231,8 +231,10 @@ func (r *pgResource) fenced(ctx context.Context, l *tenure.Lease, tok store.Toke
 			return r.link(ctx, tx, resFenced, tok, wid)
 		})
 	}
+	// Only the etcd and consul cells fence without the strict check: their
+	// tokens are that store's, which PostgreSQL cannot know were issued.
 	return pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
-		if err := r.fencer.Fence(ctx, tx, fenceResource, tok); err != nil {
+		if err := r.fencer.FenceForeign(ctx, tx, fenceResource, tok); err != nil {
 			return err
 		}
 		return r.link(ctx, tx, resFenced, tok, wid)

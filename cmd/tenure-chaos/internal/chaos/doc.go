@@ -31,7 +31,7 @@
 //   - etcd, consul: the harness starts the server (Consul as a server agent
 //     with its Raft log on disk, so a restart keeps its indexes, which are
 //     its tokens); the fenced chain is a PostgreSQL table written with
-//     pgfence.Fence, the token fence (tokens from any store work with it).
+//     pgfence.FenceForeign, the token fence for tokens of another store.
 //
 // The twin is written whatever the fence said, with the same token: the
 // negative control of the same run.

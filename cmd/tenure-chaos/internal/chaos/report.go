@@ -216,8 +216,8 @@ Fenced resources: postgres — a table written with pgfence.StrictTx (the
 strict check on the lease row, which advances the renewal chain, so clones
 are in play); redis — a hash on the store's own server written with
 redisfence.StrictHSet (the same strict check on the lease's keys); etcd and
-consul — a PostgreSQL table written with pgfence.Fence (a token fence:
-tokens from any store work). Clones run only where the fence is strict (a
+consul — a PostgreSQL table written with pgfence.FenceForeign (the token
+fence for tokens of another store). Clones run only where the fence is strict (a
 token fence cannot tell two clones with the same token apart; see
 fence/redisfence).
 

@@ -97,6 +97,7 @@ func commandTable() map[string]*command {
 		"status":      statusCommand(),
 		"release":     releaseCommand(),
 		"migrate":     migrateCommand(),
+		"fence":       fenceCommand(),
 		"agents":      agentsCommand(),
 		"owner":       ownerCommand(),
 		"demo":        demoCommand(),
