@@ -5,6 +5,13 @@
 //	store, err := pgstore.New(pool, pgstore.Config{})
 //	err = store.Migrate(ctx) // once, as the schema's owner; or `tenure migrate`
 //
+// pgxpool pings a connection that was idle for a second before it lends
+// it, so with renewals TTL/3 apart every renewal costs two round trips.
+// Set pgxpool.Config.ShouldPing to ping only connections idle for longer
+// than the renew interval (the tenure CLI pings after an hour): a
+// connection that died while idle then fails its renewal, and the tenure
+// ends and is acquired again on a fresh one.
+//
 // # Clock
 //
 // The store owns time (promise P1): every expiry decision is taken by the
@@ -62,7 +69,11 @@
 //     until its next renewal is refused, at most one renew interval later
 //     (TTL/3 by default). Fencing covers that window: [pgfence]'s
 //     CheckLease judges expiry by the same clock and refuses the old token
-//     at once, and Fence refuses it once the new holder wrote. A backward
+//     at once, and Fence refuses it once the new holder wrote. Grants and
+//     renewals report the server's clock ([store.Grant.At]): a holder whose
+//     next renewal still succeeds after a step sees the server's clock ran
+//     ahead of its monotonic time and stands down at once
+//     (tenure.LossStoreClockAhead). A backward
 //     step makes leases last longer, so a dead holder's lease is taken over
 //     late. Run the server with a slewing clock (chrony, ntpd without
 //     stepping) and no big corrections.

@@ -2,5 +2,6 @@
 -- server's clock, else report who holds it (see the acquire function in
 -- migration 003). One statement, one round trip.
 -- $1 name, $2 holder label, $3 holder instance, $4 TTL in microseconds.
-SELECT a.acquired, a.holder_label, a.holder_instance, a.token, a.seq, a.remaining_us
+-- at: the server's clock once it decided (store.Grant.At).
+SELECT a.acquired, a.holder_label, a.holder_instance, a.token, a.seq, a.remaining_us, clock_timestamp() AS at
 FROM {{acquire_fn}}($1::text, $2::text, $3::text, $4::bigint) AS a
