@@ -14,7 +14,11 @@ import (
 // dashboards): it can list and get leases and read the registry, and
 // change nothing. Like [Target.GrantSQL] it exists for PostgreSQL only.
 func (t Target) ReadGrantSQL(role string) (string, error) {
-	if t.Kind != Postgres {
+	switch t.Kind {
+	case Postgres:
+	case MySQL:
+		return "", newError(store.ErrInvalid, nil, "storeurl: read-only grants exist for PostgreSQL only: on MySQL, tenure status needs the run-time grants that --grant prints")
+	default:
 		return t.GrantSQL(role) // the same refusal, saying why
 	}
 	leases, err := t.PG.ReadGrantSQL(role)

@@ -28,4 +28,10 @@ GRANT EXECUTE ON FUNCTION "ops"."job_agent_get"(text), "ops"."job_agent_list"(),
 	_, err = tg.ReadGrantSQL("reader")
 	require.ErrorIs(t, err, store.ErrInvalid)
 	require.ErrorContains(t, err, "no roles to grant")
+
+	tg, err = storeurl.Parse("mysql://root@h/db")
+	require.NoError(t, err)
+	g, err = tg.ReadGrantSQL("reader")
+	require.ErrorIs(t, err, store.ErrInvalid, "never the run-time grants in place of read-only ones")
+	require.Empty(t, g)
 }
