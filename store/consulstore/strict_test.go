@@ -2,8 +2,11 @@ package consulstore_test
 
 import (
 	"context"
+	"errors"
+	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tenure-dev/tenure"
+	"github.com/tenure-dev/tenure/internal/testserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/store/consulstore"
 )
@@ -366,4 +370,59 @@ func TestStrictTxnClosed(t *testing.T) {
 	w := &rawWrite{g: g}
 	require.ErrorIs(t, b.put(t.Context(), w, "x", "v"), store.ErrClosed)
 	require.Equal(t, int64(-1), w.committed)
+}
+
+// loseTxnReplies is a transport that, while armed, carries out write
+// transactions (PUT /v1/txn without ?consistent, which the store's reads
+// carry) and then loses their replies, as a network does after the server
+// committed.
+type loseTxnReplies struct {
+	next  http.RoundTripper
+	armed atomic.Bool
+	lost  atomic.Int64
+}
+
+func (l *loseTxnReplies) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := l.next.RoundTrip(req)
+	if err != nil || req.Method != http.MethodPut || req.URL.Path != "/v1/txn" || req.URL.Query().Has("consistent") || !l.armed.Load() {
+		return resp, err
+	}
+	_ = resp.Body.Close()
+	l.lost.Add(1)
+	return nil, errors.New("the reply was lost")
+}
+
+// TestStrictTxnUnknownOutcomeCostsTenure: a strict write that applied but
+// whose reply was lost is unavailable, not committed; the holder's next
+// renewal finds the chain moved and ends the tenure (the cheap side).
+func TestStrictTxnUnknownOutcomeCostsTenure(t *testing.T) {
+	t.Parallel()
+	b := setupStrict(t)
+	tr := &http.Transport{Proxy: nil}
+	t.Cleanup(tr.CloseIdleConnections)
+	lossy := &loseTxnReplies{next: tr}
+	cli, err := api.NewClient(&api.Config{Address: testserver.SharedConsul(t).HTTPAddr, Scheme: "http", HttpClient: &http.Client{Transport: lossy}})
+	require.NoError(t, err)
+	writer, err := consulstore.New(cli, b.store.Config())
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, writer.Close()) })
+
+	const ttl = time.Second
+	l, err := b.runClient(t, "a", ttl).Acquire(t.Context(), b.name)
+	require.NoError(t, err)
+	w, err := l.BeginChainWrite()
+	require.NoError(t, err)
+	lossy.armed.Store(true)
+	_, err = writer.StrictTxn(t.Context(), w, api.TxnOps{set(b.data+"by", "a")})
+	require.ErrorIs(t, err, store.ErrUnavailable)
+	require.Equal(t, int64(1), lossy.lost.Load())
+	require.Equal(t, map[string]string{"by": "a"}, b.values(t), "the write applied")
+	select {
+	case <-l.Done():
+	case <-time.After(10 * ttl):
+		t.Fatal("the tenure outlived a strict write of unknown outcome that applied")
+	}
+	var lost *tenure.LostError
+	require.ErrorAs(t, l.Err(), &lost)
+	require.Equal(t, tenure.LossSeqMismatch, lost.Reason, "the renewal found the chain moved")
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,6 +13,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/tenure-dev/tenure"
 	"github.com/tenure-dev/tenure/internal/testserver"
@@ -362,4 +367,54 @@ func TestStrictTxnClosed(t *testing.T) {
 	err := b.put(t.Context(), w, "x", "v")
 	require.ErrorIs(t, err, store.ErrClosed)
 	require.Equal(t, int64(-1), w.committed)
+}
+
+// TestStrictTxnUnknownOutcomeCostsTenure: a strict write that applied but
+// whose reply was lost is unavailable, not committed; the holder's next
+// renewal finds the chain moved and ends the tenure (the cheap side).
+func TestStrictTxnUnknownOutcomeCostsTenure(t *testing.T) {
+	t.Parallel()
+	b := setupStrict(t)
+	var armed atomic.Bool
+	var lost atomic.Int64
+	// Carry out transactions, then lose their replies while armed, as a
+	// network does after the server committed.
+	loseTxnReplies := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoke grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		err := invoke(ctx, method, req, reply, cc, opts...)
+		if err != nil || method != "/etcdserverpb.KV/Txn" || !armed.Load() {
+			return err
+		}
+		lost.Add(1)
+		return status.Error(codes.Unavailable, "the reply was lost")
+	}
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:   []string{testserver.SharedEtcd(t).Endpoint},
+		DialTimeout: eventTimeout,
+		Logger:      zap.NewNop(),
+		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(loseTxnReplies)},
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, cli.Close()) })
+	writer, err := etcdstore.New(cli, etcdstore.Config{KeyPrefix: b.prefix})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, writer.Close()) })
+
+	const ttl = etcdstore.MinTTL
+	l, err := b.runClient(t, "a", ttl).Acquire(t.Context(), testutil.UniqueName(t))
+	require.NoError(t, err)
+	w, err := l.BeginChainWrite()
+	require.NoError(t, err)
+	armed.Store(true)
+	_, err = writer.StrictTxn(t.Context(), w, clientv3.OpPut(b.data+"by", "a"))
+	require.ErrorIs(t, err, store.ErrUnavailable)
+	require.Equal(t, int64(1), lost.Load())
+	require.Equal(t, map[string]string{"by": "a"}, b.values(t), "the write applied")
+	select {
+	case <-l.Done():
+	case <-time.After(10 * ttl):
+		t.Fatal("the tenure outlived a strict write of unknown outcome that applied")
+	}
+	var gone *tenure.LostError
+	require.ErrorAs(t, l.Err(), &gone)
+	require.Equal(t, tenure.LossSeqMismatch, gone.Reason, "the renewal found the chain moved")
 }
