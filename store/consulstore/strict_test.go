@@ -138,6 +138,13 @@ func TestStrictTxnClonesRace(t *testing.T) {
 	r := b.get(t)
 	require.Equal(t, g.Seq+1, r.Seq, "the chain advanced once")
 	require.Equal(t, store.StateHeld, r.State)
+
+	// The token check cannot tell the refused clones from the winner.
+	fence, err := b.store.FenceOps(g.Name, g.Token)
+	require.NoError(t, err)
+	ok, _, _, err := b.client.Txn().Txn(append(fence, set(b.data+"token", "any clone")), (&api.QueryOptions{}).WithContext(t.Context()))
+	require.NoError(t, err)
+	require.True(t, ok, "FenceOps passes for every clone")
 }
 
 // TestStrictTxnAdvancesChain: a strict write leaves the lease as a

@@ -138,6 +138,11 @@ func TestStrictTxnClonesRace(t *testing.T) {
 	r := b.get(t, g.Name)
 	require.Equal(t, g.Seq+1, r.Seq, "the chain advanced once")
 	require.Equal(t, store.StateHeld, r.State)
+
+	// The token check cannot tell the refused clones from the winner.
+	resp, err := b.cli.Txn(t.Context()).If(b.store.IsOwner(g.Name, g.Token)).Then(clientv3.OpPut(b.data+"token", "any clone")).Commit()
+	require.NoError(t, err)
+	require.True(t, resp.Succeeded, "IsOwner passes for every clone")
 }
 
 // TestStrictTxnAdvancesChain: a strict write leaves the lease as a
