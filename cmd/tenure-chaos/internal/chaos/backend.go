@@ -32,22 +32,23 @@ var Backends = []string{"postgres", "redis", "etcd", "consul", "mysql"}
 // spec is what a worker process needs to reach its cell: passed as JSON
 // on its command line, so a forked child inherits it with the rest.
 type spec struct {
-	Backend   string `json:"backend"`
-	StoreAddr string `json:"store"` // the slot's faultnet proxy
-	PGURL     string `json:"pg,omitempty"`
-	RedisAddr string `json:"redis,omitempty"`
-	MySQLURL  string `json:"mysql,omitempty"`
-	Schema    string `json:"schema,omitempty"`
-	Prefix    string `json:"prefix,omitempty"`
+	Backend   string        `json:"backend"`
+	StoreAddr string        `json:"store"` // the slot's faultnet proxy
+	PGURL     string        `json:"pg,omitempty"`
+	RedisAddr string        `json:"redis,omitempty"`
+	MySQLURL  string        `json:"mysql,omitempty"`
+	Schema    string        `json:"schema,omitempty"`
+	Prefix    string        `json:"prefix,omitempty"`
+	Lease     string        `json:"lease"`
+	TTL       time.Duration `json:"ttl"`
+	Gap       time.Duration `json:"gap"`
+	Work      time.Duration `json:"work"`
+	History   string        `json:"history"`
+	Slot      int           `json:"slot"`
+	App       string        `json:"app"`
+
 	// DataPrefix is where the etcd and consul cells keep their chains.
-	DataPrefix string        `json:"data,omitempty"`
-	Lease      string        `json:"lease"`
-	TTL        time.Duration `json:"ttl"`
-	Gap        time.Duration `json:"gap"`
-	Work       time.Duration `json:"work"`
-	History    string        `json:"history"`
-	Slot       int           `json:"slot"`
-	App        string        `json:"app"`
+	DataPrefix string `json:"data,omitempty"`
 }
 
 // resource is the data the workers protect: a fenced copy and an unfenced
