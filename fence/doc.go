@@ -64,6 +64,10 @@
 //     poisoned fence is repaired with `tenure fence reset RESOURCE --to N
 //     --reason TEXT` (pgfence Fencer.Reset) as the schema's owner; every
 //     reset is recorded in the fence_resets table.
+//   - mysqlfence: the fence procedure reads the token counter of the same
+//     database and prefix (SQL SECURITY DEFINER, the run-time account has
+//     no table privilege) and refuses a greater token (SQLSTATE TF004). It
+//     takes tokens of its own store only, and has no audited reset yet.
 //   - redisfence: given the lease store's counter key (Config.CounterKey),
 //     the script refuses a token above the counter, read in the same atomic
 //     step. Without it (tokens of another store) it cannot check. Any client
