@@ -93,7 +93,7 @@ func (s *Server) pageData(now time.Time) pageData {
 	}
 	d.HaveRead = true
 	d.ReadAge = ago(now, s.last.at)
-	d.ReadTook = s.last.took.Round(time.Millisecond).String()
+	d.ReadTook = took(s.last.took)
 	d.Total = len(s.last.leases)
 	for i, r := range s.last.leases {
 		if r.State == store.StateHeld {

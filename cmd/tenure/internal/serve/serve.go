@@ -290,7 +290,7 @@ func (s *Server) health(now time.Time) (ok bool, reason string) {
 	case now.Sub(s.last.at) > s.cfg.HealthyWithin:
 		return false, fmt.Sprintf("%s last answered %s ago, more than %s", s.cfg.StoreDisplay, ago(now, s.last.at), s.cfg.HealthyWithin)
 	}
-	return true, fmt.Sprintf("%s answered %s ago in %s", s.cfg.StoreDisplay, ago(now, s.last.at), s.last.took.Round(time.Millisecond))
+	return true, fmt.Sprintf("%s answered %s ago in %s", s.cfg.StoreDisplay, ago(now, s.last.at), took(s.last.took))
 }
 
 // Handler serves the status page at /, its stylesheet at /style.css,
@@ -324,6 +324,14 @@ func securityHeaders(h http.Handler) http.Handler {
 		w.Header().Set("Referrer-Policy", "no-referrer")
 		h.ServeHTTP(w, r)
 	})
+}
+
+// took renders the duration of a read for people.
+func took(d time.Duration) string {
+	if d < time.Millisecond {
+		return d.Round(time.Microsecond).String()
+	}
+	return d.Round(time.Millisecond).String()
 }
 
 // ago renders the time from then to now for people.

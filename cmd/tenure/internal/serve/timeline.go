@@ -35,6 +35,7 @@ const (
 	tlTop       = 10
 	tlAxisH     = 24
 	tlMinLabelW = 44 // narrowest segment that gets its token written on it
+	tlMaxName   = 28 // longest name, in characters, the names' column shows whole
 )
 
 type timeline struct {
@@ -48,7 +49,8 @@ type timeline struct {
 
 type tlRow struct {
 	Y, TextY int
-	Name     string
+	Name     string // shortened to fit the names' column
+	FullName string
 	Segments []tlSeg
 }
 
@@ -104,7 +106,7 @@ func (s *Server) buildTimeline(from, now time.Time) *timeline {
 	}
 	for i, e := range all {
 		y := tlTop + i*(tlRowH+tlRowGap)
-		row := tlRow{Y: y, TextY: y + tlRowH/2 + 5, Name: oneLine(e.name)}
+		row := tlRow{Y: y, TextY: y + tlRowH/2 + 5, Name: shorten(oneLine(e.name), tlMaxName), FullName: oneLine(e.name)}
 		for j, c := range e.h.changes {
 			end := now
 			if j+1 < len(e.h.changes) {
@@ -137,6 +139,15 @@ func (s *Server) buildTimeline(from, now time.Time) *timeline {
 		tl.Ticks = append(tl.Ticks, tlTick{X: x(t), Label: t.UTC().Format(clockFormat)})
 	}
 	return tl
+}
+
+// shorten cuts s to n characters, the last an ellipsis, when it is longer.
+func shorten(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
 }
 
 // clockFormat renders times of day on the page, UTC.
