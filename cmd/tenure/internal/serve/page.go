@@ -18,7 +18,7 @@ import (
 //go:embed templates/page.html templates/style.css
 var files embed.FS
 
-var page = template.Must(template.New("page.html").Funcs(template.FuncMap{"show": visibleHTML}).ParseFS(files, "templates/page.html"))
+var page = template.Must(template.New("page.html").Funcs(template.FuncMap{"show": visibleHTML, "plain": oneLine}).ParseFS(files, "templates/page.html"))
 
 // RefreshSeconds is how often the page reloads itself (a meta refresh: the
 // page has no script).

@@ -26,6 +26,9 @@ const (
 	DefaultHealthyWithin = 10 * time.Second
 	// DefaultHistory is how many changes the server keeps per lease.
 	DefaultHistory = 200
+	// NotifyDelay is how long after a release or takeover is announced the
+	// server reads the store (or Interval/5, when that is shorter).
+	NotifyDelay = 100 * time.Millisecond
 )
 
 // Limits of what one page and one scrape show.
@@ -55,8 +58,8 @@ type Config struct {
 	StoreDisplay string
 	// Interval is the time between two reads of the store (default
 	// [DefaultInterval]). A store that announces releases and takeovers
-	// ([store.Notifier]) is also read as soon as one is announced, at most
-	// five times per Interval.
+	// ([store.Notifier]) is also read [NotifyDelay] after one is announced
+	// (a burst of announcements costs one read).
 	Interval time.Duration
 	// ReadTimeout bounds one read of the store (default
 	// [DefaultReadTimeout]).
@@ -192,7 +195,7 @@ func (s *Server) Run(ctx context.Context) error {
 			select {
 			case <-ctx.Done():
 				return nil
-			case <-time.After(s.cfg.Interval / 5):
+			case <-time.After(min(s.cfg.Interval/5, NotifyDelay)):
 			}
 		}
 	}

@@ -2,6 +2,7 @@ package serve
 
 import (
 	"hash/fnv"
+	"math"
 	"slices"
 	"time"
 
@@ -116,8 +117,8 @@ func (s *Server) buildTimeline(from, now time.Time) *timeline {
 			if j == 0 {
 				x0 = x(from) // the server saw this state from its first read on
 			}
-			seg := tlSeg{X: x0, W: max(x1-x0, 1), Fill: idleFill}
-			seg.TextX = seg.X + seg.W/2
+			seg := tlSeg{X: round1(x0), W: round1(max(x1-x0, 1)), Fill: idleFill}
+			seg.TextX = round1(seg.X + seg.W/2)
 			when := c.at.UTC().Format(clockFormat) + "–" + end.UTC().Format(clockFormat) + " UTC"
 			if c.state == store.StateHeld {
 				seg.Fill = holderColor(c.holder)
@@ -136,10 +137,13 @@ func (s *Server) buildTimeline(from, now time.Time) *timeline {
 	tl.Height = tl.AxisY + tlAxisH
 	step := tickStep(span)
 	for t := from.Truncate(step).Add(step); !t.After(now); t = t.Add(step) {
-		tl.Ticks = append(tl.Ticks, tlTick{X: x(t), Label: t.UTC().Format(clockFormat)})
+		tl.Ticks = append(tl.Ticks, tlTick{X: round1(x(t)), Label: t.UTC().Format(clockFormat)})
 	}
 	return tl
 }
+
+// round1 rounds v to one decimal, enough for pixels.
+func round1(v float64) float64 { return math.Round(v*10) / 10 }
 
 // shorten cuts s to n characters, the last an ellipsis, when it is longer.
 func shorten(s string, n int) string {

@@ -1,0 +1,290 @@
+package serve
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tenure-dev/tenure/internal/testutil"
+	"github.com/tenure-dev/tenure/store"
+	"github.com/tenure-dev/tenure/store/memstore"
+	"github.com/tenure-dev/tenure/store/sqlitestore"
+)
+
+// openSQLite opens a fresh SQLite store of the test's own.
+func openSQLite(t *testing.T) *sqlitestore.Store {
+	t.Helper()
+	st, err := sqlitestore.Open(context.Background(), filepath.Join(t.TempDir(), "tenure.db"), sqlitestore.Config{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() }) // some tests close it themselves
+	return st
+}
+
+func newServer(t *testing.T, cfg Config) *Server {
+	t.Helper()
+	s, err := New(cfg)
+	require.NoError(t, err)
+	return s
+}
+
+func acquire(t *testing.T, st store.Store, name string, h store.Holder) store.Grant {
+	t.Helper()
+	g, err := st.Acquire(context.Background(), store.AcquireParams{Name: name, Holder: h, TTL: time.Minute})
+	require.NoError(t, err)
+	return g
+}
+
+func release(t *testing.T, st store.Store, g store.Grant) {
+	t.Helper()
+	require.NoError(t, st.Release(context.Background(), store.ReleaseParams{Name: g.Name, Holder: g.Holder, Token: g.Token}))
+}
+
+// get fetches path from h and returns the status and body.
+func get(t *testing.T, h http.Handler, path string) (int, http.Header, string) {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+	body, err := io.ReadAll(rec.Result().Body)
+	require.NoError(t, err)
+	return rec.Code, rec.Result().Header, string(body)
+}
+
+// noLister is a store that cannot list its leases.
+type noLister struct{ store.Store }
+
+func TestNewValidates(t *testing.T) {
+	t.Parallel()
+	st := memstore.New(memstore.Config{})
+	t.Cleanup(func() { require.NoError(t, st.Close()) })
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		want string
+	}{
+		{"NoStore", Config{}, "no store"},
+		{"BadName", Config{Store: st, Names: []string{"a\nb"}}, "control character"},
+		{"NegativeInterval", Config{Store: st, Interval: -time.Second}, "must not be negative"},
+		{"HealthBoundBelowInterval", Config{Store: st, Interval: 5 * time.Second, HealthyWithin: 2 * time.Second}, "HealthyWithin (2s) must be greater than Interval (5s)"},
+		{"CannotList", Config{Store: noLister{st}}, "cannot list its leases; name the leases"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := New(tc.cfg)
+			require.ErrorIs(t, err, store.ErrInvalid)
+			require.ErrorContains(t, err, tc.want)
+		})
+	}
+	_, err := New(Config{Store: noLister{st}, Names: []string{"a"}})
+	require.NoError(t, err, "a store that cannot list serves the leases named")
+}
+
+// TestPage renders the page over a real SQLite store: a lease held, then
+// released and taken by another holder, with names and labels that try to
+// inject markup and reorder text.
+func TestPage(t *testing.T) {
+	t.Parallel()
+	st := openSQLite(t)
+	s := newServer(t, Config{Store: st, StoreDisplay: "sqlite:test.db"})
+	h := s.Handler()
+
+	code, _, body := get(t, h, "/")
+	require.Equal(t, http.StatusOK, code)
+	require.Contains(t, body, "The store has not answered yet.")
+
+	const name = "billing\u202Egnp.exe<b>x</b>"
+	first := testutil.Holder(t, `host-1"><script>alert(1)</script>`)
+	g1 := acquire(t, st, name, first)
+	require.NoError(t, s.Refresh(context.Background()))
+	code, hdr, body := get(t, h, "/")
+	require.Equal(t, http.StatusOK, code)
+	require.Equal(t, "text/html; charset=utf-8", hdr.Get("Content-Type"))
+	require.Contains(t, hdr.Get("Content-Security-Policy"), "default-src 'none'")
+	require.NotContains(t, body, "<script")
+	require.NotContains(t, body, "<b>x</b>")
+	require.NotContains(t, body, "\u202E", "a bidi override must never reach the page raw")
+	require.Contains(t, body, `billing<span class="esc" title="invisible or format character">[U+202E]</span>gnp.exe&lt;b&gt;x&lt;/b&gt;`)
+	require.Contains(t, body, "host-1&#34;&gt;&lt;script&gt;alert(1)&lt;/script&gt;/"+first.Instance)
+	require.Contains(t, body, `<td class="state">held</td>`)
+	require.Contains(t, body, "1 held of 1")
+	require.Contains(t, body, `fill="`+holderColor(first)+`"`, "the holder's colour on the timeline")
+	require.Contains(t, body, "first seen: held by")
+	require.Contains(t, body, "changes between two reads, and everything before this server started, are not shown")
+	require.NotContains(t, body, `id="agents"`, "no registry, no agents section")
+
+	release(t, st, g1)
+	require.NoError(t, s.Refresh(context.Background()))
+	second := testutil.Holder(t, "host-2")
+	g2 := acquire(t, st, name, second)
+	require.NoError(t, s.Refresh(context.Background()))
+	_, _, body = get(t, h, "/")
+	require.Contains(t, body, "held by host-2/"+second.Instance+" with token "+g2.Token.String())
+	require.Contains(t, body, "released (last holder host-1")
+	require.Contains(t, body, `fill="`+holderColor(second)+`"`)
+	require.Contains(t, body, `fill="`+idleFill+`"`, "the released interval is drawn grey")
+	require.Contains(t, body, ">#"+g1.Token.String()+"</text>", "the token is written on the timeline")
+	require.Equal(t, 3, strings.Count(body, `<rect class="seg"`), "held, released, held again")
+
+	code, hdr, css := get(t, h, "/style.css")
+	require.Equal(t, http.StatusOK, code)
+	require.Equal(t, "text/css; charset=utf-8", hdr.Get("Content-Type"))
+	require.Contains(t, css, "svg.timeline")
+	code, _, _ = get(t, h, "/nothing-here")
+	require.Equal(t, http.StatusNotFound, code)
+}
+
+func TestNamedLeases(t *testing.T) {
+	t.Parallel()
+	st := openSQLite(t)
+	acquire(t, st, "shown", testutil.Holder(t, "h"))
+	acquire(t, st, "other", testutil.Holder(t, "h"))
+	s := newServer(t, Config{Store: noLister{st}, Names: []string{"shown", "never-used"}})
+	require.NoError(t, s.Refresh(context.Background()))
+	_, _, body := get(t, s.Handler(), "/")
+	require.Contains(t, body, `data-lease="shown"`)
+	require.Contains(t, body, `<tr class="lease state-absent" data-lease="never-used">`)
+	require.NotContains(t, body, `data-lease="other"`)
+}
+
+func TestHealthz(t *testing.T) {
+	t.Parallel()
+	st := openSQLite(t)
+	s := newServer(t, Config{Store: st, StoreDisplay: "sqlite:test.db"})
+	h := s.Handler()
+
+	code, _, body := get(t, h, "/healthz")
+	require.Equal(t, http.StatusServiceUnavailable, code)
+	require.Equal(t, "unhealthy: sqlite:test.db has not been read yet\n", body)
+
+	require.NoError(t, s.Refresh(context.Background()))
+	code, _, body = get(t, h, "/healthz")
+	require.Equal(t, http.StatusOK, code)
+	require.Regexp(t, `^ok: sqlite:test.db answered \S+ ago in \S+\n$`, body)
+
+	ok, reason := s.health(time.Now().Add(DefaultHealthyWithin + time.Second))
+	require.False(t, ok, "a read older than the bound is unhealthy")
+	require.Contains(t, reason, "last answered")
+	require.Contains(t, reason, "more than 10s")
+
+	require.NoError(t, st.Close())
+	require.ErrorIs(t, s.Refresh(context.Background()), store.ErrClosed)
+	code, _, body = get(t, h, "/healthz")
+	require.Equal(t, http.StatusServiceUnavailable, code)
+	require.Regexp(t, `^unhealthy: the last read of sqlite:test.db failed \S+ ago: [^\n]+\n$`, body)
+	_, _, page := get(t, h, "/")
+	require.Contains(t, page, "store unhealthy")
+	_, _, metrics := get(t, h, "/metrics")
+	require.Contains(t, metrics, "tenure_serve_store_up 0\n")
+	require.Contains(t, metrics, `tenure_serve_store_reads_total{outcome="error"} 1`+"\n")
+}
+
+func TestMetrics(t *testing.T) {
+	t.Parallel()
+	st := openSQLite(t)
+	s := newServer(t, Config{Store: st})
+	h := s.Handler()
+	_, _, body := get(t, h, "/metrics")
+	require.Contains(t, body, "tenure_serve_store_up 0\n")
+	require.NotContains(t, body, "tenure_serve_store_read_age_seconds ", "no read, no age")
+
+	g := acquire(t, st, "held-one", testutil.Holder(t, "h"))
+	g2 := acquire(t, st, "released-one", testutil.Holder(t, "h"))
+	release(t, st, g2)
+	require.NoError(t, s.Refresh(context.Background()))
+	code, hdr, body := get(t, h, "/metrics")
+	require.Equal(t, http.StatusOK, code)
+	require.Contains(t, hdr.Get("Content-Type"), "text/plain")
+	for _, want := range []string{
+		"tenure_serve_store_up 1\n",
+		`tenure_serve_lease_held{lease="held-one"} 1` + "\n",
+		`tenure_serve_lease_token{lease="held-one"} ` + g.Token.String() + "\n",
+		`tenure_serve_lease_held{lease="released-one"} 0` + "\n",
+		`tenure_serve_lease_token{lease="released-one"} ` + g2.Token.String() + "\n",
+		`tenure_serve_lease_remaining_seconds{lease="released-one"} 0` + "\n",
+		`tenure_serve_leases{state="held"} 1` + "\n",
+		`tenure_serve_leases{state="released"} 1` + "\n",
+		`tenure_serve_leases{state="expired"} 0` + "\n",
+		`tenure_serve_store_reads_total{outcome="ok"} 1` + "\n",
+		"tenure_serve_store_read_age_seconds ",
+		"go_goroutines ",
+	} {
+		require.Contains(t, body, want)
+	}
+	require.Regexp(t, `tenure_serve_lease_remaining_seconds\{lease="held-one"\} [1-6]\d\.\d+`, body)
+}
+
+// TestHistoryBounded checks that a lease keeps at most Config.History
+// changes, the latest.
+func TestHistoryBounded(t *testing.T) {
+	t.Parallel()
+	st := memstore.New(memstore.Config{})
+	t.Cleanup(func() { require.NoError(t, st.Close()) })
+	s := newServer(t, Config{Store: st, History: 3})
+	var last store.Grant
+	for range 5 {
+		last = acquire(t, st, "job", testutil.Holder(t, "h"))
+		require.NoError(t, s.Refresh(context.Background()))
+		release(t, st, last)
+		require.NoError(t, s.Refresh(context.Background()))
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	changes := s.history["job"].changes
+	require.Len(t, changes, 3)
+	require.Equal(t, store.StateReleased, changes[2].state)
+	require.Equal(t, last.Token, changes[2].token)
+	require.Equal(t, store.StateHeld, changes[1].state)
+	require.Equal(t, last.Token, changes[1].token)
+}
+
+// TestRunReadsOnNotification checks that Run reads the store when it
+// announces a takeover, long before the next interval.
+func TestRunReadsOnNotification(t *testing.T) {
+	t.Parallel()
+	st := memstore.New(memstore.Config{})
+	t.Cleanup(func() { require.NoError(t, st.Close()) })
+	s := newServer(t, Config{Store: st, Interval: time.Hour, HealthyWithin: 2 * time.Hour})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, testutil.Receive(t, done, "Run's return", 10*time.Second))
+	})
+	require.Eventually(t, func() bool { ok, _ := s.health(time.Now()); return ok }, 10*time.Second, 10*time.Millisecond, "the first read")
+	g := acquire(t, st, "job", testutil.Holder(t, "h"))
+	release(t, st, g) // announced
+	require.Eventually(t, func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		h := s.history["job"]
+		return h != nil && h.changes[len(h.changes)-1].state == store.StateReleased
+	}, 10*time.Second, 10*time.Millisecond, "a read after the release was announced")
+}
+
+func TestTickStep(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ span, want time.Duration }{
+		{3 * time.Second, time.Second},
+		{40 * time.Second, 5 * time.Second},
+		{10 * time.Minute, 2 * time.Minute},
+		{5 * time.Hour, time.Hour},
+		{30 * 24 * time.Hour, 24 * time.Hour},
+	} {
+		require.Equal(t, tc.want, tickStep(tc.span), "span %s", tc.span)
+	}
+}
+
+func TestDescribe(t *testing.T) {
+	t.Parallel()
+	h := store.Holder{Label: "a", Instance: "b"}
+	require.Equal(t, "held by a/b with token 7", describe(change{state: store.StateHeld, holder: h, token: 7}))
+	require.Equal(t, "first seen: expired (last holder a/b, token 7)", describe(change{state: store.StateExpired, holder: h, token: 7, first: true}))
+	require.True(t, strings.HasPrefix(describe(change{}), "absent"))
+}
