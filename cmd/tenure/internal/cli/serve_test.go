@@ -113,3 +113,11 @@ func TestServeNotMigrated(t *testing.T) {
 	requireOneLine(t, o)
 	require.Contains(t, o.stderr, "tenure migrate")
 }
+
+func TestServeUnreachableIs69(t *testing.T) {
+	t.Parallel()
+	o := cli(t, "serve", "--http", "127.0.0.1:0", "--store", "postgres://alice:Sup3rSecret@"+closedPort(t)+"/db?sslmode=disable")
+	require.Equal(t, ExitUnavailable, o.code, o.stderr)
+	requireOneLine(t, o)
+	require.NotContains(t, o.stderr, "Sup3rSecret")
+}

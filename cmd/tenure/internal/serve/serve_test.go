@@ -2,6 +2,7 @@ package serve
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -106,6 +107,7 @@ func TestPage(t *testing.T) {
 	require.Equal(t, http.StatusOK, code)
 	require.Equal(t, "text/html; charset=utf-8", hdr.Get("Content-Type"))
 	require.Contains(t, hdr.Get("Content-Security-Policy"), "default-src 'none'")
+	require.Contains(t, body, `<meta http-equiv="refresh" content="2">`)
 	require.NotContains(t, body, "<script")
 	require.NotContains(t, body, "<b>x</b>")
 	require.NotContains(t, body, "\u202E", "a bidi override must never reach the page raw")
@@ -115,6 +117,7 @@ func TestPage(t *testing.T) {
 	require.Contains(t, body, "1 held of 1")
 	require.Contains(t, body, `fill="`+holderColor(first)+`"`, "the holder's colour on the timeline")
 	require.Contains(t, body, "first seen: held by")
+	require.Contains(t, body, "<title>billing[U&#43;202E]gnp.exe&lt;b&gt;x&lt;/b&gt;: held by host-1&#34;", "a bar's tooltip names the holder")
 	require.Contains(t, body, "changes between two reads, and everything before this server started, are not shown")
 	require.NotContains(t, body, `id="agents"`, "no registry, no agents section")
 
@@ -287,4 +290,29 @@ func TestDescribe(t *testing.T) {
 	require.Equal(t, "held by a/b with token 7", describe(change{state: store.StateHeld, holder: h, token: 7}))
 	require.Equal(t, "first seen: expired (last holder a/b, token 7)", describe(change{state: store.StateExpired, holder: h, token: 7, first: true}))
 	require.True(t, strings.HasPrefix(describe(change{}), "absent"))
+}
+
+// TestRowsBounded checks the page's and the scrape's bounds on a store with
+// more leases than they list.
+func TestRowsBounded(t *testing.T) {
+	t.Parallel()
+	st := memstore.New(memstore.Config{})
+	t.Cleanup(func() { require.NoError(t, st.Close()) })
+	const n = MaxRows + 2
+	h := testutil.Holder(t, "h")
+	for i := range n {
+		acquire(t, st, fmt.Sprintf("lease-%04d", i), h)
+	}
+	s := newServer(t, Config{Store: st})
+	require.NoError(t, s.Refresh(context.Background()))
+	_, _, body := get(t, s.Handler(), "/")
+	require.Equal(t, MaxRows, strings.Count(body, `<tr class="lease `))
+	require.Contains(t, body, fmt.Sprintf("%d held of %d", n, n))
+	require.Contains(t, body, fmt.Sprintf("2 more leases are not listed: the page shows the first %d by name.", MaxRows))
+	require.NotContains(t, body, fmt.Sprintf(`data-lease="lease-%04d"`, n-1))
+	require.Equal(t, MaxTimelineLeases, strings.Count(body, `<g class="row">`))
+	require.Contains(t, body, fmt.Sprintf("Showing the %d leases of %d that changed most recently.", MaxTimelineLeases, n))
+	_, _, metrics := get(t, s.Handler(), "/metrics")
+	require.Equal(t, MaxRows, strings.Count(metrics, "tenure_serve_lease_held{"))
+	require.Contains(t, metrics, fmt.Sprintf(`tenure_serve_leases{state="held"} %d`, n)+"\n")
 }
