@@ -155,32 +155,16 @@ func toAgentRow(a registry.Agent) agentRow {
 	}
 }
 
-// recentChanges lists the changes this server saw, newest first; s.mu is
-// held.
+// recentChanges lists the latest changes this server saw, newest first;
+// s.mu is held.
 func (s *Server) recentChanges() []changeRow {
-	type named struct {
-		name string
-		c    change
-	}
-	var all []named
-	for name, h := range s.history {
-		for _, c := range h.changes {
-			all = append(all, named{name, c})
-		}
-	}
-	slices.SortFunc(all, func(a, b named) int {
-		if c := b.c.at.Compare(a.c.at); c != 0 {
-			return c
-		}
-		return strings.Compare(a.name, b.name)
-	})
-	all = all[:min(len(all), MaxRecentChanges)]
-	rows := make([]changeRow, len(all))
-	for i, n := range all {
-		rows[i] = changeRow{At: n.c.at.UTC().Format(timeFormat), Name: n.name, What: describe(n.c)}
+	rows := make([]changeRow, 0, len(s.recent))
+	for _, n := range slices.Backward(s.recent) {
+		row := changeRow{At: n.c.at.UTC().Format(timeFormat), Name: n.name, What: describe(n.c)}
 		if n.c.state == store.StateHeld {
-			rows[i].Color = holderColor(n.c.holder)
+			row.Color = holderColor(n.c.holder)
 		}
+		rows = append(rows, row)
 	}
 	return rows
 }

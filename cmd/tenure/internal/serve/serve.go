@@ -86,6 +86,13 @@ type Server struct {
 	lastErr error     // the last read's error, nil when it succeeded
 	errAt   time.Time // when lastErr was met
 	history map[string]*leaseHistory
+	recent  []namedChange // the latest changes of every lease, oldest first, at most MaxRecentChanges
+}
+
+// namedChange is a change and the lease it happened to.
+type namedChange struct {
+	name string
+	c    change
 }
 
 // snapshot is one successful read.
@@ -104,6 +111,11 @@ type change struct {
 	holder store.Holder
 	token  store.Token
 	first  bool // the lease's first sighting by this server
+}
+
+// same reports whether c and d show the same tenure in the same state.
+func (c change) same(d change) bool {
+	return c.state == d.state && c.holder == d.holder && c.token == d.token
 }
 
 type leaseHistory struct {
@@ -260,19 +272,22 @@ func (s *Server) observe(snap *snapshot) {
 		seen[r.Name] = struct{}{}
 		c := change{at: snap.at, state: r.State, holder: r.Holder, token: r.Token}
 		h := s.history[r.Name]
-		if h == nil {
+		switch {
+		case h == nil:
 			c.first = true
-			s.history[r.Name] = &leaseHistory{changes: []change{c}}
-			continue
-		}
-		prev := h.changes[len(h.changes)-1]
-		if prev.state == c.state && prev.holder == c.holder && prev.token == c.token {
+			h = &leaseHistory{}
+			s.history[r.Name] = h
+		case h.changes[len(h.changes)-1].same(c):
 			continue
 		}
 		h.changes = append(h.changes, c)
 		if over := len(h.changes) - s.cfg.History; over > 0 {
 			h.changes = slices.Delete(h.changes, 0, over)
 		}
+		s.recent = append(s.recent, namedChange{r.Name, c})
+	}
+	if over := len(s.recent) - MaxRecentChanges; over > 0 {
+		s.recent = slices.Delete(s.recent, 0, over)
 	}
 	for name := range s.history {
 		if _, ok := seen[name]; !ok {

@@ -244,6 +244,14 @@ func TestHistoryBounded(t *testing.T) {
 	require.Equal(t, last.Token, changes[2].token)
 	require.Equal(t, store.StateHeld, changes[1].state)
 	require.Equal(t, last.Token, changes[1].token)
+	require.False(t, changes[0].first)
+	tl := s.buildTimeline(s.started, time.Now())
+	require.Len(t, tl.Rows, 1)
+	require.Len(t, tl.Rows[0].Segments, 3)
+	require.Greater(t, tl.Rows[0].Segments[0].X, tl.PlotX, "the changes dropped from the history are not drawn as the oldest one kept")
+	require.Len(t, s.recent, 10, "one first sighting and nine changes")
+	require.Equal(t, "job", s.recent[9].name)
+	require.Equal(t, store.StateReleased, s.recent[9].c.state)
 }
 
 // TestRunReadsOnNotification checks that Run reads the store when it
@@ -315,4 +323,5 @@ func TestRowsBounded(t *testing.T) {
 	_, _, metrics := get(t, s.Handler(), "/metrics")
 	require.Equal(t, MaxRows, strings.Count(metrics, "tenure_serve_lease_held{"))
 	require.Contains(t, metrics, fmt.Sprintf(`tenure_serve_leases{state="held"} %d`, n)+"\n")
+	require.Equal(t, MaxRecentChanges, strings.Count(body, "first seen: held by"), "the history lists the latest changes only")
 }

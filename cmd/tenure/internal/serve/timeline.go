@@ -114,8 +114,8 @@ func (s *Server) buildTimeline(from, now time.Time) *timeline {
 				end = e.h.changes[j+1].at
 			}
 			x0, x1 := x(c.at), x(end)
-			if j == 0 {
-				x0 = x(from) // the server saw this state from its first read on
+			if c.first {
+				x0 = x(from) // the state the server found at its first read of the lease
 			}
 			seg := tlSeg{X: round1(x0), W: round1(max(x1-x0, 1)), Fill: idleFill}
 			seg.TextX = round1(seg.X + seg.W/2)
