@@ -13,7 +13,8 @@
 // and acquisition time, all by the store's clock at the last read), the
 // fleet registry's agents when [Config.Registry] is set, a timeline drawn
 // as inline SVG of each lease's holders (one colour per holder) and tokens
-// since the server started, and the recent changes the server observed.
+// since the server started, and the latest [MaxRecentChanges] changes the
+// server observed.
 // It reloads itself every [RefreshSeconds] seconds.
 //
 // The history is the server's own observation, kept in memory: a change of

@@ -41,7 +41,7 @@ type pageData struct {
 	AgentsErr                     string
 	Timeline                      *timeline
 	Changes                       []changeRow
-	History                       int
+	History, Recent               int
 }
 
 type leaseRow struct {
@@ -83,6 +83,7 @@ func (s *Server) pageData(now time.Time) pageData {
 		Refresh:     RefreshSeconds,
 		HasRegistry: s.cfg.Registry != nil,
 		History:     s.cfg.History,
+		Recent:      MaxRecentChanges,
 	}
 	if !s.started.IsZero() {
 		d.Started = s.started.UTC().Format(timeFormat)

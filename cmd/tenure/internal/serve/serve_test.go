@@ -118,7 +118,7 @@ func TestPage(t *testing.T) {
 	require.Contains(t, body, `fill="`+holderColor(first)+`"`, "the holder's colour on the timeline")
 	require.Contains(t, body, "first seen: held by")
 	require.Contains(t, body, "<title>billing[U&#43;202E]gnp.exe&lt;b&gt;x&lt;/b&gt;: held by host-1&#34;", "a bar's tooltip names the holder")
-	require.Contains(t, body, "changes between two reads, and everything before this server started, are not shown")
+	require.Contains(t, body, "a change between two reads, and everything before this server started, is not shown")
 	require.NotContains(t, body, `id="agents"`, "no registry, no agents section")
 
 	release(t, st, g1)
