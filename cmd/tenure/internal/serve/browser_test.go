@@ -116,6 +116,14 @@ func checkInBrowser(t *testing.T, bin string, st store.Store, reg *registry.Regi
 	g2 := acquire(t, st, name, holder)
 	require.NoError(t, s.Refresh(ctx))
 
+	// Keep reading, as tenure serve does, while the browser takes its time.
+	runCtx, cancel := context.WithCancel(ctx)
+	ran := make(chan error, 1)
+	go func() { ran <- s.Run(runCtx) }()
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, testutil.Receive(t, ran, "Run's return", 30*time.Second))
+	})
 	srv := httptest.NewServer(s.Handler())
 	t.Cleanup(srv.Close)
 	url := srv.URL + "/"
