@@ -35,7 +35,8 @@ notifications announces a release or takeover) and serves, on --http ADDR
              tenure_serve_leases{state}, tenure_serve_lease_held{lease},
              tenure_serve_lease_token{lease} and more
   /healthz   200 "ok: …" when the last read of the store succeeded less
-             than --healthy-within ago, else 503 "unhealthy: …" with why
+             than --healthy-within ago (default 10s, or three reads when
+             --interval is longer), else 503 "unhealthy: …" with why
 
 With NAME... it shows those leases only; without, every lease the store
 knows. The page has no authentication: bind it to loopback, or put it
@@ -48,10 +49,13 @@ SIGTERM.`,
 			var o serveOptions
 			fs.StringVar(&o.addr, "http", "", "listen on `ADDR` (host:port) for HTTP")
 			o.interval = durationFlag(fs, "interval", serve.DefaultInterval, "the `duration` between two reads of the store")
-			o.healthyWithin = durationFlag(fs, "healthy-within", serve.DefaultHealthyWithin, "/healthz answers 503 when the last successful read is older than this `duration`")
+			o.healthyWithin = durationFlag(fs, "healthy-within", serve.DefaultHealthyWithin, "/healthz answers 503 when the last successful read is older than this `duration` (default 10s or 3×--interval, the longer)")
 			fs.StringVar(&o.store, "store", "", storeUsage)
 			return func(ctx context.Context, e *env, names []string) error {
 				o.storeGiven = flagSet(fs, "store")
+				if !flagSet(fs, "healthy-within") {
+					*o.healthyWithin = max(*o.healthyWithin, 3**o.interval)
+				}
 				return o.run(ctx, e, names)
 			}
 		},
@@ -123,7 +127,12 @@ func (o *serveOptions) run(ctx context.Context, e *env, names []string) error {
 	}
 	ctx, stop := signal.NotifyContext(ctx, forwarded...)
 	defer stop()
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	hs := &http.Server{
+		Handler:           srv.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+	}
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 	runCtx, cancelRun := context.WithCancel(ctx)
