@@ -64,8 +64,9 @@ func TestServeOnSQLite(t *testing.T) {
 	m := regexp.MustCompile(`^tenure: serving the status of sqlite:\S+ on (http://127\.0\.0\.1:\d+/) \(also /metrics and /healthz\)`).FindStringSubmatch(line)
 	require.NotNil(t, m, line)
 
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 	body := func(path string) (int, string) {
-		resp, err := http.Get(m[1] + path)
+		resp, err := client.Get(m[1] + path)
 		require.NoError(t, err)
 		defer func() { require.NoError(t, resp.Body.Close()) }()
 		b, err := io.ReadAll(resp.Body)
