@@ -80,6 +80,8 @@ type Server struct {
 	registry *prometheus.Registry
 	reads    *prometheus.CounterVec
 
+	readMu sync.Mutex // serialises reads, so changes are recorded in order
+
 	mu      sync.Mutex
 	started time.Time // the first read's start
 	last    *snapshot // the last successful read
@@ -170,8 +172,8 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// Run reads the store every Interval, and at once when the store announces
-// a release or takeover, until ctx is done; then it returns nil, after every
+// Run reads the store every Interval, and [NotifyDelay] after the store
+// announces a release or takeover, until ctx is done; then it returns nil, after every
 // goroutine it started has exited. A failed read is kept for the page and
 // /healthz; Run goes on.
 func (s *Server) Run(ctx context.Context) error {
@@ -214,8 +216,11 @@ func (s *Server) Run(ctx context.Context) error {
 }
 
 // Refresh reads the store once, records what changed, and returns the
-// read's error.
+// read's error. Reads never overlap: a Refresh called while another runs
+// (Run's) waits for it.
 func (s *Server) Refresh(ctx context.Context) error {
+	s.readMu.Lock()
+	defer s.readMu.Unlock()
 	rctx, cancel := context.WithTimeout(ctx, s.cfg.ReadTimeout)
 	defer cancel()
 	begin := time.Now()
