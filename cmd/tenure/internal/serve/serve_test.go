@@ -114,7 +114,9 @@ func TestPage(t *testing.T) {
 	require.NotContains(t, body, "<b>x</b>")
 	require.NotContains(t, body, "\u00A0")
 	require.NotContains(t, body, "\u3164")
-	esc := func(r string) string { return `<span class="esc" title="invisible or format character">[` + r + `]</span>` }
+	esc := func(r string) string {
+		return `<span class="esc" title="invisible or format character">[` + r + `]</span>`
+	}
 	require.Contains(t, body, `<td class="name">billing`+esc("U+00A0")+esc("U+3164")+`&lt;b&gt;x&lt;/b&gt;</td>`)
 	require.Contains(t, body, `data-lease="billing[U&#43;00A0][U&#43;3164]&lt;b&gt;x&lt;/b&gt;"`)
 	require.Contains(t, body, "host-1&#34;&gt;&lt;script&gt;alert(1)&lt;/script&gt;/"+first.Instance)
