@@ -1,0 +1,181 @@
+package serve
+
+import (
+	"hash/fnv"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/tenure-dev/tenure/store"
+)
+
+// palette colours holders on the page: a holder's colour is picked by a
+// hash of its label and instance, so it keeps its colour across reloads.
+var palette = []string{
+	"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e",
+	"#17becf", "#8c564b", "#e377c2", "#bcbd22", "#393b79",
+}
+
+// idleFill colours the time a lease was not held.
+const idleFill = "#e4e4e4"
+
+// holderColor returns h's colour.
+func holderColor(h store.Holder) string {
+	f := fnv.New32a()
+	_, _ = f.Write([]byte(h.Label + "\x00" + h.Instance)) // hash writes never fail
+	return palette[f.Sum32()%uint32(len(palette))]
+}
+
+// Geometry of the timeline, in SVG user units (pixels at zoom 100 %).
+const (
+	tlWidth     = 1100
+	tlLabelW    = 220 // the lease names' column
+	tlRight     = 10
+	tlRowH      = 26
+	tlRowGap    = 8
+	tlTop       = 10
+	tlAxisH     = 24
+	tlMinLabelW = 44 // narrowest segment that gets its token written on it
+	tlMaxName   = 28 // longest name, in characters, the names' column shows whole
+)
+
+type timeline struct {
+	Width, Height int
+	PlotX, PlotW  float64
+	AxisY         int
+	Rows          []tlRow
+	Ticks         []tlTick
+	Shown, Total  int // leases drawn, and leases with a history
+}
+
+type tlRow struct {
+	Y, TextY int
+	Name     string // shortened to fit the names' column
+	FullName string
+	Segments []tlSeg
+}
+
+type tlSeg struct {
+	X, W, TextX float64
+	Fill        string
+	Label       string // "#12" when wide enough
+	Title       string
+}
+
+type tlTick struct {
+	X     float64
+	Label string
+}
+
+// buildTimeline draws the leases whose history changed last, from the first
+// read (from) to now; s.mu is held.
+func (s *Server) buildTimeline(from, now time.Time) *timeline {
+	type entry struct {
+		name string
+		h    *leaseHistory
+	}
+	var all []entry
+	for name, h := range s.history {
+		all = append(all, entry{name, h})
+	}
+	slices.SortFunc(all, func(a, b entry) int {
+		la, lb := a.h.changes[len(a.h.changes)-1].at, b.h.changes[len(b.h.changes)-1].at
+		if c := lb.Compare(la); c != 0 {
+			return c
+		}
+		if a.name < b.name {
+			return -1
+		}
+		return 1
+	})
+	tl := &timeline{Width: tlWidth, PlotX: tlLabelW, PlotW: tlWidth - tlLabelW - tlRight, Total: len(all)}
+	all = all[:min(len(all), MaxTimelineLeases)]
+	slices.SortFunc(all, func(a, b entry) int {
+		if a.name < b.name {
+			return -1
+		}
+		return 1
+	})
+	tl.Shown = len(all)
+	span := now.Sub(from)
+	if span <= 0 {
+		span = time.Second
+	}
+	x := func(t time.Time) float64 {
+		d := max(0, min(span, t.Sub(from)))
+		return tl.PlotX + tl.PlotW*float64(d)/float64(span)
+	}
+	for i, e := range all {
+		y := tlTop + i*(tlRowH+tlRowGap)
+		row := tlRow{Y: y, TextY: y + tlRowH/2 + 5, Name: shorten(oneLine(e.name), tlMaxName), FullName: oneLine(e.name)}
+		for j, c := range e.h.changes {
+			end := now
+			if j+1 < len(e.h.changes) {
+				end = e.h.changes[j+1].at
+			}
+			x0, x1 := x(c.at), x(end)
+			if c.first {
+				x0 = x(from) // the state the server found at its first read of the lease
+			}
+			seg := tlSeg{X: round1(x0), W: round1(max(x1-x0, 1)), Fill: idleFill}
+			seg.TextX = round1(seg.X + seg.W/2)
+			when := c.at.UTC().Format(clockFormat) + "–" + end.UTC().Format(clockFormat) + " UTC"
+			if c.state == store.StateHeld {
+				seg.Fill = holderColor(c.holder)
+				seg.Title = oneLine(e.name) + ": held by " + oneLine(c.holder.String()) + ", token " + c.token.String() + ", " + when
+				if seg.W >= tlMinLabelW {
+					seg.Label = "#" + c.token.String()
+				}
+			} else {
+				seg.Title = oneLine(e.name) + ": " + stateName(c.state) + ", " + when
+			}
+			row.Segments = append(row.Segments, seg)
+		}
+		tl.Rows = append(tl.Rows, row)
+	}
+	tl.AxisY = tlTop + len(all)*(tlRowH+tlRowGap)
+	tl.Height = tl.AxisY + tlAxisH
+	step := tickStep(span)
+	for t := from.Truncate(step).Add(step); !t.After(now); t = t.Add(step) {
+		tl.Ticks = append(tl.Ticks, tlTick{X: round1(x(t)), Label: t.UTC().Format(clockFormat)})
+	}
+	return tl
+}
+
+// round1 rounds v to one decimal, enough for pixels.
+func round1(v float64) float64 { return math.Round(v*10) / 10 }
+
+// shorten cuts s to n characters, the last an ellipsis, when it is longer.
+func shorten(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
+}
+
+// clockFormat renders times of day on the page, UTC.
+const clockFormat = "15:04:05"
+
+// tickStep picks the time between the axis's ticks: at most eight of them.
+func tickStep(span time.Duration) time.Duration {
+	for _, s := range []time.Duration{
+		time.Second, 2 * time.Second, 5 * time.Second, 10 * time.Second, 15 * time.Second, 30 * time.Second,
+		time.Minute, 2 * time.Minute, 5 * time.Minute, 10 * time.Minute, 15 * time.Minute, 30 * time.Minute,
+		time.Hour, 2 * time.Hour, 3 * time.Hour, 6 * time.Hour, 12 * time.Hour,
+	} {
+		if span/s <= 8 {
+			return s
+		}
+	}
+	return 24 * time.Hour
+}
+
+// stateName names a state for people; the zero state is a name the store
+// never saw.
+func stateName(s store.State) string {
+	if s == 0 {
+		return "absent"
+	}
+	return s.String()
+}
