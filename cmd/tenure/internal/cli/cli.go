@@ -97,6 +97,7 @@ func commandTable() map[string]*command {
 		"status":      statusCommand(),
 		"release":     releaseCommand(),
 		"migrate":     migrateCommand(),
+		"doctor":      doctorCommand(),
 		"agents":      agentsCommand(),
 		"owner":       ownerCommand(),
 		"demo":        demoCommand(),
