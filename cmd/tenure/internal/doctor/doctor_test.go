@@ -1,0 +1,275 @@
+package doctor_test
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tenure-dev/tenure"
+	"github.com/tenure-dev/tenure/cmd/tenure/internal/doctor"
+	"github.com/tenure-dev/tenure/cmd/tenure/internal/storeurl"
+	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testutil"
+	"github.com/tenure-dev/tenure/store/pgstore"
+)
+
+func TestMain(m *testing.M) { testserver.Main(m, testserver.Servers{Etcd: true, Consul: true}) }
+
+// fast keeps the checks short: the clock is sampled over 300 ms.
+var fast = doctor.Options{TTL: 10 * time.Second, ClockSpan: 300 * time.Millisecond, ClockSamples: 4}
+
+func withParams(t *testing.T, raw string, params map[string]string) string {
+	t.Helper()
+	u, err := url.Parse(raw)
+	require.NoError(t, err)
+	q := u.Query()
+	for k, v := range params {
+		q.Set(k, v)
+	}
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+func pgStoreURL(t *testing.T, user string) string {
+	t.Helper()
+	owner := testserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")
+	cfg := testserver.PostgresConfig(t)
+	testserver.PostgresSchema(t, owner, cfg)
+	raw := withParams(t, testutil.PostgresURL(), map[string]string{"tenure_schema": cfg.Schema, "tenure_prefix": cfg.TablePrefix})
+	if user != "" {
+		u, err := url.Parse(raw)
+		require.NoError(t, err)
+		u.User = url.User(user)
+		raw = u.String()
+	}
+	return raw
+}
+
+func redisStoreURL(t *testing.T) string {
+	t.Helper()
+	c := testserver.RedisClient(t)
+	return withParams(t, testserver.RedisURL(), map[string]string{"tenure_prefix": testserver.RedisPrefix(t, c)})
+}
+
+func open(t *testing.T, raw string) *storeurl.Opened {
+	t.Helper()
+	tg, err := storeurl.Parse(raw)
+	require.NoError(t, err)
+	o, err := tg.Open(t.Context(), storeurl.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, o.Close()) })
+	return o
+}
+
+// find returns the findings of check.
+func find(fs []doctor.Finding, check string) []doctor.Finding {
+	var out []doctor.Finding
+	for _, f := range fs {
+		if f.Check == check {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func describe(fs []doctor.Finding) string {
+	var b strings.Builder
+	_ = doctor.WriteTable(&b, "store", fs)
+	return b.String()
+}
+
+// TestHealthyStores runs every check against each real store and finds no
+// FAIL: the store answers, the lease cycle goes through and its release is
+// announced.
+func TestHealthyStores(t *testing.T) {
+	t.Parallel()
+	stores := map[string]func(t *testing.T) string{
+		"SQLite":     func(t *testing.T) string { return "sqlite:" + filepath.Join(t.TempDir(), "doctor.db") },
+		"PostgreSQL": func(t *testing.T) string { return pgStoreURL(t, "") },
+		"Redis":      redisStoreURL,
+		"MySQL": func(t *testing.T) string {
+			owner := testserver.MySQLDB(t, "")
+			cfg := testserver.MySQLConfig(t)
+			testserver.MySQLSchema(t, owner, cfg)
+			return withParams(t, testserver.MySQLURL(), map[string]string{"tenure_prefix": cfg.TablePrefix})
+		},
+		"etcd": func(t *testing.T) string {
+			return "etcd://" + testserver.SharedEtcd(t).Addr() + "?tenure_prefix=" + testutil.UniqueName(t) + "/"
+		},
+		"Consul": func(t *testing.T) string {
+			return "consul://" + testserver.SharedConsul(t).HTTPAddr + "?tenure_session_ttl_min=" +
+				testserver.ConsulSessionTTLMin.String() + "&tenure_prefix=" + testutil.UniqueName(t) + "/"
+		},
+	}
+	for name, makeURL := range stores {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			o := open(t, makeURL(t))
+			fs := doctor.Check(t.Context(), o, fast)
+			t.Log("\n" + describe(fs))
+			require.False(t, doctor.Failed(fs), describe(fs))
+			for _, check := range []string{doctor.CheckReachable, doctor.CheckSchema, doctor.CheckTTL, doctor.CheckClock, doctor.CheckLeaseCycle, doctor.CheckNotifications} {
+				require.NotEmpty(t, find(fs, check), "no %s finding", check)
+			}
+			require.Equal(t, doctor.OK, find(fs, doctor.CheckLeaseCycle)[0].Status)
+			require.Equal(t, doctor.OK, find(fs, doctor.CheckNotifications)[0].Status, describe(fs))
+			if name == "MySQL" {
+				require.Contains(t, find(fs, doctor.CheckNotifications)[0].Detail, "sends no notifications")
+			} else {
+				require.Contains(t, find(fs, doctor.CheckNotifications)[0].Detail, "was announced")
+			}
+			clock := find(fs, doctor.CheckClock)[0]
+			switch name {
+			case "etcd", "Consul":
+				require.Contains(t, clock.Detail, "no wall-clock expiry")
+			case "SQLite":
+				require.Contains(t, clock.Detail, "this host's")
+			default:
+				require.Equal(t, doctor.OK, clock.Status, describe(fs))
+				require.Contains(t, clock.Detail, "the store's (median of 4 readings")
+			}
+		})
+	}
+}
+
+// TestRedisDurability checks that the durability findings follow the
+// server's settings: the machine's Redis runs without an append-only file,
+// which is a WARN saying what a restart loses and how to configure it.
+func TestRedisDurability(t *testing.T) {
+	t.Parallel()
+	c := testserver.RedisClient(t)
+	o := open(t, redisStoreURL(t))
+	fs := find(doctor.Check(t.Context(), o, fast), doctor.CheckDurability)
+	require.NotEmpty(t, fs)
+	cfg, err := c.ConfigGet(t.Context(), "appendonly").Result()
+	require.NoError(t, err)
+	if cfg["appendonly"] == "yes" {
+		for _, f := range fs {
+			require.NotContains(t, f.Detail, "appendonly=")
+		}
+		return
+	}
+	require.Equal(t, doctor.Warn, fs[0].Status)
+	require.Contains(t, fs[0].Detail, "appendonly=no: a restart loses every write")
+	require.Equal(t, "run with appendonly yes and appendfsync always", fs[0].Fix)
+}
+
+// TestSkewedClock plays a host whose clock is wrong through the lease
+// client's clock: three weeks behind is a FAIL, two seconds ahead a WARN.
+func TestSkewedClock(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		offset time.Duration
+		status doctor.Status
+		says   []string
+	}{
+		{-504 * time.Hour, doctor.Fail, []string{"this host's clock is 504h0m0", "behind the store's"}},
+		{2 * time.Second, doctor.Warn, []string{"this host's clock is 2", "ahead of the store's"}},
+	} {
+		t.Run(tc.offset.String(), func(t *testing.T) {
+			t.Parallel()
+			o := open(t, redisStoreURL(t))
+			opts := fast
+			opts.Clock = doctor.OffsetClock(tenure.NewSystemClock(), tc.offset)
+			fs := doctor.Check(t.Context(), o, opts)
+			clock := find(fs, doctor.CheckClock)
+			require.Len(t, clock, 2, describe(fs))
+			require.Equal(t, tc.status, clock[0].Status, describe(fs))
+			for _, says := range tc.says {
+				require.Contains(t, clock[0].Detail, says)
+			}
+			require.Contains(t, clock[0].Fix, "time synchronisation")
+			require.Equal(t, doctor.OK, clock[1].Status, "a constant offset is no step: %s", describe(fs))
+		})
+	}
+}
+
+// TestRoleMissingGrant connects as a role that was granted nothing on a
+// migrated schema: doctor fails and names the command that prints the
+// grants.
+func TestRoleMissingGrant(t *testing.T) {
+	t.Parallel()
+	owner := testserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")
+	role := testserver.PostgresRole(t, owner)
+	o := open(t, pgStoreURL(t, role))
+	fs := doctor.Check(t.Context(), o, fast)
+	require.True(t, doctor.Failed(fs), describe(fs))
+	var fixes []string
+	for _, f := range fs {
+		if f.Status == doctor.Fail {
+			fixes = append(fixes, f.Fix)
+		}
+	}
+	t.Log("\n" + describe(fs))
+	require.Contains(t, strings.Join(fixes, "\n"), "tenure migrate --print --grant "+role+" --store ", describe(fs))
+}
+
+// TestNotMigrated checks that an empty schema is a FAIL naming tenure
+// migrate.
+func TestNotMigrated(t *testing.T) {
+	t.Parallel()
+	testserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")
+	cfg := pgstore.Config{Schema: testutil.UniqueName(t)}
+	o := open(t, withParams(t, testutil.PostgresURL(), map[string]string{"tenure_schema": cfg.Schema}))
+	fs := doctor.Check(t.Context(), o, fast)
+	schema := find(fs, doctor.CheckSchema)
+	require.Len(t, schema, 1)
+	require.Equal(t, doctor.Fail, schema[0].Status)
+	require.Contains(t, schema[0].Fix, "run `tenure migrate --store ")
+	require.Empty(t, find(fs, doctor.CheckLeaseCycle), "no lease is written to an unmigrated store")
+}
+
+// TestTTLBelowStoreMinimum checks the TTL finding against etcd's 2 s
+// floor and the lease client's own rules.
+func TestTTLBelowStoreMinimum(t *testing.T) {
+	t.Parallel()
+	o := open(t, "etcd://"+testserver.SharedEtcd(t).Addr()+"?tenure_prefix="+testutil.UniqueName(t)+"/")
+	opts := fast
+	opts.TTL = time.Second
+	ttl := find(doctor.Check(t.Context(), o, opts), doctor.CheckTTL)
+	require.Len(t, ttl, 1)
+	require.Equal(t, doctor.Fail, ttl[0].Status)
+	require.Equal(t, "TTL 1s is below the etcd store's minimum 2s", ttl[0].Detail)
+	require.Equal(t, "use --ttl 2s or more with this store", ttl[0].Fix)
+
+	sq := open(t, "sqlite:"+filepath.Join(t.TempDir(), "doctor.db"))
+	opts.TTL = 100 * time.Millisecond
+	ttl = find(doctor.Check(t.Context(), sq, opts), doctor.CheckTTL)
+	require.Equal(t, doctor.Fail, ttl[0].Status)
+	require.Contains(t, ttl[0].Detail, "TTL (100ms) must be at least 500ms")
+}
+
+// TestUnreachableAndJSON checks the finding for a store that cannot be
+// opened, and the JSON form.
+func TestUnreachableAndJSON(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	tg, err := storeurl.Parse("redis://" + addr)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	_, err = tg.Open(ctx, storeurl.Options{ConnectTimeout: 2 * time.Second})
+	require.Error(t, err)
+	fs := []doctor.Finding{doctor.Unreachable(tg.Display, err)}
+	require.True(t, doctor.Failed(fs))
+	var b strings.Builder
+	require.NoError(t, doctor.WriteJSON(&b, tg.Display, fs))
+	var rep doctor.Report
+	require.NoError(t, json.Unmarshal([]byte(b.String()), &rep))
+	require.False(t, rep.OK)
+	require.Equal(t, "reachable", rep.Findings[0].Check)
+	require.Equal(t, doctor.Fail, rep.Findings[0].Status)
+	require.Contains(t, rep.Findings[0].Detail, "cannot reach Redis at redis://"+addr)
+	require.Contains(t, rep.Findings[0].Fix, "check that the server behind redis://"+addr+" runs")
+}
