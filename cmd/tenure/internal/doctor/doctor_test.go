@@ -42,8 +42,11 @@ func pgStoreURL(t *testing.T, user string) string {
 	t.Helper()
 	owner := testserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")
 	cfg := testserver.PostgresConfig(t)
-	testserver.PostgresSchema(t, owner, cfg)
+	t.Cleanup(func() { testserver.PostgresDropSchema(t, owner, cfg.Schema) })
 	raw := withParams(t, testutil.PostgresURL(), map[string]string{"tenure_schema": cfg.Schema, "tenure_prefix": cfg.TablePrefix})
+	// Migrated as `tenure migrate` does: the leases and the fleet registry.
+	_, err := open(t, raw).Migrate(t.Context())
+	require.NoError(t, err)
 	if user != "" {
 		u, err := url.Parse(raw)
 		require.NoError(t, err)
@@ -210,6 +213,15 @@ func TestRoleMissingGrant(t *testing.T) {
 	}
 	t.Log("\n" + describe(fs))
 	require.Contains(t, strings.Join(fixes, "\n"), "tenure migrate --print --grant "+role+" --store ", describe(fs))
+
+	// The grants the fix names make the role whole.
+	grants, err := o.Target.GrantSQL(role)
+	require.NoError(t, err)
+	_, err = owner.Exec(t.Context(), grants)
+	require.NoError(t, err)
+	fs = doctor.Check(t.Context(), o, fast)
+	require.False(t, doctor.Failed(fs), describe(fs))
+	require.Equal(t, doctor.OK, find(fs, doctor.CheckLeaseCycle)[0].Status)
 }
 
 // TestNotMigrated checks that an empty schema is a FAIL naming tenure
