@@ -16,6 +16,7 @@ import (
 	"github.com/tenure-dev/tenure"
 	"github.com/tenure-dev/tenure/cmd/tenure/internal/doctor"
 	"github.com/tenure-dev/tenure/cmd/tenure/internal/storeurl"
+	"github.com/tenure-dev/tenure/internal/faultnet"
 	"github.com/tenure-dev/tenure/internal/testserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/store/pgstore"
@@ -284,4 +285,28 @@ func TestUnreachableAndJSON(t *testing.T) {
 	require.Equal(t, doctor.Fail, rep.Findings[0].Status)
 	require.Contains(t, rep.Findings[0].Detail, "cannot reach Redis at redis://"+addr)
 	require.Contains(t, rep.Findings[0].Fix, "check that the server behind redis://"+addr+" runs")
+}
+
+// TestSlowStore puts 40 ms of latency each way between doctor and Redis:
+// with a 1 s TTL (margin 100 ms) a round trip of 80 ms eats more than
+// half the margin, a WARN.
+func TestSlowStore(t *testing.T) {
+	t.Parallel()
+	c := testserver.RedisClient(t)
+	prefix := testserver.RedisPrefix(t, c)
+	target, err := url.Parse(testserver.RedisURL())
+	require.NoError(t, err)
+	p, err := faultnet.Listen(target.Host)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, p.Close()) }()
+	target.Host = p.Addr()
+	o := open(t, withParams(t, target.String(), map[string]string{"tenure_prefix": prefix}))
+	p.SetDelay(40 * time.Millisecond)
+	opts := fast
+	opts.TTL = time.Second
+	reach := find(doctor.Check(t.Context(), o, opts), doctor.CheckReachable)
+	require.Len(t, reach, 1)
+	require.Equal(t, doctor.Warn, reach[0].Status, reach[0].Detail)
+	require.Contains(t, reach[0].Detail, "more than half the safety margin (100ms) of a 1s TTL")
+	require.Equal(t, "raise --ttl, or run the holders closer to the store", reach[0].Fix)
 }
