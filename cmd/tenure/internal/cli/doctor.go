@@ -67,9 +67,15 @@ func runDoctor(ctx context.Context, e *env, given bool, storeURL string, asJSON 
 	if given && strings.TrimSpace(storeURL) == "" {
 		return usagef("doctor", "--store is empty; give a store URL, or leave --store out for $%s or the default SQLite file", storeurl.EnvVar)
 	}
+	if storeURL == "" && envSetEmpty(e, storeurl.EnvVar) {
+		return usagef("doctor", "%s is set but empty; set it to a store URL, or unset it to use the default SQLite file of this host", storeurl.EnvVar)
+	}
 	t, err := storeurl.Resolve(storeURL, e.getenv)
 	if err != nil {
 		return err
+	}
+	if t.Default {
+		e.errorf("using the default store %s: this host only; pass --store or set %s to examine another store", t.Display, storeurl.EnvVar)
 	}
 	var findings []doctor.Finding
 	octx, cancel := context.WithTimeout(ctx, storeTimeout)

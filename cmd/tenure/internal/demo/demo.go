@@ -246,6 +246,7 @@ func startWorkers(cfg Config, start time.Time, args [][]string) (*workerSet, err
 			err = cmd.Start()
 		}
 		if err != nil {
+			go func() { ws.readers.Wait(); close(ws.events) }()
 			ws.stop()
 			return nil, fmt.Errorf("start worker %d: %w", id, err)
 		}
@@ -268,9 +269,7 @@ func (ws *workerSet) stop() {
 		_ = p.Process.Signal(syscall.SIGCONT)
 		_ = p.Process.Signal(syscall.SIGTERM)
 	}
-	if len(ws.procs) > 0 {
-		for range ws.events {
-		}
+	for range ws.events {
 	}
 	for _, p := range ws.procs {
 		_ = p.Wait()
