@@ -507,12 +507,10 @@ func checkDurability(ctx context.Context, st *redisstore.Store) []Finding {
 	}
 	var fs []Finding
 	for _, r := range risks {
-		effect, fix := r.Effect, ""
-		if i := strings.LastIndex(effect, "; "); i >= 0 {
+		// The effect ends with what to do when there is a setting to change.
+		effect, fix := r.Effect, "see the redisstore package documentation, Failure modes, for what a loss costs; keep fences that must survive it elsewhere"
+		if i := strings.LastIndex(effect, "; "); i >= 0 && (strings.HasPrefix(effect[i+2:], "run with") || strings.HasPrefix(effect[i+2:], "connect to")) {
 			effect, fix = effect[:i], effect[i+2:]
-		}
-		if fix == "" {
-			fix = "see the redisstore package documentation, Failure modes"
 		}
 		fs = append(fs, Finding{Check: CheckDurability, Status: Warn, Detail: r.Setting + "=" + r.Value + ": " + effect, Fix: fix})
 	}

@@ -310,3 +310,45 @@ func TestSlowStore(t *testing.T) {
 	require.Contains(t, reach[0].Detail, "more than half the safety margin (100ms) of a 1s TTL")
 	require.Equal(t, "raise --ttl, or run the holders closer to the store", reach[0].Fix)
 }
+
+// TestRedisReplication runs doctor against a durable redis-server of its
+// own (appendonly yes, appendfsync always: durability OK), then gives it a
+// replica: the primary's asynchronous replication is a WARN, and a store
+// pointed at the replica is told to connect to the primary (and its lease
+// cycle fails: the replica refuses writes).
+func TestRedisReplication(t *testing.T) {
+	t.Parallel()
+	primary := testserver.OwnRedis(t, testserver.RedisConfig{AppendFsyncAlways: true})
+	o := open(t, "redis://"+primary.Addr())
+	fs := doctor.Check(t.Context(), o, fast)
+	require.False(t, doctor.Failed(fs), describe(fs))
+	durability := find(fs, doctor.CheckDurability)
+	require.Len(t, durability, 1, describe(fs))
+	require.Equal(t, doctor.OK, durability[0].Status)
+	require.Contains(t, durability[0].Detail, "appendonly yes, appendfsync always")
+
+	replica := testserver.OwnRedis(t, testserver.RedisConfig{AppendFsyncAlways: true})
+	host, port, err := net.SplitHostPort(primary.Addr())
+	require.NoError(t, err)
+	require.NoError(t, replica.Client(t).SlaveOf(t.Context(), host, port).Err())
+	pc := primary.Client(t)
+	require.Eventually(t, func() bool {
+		info, err := pc.Info(t.Context(), "replication").Result()
+		return err == nil && strings.Contains(info, "connected_slaves:1")
+	}, 10*time.Second, 20*time.Millisecond, "the replica did not connect")
+
+	fs = find(doctor.Check(t.Context(), o, fast), doctor.CheckDurability)
+	require.Len(t, fs, 1, describe(fs))
+	require.Equal(t, doctor.Warn, fs[0].Status)
+	require.Contains(t, fs[0].Detail, "connected_slaves=1: replication is asynchronous")
+	require.Contains(t, fs[0].Fix, "Failure modes")
+
+	ro := open(t, "redis://"+replica.Addr())
+	fs = doctor.Check(t.Context(), ro, fast)
+	require.True(t, doctor.Failed(fs), describe(fs))
+	require.Equal(t, doctor.Fail, find(fs, doctor.CheckLeaseCycle)[0].Status, describe(fs))
+	role := find(fs, doctor.CheckDurability)
+	require.NotEmpty(t, role, describe(fs))
+	require.Contains(t, role[0].Detail, "role=slave")
+	require.Equal(t, "connect to the primary, or through Sentinel with redis.NewFailoverClient", role[0].Fix)
+}
