@@ -93,11 +93,16 @@ func (o Options) withDefaults() Options {
 		o.NotifyTimeout = 5 * time.Second
 	}
 	if o.Lease == "" {
-		b := make([]byte, 6)
-		_, _ = rand.Read(b) // crypto/rand.Read never fails.
-		o.Lease = "tenure-doctor-" + hex.EncodeToString(b)
+		o.Lease = "tenure-doctor-" + randomHex(6)
 	}
 	return o
+}
+
+// randomHex returns n random bytes in hex.
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails.
+	return hex.EncodeToString(b)
 }
 
 // callTimeout bounds one store call of a check.
@@ -302,6 +307,8 @@ func checkTTL(o *storeurl.Opened, opts Options, reach Finding) Finding {
 func checkClock(ctx context.Context, o *storeurl.Opened, opts Options) []Finding {
 	clock, err := o.WallClock(ctx)
 	switch {
+	case errors.Is(err, storeurl.ErrNoWallClock) && o.Target.Kind == storeurl.AlwaysLeader:
+		return []Finding{{Check: CheckClock, Status: OK, Detail: "the always-leader store keeps no time: no offset to check"}}
 	case errors.Is(err, storeurl.ErrNoWallClock):
 		return []Finding{{Check: CheckClock, Status: OK,
 			Detail: fmt.Sprintf("the %s store has no wall-clock expiry (its leases run on monotonic timers): no offset to check", o.Target.Kind.Name())}}
@@ -410,7 +417,7 @@ func checkLeaseCycle(ctx context.Context, o *storeurl.Opened, opts Options) []Fi
 			<-listenDone
 		}
 	}()
-	notifyWait := "-"
+	subscribeFailed := ""
 	if isNotifier {
 		go func() {
 			defer close(listenDone)
@@ -430,14 +437,14 @@ func checkLeaseCycle(ctx context.Context, o *storeurl.Opened, opts Options) []Fi
 		select {
 		case <-subscribed:
 		case <-time.After(opts.NotifyTimeout):
-			notifyWait = fmt.Sprintf("subscribing to the store's notifications took longer than %s", opts.NotifyTimeout)
+			subscribeFailed = fmt.Sprintf("subscribing to the store's notifications took longer than %s", opts.NotifyTimeout)
 		case <-ctx.Done():
 			return nil
 		}
 	}
 	cycle := Finding{Check: CheckLeaseCycle, Status: OK}
-	holder := store.Holder{Label: "tenure-doctor", Instance: strings.TrimPrefix(opts.Lease, "tenure-doctor-")}
-	ttl := max(store.MinTTLOf(o.Store), store.MinTTL)
+	holder := store.Holder{Label: "tenure-doctor", Instance: randomHex(8)}
+	ttl := store.MinTTLOf(o.Store)
 	cctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 	g, err := o.Store.Acquire(cctx, store.AcquireParams{Name: opts.Lease, Holder: holder, TTL: ttl})
@@ -470,12 +477,14 @@ func checkLeaseCycle(ctx context.Context, o *storeurl.Opened, opts Options) []Fi
 	fs := []Finding{cycle}
 	note := Finding{Check: CheckNotifications, Status: OK}
 	switch {
+	case o.Target.Kind == storeurl.AlwaysLeader:
+		note.Detail = "the always-leader store keeps no leases: nobody waits for a release"
 	case !isNotifier:
 		note.Detail = fmt.Sprintf("the %s store sends no notifications: followers retry at the expiry they were told", o.Target.Kind.Name())
 	case cycle.Status == Fail:
 		return fs
-	case notifyWait != "-":
-		note.Status, note.Detail = Warn, notifyWait
+	case subscribeFailed != "":
+		note.Status, note.Detail = Warn, subscribeFailed
 		note.Fix = "followers still take over at expiry, but slower than a release allows; check the store's notification channel (PostgreSQL LISTEN, Redis pub/sub, the etcd or Consul watch)"
 	default:
 		start := time.Now()

@@ -97,6 +97,7 @@ func TestHealthyStores(t *testing.T) {
 	t.Parallel()
 	stores := map[string]func(t *testing.T) string{
 		"SQLite":     func(t *testing.T) string { return "sqlite:" + filepath.Join(t.TempDir(), "doctor.db") },
+		"always":     func(*testing.T) string { return "always:the%20doctor%27s%20test%20is%20idempotent" },
 		"PostgreSQL": func(t *testing.T) string { return pgStoreURL(t, "") },
 		"Redis":      redisStoreURL,
 		"MySQL": func(t *testing.T) string {
@@ -125,9 +126,12 @@ func TestHealthyStores(t *testing.T) {
 			}
 			require.Equal(t, doctor.OK, find(fs, doctor.CheckLeaseCycle)[0].Status)
 			require.Equal(t, doctor.OK, find(fs, doctor.CheckNotifications)[0].Status, describe(fs))
-			if name == "MySQL" {
+			switch name {
+			case "MySQL":
 				require.Contains(t, find(fs, doctor.CheckNotifications)[0].Detail, "sends no notifications")
-			} else {
+			case "always":
+				require.Contains(t, find(fs, doctor.CheckNotifications)[0].Detail, "keeps no leases")
+			default:
 				require.Contains(t, find(fs, doctor.CheckNotifications)[0].Detail, "was announced")
 			}
 			clock := find(fs, doctor.CheckClock)[0]
@@ -136,6 +140,8 @@ func TestHealthyStores(t *testing.T) {
 				require.Contains(t, clock.Detail, "no wall-clock expiry")
 			case "SQLite":
 				require.Contains(t, clock.Detail, "this host's")
+			case "always":
+				require.Contains(t, clock.Detail, "keeps no time")
 			default:
 				require.Equal(t, doctor.OK, clock.Status, describe(fs))
 				require.Contains(t, clock.Detail, "the store's (median of 4 readings")
@@ -173,10 +179,10 @@ func TestSkewedClock(t *testing.T) {
 	for _, tc := range []struct {
 		offset time.Duration
 		status doctor.Status
-		says   []string
+		says   string
 	}{
-		{-504 * time.Hour, doctor.Fail, []string{"this host's clock is 504h0m0", "behind the store's"}},
-		{2 * time.Second, doctor.Warn, []string{"this host's clock is 2", "ahead of the store's"}},
+		{-504 * time.Hour, doctor.Fail, `^this host's clock is (503h59m59\.9\d*|504h0m0(\.0\d*)?)s behind the store's`},
+		{2 * time.Second, doctor.Warn, `^this host's clock is (1\.9\d*|2(\.0\d*)?)s ahead of the store's`},
 	} {
 		t.Run(tc.offset.String(), func(t *testing.T) {
 			t.Parallel()
@@ -187,9 +193,7 @@ func TestSkewedClock(t *testing.T) {
 			clock := find(fs, doctor.CheckClock)
 			require.Len(t, clock, 2, describe(fs))
 			require.Equal(t, tc.status, clock[0].Status, describe(fs))
-			for _, says := range tc.says {
-				require.Contains(t, clock[0].Detail, says)
-			}
+			require.Regexp(t, tc.says, clock[0].Detail)
 			require.Contains(t, clock[0].Fix, "time synchronisation")
 			require.Equal(t, doctor.OK, clock[1].Status, "a constant offset is no step: %s", describe(fs))
 		})
