@@ -77,16 +77,21 @@ func cloneWork(ctx context.Context, path string, id int, state string, strict bo
 	} else {
 		err = charge(ctx, st.DB(), id, t.Token, true)
 	}
-	var lost *tenure.LostError
 	switch {
 	case errors.Is(err, errChainMoved):
 		say("chain-refused run=%d token=%d seq=%d", run, t.Token, seq)
-	case errors.As(err, &lost):
-		reason := strings.ReplaceAll(lost.Reason.String(), " ", "-")
-		if lost.Reason == tenure.LossSeqMismatch {
-			reason = "clone"
+	case errors.Is(err, tenure.ErrLost):
+		// The tenure ended before the write: its [*tenure.LostError], in
+		// err or on the lease, says why.
+		reason := "lost"
+		var lost *tenure.LostError
+		if errors.As(err, &lost) || errors.As(l.Err(), &lost) {
+			reason = strings.ReplaceAll(lost.Reason.String(), " ", "-")
+			if lost.Reason == tenure.LossSeqMismatch {
+				reason = "clone"
+			}
 		}
-		say("stood-down token=%d reason=%s", lost.Token, reason)
+		say("stood-down token=%d reason=%s", t.Token, reason)
 	case err != nil:
 		return err
 	default:
@@ -120,7 +125,7 @@ func chargeStrict(ctx context.Context, db *sql.DB, id int, l *tenure.Lease) (int
 	}()
 	tok := w.Token()
 	if tok == 0 {
-		return w.Seq(), l.Err()
+		return w.Seq(), fmt.Errorf("%w: lease %q: the tenure is no longer trusted", tenure.ErrLost, w.Name())
 	}
 	ctx = context.WithoutCancel(ctx)
 	tx, err := db.BeginTx(ctx, nil)
