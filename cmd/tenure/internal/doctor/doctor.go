@@ -128,7 +128,7 @@ func Check(ctx context.Context, o *storeurl.Opened, opts Options) []Finding {
 		return fs
 	}
 	fs = append(fs, checkSchema(ctx, o, getErr))
-	fs = append(fs, checkTTL(o, opts, reach))
+	fs = append(fs, checkTTL(o, opts))
 	fs = append(fs, checkClock(ctx, o, opts)...)
 	if slices.ContainsFunc(fs, func(f Finding) bool { return f.Check == CheckSchema && f.Status == Fail }) {
 		return fs
@@ -277,7 +277,7 @@ func grantFix(ctx context.Context, o *storeurl.Opened) string {
 	return fmt.Sprintf("have the schema's owner apply the grants `tenure migrate --print --grant %s --store %s` prints", role, o.Target.Display)
 }
 
-func checkTTL(o *storeurl.Opened, opts Options, reach Finding) Finding {
+func checkTTL(o *storeurl.Opened, opts Options) Finding {
 	f := Finding{Check: CheckTTL, Status: OK}
 	cfg := tenure.Config{TTL: opts.TTL}
 	if err := cfg.Validate(); err != nil {
