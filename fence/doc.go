@@ -17,8 +17,9 @@
 // that cannot check a token at all, this package gives [IdempotencyKey].
 //
 // Every fenced write, whichever the kit, first passes [ValidateWrite]: a
-// resource name of 1 to 255 bytes of UTF-8 without control characters and
-// a positive token (0 is what a lease no longer trusted returns: do not
+// resource name of 1 to 255 bytes of UTF-8 without control characters,
+// bidirectional controls or invisible format characters (so that a name
+// shows on a terminal as what it is) and a positive token (0 is what a lease no longer trusted returns: do not
 // write). Bad input is refused with an error matching ErrInvalid before
 // anything is sent.
 //
@@ -44,6 +45,42 @@
 // fence that accepts equal tokens cannot tell them apart. Only a
 // compare-and-set on the lease's renewal chain can; pgfence's strict check
 // does that.
+//
+// # Tokens that were issued
+//
+// A fence that accepts any token can be poisoned: one write carrying a
+// token nobody was issued (2^63 - 1, from a bug or a hostile caller) is
+// recorded as the highest, and every legitimate writer is refused from then
+// on. Each fence checks what it can reach; a refusal of a token above what
+// the store issued matches [ErrNotIssued] (and ErrInvalid) and changes
+// nothing:
+//
+//   - pgfence: the fence function reads the token sequence of the same
+//     schema and prefix inside its own SECURITY DEFINER call and refuses a
+//     greater token (SQLSTATE TF004). The lease checks (CheckLease, the
+//     strict check) compare with the lease row, which the run-time role
+//     cannot write. Tokens of another store go through FenceForeign, which
+//     cannot check them and which the run-time role is not granted. A
+//     poisoned fence is repaired with `tenure fence reset RESOURCE --to N
+//     --reason TEXT` (pgfence Fencer.Reset) as the schema's owner; every
+//     reset is recorded in the fence_resets table.
+//   - mysqlfence: the fence procedure reads the token counter of the same
+//     database and prefix (SQL SECURITY DEFINER, the run-time account has
+//     no table privilege) and refuses a greater token (SQLSTATE TF004). It
+//     takes tokens of its own store only, and has no audited reset yet.
+//   - redisfence: given the lease store's counter key (Config.CounterKey),
+//     the script refuses a token above the counter, read in the same atomic
+//     step. Without it (tokens of another store) it cannot check. Any client
+//     that may write to that Redis can set a fence key directly: only
+//     Redis ACLs keep a hostile client out.
+//   - httpfence: as strong as its fence store. NewPostgres uses pgfence's
+//     fence function, so it takes only tokens of the PostgreSQL store of
+//     the same schema and prefix; NewMemory and a FenceFunc check nothing
+//     beyond [ValidateWrite]. A request header is anyone's to write: put the
+//     service behind authentication.
+//   - sqlitestore.Fence: no check against the store's counter; every
+//     process that can open the file can write any table in it, so the
+//     file's permissions are the boundary.
 //
 // # Side effects that cannot check a token
 //

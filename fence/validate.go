@@ -9,6 +9,7 @@ import (
 // ValidateWrite checks what every fenced write gets, before it reaches a
 // resource: resource must be a name a store could hold ([store.ValidateText]
 // with [store.MaxNameLen]: 1 to 255 bytes of valid UTF-8 without control
+// characters, bidirectional controls, zero-width or other invisible format
 // characters), and tok must pass [ValidateToken]. Every fence in tenure
 // (pgfence, redisfence, httpfence, sqlitestore.Fence, consulstore's
 // FenceOps) applies this one rule, so a resource name one accepts, all
@@ -16,7 +17,7 @@ import (
 // what to do; callers prefix it with their package and operation.
 func ValidateWrite(resource string, tok store.Token) error {
 	if err := store.ValidateText("resource", resource, store.MaxNameLen); err != nil {
-		return fmt.Errorf("%w; name the resource the write changes with 1 to %d bytes of UTF-8 without control characters", err, store.MaxNameLen)
+		return fmt.Errorf("%w; name the resource the write changes with 1 to %d bytes of visible UTF-8 characters", err, store.MaxNameLen)
 	}
 	if err := ValidateToken(tok); err != nil {
 		return fmt.Errorf("%w (resource %q)", err, resource)

@@ -3,6 +3,7 @@ package registry
 import (
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/tenure-dev/tenure/store"
@@ -174,15 +175,60 @@ const agentColumns = `a.id, a.instance, a.seq, a.address, a.labels::text, a.capa
        NOT a.deregistered AND a.heartbeat_at + a.stale_after_us * interval '1 microsecond' > now.t AS alive,
        greatest(0, floor(extract(epoch FROM now.t - a.heartbeat_at) * 1000000))::bigint AS age_us`
 
+// function is one of the registry's functions (migration 002): the only
+// way the run-time role reaches the tables.
+type function struct {
+	// suffix follows the table prefix in the function's name; the
+	// placeholder of the name in the SQL is suffix + "_fn".
+	suffix string
+	// args is the argument list that identifies the function in GRANT.
+	args string
+	// read marks the functions of the read-only role.
+	read bool
+}
+
+// functions lists the registry's functions, in the order they are granted.
+var functions = []function{
+	{suffix: "agent_register", args: "text, text, text, text, text, text, bigint, bigint"},
+	{suffix: "agent_heartbeat", args: "text, text, bigint, text, text[]"},
+	{suffix: "agent_conflict", args: "text, text, bigint"},
+	{suffix: "agent_deregister", args: "text, text, bigint, text[]"},
+	{suffix: "agent_get", args: "text", read: true},
+	{suffix: "agent_list", args: "", read: true},
+	{suffix: "owner_get", args: "text", read: true},
+	{suffix: "owner_place", args: "text, text, text"},
+	{suffix: "owner_lock", args: "text"},
+	{suffix: "owner_reassign", args: "text, text, text, text, boolean, timestamptz"},
+	{suffix: "owner_history", args: "text", read: true},
+	{suffix: "owner_remove", args: "text, text, text, boolean, timestamptz"},
+}
+
+// executeGrant returns "EXECUTE ON FUNCTION f(args), ..." for the
+// functions (the read-only ones when readOnly).
+func (o Objects) executeGrant(readOnly bool) string {
+	ns := o.namespace()
+	var fs []string
+	for _, f := range functions {
+		if !readOnly || f.read {
+			fs = append(fs, ns.Ident(ns.Name(f.suffix))+"("+f.args+")")
+		}
+	}
+	return "EXECUTE ON FUNCTION " + strings.Join(fs, ", ")
+}
+
 // renderer returns the function that substitutes the quoted names (and the
 // agent column list) into the embedded SQL, once, at construction.
 func (o Objects) renderer() func(sql string) string {
-	return o.namespace().Renderer(map[string]string{
+	objects := map[string]string{
 		"agents":        o.Agents,
 		"owners":        o.Owners,
 		"reassignments": o.Reassignments,
 		"migrations":    o.Migrations,
-	},
+	}
+	for _, f := range functions {
+		objects[f.suffix+"_fn"] = o.namespace().Name(f.suffix)
+	}
+	return o.namespace().Renderer(objects,
 		"{{owners_agent_idx}}", pgkit.QuoteIdent(o.OwnersAgentIndex),
 		"{{reassignments_idx}}", pgkit.QuoteIdent(o.ReassignmentsIndex),
 		"{{agent_columns}}", agentColumns,

@@ -73,7 +73,13 @@ func TestObjectsAndSQL(t *testing.T) {
 
 	grants, err := registry.Config{Schema: "s", TablePrefix: "p_"}.GrantSQL("app")
 	require.NoError(t, err)
-	require.Contains(t, grants, `GRANT SELECT, INSERT, UPDATE ON TABLE "s"."p_agents" TO "app";`)
+	require.Contains(t, grants, `GRANT EXECUTE ON FUNCTION "s"."p_agent_register"(text, text, text, text, text, text, bigint, bigint), `)
+	require.NotContains(t, grants, "TABLE", "no privilege on the tables")
+	read, err := registry.Config{Schema: "s", TablePrefix: "p_"}.ReadGrantSQL("ro")
+	require.NoError(t, err)
+	require.Equal(t, `GRANT USAGE ON SCHEMA "s" TO "ro";
+GRANT EXECUTE ON FUNCTION "s"."p_agent_get"(text), "s"."p_agent_list"(), "s"."p_owner_get"(text), "s"."p_owner_history"(text) TO "ro";
+`, read)
 	_, err = registry.Config{}.GrantSQL("")
 	require.ErrorIs(t, err, store.ErrInvalid)
 

@@ -106,9 +106,20 @@
 // (migrations/NNN_name.up.sql) in one transaction under the same advisory
 // lock as pgstore's Migrate, and records each version in
 // <prefix>registry_migrations, so one `tenure migrate` can apply both in
-// either order. [Config.MigrationSQL] prints the same schema as a script;
-// [Config.GrantSQL] prints the grants of a run-time role (no DDL, no DELETE
-// on agents). With the default [Config] the objects are, in schema public:
+// either order. [Config.MigrationSQL] prints the same schema as a script.
+//
+// Every statement the registry runs is a function installed by migration
+// 002 (tenure_agent_register, _heartbeat, _conflict, _deregister, _get,
+// _list, tenure_owner_get, _place, _lock, _reassign, _history, _remove),
+// which runs as its owner (SECURITY DEFINER) with search_path pg_catalog,
+// pg_temp. [Config.GrantSQL] grants a run-time role USAGE on the schema and
+// EXECUTE on them, and nothing on the tables: it cannot forge a heartbeat,
+// revive a stale agent, move an ownership without a history row or rewrite
+// the history. [Config.ReadGrantSQL] grants a read-only role the four
+// reading functions. Migration 002 takes the write privileges on the
+// tables from every role but their owner, so a schema upgraded in place
+// needs the grants of this version. With the default [Config] the objects
+// are, in schema public:
 //
 //   - tenure_agents(id text PRIMARY KEY, instance, seq, beat_nonce, address,
 //     labels jsonb, capacity jsonb, heartbeat_interval_us, stale_after_us,

@@ -32,3 +32,14 @@ func SetCacheClock(c *Cache, now func() time.Time) { c.now = now }
 
 // CacheStoreReads returns how many lookups c sent to the store.
 func CacheStoreReads(c *Cache) int64 { return c.storeReads.Load() }
+
+// MigrateTo applies the registry's migrations up to version only, as an
+// older library would have.
+func MigrateTo(ctx context.Context, r *Registry, version int) error {
+	set, err := migrations(r.obj)
+	if err != nil {
+		return err
+	}
+	set.Migrations = set.Migrations[:version]
+	return set.Run(ctx, r.pool)
+}

@@ -54,20 +54,29 @@ func (c Config) MigrationSQL() (string, error) {
 }
 
 // GrantSQL returns the GRANT statements that let role use a registry
-// configured by c at run time, and nothing more: USAGE on the schema;
-// SELECT, INSERT and UPDATE on the agents table; SELECT, INSERT, UPDATE and
-// DELETE on the owners table ([Registry.Remove] deletes); SELECT and INSERT
-// on the reassignments table. No DDL, and no DELETE on agents: agent rows
-// are never deleted. Run it after the migration, as the schema's owner.
+// configured by c at run time, and nothing more: USAGE on the schema and
+// EXECUTE on the registry's functions, which run as their owner. The role
+// gets no privilege on the tables: it can register, heartbeat, deregister,
+// place, reassign and remove only as those functions do (a reassignment or
+// removal always leaves its history row), and cannot forge a heartbeat,
+// revive a dead agent or rewrite the history. Run it after the migration,
+// as the schema's owner.
 func (c Config) GrantSQL(role string) (string, error) {
 	obj, err := c.Objects()
 	if err != nil {
 		return "", err
 	}
-	ns := obj.namespace()
-	return ns.GrantSQL("registry", role,
-		"SELECT, INSERT, UPDATE ON TABLE "+ns.Ident(obj.Agents),
-		"SELECT, INSERT, UPDATE, DELETE ON TABLE "+ns.Ident(obj.Owners),
-		"SELECT, INSERT ON TABLE "+ns.Ident(obj.Reassignments),
-	)
+	return obj.namespace().GrantSQL("registry", role, obj.executeGrant(false))
+}
+
+// ReadGrantSQL returns the GRANT statements of a read-only role (`tenure
+// agents`, `tenure owner`, dashboards): USAGE on the schema and EXECUTE on
+// the functions that read agents, ownerships and the history. It can read
+// the registry and change nothing.
+func (c Config) ReadGrantSQL(role string) (string, error) {
+	obj, err := c.Objects()
+	if err != nil {
+		return "", err
+	}
+	return obj.namespace().GrantSQL("registry", role, obj.executeGrant(true))
 }

@@ -58,7 +58,7 @@ func TestMigrateWithPgstore(t *testing.T) {
 
 			var versions int
 			require.NoError(t, pool.QueryRow(ctx, "SELECT count(*) FROM "+pgx.Identifier{schema, "tenure_registry_migrations"}.Sanitize()).Scan(&versions))
-			require.Equal(t, 1, versions)
+			require.Equal(t, 2, versions)
 			_, err = reg.Register(ctx, registry.RegisterParams{ID: "a", Address: "a:1"})
 			require.NoError(t, err)
 			_, err = st.Acquire(ctx, store.AcquireParams{Name: "l", Holder: testutil.Holder(t, "h"), TTL: store.MinTTL})

@@ -49,7 +49,9 @@
 // # Limits
 //
 // Names, labels and instance ids are non-empty UTF-8 without control
-// characters, at most [MaxNameLen], [MaxLabelLen] and [MaxInstanceLen]
-// bytes; a Renew call carries at most [MaxRenewBatch] leases (a client
+// characters, invisible format characters (bidirectional controls,
+// zero-width characters) or line separators, so that what a terminal shows
+// is what is stored ([ValidateText]), at most [MaxNameLen], [MaxLabelLen]
+// and [MaxInstanceLen] bytes; a Renew call carries at most [MaxRenewBatch] leases (a client
 // holding more splits its renewals into batches of that size).
 package store

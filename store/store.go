@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"time"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -285,14 +286,22 @@ type Record struct {
 }
 
 // ValidateName reports whether name can be a lease name: non-empty valid
-// UTF-8 of at most [MaxNameLen] bytes without control characters.
+// UTF-8 of at most [MaxNameLen] bytes without control characters,
+// invisible format characters or line separators (see [ValidateText]).
 func ValidateName(name string) error {
 	return ValidateText("lease name", name, MaxNameLen)
 }
 
 // ValidateText reports whether s can be stored as what (a name, a label, an
-// id): non-empty valid UTF-8 of at most maxLen bytes without control
-// characters. Its error matches [ErrInvalid] and names what.
+// id): non-empty valid UTF-8 of at most maxLen bytes made of characters
+// that show on a terminal as what they are. It refuses control characters
+// (C0, DEL, C1), the invisible format characters of Unicode category Cf
+// (among them the bidirectional controls U+061C, U+200E, U+200F,
+// U+202A–U+202E and U+2066–U+2069, which reorder what a terminal shows,
+// and the zero-width U+200B–U+200D, U+2060 and U+FEFF, which make two
+// different names look the same), and the line and paragraph separators
+// U+2028 and U+2029. Its error matches [ErrInvalid], names what and the
+// offending code point, and shows s escaped.
 func ValidateText(what, s string, maxLen int) error {
 	switch {
 	case s == "":
@@ -303,11 +312,27 @@ func ValidateText(what, s string, maxLen int) error {
 		return fmt.Errorf("%w: %s %q is not valid UTF-8", ErrInvalid, what, s)
 	}
 	for _, r := range s {
-		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
-			return fmt.Errorf("%w: %s %q contains the control character %U", ErrInvalid, what, s, r)
+		if kind := unsafeRune(r); kind != "" {
+			return fmt.Errorf("%w: %s %q contains the %s %U; use visible characters only", ErrInvalid, what, s, kind, r)
 		}
 	}
 	return nil
+}
+
+// unsafeRune says what r is when a name must not hold it ("" when it may):
+// a character that changes a terminal's display instead of showing.
+func unsafeRune(r rune) string {
+	switch {
+	case r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0):
+		return "control character"
+	case r == 0x061c || r == 0x200e || r == 0x200f || (r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069):
+		return "bidirectional control"
+	case r == 0x2028 || r == 0x2029:
+		return "line separator"
+	case unicode.Is(unicode.Cf, r):
+		return "invisible format character"
+	}
+	return ""
 }
 
 func validateTTL(ttl time.Duration) error {

@@ -292,3 +292,15 @@ func TestRunSelfReleaseThenExit(t *testing.T) {
 	require.NotContains(t, a.stderr.all(), "lost")
 	require.Contains(t, a.stdout.all(), `released lease "nightly" (token 1)`)
 }
+
+// TestRunSaysHowItTracksTheTree: with -v, tenure run names the mechanism
+// that tracks the command's descendants. The real binary is the whole
+// process, so it is a child subreaper.
+func TestRunSaysHowItTracksTheTree(t *testing.T) {
+	t.Parallel()
+	s := sqliteStore(t)
+	p := run(t, s.env(t), "-v", "run", "--name", "tracked", "--", "true")
+	require.Equal(t, 0, p.code, p.stderr.all())
+	require.Contains(t, p.stderr.all(), `msg="supervising the command"`)
+	require.Contains(t, p.stderr.all(), `tracked_by="child subreaper: every descendant, setsid escapees too"`)
+}

@@ -25,6 +25,11 @@ func TestPostgres(t *testing.T) {
 		role := testserver.PostgresRole(t, owner)
 		testserver.PostgresGrant(t, owner, cfg, role)
 		pool := testserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, role)
+		obj, err := cfg.Objects()
+		require.NoError(t, err)
+		// A fence takes only tokens the store issued: count 1..10 as issued.
+		_, err = owner.Exec(t.Context(), "SELECT setval($1::regclass, 10)", pgx.Identifier{obj.Schema, obj.TokenSeq}.Sanitize())
+		require.NoError(t, err)
 
 		// Two instances of one service, each with its own pool and fence store.
 		instance := func() *testBundle {
@@ -50,8 +55,6 @@ func TestPostgres(t *testing.T) {
 		require.Equal(t, http.StatusOK, one.put(t, "other", "", "1").StatusCode)
 
 		var recorded int64
-		obj, err := cfg.Objects()
-		require.NoError(t, err)
 		require.NoError(t, owner.QueryRow(t.Context(),
 			"SELECT token FROM "+pgx.Identifier{obj.Schema, obj.Fences}.Sanitize()+" WHERE resource = 'invoices'").Scan(&recorded))
 		require.Equal(t, int64(8), recorded, "the fence lives in tenure's fence table")

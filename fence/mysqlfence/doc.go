@@ -68,8 +68,9 @@
 //
 // The same checks are plain stored procedures, callable from any language
 // in any transaction; they raise SQLSTATE TF001 (stale token), TF002 (lease
-// not held with this token) and TF003 (renewal chain moved on), a class of
-// their own that no server error uses. The package documentation of
+// not held with this token), TF003 (renewal chain moved on) and TF004 (a
+// token above the store's counter, never issued: [fence.ErrNotIssued]), a
+// class of their own that no server error uses. The package documentation of
 // [mysqlstore] describes them.
 //
 // # Locks and transaction length

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/tenure-dev/tenure/fence"
 	"github.com/tenure-dev/tenure/store"
 
 	"github.com/go-sql-driver/mysql"
@@ -17,6 +18,7 @@ const (
 	codeStaleToken   = "TF001" // fence: a greater token was recorded
 	codeLeaseNotHeld = "TF002" // check_lease: not held with this token
 	codeChainMoved   = "TF003" // check_lease_strict: holder or seq mismatch
+	codeNotIssued    = "TF004" // fence: the token is above the counter
 )
 
 // errs classifies what is not the fence procedures' own refusals.
@@ -53,6 +55,13 @@ func interpretError(op, subject string, offered store.Token, err error) error {
 		}
 		return fmt.Errorf("mysqlfence: %s: roll back and stop working under this token: %w", op,
 			&store.FencedError{Resource: subject, Offered: offered, Recorded: store.Token(recorded)})
+	case codeNotIssued:
+		var issued, off int64
+		if _, scanErr := fmt.Sscanf(detail, "issued=%d offered=%d", &issued, &off); scanErr != nil {
+			issued = 0
+		}
+		return fmt.Errorf("mysqlfence: %s: %w (%w): token %d is above the last token handed out, %d; nothing was recorded",
+			op, fence.ErrNotIssued, store.ErrInvalid, offered, issued)
 	case codeLeaseNotHeld:
 		var current, off int64
 		var state string

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tenure-dev/tenure"
+	"github.com/tenure-dev/tenure/fence"
 	"github.com/tenure-dev/tenure/fence/mysqlfence"
 	"github.com/tenure-dev/tenure/internal/testserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
@@ -35,6 +36,9 @@ type testBundle struct {
 	writes string // a table the account may INSERT into and SELECT from
 }
 
+// issuedInTests is the counter every test starts from.
+const issuedInTests = 100
+
 func setup(t *testing.T) *testBundle {
 	t.Helper()
 	return setupConfig(t, testserver.MySQLConfig(t))
@@ -47,8 +51,14 @@ func setupConfig(t *testing.T, cfg mysqlstore.Config) *testBundle {
 	b := &testBundle{owner: owner, cfg: cfg}
 	testserver.MySQLSchema(t, owner, cfg)
 	testserver.MySQLGrant(t, owner, cfg, account)
+	// The fence accepts only tokens the counter handed out: tests that
+	// fence made-up tokens count them as issued (up to issuedInTests).
+	objs, err := cfg.Objects()
+	require.NoError(t, err)
+	_, err = owner.ExecContext(t.Context(), "UPDATE "+mysqlstore.Quote(cfg.Database, objs.Tokens)+" SET value = GREATEST(value, ?) WHERE id = 1", issuedInTests)
+	require.NoError(t, err)
 	b.writes = mysqlstore.Quote(cfg.Database, testutil.UniqueName(t)+"_writes")
-	_, err := owner.ExecContext(t.Context(), "CREATE TABLE "+b.writes+
+	_, err = owner.ExecContext(t.Context(), "CREATE TABLE "+b.writes+
 		" (id BIGINT AUTO_INCREMENT PRIMARY KEY, token BIGINT NOT NULL) ENGINE = InnoDB")
 	require.NoError(t, err)
 	t.Cleanup(func() {
@@ -191,6 +201,23 @@ func TestFence(t *testing.T) {
 		requireFenced(t, b.fencer.Fence(ctx, b.db, res, 6), res, 6, 7)
 		requireFenced(t, b.fencer.Fence(ctx, b.db, res, 1), res, 1, 7)
 		require.NoError(t, b.fencer.Fence(ctx, b.db, "other", 1), "resources are independent")
+	})
+
+	t.Run("NeverIssuedTokenIsRefused", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		ctx := t.Context()
+		require.NoError(t, b.fencer.Fence(ctx, b.db, "invoices", 5))
+		for _, tok := range []store.Token{issuedInTests + 1, 1<<63 - 1} {
+			err := b.fencer.Fence(ctx, b.db, "invoices", tok)
+			require.ErrorIs(t, err, fence.ErrNotIssued, "token %d", tok)
+			require.ErrorIs(t, err, store.ErrInvalid)
+			require.NotErrorIs(t, err, store.ErrFenced, "a forged token is not a superseded holder")
+		}
+		require.NoError(t, b.fencer.Fence(ctx, b.db, "invoices", 6), "the refusals recorded nothing")
+		g := b.acquire(t, "job", "holder", time.Minute)
+		require.Greater(t, g.Token, store.Token(issuedInTests))
+		require.NoError(t, b.fencer.Fence(ctx, b.db, "invoices", g.Token), "an issued token is accepted")
 	})
 
 	t.Run("RolledBackWriteLeavesFence", func(t *testing.T) {

@@ -6,10 +6,13 @@
 // # Which check
 //
 //   - [Fence] (resource, token): the resource remembers the highest token it
-//     accepted and refuses lower ones. Works wherever the token travels,
-//     also when the lease lives in another store. Equal tokens pass, so
-//     two clones of one holder (same token) both pass: pair it with the
-//     renewal chain, or use the strict check.
+//     accepted and refuses lower ones, and refuses a token the store never
+//     issued (above the token sequence of the same schema and prefix).
+//     Equal tokens pass, so two clones of one holder (same token) both
+//     pass: pair it with the renewal chain, or use the strict check.
+//   - [FenceForeign]: Fence for tokens of another store (etcd, Consul,
+//     Redis), which the database cannot check; the run-time role is not
+//     granted it.
 //   - [CheckLease] (lease name, token): the write is accepted only while
 //     the lease itself is held with that token by the server's clock, and
 //     the lease row stays share-locked until commit, so no takeover can
@@ -80,6 +83,9 @@
 //   - Missing functions match [store.ErrNotMigrated]; connection failures
 //     and timeouts match [store.ErrUnavailable] (the transaction did not
 //     commit; roll it back).
+//   - A token the store never issued matches [fence.ErrNotIssued] and
+//     [store.ErrInvalid], not [store.ErrFenced]: it is a bug or an attack,
+//     not a superseded holder, and nothing was changed.
 //   - Bad input (empty name, token 0 or below, nil querier) matches
 //     [store.ErrInvalid] and sends nothing. A [tenure.Lease] whose Token
 //     is 0 is no longer trusted: do not write.
@@ -88,8 +94,20 @@
 //
 // The same checks are plain SQL functions, callable from any language in
 // any transaction; they raise SQLSTATE TF001 (stale token), TF002 (lease not
-// held with this token) and TF003 (renewal chain moved on). The package
-// documentation of [pgstore] describes them.
+// held with this token), TF003 (renewal chain moved on) and TF004 (a token
+// never issued). The package documentation of [pgstore] describes them.
+//
+// # Roles and repair
+//
+// The functions run as the schema's owner: a role granted what
+// [pgstore.Config.GrantSQL] prints calls them and cannot touch the fences,
+// leases or token sequence any other way, so a buggy or compromised worker
+// can neither rewind a fence nor raise it past the tokens issued. A fence
+// poisoned all the same (through FenceForeign, or before the upgrade that
+// took the table privileges away) is repaired by the owner with
+// [Fencer.Reset] or `tenure fence reset RESOURCE --to N --reason TEXT`;
+// every reset is recorded in the fence_resets table with who, when, why,
+// and the old and new token.
 //
 // # Locks and transaction length
 //

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/tenure-dev/tenure/fence"
 	"github.com/tenure-dev/tenure/internal/pgkit"
 )
 
@@ -16,13 +17,15 @@ const (
 	codeStaleToken   = "TF001" // fence: a greater token was recorded
 	codeLeaseNotHeld = "TF002" // check_lease: not held with this token
 	codeChainMoved   = "TF003" // check_lease_strict: holder or seq mismatch
+	codeNotIssued    = "TF004" // fence, fence_reset: above the token sequence
+	codeNoFence      = "TF005" // fence_reset: the resource has no fence
 )
 
 // errs classifies what is not the fence functions' own refusals.
 var errs = pgkit.Interpreter{
 	Owner:   "pgfence",
 	Migrate: "the fence functions are missing; run `tenure migrate` (or pgstore.Store.Migrate) for this schema and prefix",
-	Grant:   "grant this role what pgstore.Config.GrantSQL prints",
+	Grant:   "grant this role what pgstore.Config.GrantSQL prints (fence_foreign and fence_reset are not in it: run them as the schema's owner, or grant them by hand)",
 	Unknown: "roll the transaction back; if this was the commit, its outcome is unknown",
 }
 
@@ -41,6 +44,15 @@ func interpretError(op, subject string, offered store.Token, err error) error {
 		return errs.Error(op, err)
 	}
 	switch pgErr.Code {
+	case codeNotIssued:
+		var issued, off int64
+		if _, scanErr := fmt.Sscanf(pgErr.Detail, "issued=%d offered=%d", &issued, &off); scanErr != nil {
+			issued = -1
+		}
+		return fmt.Errorf("pgfence: %s: %w: %w: token %d is above the last token the store issued (%d); nothing was changed. A token of another lease store needs FenceForeign; otherwise the caller has a bug or is hostile",
+			op, fence.ErrNotIssued, store.ErrInvalid, offered, issued)
+	case codeNoFence:
+		return fmt.Errorf("pgfence: %s: resource %q has no fence, so there is nothing to reset; check the resource name", op, subject)
 	case codeStaleToken:
 		var recorded, off int64
 		if _, scanErr := fmt.Sscanf(pgErr.Detail, "recorded=%d offered=%d", &recorded, &off); scanErr != nil {

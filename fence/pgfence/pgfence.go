@@ -3,6 +3,7 @@ package pgfence
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/tenure-dev/tenure/store"
 
@@ -63,7 +64,7 @@ var (
 // methods are safe for concurrent use. The package-level functions use the
 // default one (schema public, prefix tenure_).
 type Fencer struct {
-	fenceSQL, checkSQL, strictSQL string
+	fenceSQL, foreignSQL, resetSQL, checkSQL, strictSQL string
 }
 
 // New returns a Fencer for the functions that [pgstore.Store.Migrate]
@@ -75,9 +76,11 @@ func New(cfg pgstore.Config) (*Fencer, error) {
 		return nil, err
 	}
 	return &Fencer{
-		fenceSQL:  "SELECT " + pgx.Identifier{obj.Schema, obj.FenceFunc}.Sanitize() + "($1::text, $2::bigint)",
-		checkSQL:  "SELECT " + pgx.Identifier{obj.Schema, obj.CheckLeaseFunc}.Sanitize() + "($1::text, $2::bigint)",
-		strictSQL: "SELECT " + pgx.Identifier{obj.Schema, obj.CheckLeaseStrictFunc}.Sanitize() + "($1::text, $2::bigint, $3::text, $4::text, $5::bigint)",
+		fenceSQL:   "SELECT " + pgx.Identifier{obj.Schema, obj.FenceFunc}.Sanitize() + "($1::text, $2::bigint)",
+		foreignSQL: "SELECT " + pgx.Identifier{obj.Schema, obj.FenceForeignFunc}.Sanitize() + "($1::text, $2::bigint)",
+		resetSQL:   "SELECT " + pgx.Identifier{obj.Schema, obj.FenceResetFunc}.Sanitize() + "($1::text, $2::bigint, $3::text)",
+		checkSQL:   "SELECT " + pgx.Identifier{obj.Schema, obj.CheckLeaseFunc}.Sanitize() + "($1::text, $2::bigint)",
+		strictSQL:  "SELECT " + pgx.Identifier{obj.Schema, obj.CheckLeaseStrictFunc}.Sanitize() + "($1::text, $2::bigint, $3::text, $4::text, $5::bigint)",
 	}, nil
 }
 
@@ -91,6 +94,14 @@ func Fence(ctx context.Context, q Querier, resource string, tok store.Token) err
 		return defaultErr
 	}
 	return defaultFencer.Fence(ctx, q, resource, tok)
+}
+
+// FenceForeign is [Fencer.FenceForeign] on the default schema and prefix.
+func FenceForeign(ctx context.Context, q Querier, resource string, tok store.Token) error {
+	if defaultErr != nil {
+		return defaultErr
+	}
+	return defaultFencer.FenceForeign(ctx, q, resource, tok)
 }
 
 // CheckLease is [Fencer.CheckLease] on the default schema and prefix.
@@ -122,7 +133,11 @@ func StrictTx(ctx context.Context, db Beginner, l *tenure.Lease, fn func(ctx con
 // when tok is equal to or greater than every token resource accepted
 // before, and fails with a [*store.FencedError] (matching
 // [store.ErrFenced]) carrying resource, tok and the recorded token when a
-// greater one was recorded. It locks the resource's fence row until the
+// greater one was recorded. A token the store's token sequence never
+// issued (greater than its last value) fails with an error matching
+// [fence.ErrNotIssued] and [store.ErrInvalid], and changes nothing: a
+// fence takes only tokens of the leases in the same schema and prefix (for
+// tokens of another store, see [Fencer.FenceForeign]). It locks the resource's fence row until the
 // transaction ends, so fenced writes to one resource commit in token
 // order; a transaction that rolls back leaves the fence as it was.
 //
@@ -136,6 +151,53 @@ func (f *Fencer) Fence(ctx context.Context, q Querier, resource string, tok stor
 	}
 	_, err := q.Exec(ctx, f.fenceSQL, resource, int64(tok))
 	return interpretError(fmt.Sprintf("fence %q", resource), resource, tok, err)
+}
+
+// FenceForeign is [Fencer.Fence] for tokens of another lease store (etcd,
+// Consul, Redis): it accepts any positive token, since the database cannot
+// know which tokens that store issued. The run-time role of
+// [pgstore.Config.GrantSQL] may not call it; grant EXECUTE on the
+// fence_foreign function by hand to the role of a resource whose leases
+// live elsewhere, knowing that such a role can raise any fence of the
+// prefix to any value.
+func (f *Fencer) FenceForeign(ctx context.Context, q Querier, resource string, tok store.Token) error {
+	if err := validate(q, resource, tok); err != nil {
+		return fmt.Errorf("pgfence: foreign fence: %w", err)
+	}
+	_, err := q.Exec(ctx, f.foreignSQL, resource, int64(tok))
+	return interpretError(fmt.Sprintf("foreign fence %q", resource), resource, tok, err)
+}
+
+// Reset is the operator's repair of a poisoned fence (one that recorded a
+// token so high that every legitimate writer is refused): it sets the
+// fence of resource to tok, which may be 0 and at most the last token the
+// store issued, and returns the token it replaced. The reset is recorded
+// in the fence_resets table with the reason, the role that ran it
+// (current_user and session_user) and the server's time. It runs as its
+// caller: only the schema's owner (or a role granted EXECUTE on
+// fence_reset and the privileges on the fences and fence_resets tables)
+// may call it; the run-time role is refused with permission denied.
+//
+// reason must not be empty. A resource with no fence fails; so does a tok
+// outside 0..issued ([fence.ErrNotIssued]).
+func (f *Fencer) Reset(ctx context.Context, q Querier, resource string, tok store.Token, reason string) (store.Token, error) {
+	if q == nil {
+		return 0, fmt.Errorf("pgfence: reset fence: %w: querier is nil", store.ErrInvalid)
+	}
+	if err := store.ValidateText("resource", resource, store.MaxNameLen); err != nil {
+		return 0, fmt.Errorf("pgfence: reset fence: %w", err)
+	}
+	if tok < 0 {
+		return 0, fmt.Errorf("pgfence: reset fence %q: %w: token %d is negative; pass 0 or a token the store issued", resource, store.ErrInvalid, tok)
+	}
+	if strings.TrimSpace(reason) == "" {
+		return 0, fmt.Errorf("pgfence: reset fence %q: %w: a reason is required; it is recorded with the reset", resource, store.ErrInvalid)
+	}
+	var old int64
+	if err := q.QueryRow(ctx, f.resetSQL, resource, int64(tok), reason).Scan(&old); err != nil {
+		return 0, interpretError(fmt.Sprintf("reset fence %q", resource), resource, tok, err)
+	}
+	return store.Token(old), nil
 }
 
 // CheckLease checks, in q's transaction, that lease name is held with tok

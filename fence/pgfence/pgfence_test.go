@@ -56,6 +56,13 @@ func setupConfig(t *testing.T, mode pgx.QueryExecMode, cfg pgstore.Config) *test
 	require.NoError(t, err)
 	_, err = owner.Exec(t.Context(), "GRANT SELECT, INSERT ON "+b.writes+" TO "+pgx.Identifier{role}.Sanitize())
 	require.NoError(t, err)
+	// The tests fence with small tokens of their own choosing; a fence
+	// takes only tokens the sequence issued, so the first 100 count as
+	// issued.
+	obj, err := b.cfg.Objects()
+	require.NoError(t, err)
+	_, err = owner.Exec(t.Context(), "SELECT setval($1::regclass, 100)", pgx.Identifier{obj.Schema, obj.TokenSeq}.Sanitize())
+	require.NoError(t, err)
 	b.pool = testserver.PostgresPool(t, mode, role)
 	b.store, err = pgstore.New(b.pool, b.cfg)
 	require.NoError(t, err)
@@ -642,11 +649,13 @@ func TestDefaultSchema(t *testing.T) {
 	ctx := t.Context()
 	name := testutil.UniqueName(t)
 
-	require.NoError(t, pgfence.Fence(ctx, owner, name, 5))
-	requireFenced(t, pgfence.Fence(ctx, owner, name, 4), name, 4, 5)
-
 	g, err := s.Acquire(ctx, store.AcquireParams{Name: name, Holder: testutil.Holder(t, "a"), TTL: time.Minute})
 	require.NoError(t, err)
+	later, err := s.Acquire(ctx, store.AcquireParams{Name: name + "_later", Holder: testutil.Holder(t, "a"), TTL: time.Minute})
+	require.NoError(t, err)
+	require.NoError(t, pgfence.Fence(ctx, owner, name, later.Token))
+	requireFenced(t, pgfence.Fence(ctx, owner, name, g.Token), name, g.Token, later.Token)
+	require.NoError(t, pgfence.FenceForeign(ctx, owner, name+"_foreign", g.Token+1_000_000))
 	require.NoError(t, pgfence.CheckLease(ctx, owner, name, g.Token))
 	seq, err := pgfence.CheckLeaseStrict(ctx, owner, newChain(g))
 	require.NoError(t, err)

@@ -60,6 +60,21 @@
 // "tenure:fence:", live side by side. [StrictHSet] refuses data keys under
 // the lease store's prefix and under [DefaultKeyPrefix].
 //
+// # Tokens the store never issued
+//
+// A fence that takes any token can be poisoned: one write with a token of
+// 2^63 - 1 (a bug, a hand-made call) refuses every legitimate writer from
+// then on. When the leases live in a redisstore on the same server, set
+// [Config.CounterKey] to its counter ([redisstore.Keys.Counter]): every
+// fenced call then reads the counter in the same atomic step and refuses a
+// token above it with an error matching [fence.ErrNotIssued] (and
+// [store.ErrInvalid]), writing nothing. Without it (tokens of another
+// store) the fence takes any valid token. This guards against mistakes,
+// not against a hostile client: anything that may write to Redis can set
+// a fence key directly; keep such clients out with Redis ACLs. A poisoned
+// fence is repaired by setting its key (see Keys) to the last token
+// accepted, with SET, as an operator.
+//
 // # Calling the scripts from other languages
 //
 // The scripts (fence.lua, strict.lua; their headers give the KEYS and ARGV
@@ -69,7 +84,9 @@
 // fraction, at most 19 digits and at most 2^63 - 1. The fence script also
 // takes the fence key prefix and the store key prefix (empty when unknown):
 // the fence key must start with the former, and the data key must start
-// with neither. A call that breaks these rules fails with an error that
+// with neither. A last key after the fence key (check) or after the data
+// key (set, hset) is the lease store's counter: a token above its value is
+// refused with the reply {-1, counter}. A call that breaks these rules fails with an error that
 // starts with "ERR tenure fence:" (or "ERR tenure strict:") and changes
 // nothing.
 //

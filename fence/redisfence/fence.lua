@@ -4,6 +4,9 @@
 --
 -- KEYS[1] the resource's fence (a string: the greatest token accepted)
 -- KEYS[2] the key to write (op set and hset only)
+-- KEYS[3] (set, hset) or KEYS[2] (check): optional, the lease store's token
+--         counter (redisstore's <prefix>token). When given, a token greater
+--         than the counter (a token the store never issued) is refused.
 -- ARGV[1] op: 'read', 'check', 'set' or 'hset'
 -- ARGV[2] the token offered: a canonical positive decimal (digits only, no
 --         sign, no leading zero, no exponent, at most 19 digits, at most
@@ -15,8 +18,9 @@
 -- set:  ARGV[5] the value, ARGV[6] its TTL in ms ('0': none)
 -- hset: ARGV[5], ARGV[6], ... field, value pairs
 --
--- Returns {accepted (0|1), the token recorded before the call}. A refused
--- token changes nothing. Bad arguments are errors that start with
+-- Returns {accepted (0|1), the token recorded before the call}, or
+-- {-1, the counter} when the token is above the counter. A refused token
+-- changes nothing. Bad arguments are errors that start with
 -- "ERR tenure fence:" and change nothing. The write comes before the fence
 -- moves, so a write that fails (WRONGTYPE) leaves the fence as it was.
 
@@ -59,6 +63,19 @@ if op == 'set' or op == 'hset' then
   end
 elseif op ~= 'check' then
   return redis.error_reply('ERR tenure fence: unknown operation ' .. tostring(op))
+end
+local counterKey = KEYS[3]
+if op == 'check' then
+  counterKey = KEYS[2]
+end
+if counterKey then
+  local issued = redis.call('GET', counterKey) or '0'
+  if not canonical(issued) then
+    issued = '0'
+  end
+  if less(issued, token) then
+    return {-1, issued}
+  end
 end
 if less(token, recorded) then
   return {0, recorded}

@@ -52,6 +52,16 @@ type Config struct {
 	// (redisstore.Keys.Owns: "tenure:lease:...", "tenure:held:...",
 	// "tenure:token") are refused.
 	StoreKeyPrefix string
+
+	// CounterKey is the token counter of the lease store whose tokens the
+	// fence takes, on the same server ([redisstore.Keys.Counter], "tenure:token"
+	// for the default store). Default (empty): none. When set, every
+	// fenced call reads it in the same atomic step and refuses a token
+	// greater than it (a token the store never issued) with an error
+	// matching [fence.ErrNotIssued], changing nothing. Leave it empty when
+	// the tokens come from another store. On Redis Cluster it must hash to
+	// the same slot as the fence and data keys.
+	CounterKey string
 }
 
 // Fencer makes fenced writes to Redis keys. Its methods are safe for
@@ -63,6 +73,8 @@ type Fencer struct {
 	// store are the keys of the lease store: StoreKeyPrefix's, or the
 	// default store's when it is unknown.
 	store redisstore.Keys
+	// counter is Config.CounterKey, "" when none.
+	counter string
 }
 
 // New returns a Fencer with the fence keys cfg names.
@@ -89,7 +101,11 @@ func New(cfg Config) (*Fencer, error) {
 		return nil, fmt.Errorf("redisfence: %w: KeyPrefix %q puts fence keys among the keys of the lease store with prefix %q (%q..., %q..., %q): a fence could overwrite a lease and a lease rewind a fence; choose another prefix",
 			store.ErrInvalid, p, keys.Prefix, keys.Record(""), keys.Held(""), keys.Counter)
 	}
-	return &Fencer{prefix: p, storePrefix: cfg.StoreKeyPrefix, store: keys}, nil
+	if strings.HasPrefix(cfg.CounterKey, p) || strings.ContainsFunc(cfg.CounterKey, isControl) || !utf8.ValidString(cfg.CounterKey) {
+		return nil, fmt.Errorf("redisfence: %w: CounterKey %q must be the lease store's counter key (redisstore's Keys().Counter), outside the fence prefix %q and without control characters",
+			store.ErrInvalid, cfg.CounterKey, p)
+	}
+	return &Fencer{prefix: p, storePrefix: cfg.StoreKeyPrefix, store: keys, counter: cfg.CounterKey}, nil
 }
 
 // checkDataKey refuses a data key that a fenced write must not touch: one
@@ -165,7 +181,7 @@ func (f *Fencer) Check(ctx context.Context, c redis.Scripter, resource string, t
 	if err := validate(c, resource, tok); err != nil {
 		return fmt.Errorf("redisfence: check: %w", err)
 	}
-	return f.run(ctx, c, fmt.Sprintf("check %q", resource), resource, tok, []string{f.Key(resource)}, "check")
+	return f.run(ctx, c, fmt.Sprintf("check %q", resource), resource, tok, f.keys(f.Key(resource)), "check")
 }
 
 // Set writes value to key (SET, replacing whatever key held, its TTL
@@ -193,7 +209,7 @@ func (f *Fencer) Set(ctx context.Context, c redis.Scripter, resource string, tok
 		ms++
 	}
 	return f.run(ctx, c, fmt.Sprintf("set %q fenced by %q", key, resource), resource, tok,
-		[]string{f.Key(resource), key}, "set", value, ms)
+		f.keys(f.Key(resource), key), "set", value, ms)
 }
 
 // HSet sets fields of the hash at key (HSET, leaving other fields alone)
@@ -219,7 +235,7 @@ func (f *Fencer) HSet(ctx context.Context, c redis.Scripter, resource string, to
 	args := append(make([]any, 0, 1+2*len(fields)), "hset")
 	args = appendFields(args, fields)
 	return f.run(ctx, c, fmt.Sprintf("hset %q fenced by %q", key, resource), resource, tok,
-		[]string{f.Key(resource), key}, args...)
+		f.keys(f.Key(resource), key), args...)
 }
 
 // Recorded returns the greatest token resource accepted, 0 when it never
@@ -233,38 +249,56 @@ func (f *Fencer) Recorded(ctx context.Context, c redis.Scripter, resource string
 	return recorded, err
 }
 
+// keys returns the script's keys: keys, then the counter when there is one.
+func (f *Fencer) keys(keys ...string) []string {
+	if f.counter != "" {
+		keys = append(keys, f.counter)
+	}
+	return keys
+}
+
 // run calls the script and turns a refusal into a FencedError.
 func (f *Fencer) run(ctx context.Context, c redis.Scripter, op, resource string, tok store.Token, keys []string, args ...any) error {
 	accepted, recorded, err := f.call(ctx, c, op, tok, keys, args...)
 	if err != nil {
 		return err
 	}
-	if !accepted {
+	if accepted == notIssued {
+		return fmt.Errorf("redisfence: %s: %w: %w: token %d is above the lease store's counter %s (%d): the store never issued it; nothing was written",
+			op, fence.ErrNotIssued, store.ErrInvalid, tok, f.counter, recorded)
+	}
+	if accepted != 1 {
 		return fmt.Errorf("redisfence: %s: stop working under this token: %w", op,
 			&store.FencedError{Resource: resource, Offered: tok, Recorded: recorded})
 	}
 	return nil
 }
 
-// call runs the script with op args[0] and tok and decodes its reply.
-func (f *Fencer) call(ctx context.Context, c redis.Scripter, op string, tok store.Token, keys []string, args ...any) (bool, store.Token, error) {
+// notIssued is the script's first reply element for a token above the
+// counter; the second is then the counter.
+const notIssued = -1
+
+// call runs the script with op args[0] and tok and decodes its reply: 1
+// accepted, 0 refused as stale, [notIssued]; and the recorded token (the
+// counter for notIssued).
+func (f *Fencer) call(ctx context.Context, c redis.Scripter, op string, tok store.Token, keys []string, args ...any) (int64, store.Token, error) {
 	argv := make([]any, 0, len(args)+3)
 	argv = append(argv, args[0], strconv.FormatInt(int64(tok), 10), f.prefix, f.storePrefix)
 	argv = append(argv, args[1:]...)
 	reply, err := fenceScript.Run(ctx, c, keys, argv...).Slice()
 	if err != nil {
-		return false, 0, interpretError(op, err)
+		return 0, 0, interpretError(op, err)
 	}
 	if len(reply) != 2 {
-		return false, 0, unexpectedReply(op, reply)
+		return 0, 0, unexpectedReply(op, reply)
 	}
 	accepted, ok1 := reply[0].(int64)
 	text, ok2 := reply[1].(string)
 	recorded, err := strconv.ParseInt(text, 10, 64)
-	if !ok1 || !ok2 || err != nil {
-		return false, 0, unexpectedReply(op, reply)
+	if !ok1 || !ok2 || err != nil || accepted < notIssued || accepted > 1 {
+		return 0, 0, unexpectedReply(op, reply)
 	}
-	return accepted == 1, store.Token(recorded), nil
+	return accepted, store.Token(recorded), nil
 }
 
 // validateHash checks the key and the fields of a hash write.

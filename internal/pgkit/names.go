@@ -92,13 +92,15 @@ func (ns Namespace) Ident(name string) string { return pgx.Identifier{ns.Schema,
 // Renderer returns the function that puts quoted names into embedded SQL,
 // built once at construction: {{schema}} becomes the quoted schema; for
 // each placeholder → object name of objects, {{placeholder}} becomes the
-// object quoted and schema-qualified; then verbatim's pairs (placeholder,
-// text, placeholder, text, …) are substituted as they are.
+// object quoted and schema-qualified, and {{placeholder_lit}} that quoted
+// name as a string literal (for ::regclass and the like); then verbatim's
+// pairs (placeholder, text, placeholder, text, …) are substituted as they
+// are.
 func (ns Namespace) Renderer(objects map[string]string, verbatim ...string) func(sql string) string {
-	pairs := make([]string, 0, 2+2*len(objects)+len(verbatim))
+	pairs := make([]string, 0, 2+4*len(objects)+len(verbatim))
 	pairs = append(pairs, "{{schema}}", ns.QuotedSchema())
 	for placeholder, name := range objects {
-		pairs = append(pairs, "{{"+placeholder+"}}", ns.Ident(name))
+		pairs = append(pairs, "{{"+placeholder+"}}", ns.Ident(name), "{{"+placeholder+"_lit}}", QuoteLiteral(ns.Ident(name)))
 	}
 	pairs = append(pairs, verbatim...)
 	return strings.NewReplacer(pairs...).Replace

@@ -73,6 +73,6 @@ func TestRenderer(t *testing.T) {
 		"check_lease_fn": ns.Name("check_lease"),
 	}, "{{cols}}", "a, b", "{{idx}}", pgkit.QuoteIdent("p_idx"))
 	require.Equal(t,
-		`SELECT a, b FROM "s"."p_leases" WHERE "s"."p_check_lease"(1) IN SCHEMA "s" USING "p_idx" {{other}}`,
-		render("SELECT {{cols}} FROM {{leases}} WHERE {{check_lease_fn}}(1) IN SCHEMA {{schema}} USING {{idx}} {{other}}"))
+		`SELECT a, b FROM "s"."p_leases" WHERE "s"."p_check_lease"(1) IN SCHEMA "s" USING "p_idx" {{other}} '"s"."p_leases"'::regclass`,
+		render("SELECT {{cols}} FROM {{leases}} WHERE {{check_lease_fn}}(1) IN SCHEMA {{schema}} USING {{idx}} {{other}} {{leases_lit}}::regclass"))
 }

@@ -30,6 +30,14 @@
 //     package's TestMain calls [Main] to share one server among its tests
 //     ([SharedEtcd], [SharedConsul]); a test that stops or restarts its
 //     server starts its own ([OwnEtcd], [OwnConsul]).
+//   - TLS (tls.go): servers for one test each that speak TLS only, with
+//     certificates of a throwaway CA ([testca]): a private PostgreSQL
+//     cluster with hostssl lines only ([OwnPostgresTLS]; initdb and
+//     postgres from $TENURE_PG_BIN_DIR, run as the postgres user when
+//     the tests run as root), redis-server on a TLS port with an ACL user
+//     ([OwnRedisTLS]), etcd with client-certificate and password
+//     authentication ([OwnEtcdTLS]) and a Consul agent on HTTPS with ACLs
+//     ([OwnConsulTLS]).
 //
 // When a server is unreachable or its binary is missing, the test skips,
 // or fails when the environment variable CI is set

@@ -56,6 +56,9 @@ type Config struct {
 	// ReadyTimeout bounds each wait for Ready. Zero means
 	// [DefaultReadyTimeout].
 	ReadyTimeout time.Duration
+	// Prepare, when set, adjusts the command before each start (to run it
+	// as another user, for one: PostgreSQL refuses to run as root).
+	Prepare func(cmd *exec.Cmd)
 }
 
 // Process is a server process [Start] started. Its methods are safe for
@@ -154,6 +157,9 @@ func (p *Process) launch(ctx context.Context) error {
 	cmd.Dir = p.cfg.Dir
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = sysProcAttr()
+	if p.cfg.Prepare != nil {
+		p.cfg.Prepare(cmd)
+	}
 	err = startProcess(cmd)
 	_ = log.Close() // The process has its own descriptor.
 	if err != nil {

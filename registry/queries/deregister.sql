@@ -3,12 +3,5 @@
 -- row stays: ownerships keep naming it. $1 id, $2 instance, $3 seq,
 -- $4 the nonces of earlier heartbeats whose replies were lost (see
 -- heartbeat.sql).
-UPDATE {{agents}} AS a SET
-    seq          = a.seq + 1,
-    beat_nonce   = '',
-    deregistered = true
-WHERE a.id = $1
-  AND a.instance = $2
-  AND NOT a.deregistered
-  AND (a.seq = $3 OR a.beat_nonce = ANY ($4::text[]))
-RETURNING a.seq
+-- (see the function agent_deregister in migration 002)
+SELECT * FROM {{agent_deregister_fn}}($1::text, $2::text, $3::bigint, $4::text[])

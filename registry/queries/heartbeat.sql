@@ -11,14 +11,5 @@
 --
 -- SET expressions read the row before the update: last_gap_us is the time
 -- since the previous heartbeat.
-UPDATE {{agents}} AS a SET
-    seq          = a.seq + 1,
-    beat_nonce   = $4,
-    last_gap_us  = greatest(0, floor(extract(epoch FROM clock_timestamp() - a.heartbeat_at) * 1000000))::bigint,
-    heartbeat_at = clock_timestamp()
-WHERE a.id = $1
-  AND a.instance = $2
-  AND NOT a.deregistered
-  AND (a.seq = $3 OR a.beat_nonce = ANY ($5::text[]))
-RETURNING a.seq, a.heartbeat_at, a.last_gap_us, a.stale_after_us, a.conflicts,
-          a.last_conflict_at, coalesce(a.last_conflict_instance, '')
+-- (see the function agent_heartbeat in migration 002)
+SELECT * FROM {{agent_heartbeat_fn}}($1::text, $2::text, $3::bigint, $4::text, $5::text[])

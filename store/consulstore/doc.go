@@ -1,7 +1,8 @@
 // Package consulstore is a [store.Store] on Consul's KV store and sessions.
 // It also implements [store.Notifier] and [store.Lister], and gives Consul
-// users the fence as a comparison for their own transactions
-// ([Store.FenceOps]).
+// users the fence in their own transactions: a token check
+// ([Store.FenceOps]) and the strict, chain-advancing write
+// ([Store.StrictTxn]).
 //
 //	client, err := api.NewClient(api.DefaultConfig())
 //	store, err := consulstore.New(client, consulstore.Config{})
@@ -53,6 +54,11 @@
 // token again; keep Consul's Raft data durable (it is, unless the servers
 // run with -dev).
 //
+// A token tells tenures apart, not processes: two byte-identical clones of
+// one holder (a snapshot restored twice) carry the same token, and a
+// token check ([Store.FenceOps]) lets both write. [Store.StrictTxn] also
+// compares and advances the renewal seq, so only one of them can.
+//
 // The key's LockIndex is not used: it counts lock acquisitions, which this
 // store makes at every renewal, and it restarts when the key is deleted.
 //
@@ -83,6 +89,9 @@
 //     needed; retrying cannot help.
 //   - A value under the prefix that this store did not write fails the
 //     calls that read it; give every program its own prefix.
+//   - A [Store.StrictTxn] whose outcome is unknown (ErrUnavailable) ends
+//     its chain write as not applied; if it did apply, the holder's next
+//     renewal finds the seq moved and ends the tenure as a clone's.
 //   - [Store.Close] ends Listen and refuses later calls with
 //     [store.ErrClosed]; it destroys no session, so held leases stay held
 //     until released or expired.
@@ -149,5 +158,18 @@
 // token as index: put it first in a transaction of your own and the
 // transaction applies only while no newer tenure has begun, the Consul form
 // of etcd's Mutex.IsOwner. [Store.FenceError] turns the failed transaction
-// into a [*store.FencedError].
+// into a [*store.FencedError]. The check is on the token only, so it
+// passes for every clone of the holder.
+//
+// [Store.StrictTxn] is the strict form, in two round trips: a consistent
+// read of the lease record, checked for the writer's holder, token and
+// seq, then one transaction of a compare-and-set of the record on the
+// ModifyIndex just read (writing seq+1; a set keeps the session's lock), a
+// check-index of the counter on the token, and the caller's operations.
+// Of two clones only the one at the head of the renewal chain passes; the
+// other gets a [*store.FencedError] saying that the chain moved on (or
+// that another tenure holds the lease, or nobody does), and none of its
+// operations apply. It takes the chain write of tenure's
+// Lease.BeginChainWrite ([ChainWrite]) and ends it, so the holder's
+// renewals carry the seq its writes advanced.
 package consulstore

@@ -1,6 +1,8 @@
 // Package etcdstore keeps tenure leases in etcd v3: a [store.Store],
 // [store.Notifier] and [store.Lister] over a [clientv3.Client] the caller
-// creates and closes.
+// creates and closes. For data kept in etcd it also gives the fence inside
+// the caller's own transaction: a token check ([Store.IsOwner]) and the
+// strict, chain-advancing write ([Store.StrictTxn]).
 //
 //	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"127.0.0.1:2379"}})
 //	...
@@ -49,6 +51,11 @@
 // (which discards old versions but never lowers the revision), and across
 // restarts and leader changes. Tokens are not consecutive.
 //
+// A token tells tenures apart, not processes: two byte-identical clones of
+// one holder (a snapshot restored twice) carry the same token, and a
+// token check ([Store.IsOwner]) lets both write. [Store.StrictTxn] also
+// compares and advances the renewal seq, so only one of them can.
+//
 // They go backwards only when the cluster's data does: restoring a
 // snapshot taken before the last tokens were handed out, or pointing the
 // store at another cluster. Restore with
@@ -81,6 +88,9 @@
 //     batches fail with an error that names the setting.
 //   - Keys under the prefix that this store did not write make calls on
 //     their lease fail with an error naming the key.
+//   - A [Store.StrictTxn] whose outcome is unknown (ErrUnavailable) ends
+//     its chain write as not applied; if it did apply, the holder's next
+//     renewal finds the seq moved and ends the tenure as a clone's.
 //   - Bad input fails with [store.ErrInvalid] and changes nothing; after
 //     [Store.Close] every call fails with [store.ErrClosed].
 //
@@ -137,5 +147,16 @@
 // transaction that writes: the write then commits only while the tenure is
 // current, checked by the same server, in the same transaction (the etcd
 // IsOwner pattern). A transaction that does not succeed must be treated as
-// [store.ErrFenced].
+// [store.ErrFenced]. The check is on the token only, so it passes for
+// every clone of the holder.
+//
+// [Store.StrictTxn] is the strict form: one transaction that compares the
+// held/ key's create revision (the token), version (the seq) and value
+// (the holder) and, when they match, writes the key again on its etcd
+// lease (advancing the seq, as a renewal does), the seq/ key, and the
+// caller's operations. Of two clones only the one at the head of the
+// renewal chain passes; the other gets a [*store.FencedError] saying that
+// the chain moved on, and none of its operations apply. It takes the
+// chain write of tenure's Lease.BeginChainWrite ([ChainWrite]) and ends
+// it, so the holder's renewals carry the seq its writes advanced.
 package etcdstore

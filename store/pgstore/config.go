@@ -26,6 +26,14 @@ const (
 	suffixFence            = "fence"
 	suffixCheckLease       = "check_lease"
 	suffixCheckLeaseStrict = "check_lease_strict"
+	suffixAcquire          = "acquire"
+	suffixRenew            = "renew"
+	suffixRelease          = "release"
+	suffixGet              = "get"
+	suffixList             = "list"
+	suffixFenceForeign     = "fence_foreign"
+	suffixFenceReset       = "fence_reset"
+	suffixFenceResets      = "fence_resets"
 	longestSuffix          = len(suffixCheckLeaseStrict)
 )
 
@@ -53,7 +61,9 @@ type Config struct {
 
 	// TablePrefix is put in front of every object's name: with the default
 	// [DefaultTablePrefix] they are tenure_leases, tenure_fences,
-	// tenure_token_seq, tenure_migrations and the functions tenure_fence,
+	// tenure_token_seq, tenure_migrations, tenure_fence_resets and the
+	// functions tenure_acquire, tenure_renew, tenure_release, tenure_get,
+	// tenure_list, tenure_fence, tenure_fence_foreign, tenure_fence_reset,
 	// tenure_check_lease and tenure_check_lease_strict. Several prefixes can
 	// live side by side in one schema, each with its own leases, tokens and
 	// fences. At most [MaxTablePrefixLen] bytes.
@@ -74,11 +84,26 @@ type Objects struct {
 	TokenSeq string
 	// Migrations records which migrations were applied.
 	Migrations string
+	// FenceResets records every operator reset of a fence (who, when,
+	// why, old and new token).
+	FenceResets string
+	// AcquireFunc, RenewFunc, ReleaseFunc, GetFunc and ListFunc are the
+	// functions the store calls: the run-time role's only way to the
+	// leases (see the package documentation).
+	AcquireFunc string
+	RenewFunc   string
+	ReleaseFunc string
+	GetFunc     string
+	ListFunc    string
 	// FenceFunc, CheckLeaseFunc and CheckLeaseStrictFunc are the fence
-	// functions (see the package documentation).
+	// functions, FenceForeignFunc the fence for tokens of another store
+	// and FenceResetFunc the operator's repair (see the package
+	// documentation).
 	FenceFunc            string
 	CheckLeaseFunc       string
 	CheckLeaseStrictFunc string
+	FenceForeignFunc     string
+	FenceResetFunc       string
 	// Channel is the LISTEN/NOTIFY channel on which releases and takeovers
 	// are announced, with the lease name as payload.
 	Channel string
@@ -97,9 +122,17 @@ func (c Config) Objects() (Objects, error) {
 		Fences:               ns.Name(suffixFences),
 		TokenSeq:             ns.Name(suffixTokenSeq),
 		Migrations:           ns.Name(suffixMigrations),
+		FenceResets:          ns.Name(suffixFenceResets),
+		AcquireFunc:          ns.Name(suffixAcquire),
+		RenewFunc:            ns.Name(suffixRenew),
+		ReleaseFunc:          ns.Name(suffixRelease),
+		GetFunc:              ns.Name(suffixGet),
+		ListFunc:             ns.Name(suffixList),
 		FenceFunc:            ns.Name(suffixFence),
 		CheckLeaseFunc:       ns.Name(suffixCheckLease),
 		CheckLeaseStrictFunc: ns.Name(suffixCheckLeaseStrict),
+		FenceForeignFunc:     ns.Name(suffixFenceForeign),
+		FenceResetFunc:       ns.Name(suffixFenceReset),
 		Channel:              channelName(ns.Schema, ns.Prefix),
 	}, nil
 }
@@ -132,8 +165,16 @@ func (o Objects) renderer() func(sql string) string {
 		"fences":                o.Fences,
 		"token_seq":             o.TokenSeq,
 		"migrations":            o.Migrations,
+		"fence_resets":          o.FenceResets,
+		"acquire_fn":            o.AcquireFunc,
+		"renew_fn":              o.RenewFunc,
+		"release_fn":            o.ReleaseFunc,
+		"get_fn":                o.GetFunc,
+		"list_fn":               o.ListFunc,
 		"fence_fn":              o.FenceFunc,
 		"check_lease_fn":        o.CheckLeaseFunc,
 		"check_lease_strict_fn": o.CheckLeaseStrictFunc,
-	})
+		"fence_foreign_fn":      o.FenceForeignFunc,
+		"fence_reset_fn":        o.FenceResetFunc,
+	}, "{{channel_lit}}", pgkit.QuoteLiteral(o.Channel))
 }

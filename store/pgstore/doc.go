@@ -5,6 +5,13 @@
 //	store, err := pgstore.New(pool, pgstore.Config{})
 //	err = store.Migrate(ctx) // once, as the schema's owner; or `tenure migrate`
 //
+// pgxpool pings a connection that was idle for a second before it lends
+// it, so with renewals TTL/3 apart every renewal costs two round trips.
+// Set pgxpool.Config.ShouldPing to ping only connections idle for longer
+// than the renew interval (the tenure CLI pings after an hour): a
+// connection that died while idle then fails its renewal, and the tenure
+// ends and is acquired again on a fresh one.
+//
 // # Clock
 //
 // The store owns time (promise P1): every expiry decision is taken by the
@@ -62,7 +69,11 @@
 //     until its next renewal is refused, at most one renew interval later
 //     (TTL/3 by default). Fencing covers that window: [pgfence]'s
 //     CheckLease judges expiry by the same clock and refuses the old token
-//     at once, and Fence refuses it once the new holder wrote. A backward
+//     at once, and Fence refuses it once the new holder wrote. Grants and
+//     renewals report the server's clock ([store.Grant.At]): a holder whose
+//     next renewal still succeeds after a step sees the server's clock ran
+//     ahead of its monotonic time and stands down at once
+//     (tenure.LossStoreClockAhead). A backward
 //     step makes leases last longer, so a dead holder's lease is taken over
 //     late. Run the server with a slewing clock (chrony, ntpd without
 //     stepping) and no big corrections.
@@ -82,6 +93,39 @@
 //     [store.ErrNotMigrated]; a role without the grants [Config.GrantSQL]
 //     lists fails with permission denied.
 //
+// # Roles
+//
+// The functions are the only interface of the role that runs workers. Three
+// roles, each with what it needs and nothing more:
+//
+//   - The owner runs [Store.Migrate] (or the script of
+//     [Config.MigrationSQL]) and owns the tables, the token sequence and
+//     the functions. It repairs poisoned fences (fence_reset, `tenure fence
+//     reset`). Keep its credentials away from workers.
+//   - The run-time role gets what [Config.GrantSQL] prints: USAGE on the
+//     schema and EXECUTE on acquire, renew, release, get, list, fence,
+//     check_lease and check_lease_strict. Those functions run as their
+//     owner (SECURITY DEFINER) with search_path set to pg_catalog, pg_temp
+//     and every object schema-qualified, so nothing the caller creates can
+//     stand in for a table or a built-in. The role has no privilege on the
+//     tables or the sequence: it cannot rewind or raise a fence, forge a
+//     lease, extend one it does not hold, or move the sequence. It can do
+//     what the lease protocol does, and no more.
+//   - A read-only role (status, dashboards) gets what [Config.ReadGrantSQL]
+//     prints: EXECUTE on get and list.
+//
+// fence_foreign (a fence for tokens of another store, which it cannot
+// check) and fence_reset are granted to nobody by these; grant
+// fence_foreign by hand to a role that fences tokens of etcd, Consul or
+// Redis, knowing it can then raise any fence of the prefix.
+//
+// Migration 003 upgrades a schema in place: it installs the functions and
+// takes INSERT, UPDATE, DELETE, TRUNCATE, REFERENCES and TRIGGER on the
+// tables, and USAGE and UPDATE on the sequence, from every role but their
+// owner (read privileges stay). Workers of an older library then fail with
+// permission denied until they are upgraded, and the run-time role needs
+// the grants of this version.
+//
 // # Schema
 //
 // [Store.Migrate] applies the embedded migrations (migrations/NNN_name.up.sql)
@@ -99,8 +143,12 @@
 //     drawn from.
 //   - tenure_fences(resource text PRIMARY KEY, token bigint, updated_at
 //     timestamptz): the highest token each fenced resource accepted.
-//   - the fence functions tenure_fence, tenure_check_lease and
-//     tenure_check_lease_strict (below).
+//   - tenure_fence_resets(id, resource, old_token, new_token, reason,
+//     reset_by, session_role, reset_at): every operator reset of a fence.
+//   - the functions the store calls, tenure_acquire, tenure_renew,
+//     tenure_release, tenure_get and tenure_list, and the fence functions
+//     tenure_fence, tenure_fence_foreign, tenure_check_lease,
+//     tenure_check_lease_strict and tenure_fence_reset (below).
 //
 // Every name is [Config.TablePrefix] followed by a fixed suffix, in
 // [Config.Schema]: two prefixes in one schema are two independent sets of
@@ -108,32 +156,50 @@
 // Names are substituted into the SQL once, in [New], always quoted; every
 // value travels as a bind parameter.
 //
-// At run time the store needs only SELECT, INSERT and UPDATE on the two
-// tables, USAGE on the schema and the sequence and EXECUTE on the functions:
-// no DDL, no DELETE. A call on a schema that was never migrated fails with
-// an error matching [store.ErrNotMigrated].
+// At run time the store needs only USAGE on the schema and EXECUTE on the
+// functions (see Roles). A call on a schema that was never migrated fails
+// with an error matching [store.ErrNotMigrated].
 //
 // # Operations
 //
-// [Store.Acquire] is one INSERT … ON CONFLICT DO UPDATE … WHERE (released or
-// expired) … RETURNING, wrapped in a CTE that, when the lease is held, returns
-// the holder, token, seq and remaining time instead: one round trip (two
-// when it races with the first ever insert of the same name). [Store.Renew]
-// renews a whole batch with one UPDATE over unnest'ed arrays: one round trip
-// per call. [Store.Release] expires the lease now and keeps its row.
+// Every call is one statement that calls one function (one round trip);
+// the functions are PL/pgSQL, whose statements' plans are prepared once per
+// session, and the store's statements are fixed text, so pgx caches their
+// prepared plans too. [Store.Acquire] calls acquire: one INSERT … ON
+// CONFLICT DO UPDATE … WHERE (released or expired) … RETURNING, wrapped in a
+// CTE that, when the lease is held, returns the holder, token, seq and
+// remaining time instead (two round trips when it races with the first
+// ever insert of the same name). [Store.Renew] calls renew, which renews a
+// whole batch with one UPDATE over unnest'ed arrays. [Store.Release] calls
+// release, which expires the lease now and keeps its row.
 //
 // # Fence functions
 //
 // Installed by the migration in the same schema, callable from any language
-// inside the caller's own transaction (SECURITY INVOKER: the caller needs the
-// run-time grants above). Package [pgfence] calls them from Go.
+// inside the caller's own transaction (SECURITY DEFINER: the caller needs
+// only EXECUTE, see Roles). Package [pgfence] calls them from Go.
 //
 //   - <prefix>fence(resource text, token bigint) RETURNS void: records token
 //     as the highest token resource accepted. An equal or greater token
 //     passes; a lower one raises SQLSTATE TF001 with DETAIL
-//     'recorded=<n> offered=<m>'. It locks the resource's fence row until
-//     the transaction ends, so fenced writes to one resource commit in token
-//     order, and a rollback leaves the fence as it was.
+//     'recorded=<n> offered=<m>'. A token the token sequence never issued
+//     (greater than its last value) raises SQLSTATE TF004 with DETAIL
+//     'issued=<n> offered=<m>' and changes nothing: a fence takes only
+//     tokens of the leases of the same schema and prefix. It locks the
+//     resource's fence row until the transaction ends, so fenced writes to
+//     one resource commit in token order, and a rollback leaves the fence
+//     as it was.
+//   - <prefix>fence_foreign(resource text, token bigint) RETURNS void: fence
+//     without the TF004 check, for tokens of another store. Not in the
+//     run-time grants.
+//   - <prefix>fence_reset(resource text, to_token bigint, reason text)
+//     RETURNS bigint: the operator's repair of a poisoned fence. Sets the
+//     fence to to_token (0 up to the last token issued, else TF004), records
+//     the reset in <prefix>fence_resets with reason, current_user,
+//     session_user and clock_timestamp(), and returns the token it
+//     replaced; a resource without a fence raises TF005. It runs as its
+//     caller (SECURITY INVOKER) and PUBLIC may not execute it: only the
+//     owner can, and reset_by names the role that did.
 //   - <prefix>check_lease(name text, token bigint) RETURNS void: passes when
 //     the lease is held with token by clock_timestamp(), raises SQLSTATE
 //     TF002 otherwise with DETAIL 'current=<n> offered=<m>
@@ -154,8 +220,9 @@
 //     such as a `tenure run` command, ends its own tenure at the next
 //     renewal.
 //
-// With the default prefix they are tenure_fence, tenure_check_lease and
-// tenure_check_lease_strict. Null arguments raise 22004
+// With the default prefix they are tenure_fence, tenure_fence_foreign,
+// tenure_fence_reset, tenure_check_lease and tenure_check_lease_strict.
+// Null arguments raise 22004
 // (null_value_not_allowed); a token below 1 given to fence raises 22023
 // (invalid_parameter_value).
 //

@@ -4,6 +4,7 @@ import (
 	"context"
 	"embed"
 	"fmt"
+	"strings"
 
 	"github.com/tenure-dev/tenure/internal/pgkit"
 )
@@ -81,11 +82,16 @@ func (c Config) MigrationSQL() (string, error) {
 }
 
 // GrantSQL returns the GRANT statements that let role use a store
-// configured by c at run time, and nothing more: USAGE on the schema;
-// SELECT, INSERT and UPDATE on the leases and fences tables; USAGE on the
-// token sequence (enough for nextval); EXECUTE on the fence functions. The
-// role needs no DDL, no DELETE and no TRUNCATE. Run it after the
-// migration, as the schema's owner.
+// configured by c at run time, and nothing more: USAGE on the schema and
+// EXECUTE on the functions of the lease protocol (acquire, renew, release,
+// get, list) and of fencing (fence, check_lease, check_lease_strict). The
+// functions run as their owner; the role gets no privilege on the tables or
+// the token sequence, so it cannot rewind a fence, forge or extend a lease
+// or move the sequence: it can do only what the protocol does. Not
+// granted: fence_foreign (fences for tokens of another store, which can
+// raise any fence to any value; grant it by hand where that is what you
+// want) and fence_reset (the operator's repair, which needs the owner).
+// Run it after the migration, as the schema's owner.
 func (c Config) GrantSQL(role string) (string, error) {
 	obj, err := c.Objects()
 	if err != nil {
@@ -93,9 +99,30 @@ func (c Config) GrantSQL(role string) (string, error) {
 	}
 	ns := obj.namespace()
 	return ns.GrantSQL("pgstore", role,
-		fmt.Sprintf("SELECT, INSERT, UPDATE ON TABLE %s, %s", ns.Ident(obj.Leases), ns.Ident(obj.Fences)),
-		"USAGE ON SEQUENCE "+ns.Ident(obj.TokenSeq),
-		fmt.Sprintf("EXECUTE ON FUNCTION %s(text, bigint), %s(text, bigint), %s(text, bigint, text, text, bigint)",
-			ns.Ident(obj.FenceFunc), ns.Ident(obj.CheckLeaseFunc), ns.Ident(obj.CheckLeaseStrictFunc)),
+		"EXECUTE ON FUNCTION "+strings.Join([]string{
+			ns.Ident(obj.AcquireFunc) + "(text, text, text, bigint)",
+			ns.Ident(obj.RenewFunc) + "(text[], text[], text[], bigint[], bigint[], bigint[])",
+			ns.Ident(obj.ReleaseFunc) + "(text, text, text, bigint)",
+			ns.Ident(obj.GetFunc) + "(text)",
+			ns.Ident(obj.ListFunc) + "()",
+			ns.Ident(obj.FenceFunc) + "(text, bigint)",
+			ns.Ident(obj.CheckLeaseFunc) + "(text, bigint)",
+			ns.Ident(obj.CheckLeaseStrictFunc) + "(text, bigint, text, text, bigint)",
+		}, ", "),
+	)
+}
+
+// ReadGrantSQL returns the GRANT statements of a read-only role (`tenure
+// status`, `serve`, `history`, dashboards): USAGE on the schema and
+// EXECUTE on the get and list functions. It can see every lease and change
+// none.
+func (c Config) ReadGrantSQL(role string) (string, error) {
+	obj, err := c.Objects()
+	if err != nil {
+		return "", err
+	}
+	ns := obj.namespace()
+	return ns.GrantSQL("pgstore", role,
+		"EXECUTE ON FUNCTION "+ns.Ident(obj.GetFunc)+"(text), "+ns.Ident(obj.ListFunc)+"()",
 	)
 }

@@ -37,7 +37,7 @@ const acquireAttempts = 3
 type Store struct {
 	pool *pgxpool.Pool
 	obj  Objects
-	// seqName is the token sequence as regclass text, a bind parameter.
+	// seqName is the token sequence, quoted, for Migrate's check.
 	seqName string
 
 	acquireSQL, renewSQL, releaseSQL, getSQL, listSQL string
@@ -107,8 +107,8 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (store.Grant
 			remainingUS int64
 		)
 		err := s.pool.QueryRow(ctx, s.acquireSQL,
-			p.Name, p.Holder.Label, p.Holder.Instance, p.TTL.Microseconds(), s.seqName, s.obj.Channel,
-		).Scan(&acquired, &g.Holder.Label, &g.Holder.Instance, &g.Token, &g.Seq, &remainingUS)
+			p.Name, p.Holder.Label, p.Holder.Instance, p.TTL.Microseconds(),
+		).Scan(&acquired, &g.Holder.Label, &g.Holder.Instance, &g.Token, &g.Seq, &remainingUS, &g.At)
 		if errors.Is(err, pgx.ErrNoRows) {
 			continue
 		}
@@ -116,6 +116,7 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (store.Grant
 			return store.Grant{}, interpretError(op, err)
 		}
 		g.Remaining = time.Duration(remainingUS) * time.Microsecond
+		g.At = g.At.UTC()
 		if !acquired {
 			return store.Grant{}, &store.HeldError{
 				Name: p.Name, Holder: g.Holder, Token: g.Token, Seq: g.Seq, Remaining: g.Remaining,
@@ -167,9 +168,10 @@ func (s *Store) Renew(ctx context.Context, ps []store.RenewParams) ([]store.Rene
 			r           store.RenewResult
 			known, held bool
 			remainingUS int64
+			at          time.Time
 		)
 		if err := rows.Scan(&r.Renewed, &known, &r.Grant.Holder.Label, &r.Grant.Holder.Instance,
-			&r.Grant.Token, &r.Grant.Seq, &held, &remainingUS); err != nil {
+			&r.Grant.Token, &r.Grant.Seq, &held, &remainingUS, &at); err != nil {
 			rows.Close()
 			return nil, interpretError(op, err)
 		}
@@ -181,6 +183,9 @@ func (s *Store) Renew(ctx context.Context, ps []store.RenewParams) ([]store.Rene
 			remainingUS = 0
 		}
 		r.Grant.Remaining = time.Duration(remainingUS) * time.Microsecond
+		if r.Renewed {
+			r.Grant.At = at.UTC()
+		}
 		results = append(results, r)
 	}
 	if err := rows.Err(); err != nil {
@@ -209,7 +214,7 @@ func (s *Store) Release(ctx context.Context, p store.ReleaseParams) error {
 	}
 	var n int64
 	err := s.pool.QueryRow(ctx, s.releaseSQL,
-		p.Name, p.Holder.Label, p.Holder.Instance, int64(p.Token), s.obj.Channel,
+		p.Name, p.Holder.Label, p.Holder.Instance, int64(p.Token),
 	).Scan(&n)
 	if err != nil {
 		return interpretError(fmt.Sprintf("release lease %q", p.Name), err)

@@ -24,6 +24,8 @@ var badNames = map[string]string{
 	"DEL":           "lease\x7fname",
 	"C1Control":     "lease\u0085name",
 	"TruncatedRune": "lease\xc3",
+	"RTLOverride":   "lease\u202ename",
+	"ZeroWidth":     "lea\u200bse",
 }
 
 // goodNames are lease names at the edges of what every store must accept.

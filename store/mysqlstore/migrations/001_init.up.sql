@@ -193,13 +193,20 @@ CREATE PROCEDURE IF NOT EXISTS {{fence}}(IN p_resource VARBINARY(255), IN p_toke
     MODIFIES SQL DATA
     SQL SECURITY DEFINER
 BEGIN
-    DECLARE v_recorded BIGINT;
+    DECLARE v_recorded, v_issued BIGINT;
     DECLARE v_msg VARCHAR(128);
     IF p_resource IS NULL OR p_token IS NULL THEN
         SIGNAL SQLSTATE '22004' SET MESSAGE_TEXT = 'tenure: fence: resource and token must not be null';
     END IF;
     IF p_token <= 0 THEN
         SIGNAL SQLSTATE '22023' SET MESSAGE_TEXT = 'tenure: fence: the token must be positive';
+    END IF;
+    -- A token above the counter was never handed out: a bug or an attack,
+    -- which would otherwise refuse every legitimate writer from then on.
+    SELECT t.value INTO v_issued FROM {{tokens}} AS t WHERE t.id = 1;
+    IF p_token > COALESCE(v_issued, 0) THEN
+        SET v_msg = CONCAT('tenure: fence: token never issued: issued=', COALESCE(v_issued, 0), ' offered=', p_token);
+        SIGNAL SQLSTATE 'TF004' SET MESSAGE_TEXT = v_msg;
     END IF;
     INSERT INTO {{fences}} (resource, token, updated_us) VALUES (p_resource, p_token, {{now_us}})
     ON DUPLICATE KEY UPDATE

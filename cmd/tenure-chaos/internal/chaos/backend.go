@@ -29,9 +29,6 @@ import (
 // Backends the harness runs cells on.
 var Backends = []string{"postgres", "redis", "etcd", "consul", "mysql"}
 
-// fenceResource is the resource name every fenced write presents.
-const fenceResource = "chaos"
-
 // spec is what a worker process needs to reach its cell: passed as JSON
 // on its command line, so a forked child inherits it with the rest.
 type spec struct {
@@ -49,6 +46,9 @@ type spec struct {
 	History   string        `json:"history"`
 	Slot      int           `json:"slot"`
 	App       string        `json:"app"`
+
+	// DataPrefix is where the etcd and consul cells keep their chains.
+	DataPrefix string `json:"data,omitempty"`
 }
 
 // resource is the data the workers protect: a fenced copy and an unfenced
@@ -98,7 +98,9 @@ func pgHost(u string) (string, error) {
 // database, reached through the proxy, and writes with the strict check
 // ([pgfence.StrictTx]); the redis cell writes a hash on its store's server
 // with the strict check too ([redisfence.StrictHSet]); the etcd and consul
-// cells write to a PostgreSQL table with the token fence.
+// cells write keys on their store's server, through the same proxy, with
+// the strict check too ([etcdstore.Store.StrictTxn],
+// [consulstore.Store.StrictTxn]).
 func openWorker(ctx context.Context, sp spec) (store.Store, resource, func(), error) {
 	switch sp.Backend {
 	case "postgres":
@@ -115,7 +117,7 @@ func openWorker(ctx context.Context, sp spec) (store.Store, resource, func(), er
 			pool.Close()
 			return nil, nil, nil, err
 		}
-		res, err := newPGResource(pool, sp.Schema, true)
+		res, err := newPGResource(pool, sp.Schema)
 		if err != nil {
 			pool.Close()
 			return nil, nil, nil, err
@@ -134,49 +136,30 @@ func openWorker(ctx context.Context, sp spec) (store.Store, resource, func(), er
 			return nil, nil, nil, err
 		}
 		return st, res, func() { _ = st.Close(); _ = rdb.Close(); res.close() }, nil
-	case "etcd", "consul":
-		u, err := pgURL(sp.PGURL, "", sp.App)
+	case "etcd":
+		cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"http://" + sp.StoreAddr}, DialTimeout: time.Second, Logger: zap.NewNop()})
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("chaos: etcd client: %w", err)
+		}
+		st, err := etcdstore.New(cli, etcdstore.Config{KeyPrefix: sp.Prefix})
+		if err != nil {
+			_ = cli.Close()
+			return nil, nil, nil, err
+		}
+		res := &etcdResource{cli: cli, st: st, prefix: sp.DataPrefix}
+		return st, res, func() { _ = st.Close(); _ = cli.Close() }, nil
+	case "consul":
+		cli, tr, err := consulClient(sp.StoreAddr)
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		pool, err := pgxpool.New(ctx, u)
+		st, err := consulstore.New(cli, consulstore.Config{KeyPrefix: sp.Prefix, MinSessionTTL: 500 * time.Millisecond})
 		if err != nil {
-			return nil, nil, nil, fmt.Errorf("chaos: postgres pool: %w", err)
-		}
-		res, err := newPGResource(pool, sp.Schema, false)
-		if err != nil {
-			pool.Close()
+			tr.CloseIdleConnections()
 			return nil, nil, nil, err
 		}
-		var st store.Store
-		var closeStore func()
-		if sp.Backend == "etcd" {
-			cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"http://" + sp.StoreAddr}, DialTimeout: time.Second, Logger: zap.NewNop()})
-			if err != nil {
-				pool.Close()
-				return nil, nil, nil, fmt.Errorf("chaos: etcd client: %w", err)
-			}
-			es, err := etcdstore.New(cli, etcdstore.Config{KeyPrefix: sp.Prefix})
-			if err != nil {
-				_ = cli.Close()
-				pool.Close()
-				return nil, nil, nil, err
-			}
-			st, closeStore = es, func() { _ = es.Close(); _ = cli.Close() }
-		} else {
-			cli, tr, err := consulClient(sp.StoreAddr)
-			if err != nil {
-				pool.Close()
-				return nil, nil, nil, err
-			}
-			cs, err := consulstore.New(cli, consulstore.Config{KeyPrefix: sp.Prefix, MinSessionTTL: 500 * time.Millisecond})
-			if err != nil {
-				pool.Close()
-				return nil, nil, nil, err
-			}
-			st, closeStore = cs, func() { _ = cs.Close(); tr.CloseIdleConnections() }
-		}
-		return st, res, func() { closeStore(); pool.Close() }, nil
+		res := &consulResource{cli: cli, st: st, prefix: sp.DataPrefix}
+		return st, res, func() { _ = st.Close(); tr.CloseIdleConnections() }, nil
 	case "mysql":
 		return openMySQLWorker(ctx, sp)
 	}
@@ -190,17 +173,16 @@ func openWorker(ctx context.Context, sp spec) (store.Store, resource, func(), er
 type pgResource struct {
 	pool   *pgxpool.Pool
 	fencer *pgfence.Fencer
-	strict bool
 	tables map[string]string
 }
 
-func newPGResource(pool *pgxpool.Pool, schema string, strict bool) (*pgResource, error) {
+func newPGResource(pool *pgxpool.Pool, schema string) (*pgResource, error) {
 	f, err := pgfence.New(pgstore.Config{Schema: schema})
 	if err != nil {
 		return nil, err
 	}
 	q := pgx.Identifier{schema}.Sanitize()
-	return &pgResource{pool: pool, fencer: f, strict: strict, tables: map[string]string{
+	return &pgResource{pool: pool, fencer: f, tables: map[string]string{
 		resFenced: q + ".chaos_fenced", resTwin: q + ".chaos_twin",
 	}}, nil
 }
@@ -226,15 +208,7 @@ func (r *pgResource) link(ctx context.Context, tx pgx.Tx, res string, tok store.
 }
 
 func (r *pgResource) fenced(ctx context.Context, l *tenure.Lease, tok store.Token, wid string) error {
-	if r.strict {
-		return r.fencer.StrictTx(ctx, r.pool, l, func(ctx context.Context, tx pgx.Tx) error {
-			return r.link(ctx, tx, resFenced, tok, wid)
-		})
-	}
-	return pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
-		if err := r.fencer.Fence(ctx, tx, fenceResource, tok); err != nil {
-			return err
-		}
+	return r.fencer.StrictTx(ctx, r.pool, l, func(ctx context.Context, tx pgx.Tx) error {
 		return r.link(ctx, tx, resFenced, tok, wid)
 	})
 }

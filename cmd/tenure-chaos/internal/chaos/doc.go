@@ -30,8 +30,10 @@
 //     it is neither restarted nor are its sessions killed.
 //   - etcd, consul: the harness starts the server (Consul as a server agent
 //     with its Raft log on disk, so a restart keeps its indexes, which are
-//     its tokens); the fenced chain is a PostgreSQL table written with
-//     pgfence.Fence, the token fence (tokens from any store work with it).
+//     its tokens); the chains are keys on it beside the lease prefix,
+//     through the proxy, the fenced one written with the store's StrictTxn
+//     (etcdstore, consulstore: the strict check on the lease's own keys,
+//     which advances the renewal chain, so clones are safe).
 //
 // The twin is written whatever the fence said, with the same token: the
 // negative control of the same run.
@@ -45,12 +47,11 @@
 // connections; lost replies (each of the holder's store connections loses
 // the next reply after the server carried out the request:
 // faultnet.Proxy.LoseReplies); pg_terminate_backend of the holder's
-// sessions (postgres, etcd, consul); a restart of the store server (redis,
+// sessions (postgres); a restart of the store server (redis,
 // etcd, consul: the servers the harness starts); a ±1–4 week jump of the holder's library wall
 // clock (tenure.Config.Clock); a clone: a second process that adopts the
-// holder's tenure state (internal/snapshot; postgres, redis and mysql
-// only, where the fence is strict: a token fence cannot tell clones
-// apart); and a fork:
+// holder's tenure state (internal/snapshot; every cell's fence is strict,
+// so clones are in play everywhere); and a fork:
 // the holder starts a child with its environment, command line and history
 // file descriptor. The same seed replays the same schedule of kinds, waits
 // and parameters; which process is hit depends on who holds the lease.

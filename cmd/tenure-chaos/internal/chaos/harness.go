@@ -234,7 +234,7 @@ func (c *cell) setup(ctx context.Context, id string) (string, func(), error) {
 	}
 	fail := func(err error) (string, func(), error) { cleanup(); return "", nil, err }
 	b := c.cfg.Backend
-	if b == "postgres" || b == "etcd" || b == "consul" {
+	if b == "postgres" {
 		c.spec.Schema = "chaos_" + id
 		u, err := pgURL(c.cfg.PGURL, "", "chaos_harness_"+id)
 		if err != nil {
@@ -261,19 +261,16 @@ func (c *cell) setup(ctx context.Context, id string) (string, func(), error) {
 		if _, err := pool.Exec(ctx, pgTablesSQL(c.spec.Schema)); err != nil {
 			return fail(fmt.Errorf("chaos: create tables: %w", err))
 		}
-		res, err := newPGResource(pool, c.spec.Schema, false)
+		res, err := newPGResource(pool, c.spec.Schema)
 		if err != nil {
 			return fail(err)
 		}
-		c.reader = res
-		if b == "postgres" {
-			c.store = ps
-			host, err := pgHost(c.cfg.PGURL)
-			if err != nil {
-				return fail(err)
-			}
-			return host, cleanup, nil
+		c.reader, c.store = res, ps
+		host, err := pgHost(c.cfg.PGURL)
+		if err != nil {
+			return fail(err)
 		}
+		return host, cleanup, nil
 	}
 	switch b {
 	case "mysql":
@@ -305,7 +302,7 @@ func (c *cell) setup(ctx context.Context, id string) (string, func(), error) {
 		c.store, c.reader = st, res
 		return s.addr, cleanup, nil
 	case "etcd":
-		c.spec.Prefix = "chaos/" + id + "/"
+		c.spec.Prefix, c.spec.DataPrefix = "chaos/"+id+"/", dataPrefix(id)
 		s, err := startEtcd(ctx)
 		if err != nil {
 			return fail(err)
@@ -321,10 +318,10 @@ func (c *cell) setup(ctx context.Context, id string) (string, func(), error) {
 		if err != nil {
 			return fail(err)
 		}
-		c.store = st
+		c.store, c.reader = st, &etcdResource{cli: cli, prefix: c.spec.DataPrefix}
 		return s.addr, cleanup, nil
 	case "consul":
-		c.spec.Prefix = "chaos/" + id + "/"
+		c.spec.Prefix, c.spec.DataPrefix = "chaos/"+id+"/", dataPrefix(id)
 		s, err := startConsul(ctx)
 		if err != nil {
 			return fail(err)
@@ -340,7 +337,7 @@ func (c *cell) setup(ctx context.Context, id string) (string, func(), error) {
 		if err != nil {
 			return fail(err)
 		}
-		c.store = st
+		c.store, c.reader = st, &consulResource{cli: cli, prefix: c.spec.DataPrefix}
 		return s.addr, cleanup, nil
 	}
 	return fail(fmt.Errorf("chaos: %w: unknown backend %q (want one of %v)", store.ErrInvalid, b, Backends))

@@ -38,15 +38,13 @@ const targetStore = "store"
 func faultKinds(backend string) []string {
 	k := []string{faultPause, faultPause, faultPause, faultPause, faultPause, faultKill, faultKill, faultCut, faultBlackHole, faultBlackHole,
 		faultDelay, faultLoseReply, faultLoseReply, faultClock, faultClock, faultFork}
-	if backend != "redis" && backend != "mysql" {
+	if backend == "postgres" { // the only cell with PostgreSQL sessions of the workers
 		k = append(k, faultTerminate)
 	}
 	if backend != "postgres" && backend != "mysql" { // the harness starts these servers, so it can restart them
 		k = append(k, faultRestart)
 	}
-	if backend == "postgres" || backend == "redis" || backend == "mysql" { // the fences that tell clones apart
-		k = append(k, faultClone, faultClone)
-	}
+	k = append(k, faultClone, faultClone) // every cell's fence is strict: it tells clones apart
 	return k
 }
 

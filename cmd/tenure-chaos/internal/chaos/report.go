@@ -138,9 +138,9 @@ Columns: *faults* are the nemesis's injections (each also in the history);
 *cycles* are grants of a new token whose predecessor's holder (or the whole
 store) was hit by a fault after its grant; *rejected* are fenced writes that
 returned ErrFenced; *unknown outcome* are fenced writes that returned any
-other error: a timeout, a cut or terminated connection, or (postgres,
-redis) the strict write refusing to begin because the tenure had already
-ended, so the write was never sent; the checker demands nothing of them
+other error: a timeout, a cut or terminated connection, or the strict
+write refusing to begin because the tenure had already ended, so the
+write was never sent; the checker demands nothing of them
 beyond the invariants. The strict writes are seldom *rejected*: a strict
 write waits for a renewal that is due, so a holder that wakes from a pause
 learns of its loss from that renewal before it sends the write; the
@@ -156,21 +156,14 @@ store restarts).
 const reportLimits = `
 ## What these runs do not cover
 
-- Restarting PostgreSQL: it is the machine's server (and the etcd and
-  consul cells' fenced resource), so the harness never restarts it; it
-  terminates the holder's sessions instead. Redis, etcd and Consul are
+- Restarting PostgreSQL: it is the machine's server, so the harness never
+  restarts it; it terminates the holder's sessions instead. Redis, etcd and Consul are
   started by the harness and restarted with their data (Redis with
   appendfsync always).
 - A lost reply on etcd's connection: gRPC multiplexes calls over one
   HTTP/2 connection, so the bytes the proxy drops are the next frames,
   whichever call they answer; on PostgreSQL, Redis and Consul's HTTP/1.1
   they are the reply to the next request.
-- Clones run in the postgres and redis cells only, where the fence is
-  strict. With a token fence (etcd, consul cells) two clones carry the same
-  token and both pass until the renewal chain ends one of them; the
-  checker would count that as two writers per token, which is the
-  documented limit of token fences (fence/redisfence, "What it cannot
-  do").
 - The nemesis's schedule (kinds, waits, parameters) replays from the seed;
   which process it hits depends on who holds the lease at that moment.
 
@@ -215,11 +208,12 @@ identity (pid and start time).
 Fenced resources: postgres — a table written with pgfence.StrictTx (the
 strict check on the lease row, which advances the renewal chain, so clones
 are in play); redis — a hash on the store's own server written with
-redisfence.StrictHSet (the same strict check on the lease's keys); etcd and
-consul — a PostgreSQL table written with pgfence.Fence (a token fence:
-tokens from any store work). Clones run only where the fence is strict (a
-token fence cannot tell two clones with the same token apart; see
-fence/redisfence).
+redisfence.StrictHSet (the same strict check on the lease's keys); mysql —
+a table written with mysqlfence.StrictTx; etcd and consul — keys on the
+store's own server written with etcdstore's and consulstore's StrictTxn
+(the strict check on the lease's keys, in the store's own transaction).
+Every fence is strict, so clones run in every cell (a token fence could
+not tell two clones with the same token apart; see fence/redisfence).
 
 The checker fails a cell on any violation at the fenced resource (stale
 acceptance; two ground-truth writers for one token, a clone's writes after

@@ -146,7 +146,7 @@ func TestUsageErrors(t *testing.T) {
 		{"ReleaseNoName", []string{"release", "--store", db}, "takes one lease NAME"},
 		{"ReleaseTwoNames", []string{"release", "--force", "a", "b", "--store", db}, "takes one lease NAME, got 2"},
 		{"MigrateArgument", []string{"migrate", "now"}, "takes no arguments"},
-		{"MigrateGrantWithoutPrint", []string{"migrate", "--grant", "app"}, "--grant needs --print"},
+		{"MigrateGrantWithoutPrint", []string{"migrate", "--grant", "app"}, "--grant and --grant-read need --print"},
 		{"MigratePrintRedis", []string{"migrate", "--print", "--store", "redis://" + closedPort(t)}, "the Redis store keeps no schema"},
 		{"MigrateGrantSQLite", []string{"migrate", "--print", "--grant", "app", "--store", db}, "no roles to grant"},
 		{"AgentsOnSQLite", []string{"agents", "--store", db}, "lives in PostgreSQL, not in the SQLite store " + db},

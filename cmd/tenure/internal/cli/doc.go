@@ -1,7 +1,7 @@
 // Package cli is the tenure command: [Main] parses the arguments, runs one
 // subcommand and returns the process's exit code. Each subcommand has its
 // own [flag.FlagSet]; flags are written --name or -name, and in status,
-// release, migrate, agents and owner they may follow the positional
+// release, migrate, fence, agents and owner they may follow the positional
 // arguments.
 //
 // # Commands
@@ -24,8 +24,13 @@
 //     TENURE_TOKEN must match it), or with --force expire anyone's, keeping
 //     the token counter so its old holder is fenced.
 //   - migrate: create or upgrade the store's schema (on PostgreSQL the
-//     fleet registry's too), or print its SQL (PostgreSQL and SQLite).
-//     Redis, etcd and Consul keep no schema: migrate says so.
+//     fleet registry's too), or print its SQL (PostgreSQL and SQLite), with
+//     the grants of a run-time role (--grant: EXECUTE on the functions,
+//     nothing on the tables) or a read-only one (--grant-read). Redis, etcd
+//     and Consul keep no schema: migrate says so.
+//   - fence reset: the owner's repair of a poisoned PostgreSQL fence, set to
+//     --to N and recorded with --reason in the fence_resets table; the
+//     run-time role is refused.
 //   - agents, owner: the fleet registry ([registrycli.Agents],
 //     [registrycli.Owner]) in the PostgreSQL database of the store URL;
 //     another store is refused with exit 64.

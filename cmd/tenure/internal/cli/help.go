@@ -88,19 +88,28 @@ Store URLs:
       other libpq parameters work. tenure_schema=SCHEMA and
       tenure_prefix=PREFIX choose where tenure's tables and functions live
       (default: schema public, prefix tenure_). Passwords are never printed.
+      TLS: sslmode=verify-full&sslrootcert=CA.pem; a client certificate:
+      sslcert=CERT.pem&sslkey=KEY.pem; a password kept out of the URL:
+      passfile=PATH or PGPASSWORD.
   sqlite:PATH
       An SQLite file on this host, created when missing (one host only).
+  mysql://USER[:PASSWORD]@HOST[:PORT]/DATABASE?PARAMS  (or mariadb://…)
+      MySQL or MariaDB (port 3306 when omitted). go-sql-driver/mysql's DSN
+      parameters work (tls, timeout, …); tenure_prefix=PREFIX sets the
+      table prefix (default tenure_). No notifications: followers retry at
+      the holder's expiry.
   redis://[USER:PASSWORD@]HOST:PORT[/DB]  (rediss://… for TLS)
       One Redis server (not a cluster). go-redis's URL parameters work
       (dial_timeout, …); tenure_prefix=PREFIX sets the key prefix
       (default tenure:).
-  etcd://[USER:PASSWORD@]HOST:PORT[,HOST:PORT…]
-      An etcd v3 cluster's endpoints (port 2379 when omitted), plain gRPC.
-      tenure_prefix=PREFIX sets the key prefix (default tenure/). etcd
-      refuses leases shorter than 2s.
+  etcd://[USER[:PASSWORD]@]HOST:PORT[,HOST:PORT…]
+      An etcd v3 cluster's endpoints (port 2379 when omitted), plain gRPC
+      unless a tls_ parameter is given. tenure_prefix=PREFIX sets the key
+      prefix (default tenure/). etcd refuses leases shorter than 2s.
   consul://HOST:PORT
-      The local Consul agent (port 8500 when omitted). CONSUL_HTTP_TOKEN and
-      the consul command's other variables are honoured. tenure_prefix=PREFIX
+      The local Consul agent (port 8500 when omitted), HTTPS when a tls_
+      parameter is given. CONSUL_HTTP_TOKEN(_FILE) and the consul command's
+      other variables are honoured. tenure_prefix=PREFIX
       sets the key prefix (default tenure/), tenure_session_ttl_min=D the
       servers' session_ttl_min (default 10s: a shorter --ttl is refused),
       tenure_lock_delay=D the sessions' lock-delay (default 0).
@@ -108,6 +117,10 @@ Store URLs:
       No store: every holder leads at once, for genuinely idempotent jobs.
       The written REASON (percent-encoding allowed) is required and is
       printed by run and status. Tokens are constant: nothing is fenced.
+  TLS and secrets for rediss://, etcd:// and consul://: tls_ca_file=CA.pem
+  (the server's authority), tls_cert_file=CERT.pem&tls_key_file=KEY.pem (a
+  client certificate), password_file=PATH (Redis, etcd: the password out of
+  the URL), token_file=PATH (Consul's ACL token). Secrets are never printed.
   The fleet registry (agents, owner) lives in PostgreSQL only. Redis, etcd
   and Consul keep no schema: migrate has nothing to do there.
 

@@ -63,16 +63,22 @@ func TestRunLogsWithVerbose(t *testing.T) {
 		o := cli(t, "-v", "--log-format", "json", "run", "--name", "job", "--label", "cron", "--store", db, "--", "true")
 		require.Equal(t, ExitOK, o.code, o.stderr)
 		var msgs []string
-		var acquired map[string]any
+		var acquired, supervising map[string]any
 		for _, line := range strings.Split(strings.TrimSpace(o.stderr), "\n") {
 			var rec map[string]any
 			require.NoError(t, json.Unmarshal([]byte(line), &rec), "every line is JSON: %s", line)
 			msgs = append(msgs, rec["msg"].(string))
-			if rec["msg"] == "lease acquired" {
+			switch rec["msg"] {
+			case "lease acquired":
 				acquired = rec
+			case "supervising the command":
+				supervising = rec
 			}
 		}
-		require.Equal(t, []string{"lease acquired", "lease released"}, msgs)
+		require.Equal(t, []string{"lease acquired", "supervising the command", "lease released"}, msgs)
+		require.Equal(t, "the command's process group and subtree", supervising["tracked_by"],
+			"run inside a test binary is not the whole process: no subreaper")
+		require.Positive(t, supervising["watchdog_pid"])
 		require.Equal(t, "INFO", acquired["level"])
 		require.Equal(t, "job", acquired["lease"])
 		require.EqualValues(t, 1, acquired["token"])

@@ -12,7 +12,7 @@ import (
 func migrateCommand() *command {
 	return &command{
 		summary:      "create or upgrade the store's schema, or print its SQL",
-		synopsis:     "migrate [--print [--grant ROLE]] [--store URL]",
+		synopsis:     "migrate [--print [--grant ROLE] [--grant-read ROLE]] [--store URL]",
 		interspersed: true,
 		about: `Migrate creates or upgrades the store's schema. On PostgreSQL it creates
 tenure's tables, token sequence and fence functions, and the fleet
@@ -20,8 +20,27 @@ registry's tables, in the schema and with the prefix the URL names; run it
 as the schema's owner. It is safe to run concurrently and again.
 
 With --print it connects to nothing and prints the SQL instead, for a DBA
-to review and apply; --grant ROLE adds the grants a run-time role needs (no
-DDL). An SQLite store creates its schema itself when it is opened: migrate
+to review and apply. Roles on PostgreSQL:
+
+  owner       runs migrate (or applies the printed SQL) and owns the tables,
+              the token sequence and the functions; repairs fences (tenure
+              fence reset). Keep it away from workers.
+  run-time    --grant ROLE: what tenure run, the library, the fences and
+              the fleet registry need, and nothing more: USAGE on the schema
+              and EXECUTE on the lease, fence and registry functions, which
+              run as the owner. It has no privilege on the tables or the
+              sequence, so it cannot rewind or raise a fence, forge or
+              extend a lease, move the token sequence or forge a heartbeat;
+              a fence takes only tokens the sequence issued.
+  read-only   --grant-read ROLE: tenure status, tenure agents, tenure owner
+              and dashboards: the functions that read leases and the
+              registry; it changes nothing.
+
+Migrating an older schema takes the write privileges on the tables and the
+sequence from every role but their owner: apply the --grant SQL of this
+version to the run-time role afterwards.
+
+An SQLite store creates its schema itself when it is opened: migrate
 only reports its version, and --print prints that schema. Redis, etcd and
 Consul keep no schema: migrate checks that the store answers and says there
 is nothing to migrate, and --print is refused.`,
@@ -29,6 +48,7 @@ is nothing to migrate, and --print is refused.`,
 			var o migrateOptions
 			fs.BoolVar(&o.print, "print", false, "print the SQL instead of applying it")
 			fs.StringVar(&o.grant, "grant", "", "with --print, also print the grants the run-time `ROLE` needs")
+			fs.StringVar(&o.grantRead, "grant-read", "", "with --print, also print the grants of a read-only `ROLE` (status, agents)")
 			fs.StringVar(&o.store, "store", "", storeUsage)
 			return o.run
 		},
@@ -36,17 +56,18 @@ is nothing to migrate, and --print is refused.`,
 }
 
 type migrateOptions struct {
-	print bool
-	grant string
-	store string
+	print     bool
+	grant     string
+	grantRead string
+	store     string
 }
 
 func (o *migrateOptions) run(ctx context.Context, e *env, args []string) error {
 	if len(args) != 0 {
 		return usagef("migrate", "takes no arguments, got %q", strings.Join(args, " "))
 	}
-	if o.grant != "" && !o.print {
-		return usagef("migrate", "--grant needs --print")
+	if (o.grant != "" || o.grantRead != "") && !o.print {
+		return usagef("migrate", "--grant and --grant-read need --print")
 	}
 	target, err := storeurl.Resolve(o.store, e.getenv)
 	if err != nil {
@@ -59,6 +80,13 @@ func (o *migrateOptions) run(ctx context.Context, e *env, args []string) error {
 		}
 		if o.grant != "" {
 			grants, err := target.GrantSQL(o.grant)
+			if err != nil {
+				return err
+			}
+			sql = strings.TrimRight(sql, "\n") + "\n\n" + grants
+		}
+		if o.grantRead != "" {
+			grants, err := target.ReadGrantSQL(o.grantRead)
 			if err != nil {
 				return err
 			}

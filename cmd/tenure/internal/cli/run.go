@@ -384,11 +384,14 @@ func (o *runOptions) supervise(ctx context.Context, e *env, client *tenure.Clien
 	trusted := func(now int64) int64 { return now + int64(lease.Remaining()+grace) }
 
 	self := os.Getpid()
+	mechanism := "the command's process group and subtree"
 	if wholeProcess {
 		// Orphans of the command come to us, not to init, so the sweep and
 		// the watchdog still find them. Failing that (kernel before 3.4),
 		// the process group and the command's subtree remain.
-		_ = supervise.BecomeSubreaper()
+		if err := supervise.BecomeSubreaper(); err == nil {
+			mechanism = "child subreaper: every descendant, setsid escapees too"
+		}
 	}
 	// The watchdog writes its one line straight to tenure's standard error
 	// when that is a file: another copying goroutine would race with the
@@ -402,6 +405,7 @@ func (o *runOptions) supervise(ctx context.Context, e *env, client *tenure.Clien
 		releaseQuietly(ctx, lease)
 		return fmt.Errorf("run: cannot start the watchdog (%s): %s; lease %q released, nothing was run", watchdogExe, message(err), o.name)
 	}
+	e.logger.Info("supervising the command", "lease", o.name, "tracked_by", mechanism, "watchdog_pid", dog.Pid())
 	now := supervise.Now()
 	if lease.Token() == 0 {
 		_, _ = dog.Disarm() // Nothing was started.

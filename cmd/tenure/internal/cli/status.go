@@ -8,8 +8,13 @@ import (
 	"fmt"
 	"io"
 	"os/signal"
+	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/tenure-dev/tenure/store"
 
@@ -39,6 +44,11 @@ With --json it prints one JSON object per snapshot, on one line:
    "expires_in_ms":27403}]}
 acquired_at is null and holder, label and instance are empty for an absent
 lease; expires_in_ms is 0 unless the lease is held.
+
+A name, holder or reason in the store that holds characters which would act
+on the terminal instead of showing (control characters, bidirectional
+controls such as U+202E, zero-width characters such as U+200B) is printed
+quoted with Go escapes ("job\u202e"); --json writes them as \uXXXX escapes.
 
 With --watch it prints a snapshot every --interval until interrupted; a
 snapshot that fails prints one error line and the watch goes on.
@@ -192,11 +202,11 @@ func (o *statusOptions) print(w io.Writer, leases []leaseJSON) error {
 		if err != nil {
 			return err
 		}
-		_, err = fmt.Fprintf(w, "%s\n", b)
+		_, err = fmt.Fprintf(w, "%s\n", escapeHiddenJSON(b))
 		return err
 	}
 	if o.reason != "" {
-		fmt.Fprintf(w, "always-leader store: every holder leads, without mutual exclusion; reason: %s\n", o.reason)
+		fmt.Fprintf(w, "always-leader store: every holder leads, without mutual exclusion; reason: %s\n", terminalSafe(o.reason))
 	}
 	if len(leases) == 0 {
 		_, err := fmt.Fprintln(w, "no leases")
@@ -215,7 +225,7 @@ func (o *statusOptions) print(w io.Writer, leases []leaseJSON) error {
 		if l.State == store.StateHeld.String() {
 			expires = remaining(time.Duration(l.ExpiresInMS) * time.Millisecond)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", l.Name, l.State, holder, token, acquired, expires)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", terminalSafe(l.Name), l.State, terminalSafe(holder), token, acquired, expires)
 	}
 	if o.watch {
 		fmt.Fprintln(tw)
@@ -228,4 +238,49 @@ func dash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// terminalSafe returns s as status prints it in its table: unchanged when
+// every character shows as itself, else quoted with Go's escapes
+// (strconv.QuoteToGraphic), so that a name, holder or reason that the
+// store holds (written by an older tenure, or straight into the store)
+// cannot rewrite the terminal: a control character, a bidirectional
+// control (U+202E) or a zero-width character (U+200B) is shown as \x1b,
+// \u202e or \u200b. A string that begins with a double quote is quoted
+// too, so a quoted name cannot pass for a raw one.
+func terminalSafe(s string) string {
+	if s == "" || (s[0] != '"' && utf8.ValidString(s) && strings.IndexFunc(s, hidden) < 0) {
+		return s
+	}
+	return strconv.QuoteToGraphic(s)
+}
+
+// hidden reports whether r would act on a terminal instead of showing:
+// anything but a graphic character or the space.
+func hidden(r rune) bool {
+	return r != ' ' && !unicode.IsGraphic(r)
+}
+
+// escapeHiddenJSON rewrites every hidden character in the JSON b as a
+// \uXXXX escape, which JSON decoders read back as the same character.
+// encoding/json escapes the ASCII controls, U+2028 and U+2029 itself, and
+// replaces invalid UTF-8 with U+FFFD, but leaves DEL, C1 controls,
+// bidirectional controls and zero-width characters raw.
+func escapeHiddenJSON(b []byte) []byte {
+	var out []byte
+	for i := 0; i < len(b); {
+		r, size := utf8.DecodeRune(b[i:])
+		if r < 0x7f || !hidden(r) {
+			out = append(out, b[i:i+size]...)
+			i += size
+			continue
+		}
+		if r1, r2 := utf16.EncodeRune(r); r1 != utf8.RuneError {
+			out = fmt.Appendf(out, `\u%04x\u%04x`, r1, r2)
+		} else {
+			out = fmt.Appendf(out, `\u%04x`, r)
+		}
+		i += size
+	}
+	return out
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
 
 	"github.com/tenure-dev/tenure/store"
 
@@ -66,7 +67,7 @@ func Agents(ctx context.Context, reg *registry.Registry, args []string, stdout, 
 	for _, a := range agents {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n",
 			oneLine(a.ID), state(a), a.HeartbeatAge.Round(time.Millisecond), a.Owned,
-			oneLine(a.Address), a.Instance, labels(a.Labels))
+			oneLine(a.Address), oneLine(a.Instance), oneLine(labels(a.Labels)))
 	}
 	if err := tw.Flush(); err != nil {
 		return fail(stderr, cmd, err)
@@ -218,12 +219,14 @@ func writeJSON(stdout, stderr io.Writer, cmd string, v any) int {
 	return ExitOK
 }
 
-// oneLine replaces control characters, so a name cannot break the output's
-// lines or columns.
+// oneLine replaces every character that would act on a terminal instead
+// of showing (controls, bidirectional controls, invisible format
+// characters) with '?', so a stored name can neither break the output's
+// lines or columns nor disguise itself.
 func oneLine(s string) string {
 	return strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f {
-			return '?'
+		if r != ' ' && !unicode.IsGraphic(r) {
+			return '?' // a control, bidirectional or invisible character
 		}
 		return r
 	}, s)

@@ -18,21 +18,30 @@
 //   - sqlite:PATH: an SQLite file on this host, created when missing. PATH
 //     is taken literally (no percent-decoding); a leading ~/ means the home
 //     directory; sqlite:///abs/path is accepted too.
+//   - mysql://USER[:PASSWORD]@HOST[:PORT]/DATABASE (or mariadb://): MySQL or
+//     MariaDB (port 3306 when omitted) through go-sql-driver/mysql, whose
+//     DSN parameters (tls, timeout, ...) may follow as query parameters.
+//     tenure_prefix sets [mysqlstore.Config.TablePrefix] (default tenure_).
 //   - redis://[USER:PASSWORD@]HOST:PORT[/DB] (rediss:// for TLS): one Redis
 //     server, parsed by go-redis ([redis.ParseURL], whose parameters such
 //     as dial_timeout work). tenure_prefix sets
-//     [redisstore.Config.KeyPrefix] (default tenure:).
-//   - etcd://[USER:PASSWORD@]HOST:PORT[,HOST:PORT...]: an etcd cluster's
+//     [redisstore.Config.KeyPrefix] (default tenure:). A rediss:// URL
+//     takes the TLS parameters below; any Redis URL takes password_file.
+//   - etcd://[USER[:PASSWORD]@]HOST:PORT[,HOST:PORT...]: an etcd cluster's
 //     endpoints (port 2379 when omitted, 127.0.0.1:2379 when no host is
-//     given), plain gRPC. tenure_prefix sets [etcdstore.Config.KeyPrefix]
-//     (default tenure/). etcd refuses leases shorter than
-//     [etcdstore.MinTTL].
+//     given), plain gRPC unless a TLS parameter is given. tenure_prefix
+//     sets [etcdstore.Config.KeyPrefix] (default tenure/). etcd refuses
+//     leases shorter than [etcdstore.MinTTL]. With --client-cert-auth
+//     and authentication on, a client certificate whose common name is an
+//     etcd user logs in as that user without a password.
 //   - consul://HOST:PORT: the local Consul agent (port 8500 when omitted;
-//     with no host, $CONSUL_HTTP_ADDR or 127.0.0.1:8500). The consul
-//     command's environment is honoured (CONSUL_HTTP_TOKEN,
-//     CONSUL_HTTP_SSL, CONSUL_CACERT, ...); credentials in the URL are
-//     refused. tenure_prefix sets [consulstore.Config.KeyPrefix] (default
-//     tenure/), tenure_session_ttl_min the servers' session_ttl_min
+//     with no host, $CONSUL_HTTP_ADDR or 127.0.0.1:8500), over HTTPS when
+//     a TLS parameter is given. The consul command's environment is
+//     honoured (CONSUL_HTTP_TOKEN, CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_SSL,
+//     CONSUL_CACERT, ...); credentials in the URL are refused: the ACL
+//     token comes from token_file or the environment. tenure_prefix sets
+//     [consulstore.Config.KeyPrefix] (default tenure/),
+//     tenure_session_ttl_min the servers' session_ttl_min
 //     ([consulstore.Config.MinSessionTTL], default 10s) and
 //     tenure_lock_delay the sessions' lock-delay
 //     ([consulstore.Config.LockDelay], default 0).
@@ -45,6 +54,29 @@
 // Other schemes are refused with an error naming the supported ones, and so
 // are parameters an etcd or Consul URL does not know.
 //
+// # TLS and credentials
+//
+// PostgreSQL takes libpq's parameters, which pgx implements:
+// sslmode=verify-full with sslrootcert=CA.pem checks the server's
+// certificate and name; sslcert=CERT.pem and sslkey=KEY.pem present a
+// client certificate (for pg_hba's cert method); passfile=PATH (or
+// PGPASSFILE, ~/.pgpass, PGPASSWORD) keeps the password out of the URL.
+//
+// Redis (rediss://), etcd and Consul take tenure's parameters, whose
+// files [Target.Open] reads ([Parse] reads none):
+//
+//   - tls_ca_file=PATH: PEM certificates of the authorities that vouch for
+//     the server (default: the system's roots);
+//   - tls_cert_file=PATH and tls_key_file=PATH, together: a client
+//     certificate and its key;
+//   - password_file=PATH (Redis, etcd): the password, so that it appears
+//     neither in the URL nor in the process list; a trailing newline is
+//     ignored. etcd needs the user name in the URL with it;
+//   - token_file=PATH (Consul): the ACL token.
+//
+// A TLS parameter on redis:// (not rediss://) is refused, as are a
+// certificate without its key and a password given twice.
+//
 // # Minimum TTL
 //
 // The shortest TTL is each store's own knowledge ([store.MinTTLOf]: 2 s on
@@ -56,7 +88,11 @@
 // A password never appears in anything this package returns for printing:
 // [Target.Display] shows the URL with every password (the user-info
 // password and the password and sslpassword parameters) replaced by
-// xxxxx, and every error message is passed through [Target.Redact].
+// xxxxx, and every error message is passed through [Target.Redact], which
+// also masks a password read from password_file. Files are named in
+// errors, never quoted; a token or key is never read into a message.
+// Redact masks every occurrence of a secret, so a very short password
+// also masks unrelated parts of a message.
 //
 // # Errors
 //

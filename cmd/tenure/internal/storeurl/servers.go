@@ -125,8 +125,11 @@ func parseRedis(raw string) (Target, error) {
 	}
 	if ok {
 		t.Redis.KeyPrefix = prefix
-		u.RawQuery = q.Encode()
 	}
+	if t.sec, err = takeSecurity(q, t.Display, strings.EqualFold(u.Scheme, "rediss"), "rediss://…"); err != nil {
+		return Target{}, err
+	}
+	u.RawQuery = q.Encode()
 	if _, err := t.Redis.Keys(); err != nil {
 		return Target{}, newError(store.ErrInvalid, err, "storeurl: store URL %s: %s: %v", t.Display, ParamPrefix, err)
 	}
@@ -141,6 +144,13 @@ func (t Target) openRedis(ctx context.Context, timeout time.Duration) (*Opened, 
 	opts, err := redis.ParseURL(t.connString)
 	if err != nil {
 		return nil, newError(store.ErrInvalid, nil, "storeurl: store URL %s: %s", t.Display, t.Redact(err.Error()))
+	}
+	pw, err := t.sec.applyRedis(opts, t.Display)
+	if err != nil {
+		return nil, err
+	}
+	if pw != "" {
+		t.secrets = append(t.secrets, pw)
 	}
 	// Calls end at their context's deadline, as redisstore requires.
 	opts.ContextTimeoutEnabled = true
@@ -230,7 +240,13 @@ func parseEtcd(raw string) (Target, error) {
 		return Target{}, err
 	}
 	t.Etcd.KeyPrefix = prefix
-	if err := refuseParams(q, t.Display, "an etcd URL takes only "+ParamPrefix); err != nil {
+	if t.sec, err = takeSecurity(q, t.Display, true, ""); err != nil {
+		return Target{}, err
+	}
+	if t.sec.passwordFile != "" && (t.password != "" || t.user == "") {
+		return Target{}, newError(store.ErrInvalid, nil, "storeurl: store URL %s: with %s, give the user name and no password in the URL: etcd://USER@HOST:PORT?%s=PATH", t.Display, ParamPasswordFile, ParamPasswordFile)
+	}
+	if err := refuseParams(q, t.Display, "an etcd URL takes only "+ParamPrefix+", "+ParamTLSCA+", "+ParamTLSCert+", "+ParamTLSKey+" and "+ParamPasswordFile); err != nil {
 		return Target{}, err
 	}
 	return t, nil
@@ -276,11 +292,19 @@ func (t Target) openEtcd(ctx context.Context, timeout time.Duration) (*Opened, e
 	if err := anyAnswers(pctx, t.Endpoints); err != nil {
 		return nil, newError(store.ErrUnavailable, nil, "storeurl: cannot reach etcd at %s: %s", t.Display, oneLine(err.Error()))
 	}
+	cfg, err := t.etcdSecurity()
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Password != "" {
+		t.secrets = append(t.secrets, cfg.Password)
+	}
 	client, err := clientv3.New(clientv3.Config{
 		Endpoints:   t.Endpoints,
 		DialTimeout: timeout,
 		Username:    t.user,
-		Password:    t.password,
+		Password:    cfg.Password,
+		TLS:         cfg.TLS,
 		// The client's own log lines would break tenure's one-line errors;
 		// its errors reach the caller anyway.
 		Logger: zap.NewNop(),
@@ -345,13 +369,22 @@ func parseConsul(raw string) (Target, error) {
 		return Target{}, err
 	}
 	t.Consul.KeyPrefix = prefix
+	if t.sec, err = takeSecurity(q, t.Display, true, ""); err != nil {
+		return Target{}, err
+	}
+	if t.sec.passwordFile != "" {
+		return Target{}, newError(store.ErrInvalid, nil, "storeurl: store URL %s: Consul takes an ACL token, not a password: give %s", t.Display, ParamTokenFile)
+	}
+	if t.sec.tokenFile, _, err = takeParam(q, ParamTokenFile, t.Display); err != nil {
+		return Target{}, err
+	}
 	if err := takeDuration(q, ParamSessionTTLMin, t.Display, &t.Consul.MinSessionTTL); err != nil {
 		return Target{}, err
 	}
 	if err := takeDuration(q, ParamLockDelay, t.Display, &t.Consul.LockDelay); err != nil {
 		return Target{}, err
 	}
-	if err := refuseParams(q, t.Display, "a Consul URL takes "+ParamPrefix+", "+ParamSessionTTLMin+" and "+ParamLockDelay); err != nil {
+	if err := refuseParams(q, t.Display, "a Consul URL takes "+ParamPrefix+", "+ParamSessionTTLMin+", "+ParamLockDelay+", "+ParamTLSCA+", "+ParamTLSCert+", "+ParamTLSKey+" and "+ParamTokenFile); err != nil {
 		return Target{}, err
 	}
 	return t, nil
@@ -364,6 +397,7 @@ func (t Target) openConsul(ctx context.Context, timeout time.Duration) (*Opened,
 	if len(t.Endpoints) > 0 {
 		cfg.Address = t.Endpoints[0]
 	}
+	t.sec.applyConsul(cfg)
 	tr := cfg.Transport
 	closeClient := func() error {
 		tr.CloseIdleConnections()

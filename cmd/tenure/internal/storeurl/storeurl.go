@@ -131,6 +131,7 @@ type Target struct {
 	user       string   // etcd user name
 	password   string   // etcd password
 	secrets    []string // what Redact masks
+	sec        security // TLS files and password file (tls.go)
 }
 
 // Resolve returns the target of flagValue when it is non-empty, else of
@@ -162,7 +163,7 @@ func Parse(raw string) (Target, error) {
 	if !ok || !schemeSyntax.MatchString(scheme) {
 		hint := ""
 		if strings.ContainsAny(raw, "/.") && !strings.Contains(raw, "://") {
-			hint = fmt.Sprintf(" (for an SQLite file write sqlite:%s)", raw)
+			hint = fmt.Sprintf(" (for an SQLite file write %q)", "sqlite:"+raw)
 		}
 		return Target{}, newError(store.ErrInvalid, nil, "storeurl: store URL %q has no scheme; use %s%s", roughRedact(raw), Supported, hint)
 	}
@@ -479,6 +480,10 @@ func (t Target) Open(ctx context.Context, opts Options) (*Opened, error) {
 	return nil, newError(store.ErrInvalid, nil, "storeurl: store target has no kind; make it with Parse or Resolve")
 }
 
+// pingAfterIdle is how long a pooled PostgreSQL connection must have been
+// idle before it is pinged when lent: longer than any renew interval.
+const pingAfterIdle = time.Hour
+
 func (t Target) openPostgres(ctx context.Context, timeout time.Duration) (*Opened, error) {
 	cfg, err := pgxpool.ParseConfig(t.connString)
 	if err != nil {
@@ -490,6 +495,11 @@ func (t Target) openPostgres(ctx context.Context, timeout time.Duration) (*Opene
 	if _, ok := cfg.ConnConfig.RuntimeParams["application_name"]; !ok {
 		cfg.ConnConfig.RuntimeParams["application_name"] = applicationName
 	}
+	// pgxpool pings a connection idle for a second before lending it,
+	// which doubles the round trips of every renewal (they come TTL/3
+	// apart). A connection that died while idle fails its renewal instead:
+	// the tenure ends and is acquired again, on a fresh connection.
+	cfg.ShouldPing = func(_ context.Context, p pgxpool.ShouldPingParams) bool { return p.IdleDuration >= pingAfterIdle }
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, newError(store.ErrInvalid, nil, "storeurl: store URL %s: %s", t.Display, t.Redact(err.Error()))

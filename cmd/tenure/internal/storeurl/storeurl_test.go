@@ -208,8 +208,9 @@ func TestMigrationSQL(t *testing.T) {
 		g, err := tg.GrantSQL("runner")
 		require.NoError(t, err)
 		require.Contains(t, g, `"runner"`)
-		require.Contains(t, g, `"ops"."job_leases"`)
-		require.Contains(t, g, `"ops"."job_agents"`)
+		require.Contains(t, g, `EXECUTE ON FUNCTION "ops"."job_acquire"`)
+		require.NotContains(t, g, `"ops"."job_leases"`, "no privilege on the leases table")
+		require.Contains(t, g, `"ops"."job_agent_register"`)
 	})
 	t.Run("SQLitePrintsItsSchema", func(t *testing.T) {
 		t.Parallel()
