@@ -246,7 +246,7 @@ func checkSchema(ctx context.Context, o *storeurl.Opened, getErr error) Finding 
 	case storeurl.SQLite:
 		f.Detail = fmt.Sprintf("schema version %d (the SQLite store migrates itself when opened)", sqlitestore.SchemaVersion)
 	case storeurl.Postgres, storeurl.MySQL:
-		f.Detail = fmt.Sprintf("the %s schema answers a read of the lease table at this library's version", o.Target.Kind.Name())
+		f.Detail = fmt.Sprintf("the %s schema answers a lease read at this library's version", o.Target.Kind.Name())
 	default:
 		f.Detail = fmt.Sprintf("the %s store keeps no schema", o.Target.Kind.Name())
 	}
@@ -466,7 +466,7 @@ func checkLeaseCycle(ctx context.Context, o *storeurl.Opened, opts Options) []Fi
 		cycle.Detail = fmt.Sprintf("acquired, renewed and released the throwaway lease %q (token %d)", opts.Lease, g.Token)
 	case storeurl.PermissionDenied(err):
 		cycle.Status, cycle.Detail = Fail, fmt.Sprintf("the role may not %s a lease: %s", step, o.Target.Wrap(err))
-		cycle.Fix = grantFix(ctx, o)
+		cycle.Fix = grantFix(ctx, o) + " (a read-only role, granted with --grant-read for status and dashboards, fails here by design)"
 	case errors.Is(err, store.ErrNotMigrated):
 		cycle.Status, cycle.Detail = Fail, fmt.Sprintf("%s failed: %s", step, o.Target.Wrap(err))
 		cycle.Fix = fmt.Sprintf("run `tenure migrate --store %s` as the schema's owner", o.Target.Display)

@@ -229,6 +229,28 @@ func TestRoleMissingGrant(t *testing.T) {
 	require.Equal(t, doctor.OK, find(fs, doctor.CheckLeaseCycle)[0].Status)
 }
 
+// TestReadOnlyRole connects as a role granted the read-only grants: it
+// reads the leases, but the lease cycle fails, naming the run-time grants.
+func TestReadOnlyRole(t *testing.T) {
+	t.Parallel()
+	owner := testserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")
+	role := testserver.PostgresRole(t, owner)
+	o := open(t, pgStoreURL(t, role))
+	grants, err := o.Target.ReadGrantSQL(role)
+	require.NoError(t, err)
+	_, err = owner.Exec(t.Context(), grants)
+	require.NoError(t, err)
+	fs := doctor.Check(t.Context(), o, fast)
+	t.Log("\n" + describe(fs))
+	require.Equal(t, doctor.OK, find(fs, doctor.CheckSchema)[0].Status, describe(fs))
+	cycle := find(fs, doctor.CheckLeaseCycle)
+	require.Len(t, cycle, 1, describe(fs))
+	require.Equal(t, doctor.Fail, cycle[0].Status)
+	require.Contains(t, cycle[0].Detail, "the role may not acquire a lease")
+	require.Contains(t, cycle[0].Fix, "tenure migrate --print --grant "+role+" --store ")
+	require.Contains(t, cycle[0].Fix, "--grant-read")
+}
+
 // TestNotMigrated checks that an empty schema is a FAIL naming tenure
 // migrate.
 func TestNotMigrated(t *testing.T) {
