@@ -28,6 +28,8 @@ func TestDemo(t *testing.T) {
 	require.Contains(t, out, "with fencing:    run 1 charged 1 time(s) (as expected)")
 	require.Contains(t, out, "without fencing: run 1 charged 2 time(s) (as expected)")
 	require.Contains(t, out, "REFUSED by the fence")
+	require.Contains(t, out, "strict fence:    run 1 charged 1 time(s) (as expected)")
+	require.Contains(t, out, "token fence:     run 1 charged 2 time(s) (as expected)")
 }
 
 // TestDemoWorkerIsHidden checks that the demo's worker command is not
@@ -37,7 +39,7 @@ func TestDemoWorkerIsHidden(t *testing.T) {
 	h := run(t, testEnv(t), "help")
 	require.Equal(t, 0, h.code)
 	help := h.stdout.rest()
-	require.Contains(t, help, "tenure demo [--ttl 2s]")
+	require.Contains(t, help, "tenure demo [--scene all|pause|clone] [--ttl 2s]")
 	require.NotContains(t, help, "demo-worker")
 	w := run(t, testEnv(t), "help", "demo-worker")
 	require.Equal(t, 0, w.code)

@@ -98,6 +98,7 @@ func commandTable() map[string]*command {
 		"serve":       serveCommand(),
 		"release":     releaseCommand(),
 		"migrate":     migrateCommand(),
+		"doctor":      doctorCommand(),
 		"fence":       fenceCommand(),
 		"agents":      agentsCommand(),
 		"owner":       ownerCommand(),

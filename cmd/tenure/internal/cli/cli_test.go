@@ -158,6 +158,9 @@ func TestUsageErrors(t *testing.T) {
 		{"DemoArgument", []string{"demo", "now"}, "takes no arguments"},
 		{"DemoStore", []string{"demo", "--store", db}, "flag provided but not defined: -store"},
 		{"DemoTTLOutOfRange", []string{"demo", "--ttl", "10ms"}, "--ttl 10ms must be between 1s and 1m"},
+		{"DemoBadScene", []string{"demo", "--scene", "both"}, `--scene "both" is not a story; use all, pause or clone`},
+		{"DoctorArgument", []string{"doctor", "now"}, "takes no arguments"},
+		{"DoctorBadTTL", []string{"doctor", "--ttl", "soon"}, "is not a duration"},
 		{"VersionArgument", []string{"version", "x"}, "takes no arguments"},
 		{"HelpUnknown", []string{"help", "bogus"}, `unknown command "bogus"`},
 		{"HelpTwo", []string{"help", "run", "status"}, "at most one"},
@@ -189,7 +192,7 @@ func TestHelp(t *testing.T) {
 		require.Equal(t, ExitOK, o.code)
 		require.Empty(t, o.stderr)
 		for _, want := range []string{"tenure run --name NAME", "tenure status", "tenure release NAME", "tenure migrate",
-			"tenure agents [--json]", "tenure owner RESOURCE [--json]", "tenure demo [--ttl 2s]",
+			"tenure agents [--json]", "tenure owner RESOURCE [--json]", "tenure demo [--scene all|pause|clone] [--ttl 2s]", "tenure doctor [--ttl 30s]",
 			"Exit codes:", "\n  3 ", "\n  4 ", "79", "tenure_schema", "redis://", "etcd://", "consul://", "tenure_session_ttl_min"} {
 			require.Contains(t, o.stdout, want)
 		}

@@ -34,10 +34,14 @@
 //   - agents, owner: the fleet registry ([registrycli.Agents],
 //     [registrycli.Owner]) in the PostgreSQL database of the store URL;
 //     another store is refused with exit 64.
-//   - demo: the story of a paused leader, with and without fencing
-//     ([demo.Main]), always on SQLite files of its own, so it needs no
-//     server. Its workers are tenure itself, run as the hidden command
-//     demo-worker ([demo.Worker]), which is internal.
+//   - demo: the story of a paused leader, with and without fencing, and of
+//     a holder cloned by a restored snapshot, under the strict fence and the
+//     token fence ([demo.Main]; --scene picks one), always on SQLite files
+//     of its own, so it needs no server. Its workers are tenure itself, run
+//     as the hidden command demo-worker ([demo.Worker]), which is internal.
+//   - doctor: check a store and this host ([doctor.Check]) and print one
+//     finding per check, OK, WARN or FAIL with what to do; exit 1 when any
+//     is a FAIL.
 //   - version, help.
 //
 // The store comes from --store, else TENURE_STORE, else the default SQLite
@@ -59,7 +63,8 @@
 //
 //	0    success; under run, the command's own exit status passes through
 //	     (128+N when signal N ended it); for owner, the owner is alive
-//	1    any other error; for demo, the story did not come out as it must
+//	1    any other error; for demo, the story did not come out as it must;
+//	     for doctor, a check failed (an unreachable store included)
 //	3    owner: the resource has no owner
 //	4    owner: the resource's owner is dead; do not place it elsewhere
 //	64   usage: unknown command or flag, bad duration, name or store URL,

@@ -35,7 +35,7 @@ func helpCommand() *command {
 
 // order lists the commands in the order help shows them; commands missing
 // here come after, by name.
-var order = []string{"run", "status", "release", "migrate", "agents", "owner", "demo", "version", "help"}
+var order = []string{"run", "status", "release", "migrate", "doctor", "agents", "owner", "demo", "version", "help"}
 
 func orderedNames() []string {
 	names := commandNames()
@@ -127,7 +127,8 @@ Store URLs:
 Exit codes:
   0      success; under run, the command's own exit status passes through
          (128+N when signal N ended it); owner: the owner is alive
-  1      any other error; demo: the story did not come out as it must
+  1      any other error; demo: the story did not come out as it must;
+         doctor: a check FAILed (the store unreachable included)
   3      owner: the resource has no owner
   4      owner: the resource's owner is dead (do not place it elsewhere)
   64     usage: unknown command or flag, bad duration, name or store URL,

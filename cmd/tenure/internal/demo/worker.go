@@ -24,8 +24,9 @@ const (
 )
 
 // Worker is one contending process: `tenure demo-worker --db PATH --id N
-// [--fenced]`. It prints one line per event on stdout, which the
-// orchestrator reads.
+// [--fenced]`, or with --clone STATE [--strict] one restored copy of a
+// holder. It prints one line per event on stdout, which the orchestrator
+// reads.
 func Worker(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("demo-worker", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -33,6 +34,8 @@ func Worker(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	id := fs.Int("id", 0, "worker number")
 	fenced := fs.Bool("fenced", true, "charge through the fence")
 	ttl := fs.Duration("ttl", 2*time.Second, "lease TTL")
+	clone := fs.String("clone", "", "run as a restored copy of this holder state (base64 JSON)")
+	strict := fs.Bool("strict", true, "with --clone, charge through the strict check")
 	if err := fs.Parse(args); err != nil {
 		return 64
 	}
@@ -40,7 +43,13 @@ func Worker(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "tenure: demo-worker: --db and --id are required")
 		return 64
 	}
-	if err := work(ctx, *db, *id, *fenced, *ttl, stdout); err != nil && ctx.Err() == nil {
+	var err error
+	if *clone != "" {
+		err = cloneWork(ctx, *db, *id, *clone, *strict, *ttl, stdout)
+	} else {
+		err = work(ctx, *db, *id, *fenced, *ttl, stdout)
+	}
+	if err != nil && ctx.Err() == nil {
 		fmt.Fprintf(stderr, "tenure: demo-worker %d: %v\n", *id, err)
 		return 1
 	}

@@ -1,0 +1,77 @@
+package main
+
+import (
+	"encoding/json"
+	"net"
+	"net/url"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tenure-dev/tenure/cmd/tenure/internal/doctor"
+	"github.com/tenure-dev/tenure/internal/testserver"
+)
+
+// TestDoctor runs `tenure doctor` as an operator would: a healthy store
+// exits 0 with a table, a clock-skewed host (the drill variable) and an
+// unreachable store exit 1 with a FAIL and what to do.
+func TestDoctor(t *testing.T) {
+	t.Parallel()
+	t.Run("Healthy", func(t *testing.T) {
+		t.Parallel()
+		p := run(t, testEnv(t), "doctor", "--ttl", "10s", "--store", "sqlite:"+filepath.Join(t.TempDir(), "d.db"))
+		out := p.stdout.rest()
+		t.Log("\n" + out)
+		require.Equal(t, 0, p.code, "stderr:\n%s", p.stderr.rest())
+		require.Contains(t, out, "CHECK          STATUS  FINDING")
+		require.Contains(t, out, "lease-cycle    OK")
+		require.Contains(t, out, " 0 FAIL")
+	})
+	t.Run("SkewedClock", func(t *testing.T) {
+		t.Parallel()
+		client := testserver.RedisClient(t)
+		prefix := testserver.RedisPrefix(t, client)
+		u, err := url.Parse(testserver.RedisURL())
+		require.NoError(t, err)
+		u.RawQuery = url.Values{"tenure_prefix": {prefix}}.Encode()
+		p := run(t, testEnv(t, doctor.EnvClockOffset+"=-504h"), "doctor", "--json", "--store", u.String())
+		require.Equal(t, 1, p.code, "stderr:\n%s", p.stderr.rest())
+		var rep doctor.Report
+		require.NoError(t, json.Unmarshal([]byte(p.stdout.rest()), &rep))
+		require.False(t, rep.OK)
+		var clock *doctor.Finding
+		for i, f := range rep.Findings {
+			if f.Check == doctor.CheckClock && clock == nil {
+				clock = &rep.Findings[i]
+			}
+		}
+		require.NotNil(t, clock)
+		require.Equal(t, doctor.Fail, clock.Status)
+		require.Regexp(t, `^this host's clock is (503h59m59\.9\d*|504h0m0(\.0\d*)?)s behind the store's`, clock.Detail)
+		require.Contains(t, clock.Fix, "time synchronisation")
+	})
+	t.Run("Unreachable", func(t *testing.T) {
+		t.Parallel()
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		addr := ln.Addr().String()
+		require.NoError(t, ln.Close())
+		p := run(t, testEnv(t), "doctor", "--store", "redis://"+addr)
+		out := p.stdout.rest()
+		require.Equal(t, 1, p.code, "stderr:\n%s", p.stderr.rest())
+		require.Contains(t, out, "reachable  FAIL    storeurl: cannot reach Redis at redis://"+addr)
+		require.Contains(t, out, "What to do:")
+		require.Contains(t, out, "0 OK, 0 WARN, 1 FAIL")
+	})
+	t.Run("BadInput", func(t *testing.T) {
+		t.Parallel()
+		p := run(t, testEnv(t, doctor.EnvClockOffset+"=soon"), "doctor", "--store", "sqlite:"+filepath.Join(t.TempDir(), "d.db"))
+		require.Equal(t, 64, p.code)
+		require.Contains(t, p.stderr.rest(), "TENURE_DOCTOR_CLOCK_OFFSET=\"soon\" is not a duration")
+		p = run(t, testEnv(t), "doctor", "--store", "nope://x")
+		require.Equal(t, 64, p.code)
+		h := run(t, testEnv(t), "help")
+		require.Contains(t, h.stdout.rest(), "tenure doctor [--ttl 30s] [--json] [--store URL]")
+	})
+}

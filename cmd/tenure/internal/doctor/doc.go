@@ -1,0 +1,20 @@
+// Package doctor is `tenure doctor`: it examines one store as a holder on
+// this host would meet it and returns findings, each OK, WARN or FAIL with
+// what to do.
+//
+// The checks, in order: the store answers (a few reads of a name that does
+// not exist, their median round trip judged against the TTL's safety
+// margin); the schema is at this library's version and the role may read it
+// (PostgreSQL, MySQL); the TTL makes a valid lease client configuration and
+// is not below the store's minimum (etcd's 2 s, Consul's session_ttl_min);
+// this host's wall clock against the store's (PostgreSQL clock_timestamp(),
+// Redis TIME, MySQL SYSDATE(6); SQLite is this host; etcd and Consul have
+// no wall-clock expiry) and whether either clock steps over about a second
+// of monotonic time; a throwaway lease "tenure-doctor-…" acquired, renewed
+// and released, which proves the role's privileges through real calls; the
+// release's notification arriving; for Redis, the persistence and
+// replication settings under which it can lose acknowledged writes.
+//
+// A store that cannot be opened gives one FAIL. The throwaway lease stays
+// in the store as a released record; doctor changes nothing else.
+package doctor

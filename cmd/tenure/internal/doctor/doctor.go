@@ -1,0 +1,539 @@
+package doctor
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/tenure-dev/tenure"
+	"github.com/tenure-dev/tenure/cmd/tenure/internal/storeurl"
+	"github.com/tenure-dev/tenure/store"
+	"github.com/tenure-dev/tenure/store/redisstore"
+	"github.com/tenure-dev/tenure/store/sqlitestore"
+)
+
+// Status is a finding's verdict.
+type Status string
+
+// The verdicts, from good to bad.
+const (
+	OK   Status = "OK"
+	Warn Status = "WARN"
+	Fail Status = "FAIL"
+)
+
+// The checks, by the name a finding carries.
+const (
+	CheckReachable     = "reachable"
+	CheckSchema        = "schema"
+	CheckTTL           = "ttl"
+	CheckClock         = "clock"
+	CheckLeaseCycle    = "lease-cycle"
+	CheckNotifications = "notifications"
+	CheckDurability    = "durability"
+)
+
+// Finding is one check's verdict and what to do about it.
+type Finding struct {
+	Check  string `json:"check"`
+	Status Status `json:"status"`
+	// Detail says what was found.
+	Detail string `json:"detail"`
+	// Fix says what to do; empty when nothing needs doing.
+	Fix string `json:"fix,omitempty"`
+}
+
+// Options tune [Check]. Zero fields take the defaults.
+type Options struct {
+	// TTL is the lease TTL to judge; default tenure.DefaultTTL.
+	TTL time.Duration
+	// Clock is this host's clock as the lease client reads it; default
+	// the system clock. A skewed clock (see [OffsetClock]) lets a drill
+	// show what a host with a wrong clock looks like.
+	Clock tenure.Clock
+	// Pings is how many round trips measure the latency; default 5.
+	Pings int
+	// ClockSamples is how many readings of the store's clock are taken,
+	// spread over ClockSpan; default 5 over 1 s.
+	ClockSamples int
+	ClockSpan    time.Duration
+	// NotifyTimeout bounds the wait for the store's notification of the
+	// throwaway lease's release; default 5 s.
+	NotifyTimeout time.Duration
+	// Lease is the throwaway lease name; default "tenure-doctor-" and
+	// random hex digits.
+	Lease string
+}
+
+func (o Options) withDefaults() Options {
+	if o.TTL == 0 {
+		o.TTL = tenure.DefaultTTL
+	}
+	if o.Clock == nil {
+		o.Clock = tenure.NewSystemClock()
+	}
+	if o.Pings <= 0 {
+		o.Pings = 5
+	}
+	if o.ClockSamples < 2 {
+		o.ClockSamples = 5
+	}
+	if o.ClockSpan <= 0 {
+		o.ClockSpan = time.Second
+	}
+	if o.NotifyTimeout <= 0 {
+		o.NotifyTimeout = 5 * time.Second
+	}
+	if o.Lease == "" {
+		o.Lease = "tenure-doctor-" + randomHex(6)
+	}
+	return o
+}
+
+// randomHex returns n random bytes in hex.
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails.
+	return hex.EncodeToString(b)
+}
+
+// callTimeout bounds one store call of a check.
+const callTimeout = 10 * time.Second
+
+// Unreachable is the finding for a store that could not be opened.
+func Unreachable(display string, err error) Finding {
+	return Finding{Check: CheckReachable, Status: Fail,
+		Detail: err.Error(),
+		Fix:    fmt.Sprintf("check that the server behind %s runs and that this host can reach it (address, port, firewall, credentials), then run doctor again", display)}
+}
+
+// Check examines the open store o and returns its findings, in a fixed
+// order: reachable, schema, ttl, clock, lease-cycle, notifications and,
+// for Redis, durability. It writes one throwaway lease (acquired, renewed
+// and released), which stays in the store as a released record.
+func Check(ctx context.Context, o *storeurl.Opened, opts Options) []Finding {
+	opts = opts.withDefaults()
+	var fs []Finding
+	reach, getErr := checkReachable(ctx, o, opts)
+	fs = append(fs, reach)
+	if reach.Status == Fail {
+		return fs
+	}
+	fs = append(fs, checkSchema(ctx, o, getErr))
+	fs = append(fs, checkTTL(o, opts))
+	fs = append(fs, checkClock(ctx, o, opts)...)
+	if slices.ContainsFunc(fs, func(f Finding) bool { return f.Check == CheckSchema && f.Status == Fail }) {
+		return fs
+	}
+	fs = append(fs, checkLeaseCycle(ctx, o, opts)...)
+	if st, ok := o.Store.(*redisstore.Store); ok {
+		fs = append(fs, checkDurability(ctx, st)...)
+	}
+	return fs
+}
+
+// Failed reports whether any finding is a FAIL.
+func Failed(fs []Finding) bool {
+	return slices.ContainsFunc(fs, func(f Finding) bool { return f.Status == Fail })
+}
+
+// WriteTable prints the findings as a table, with the fixes below.
+func WriteTable(w io.Writer, display string, fs []Finding) error {
+	fmt.Fprintf(w, "tenure doctor: %s\n\n", display)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "CHECK\tSTATUS\tFINDING")
+	for _, f := range fs {
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", f.Check, f.Status, f.Detail)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	first := true
+	for _, f := range fs {
+		if f.Fix == "" {
+			continue
+		}
+		if first {
+			fmt.Fprintln(w, "\nWhat to do:")
+			first = false
+		}
+		fmt.Fprintf(w, "  %s (%s): %s\n", f.Check, f.Status, f.Fix)
+	}
+	_, err := fmt.Fprintf(w, "\n%s\n", summary(fs))
+	return err
+}
+
+// Report is the JSON form of doctor's output.
+type Report struct {
+	Store    string    `json:"store"`
+	OK       bool      `json:"ok"`
+	Findings []Finding `json:"findings"`
+}
+
+// WriteJSON prints the findings as one JSON object ([Report]) on one line.
+func WriteJSON(w io.Writer, display string, fs []Finding) error {
+	b, err := json.Marshal(Report{Store: display, OK: !Failed(fs), Findings: fs})
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "%s\n", b)
+	return err
+}
+
+func summary(fs []Finding) string {
+	var n [3]int
+	for _, f := range fs {
+		switch f.Status {
+		case OK:
+			n[0]++
+		case Warn:
+			n[1]++
+		case Fail:
+			n[2]++
+		}
+	}
+	return fmt.Sprintf("%d OK, %d WARN, %d FAIL", n[0], n[1], n[2])
+}
+
+// checkReachable times opts.Pings reads of the throwaway name (a real
+// round trip on every store) and returns the finding and the first read's
+// error other than ErrNotFound, for the schema check.
+func checkReachable(ctx context.Context, o *storeurl.Opened, opts Options) (Finding, error) {
+	var rtts []time.Duration
+	var firstErr error
+	for range opts.Pings {
+		cctx, cancel := context.WithTimeout(ctx, callTimeout)
+		start := time.Now()
+		_, err := o.Store.Get(cctx, opts.Lease)
+		rtt := time.Since(start)
+		cancel()
+		if errors.Is(err, store.ErrNotFound) {
+			err = nil
+		}
+		if errors.Is(err, store.ErrUnavailable) || errors.Is(err, store.ErrClosed) {
+			return Unreachable(o.Target.Display, o.Target.Wrap(err)), nil
+		}
+		if err != nil && firstErr == nil {
+			firstErr = err
+		}
+		rtts = append(rtts, rtt)
+	}
+	slices.Sort(rtts)
+	median := rtts[len(rtts)/2]
+	f := Finding{Check: CheckReachable, Status: OK,
+		Detail: fmt.Sprintf("%d round trips: median %s, max %s", len(rtts), round(median), round(rtts[len(rtts)-1]))}
+	// A renewal must come back well within the margin the client keeps
+	// before its local deadline (TTL/10).
+	if margin := opts.TTL / 10; median > margin/2 {
+		f.Status = Warn
+		f.Detail += fmt.Sprintf("; that is more than half the safety margin (%s) of a %s TTL", round(margin), opts.TTL)
+		f.Fix = "raise --ttl, or run the holders closer to the store"
+	}
+	return f, firstErr
+}
+
+func checkSchema(ctx context.Context, o *storeurl.Opened, getErr error) Finding {
+	f := Finding{Check: CheckSchema, Status: OK}
+	switch o.Target.Kind {
+	case storeurl.SQLite:
+		f.Detail = fmt.Sprintf("schema version %d (the SQLite store migrates itself when opened)", sqlitestore.SchemaVersion)
+	case storeurl.Postgres, storeurl.MySQL:
+		f.Detail = fmt.Sprintf("the %s schema answers a lease read at this library's version", o.Target.Kind.Name())
+	default:
+		f.Detail = fmt.Sprintf("the %s store keeps no schema", o.Target.Kind.Name())
+	}
+	switch {
+	case getErr == nil:
+	case errors.Is(getErr, store.ErrNotMigrated):
+		f.Status, f.Detail = Fail, "not migrated to this library's version: "+o.Target.Wrap(getErr).Error()
+		f.Fix = fmt.Sprintf("run `tenure migrate --store %s` as the schema's owner (or `tenure migrate --print` for a DBA)", o.Target.Display)
+	case storeurl.PermissionDenied(getErr):
+		f.Status, f.Detail = Fail, "the role may not read the leases: "+o.Target.Wrap(getErr).Error()
+		f.Fix = grantFix(ctx, o)
+	default:
+		f.Status, f.Detail = Fail, "reading a lease failed: "+o.Target.Wrap(getErr).Error()
+		f.Fix = "read the error above; `tenure status --store URL` fails the same way until it is fixed"
+	}
+	return f
+}
+
+// grantFix names the command that prints the grants the current role
+// lacks.
+func grantFix(ctx context.Context, o *storeurl.Opened) string {
+	cctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	role, err := o.Role(cctx)
+	if err != nil || role == "" {
+		role = "ROLE"
+	}
+	return fmt.Sprintf("have the schema's owner apply the grants `tenure migrate --print --grant %s --store %s` prints", role, o.Target.Display)
+}
+
+func checkTTL(o *storeurl.Opened, opts Options) Finding {
+	f := Finding{Check: CheckTTL, Status: OK}
+	cfg := tenure.Config{TTL: opts.TTL}
+	if err := cfg.Validate(); err != nil {
+		f.Status, f.Detail = Fail, err.Error()
+		f.Fix = "choose a --ttl the lease client accepts (at least " + tenure.MinTTL.String() + ")"
+		return f
+	}
+	floor := store.MinTTLOf(o.Store)
+	renew, margin := opts.TTL/3, opts.TTL/10
+	f.Detail = fmt.Sprintf("TTL %s: renewals every %s, safety margin %s, store minimum %s", opts.TTL, round(renew), round(margin), floor)
+	switch o.Target.Kind {
+	case storeurl.Etcd:
+		f.Detail += " (etcd's lessor refuses shorter leases)"
+	case storeurl.Consul:
+		f.Detail += " (the Consul servers' session_ttl_min, from tenure_session_ttl_min)"
+	}
+	if opts.TTL < floor {
+		f.Status = Fail
+		f.Detail = fmt.Sprintf("TTL %s is below the %s store's minimum %s", opts.TTL, o.Target.Kind.Name(), floor)
+		f.Fix = fmt.Sprintf("use --ttl %s or more with this store", floor)
+	}
+	return f
+}
+
+// checkClock compares the store's wall clock with this host's, and the
+// store's elapsed time with this host's monotonic elapsed time.
+func checkClock(ctx context.Context, o *storeurl.Opened, opts Options) []Finding {
+	clock, err := o.WallClock(ctx)
+	switch {
+	case errors.Is(err, storeurl.ErrNoWallClock) && o.Target.Kind == storeurl.AlwaysLeader:
+		return []Finding{{Check: CheckClock, Status: OK, Detail: "the always-leader store keeps no time: no offset to check"}}
+	case errors.Is(err, storeurl.ErrNoWallClock):
+		return []Finding{{Check: CheckClock, Status: OK,
+			Detail: fmt.Sprintf("the %s store has no wall-clock expiry (its leases run on monotonic timers): no offset to check", o.Target.Kind.Name())}}
+	case err != nil:
+		return []Finding{{Check: CheckClock, Status: Warn, Detail: "cannot read the store's clock: " + err.Error(),
+			Fix: "check the host's time synchronisation (chronyc tracking, timedatectl) by hand"}}
+	}
+	defer func() { _ = clock.Close() }() // A read-only connection.
+	type sample struct {
+		store, wall time.Time
+		mono, rtt   time.Duration
+	}
+	var samples []sample
+	gap := opts.ClockSpan / time.Duration(opts.ClockSamples-1)
+	for i := range opts.ClockSamples {
+		if i > 0 {
+			select {
+			case <-ctx.Done():
+				return []Finding{{Check: CheckClock, Status: Warn, Detail: "interrupted"}}
+			case <-time.After(gap):
+			}
+		}
+		cctx, cancel := context.WithTimeout(ctx, callTimeout)
+		wall0, mono0 := opts.Clock.Now()
+		st, err := clock.Read(cctx)
+		_, mono1 := opts.Clock.Now()
+		cancel()
+		if err != nil {
+			return []Finding{{Check: CheckClock, Status: Warn, Detail: "cannot read the store's clock: " + err.Error(),
+				Fix: "check the host's time synchronisation (chronyc tracking, timedatectl) by hand"}}
+		}
+		half := (mono1 - mono0) / 2
+		samples = append(samples, sample{store: st, wall: wall0.Add(half), mono: mono0 + half, rtt: mono1 - mono0})
+	}
+	var offsets []time.Duration
+	maxRTT := time.Duration(0)
+	for _, s := range samples {
+		offsets = append(offsets, s.store.Sub(s.wall))
+		maxRTT = max(maxRTT, s.rtt)
+	}
+	slices.Sort(offsets)
+	offset := offsets[len(offsets)/2]
+	first, last := samples[0], samples[len(samples)-1]
+	monoElapsed := last.mono - first.mono
+	storeElapsed := last.store.Sub(first.store)
+	localElapsed := last.wall.Sub(first.wall)
+
+	var fs []Finding
+	if clock.Local {
+		fs = append(fs, Finding{Check: CheckClock, Status: OK,
+			Detail: "the SQLite store's clock is this host's: no offset between them"})
+	} else {
+		f := Finding{Check: CheckClock, Status: OK,
+			Detail: fmt.Sprintf("this host's clock is %s the store's (median of %d readings, ±%s)", describeOffset(offset), len(samples), round(maxRTT/2))}
+		switch abs := max(offset, -offset); {
+		case abs > opts.TTL:
+			f.Status = Fail
+			f.Fix = "fix this host's time synchronisation (chronyc tracking, timedatectl status); leases stay safe (the store's clock decides expiry) but every time this host logs or compares with the store's is off by more than a lease's lifetime"
+		case abs > time.Second:
+			f.Status = Warn
+			f.Fix = "fix this host's time synchronisation (chronyc tracking, timedatectl status): times in logs and in `tenure status` disagree with the store's"
+		}
+		fs = append(fs, f)
+	}
+	// A clock that steps: the store's (or this host's) elapsed time
+	// disagrees with this host's monotonic elapsed time.
+	tolerance := 50*time.Millisecond + maxRTT
+	step := Finding{Check: CheckClock, Status: OK,
+		Detail: fmt.Sprintf("no step: over %s of this host's monotonic time the store's clock moved %s", round(monoElapsed), round(storeElapsed))}
+	if d := storeElapsed - monoElapsed; d > tolerance || d < -tolerance {
+		step.Status = Fail
+		step.Detail = fmt.Sprintf("the store's clock moved %s over %s of this host's monotonic time: it stepped", round(storeElapsed), round(monoElapsed))
+		step.Fix = "fix the store server's time synchronisation (slew, do not step: chrony makestep off, ntpd -x); a forward step expires leases early and holders stand down"
+	} else if d := localElapsed - monoElapsed; d > tolerance || d < -tolerance {
+		step.Status = Warn
+		step.Detail = fmt.Sprintf("this host's wall clock moved %s over %s of its monotonic time: it stepped", round(localElapsed), round(monoElapsed))
+		step.Fix = "fix this host's time synchronisation (slew, do not step); a holder whose wall and monotonic clocks disagree assumes it was suspended and stands down"
+	}
+	return append(fs, step)
+}
+
+func describeOffset(d time.Duration) string {
+	switch {
+	case d > 0:
+		return round(d).String() + " behind"
+	case d < 0:
+		return round(-d).String() + " ahead of"
+	}
+	return "level with"
+}
+
+// checkLeaseCycle acquires, renews and releases the throwaway lease with
+// the store's notifications subscribed, and reports whether the protocol's
+// calls are allowed and the release was announced.
+func checkLeaseCycle(ctx context.Context, o *storeurl.Opened, opts Options) []Finding {
+	n, isNotifier := o.Store.(store.Notifier)
+	var (
+		subscribed = make(chan struct{}, 1)
+		announced  = make(chan struct{}, 1)
+		listenDone = make(chan struct{})
+	)
+	lctx, stopListen := context.WithCancel(ctx)
+	defer func() {
+		stopListen()
+		if isNotifier {
+			<-listenDone
+		}
+	}()
+	subscribeFailed := ""
+	if isNotifier {
+		go func() {
+			defer close(listenDone)
+			_ = n.Listen(lctx, func(name string) { // It returns only when lctx ends.
+				ch := subscribed
+				if name == opts.Lease {
+					ch = announced
+				} else if name != "" {
+					return
+				}
+				select {
+				case ch <- struct{}{}:
+				default:
+				}
+			})
+		}()
+		select {
+		case <-subscribed:
+		case <-time.After(opts.NotifyTimeout):
+			subscribeFailed = fmt.Sprintf("subscribing to the store's notifications took longer than %s", opts.NotifyTimeout)
+		case <-ctx.Done():
+			return nil
+		}
+	}
+	cycle := Finding{Check: CheckLeaseCycle, Status: OK}
+	holder := store.Holder{Label: "tenure-doctor", Instance: randomHex(8)}
+	ttl := store.MinTTLOf(o.Store)
+	cctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	g, err := o.Store.Acquire(cctx, store.AcquireParams{Name: opts.Lease, Holder: holder, TTL: ttl})
+	step := "acquire"
+	if err == nil {
+		step = "renew"
+		var res []store.RenewResult
+		res, err = o.Store.Renew(cctx, []store.RenewParams{{Name: opts.Lease, Holder: holder, Token: g.Token, Seq: g.Seq, TTL: ttl}})
+		if err == nil && (len(res) != 1 || !res[0].Renewed) {
+			err = fmt.Errorf("the store did not renew a lease it had just granted")
+		}
+		step = "release"
+		if rerr := o.Store.Release(cctx, store.ReleaseParams{Name: opts.Lease, Holder: holder, Token: g.Token}); err == nil {
+			err = rerr
+		}
+	}
+	switch {
+	case err == nil:
+		cycle.Detail = fmt.Sprintf("acquired, renewed and released the throwaway lease %q (token %d)", opts.Lease, g.Token)
+	case storeurl.PermissionDenied(err):
+		cycle.Status, cycle.Detail = Fail, fmt.Sprintf("the role may not %s a lease: %s", step, o.Target.Wrap(err))
+		cycle.Fix = grantFix(ctx, o) + " (a read-only role, granted with --grant-read for status and dashboards, fails here by design)"
+	case errors.Is(err, store.ErrNotMigrated):
+		cycle.Status, cycle.Detail = Fail, fmt.Sprintf("%s failed: %s", step, o.Target.Wrap(err))
+		cycle.Fix = fmt.Sprintf("run `tenure migrate --store %s` as the schema's owner", o.Target.Display)
+	default:
+		cycle.Status, cycle.Detail = Fail, fmt.Sprintf("%s of the throwaway lease %q failed: %s", step, opts.Lease, o.Target.Wrap(err))
+		cycle.Fix = "read the error above: holders fail the same way"
+	}
+	fs := []Finding{cycle}
+	note := Finding{Check: CheckNotifications, Status: OK}
+	switch {
+	case o.Target.Kind == storeurl.AlwaysLeader:
+		note.Detail = "the always-leader store keeps no leases: nobody waits for a release"
+	case !isNotifier:
+		note.Detail = fmt.Sprintf("the %s store sends no notifications: followers retry at the expiry they were told", o.Target.Kind.Name())
+	case cycle.Status == Fail:
+		return fs
+	case subscribeFailed != "":
+		note.Status, note.Detail = Warn, subscribeFailed
+		note.Fix = "followers still take over at expiry, but slower than a release allows; check the store's notification channel (PostgreSQL LISTEN, Redis pub/sub, the etcd or Consul watch)"
+	default:
+		start := time.Now()
+		select {
+		case <-announced:
+			note.Detail = fmt.Sprintf("the release of %q was announced after %s", opts.Lease, round(time.Since(start)))
+		case <-time.After(opts.NotifyTimeout):
+			note.Status = Warn
+			note.Detail = fmt.Sprintf("the release of %q was not announced within %s", opts.Lease, opts.NotifyTimeout)
+			note.Fix = "followers still take over at expiry, but a release does not wake them: check that the store's notifications reach this host (a proxy such as PgBouncer in transaction mode drops LISTEN; Redis pub/sub needs the same server)"
+		case <-ctx.Done():
+			return fs
+		}
+	}
+	return append(fs, note)
+}
+
+func checkDurability(ctx context.Context, st *redisstore.Store) []Finding {
+	cctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	risks, err := st.CheckDurability(cctx)
+	if err != nil {
+		return []Finding{{Check: CheckDurability, Status: Warn, Detail: err.Error(),
+			Fix: "check appendonly, appendfsync, maxmemory-policy and the replicas by hand"}}
+	}
+	if len(risks) == 0 {
+		return []Finding{{Check: CheckDurability, Status: OK,
+			Detail: "appendonly yes, appendfsync always, no replicas, maxmemory-policy noeviction: acknowledged writes survive a restart"}}
+	}
+	var fs []Finding
+	for _, r := range risks {
+		// The effect ends with what to do when there is a setting to change.
+		effect, fix := r.Effect, "see the redisstore package documentation, Failure modes, for what a loss costs; keep fences that must survive it elsewhere"
+		if i := strings.LastIndex(effect, "; "); i >= 0 && (strings.HasPrefix(effect[i+2:], "run with") || strings.HasPrefix(effect[i+2:], "connect to")) {
+			effect, fix = effect[:i], effect[i+2:]
+		}
+		fs = append(fs, Finding{Check: CheckDurability, Status: Warn, Detail: r.Setting + "=" + r.Value + ": " + effect, Fix: fix})
+	}
+	return fs
+}
+
+// round rounds d for people: to the microsecond under a millisecond, to
+// 0.1 ms under a second, else to the millisecond.
+func round(d time.Duration) time.Duration {
+	switch {
+	case d < time.Millisecond && d > -time.Millisecond:
+		return d.Round(time.Microsecond)
+	case d < time.Second && d > -time.Second:
+		return d.Round(100 * time.Microsecond)
+	}
+	return d.Round(time.Millisecond)
+}
