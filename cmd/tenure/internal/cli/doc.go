@@ -42,6 +42,9 @@
 //   - doctor: check a store and this host ([doctor.Check]) and print one
 //     finding per check, OK, WARN or FAIL with what to do; exit 1 when any
 //     is a FAIL.
+//   - serve: a status page over HTTP ([serve]): the leases by the store's
+//     clock, the registry's agents, a timeline of holders and tokens and
+//     the changes it saw, /metrics and /healthz; no JavaScript.
 //   - version, help.
 //
 // The store comes from --store, else TENURE_STORE, else the default SQLite
