@@ -294,7 +294,7 @@ func TestRunStopsCommandBeforeExpiryWhenStoreUnreachable(t *testing.T) {
 		stopsBeforeExpiry(t, "--grace", "1s")
 	})
 	// Without --grace the client's grace is TTL/4 (the 10s default does
-	// not fit a 3s TTL): the SIGKILL must come from that, not from 10s.
+	// not fit a 5s TTL): the SIGKILL must come from that, not from 10s.
 	t.Run("DefaultGrace", func(t *testing.T) {
 		t.Parallel()
 		stopsBeforeExpiry(t)
@@ -302,7 +302,7 @@ func TestRunStopsCommandBeforeExpiryWhenStoreUnreachable(t *testing.T) {
 }
 
 func stopsBeforeExpiry(t *testing.T, flags ...string) {
-	const ttl = 3 * time.Second
+	const ttl = 5 * time.Second
 	s := pgStore(t)
 	u, err := url.Parse(s.url)
 	require.NoError(t, err)
