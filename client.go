@@ -128,15 +128,20 @@ func (c *Client) want(ctx context.Context, name string, campaign bool) (*Lease, 
 		notRunning = t.C
 	}
 	var cause error
-	select {
-	case r := <-reply:
-		return r.lease, r.err
-	case <-c.stopped:
-		return nil, fmt.Errorf("%w: the client's Run has returned", ErrClosed)
-	case <-ctx.Done():
-		cause = ctx.Err()
-	case <-notRunning:
-		cause = fmt.Errorf("%w: waited %s for it to start", ErrNotRunning, c.cfg.TTL)
+	for cause == nil {
+		select {
+		case r := <-reply:
+			return r.lease, r.err
+		case <-c.stopped:
+			return nil, fmt.Errorf("%w: the client's Run has returned", ErrClosed)
+		case <-ctx.Done():
+			cause = ctx.Err()
+		case <-notRunning:
+			notRunning = nil
+			if !c.started.Load() {
+				cause = fmt.Errorf("%w: waited %s for it to start", ErrNotRunning, c.cfg.TTL)
+			}
+		}
 	}
 	// Withdraw, then take the one answer the loop still owes: a tenure
 	// granted in the meantime is given back.

@@ -3,6 +3,7 @@ package tenure_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tenure-dev/tenure"
+	"github.com/tenure-dev/tenure/store"
 	"github.com/tenure-dev/tenure/store/memstore"
 )
 
@@ -104,6 +106,58 @@ func TestCampaignWithoutRunReturnsWhenCtxIsDone(t *testing.T) {
 	_, err = c.Campaign(ctx, "billing")
 	require.ErrorIs(t, err, context.Canceled)
 	require.ErrorContains(t, err, "Run never started")
+}
+
+// A campaign that began before Run started waits on as long as it needs
+// once Run is running: the one-TTL limit is for a Run that never starts.
+func TestCampaignBeforeRunStartsWaitsOn(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		mem := memstore.New(memstore.Config{})
+		defer func() { _ = mem.Close() }()
+		other := store.Holder{Label: "other", Instance: "elsewhere"}
+		held, err := mem.Acquire(t.Context(), store.AcquireParams{Name: "billing", Holder: other, TTL: time.Hour})
+		require.NoError(t, err)
+		st := &countingStore{Store: mem}
+		c, err := tenure.New(st, tenure.Config{TTL: 3 * time.Second})
+		require.NoError(t, err)
+		got := make(chan error, 1)
+		go func() {
+			l, err := c.Campaign(t.Context(), "billing")
+			if err == nil {
+				err = l.Release(t.Context())
+			}
+			got <- err
+		}()
+		time.Sleep(time.Second)
+		ctx, cancel := context.WithCancel(t.Context())
+		ran := make(chan error, 1)
+		go func() { ran <- c.Run(ctx) }()
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		require.Empty(t, got, "still campaigning a minute later, with Run running")
+		require.EqualValues(t, 1, st.acquires.Load(), "one attempt, then a wait for the holder's expiry: the campaign was not restarted")
+		require.NoError(t, st.Release(t.Context(), store.ReleaseParams{Name: "billing", Holder: other, Token: held.Token}))
+		require.NoError(t, <-got)
+		cancel()
+		require.NoError(t, <-ran)
+	})
+}
+
+// countingStore counts acquisition attempts.
+type countingStore struct {
+	store.Store
+	acquires atomic.Int64
+}
+
+func (s *countingStore) Acquire(ctx context.Context, p store.AcquireParams) (store.Grant, error) {
+	s.acquires.Add(1)
+	return s.Store.Acquire(ctx, p)
+}
+
+// Listen passes the memstore's announcements on.
+func (s *countingStore) Listen(ctx context.Context, fn func(name string)) error {
+	return s.Store.(store.Notifier).Listen(ctx, fn)
 }
 
 func TestCampaignWithoutRunFailsAfterOneTTL(t *testing.T) {
