@@ -144,7 +144,8 @@ func TestCampaignBeforeRunStartsWaitsOn(t *testing.T) {
 	})
 }
 
-// countingStore counts acquisition attempts.
+// countingStore counts acquisition attempts. It announces nothing (it is
+// no store.Notifier), so a campaign's attempts are its own schedule's.
 type countingStore struct {
 	store.Store
 	acquires atomic.Int64
@@ -153,11 +154,6 @@ type countingStore struct {
 func (s *countingStore) Acquire(ctx context.Context, p store.AcquireParams) (store.Grant, error) {
 	s.acquires.Add(1)
 	return s.Store.Acquire(ctx, p)
-}
-
-// Listen passes the memstore's announcements on.
-func (s *countingStore) Listen(ctx context.Context, fn func(name string)) error {
-	return s.Store.(store.Notifier).Listen(ctx, fn)
 }
 
 func TestCampaignWithoutRunFailsAfterOneTTL(t *testing.T) {
