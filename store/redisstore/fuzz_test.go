@@ -76,7 +76,7 @@ func renewReply(results []store.RenewResult) []any {
 		rem := int64(r.Remaining / time.Millisecond)
 		switch {
 		case res.Renewed:
-			reply = append(reply, int64(1), r.Seq, rem)
+			reply = append(reply, int64(1), r.Seq, rem, r.At.UnixMicro())
 		case r.Holder != (store.Holder{}):
 			reply = append(reply, int64(3), r.Holder.Label, r.Holder.Instance, strconv.FormatInt(int64(r.Token), 10), r.Seq, rem)
 		case r.Token != 0 || r.Seq != 0:
