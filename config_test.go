@@ -129,11 +129,11 @@ func TestCampaignBeforeRunStartsWaitsOn(t *testing.T) {
 			}
 			got <- err
 		}()
-		time.Sleep(time.Second)
+		time.Sleep(time.Second) // the bubble's clock: Run starts a second after the campaign
 		ctx, cancel := context.WithCancel(t.Context())
 		ran := make(chan error, 1)
 		go func() { ran <- c.Run(ctx) }()
-		time.Sleep(time.Minute)
+		time.Sleep(time.Minute) // the bubble's clock: twenty TTLs
 		synctest.Wait()
 		require.Empty(t, got, "still campaigning a minute later, with Run running")
 		require.EqualValues(t, 1, st.acquires.Load(), "one attempt, then a wait for the holder's expiry: the campaign was not restarted")

@@ -48,7 +48,7 @@ lease; expires_in_ms is 0 unless the lease is held.
 A name, holder or reason in the store that holds characters which would act
 on the terminal instead of showing (control characters, bidirectional
 controls such as U+202E, zero-width characters such as U+200B) is printed
-quoted with Go escapes ("job\u202e"); --json writes them as \uXXXX escapes.
+quoted with Go escapes ("job\u202e"); --json writes them as JSON \u escapes ("job\u202e").
 
 With --watch it prints a snapshot every --interval until interrupted; a
 snapshot that fails prints one error line and the watch goes on.
@@ -262,7 +262,8 @@ func hidden(r rune) bool {
 }
 
 // escapeHiddenJSON rewrites every hidden character in the JSON b as a
-// \uXXXX escape, which JSON decoders read back as the same character.
+// JSON \u escape of four hex digits, which JSON decoders read back as the
+// same character.
 // encoding/json escapes the ASCII controls, U+2028 and U+2029 itself, and
 // replaces invalid UTF-8 with U+FFFD, but leaves DEL, C1 controls,
 // bidirectional controls and zero-width characters raw.
