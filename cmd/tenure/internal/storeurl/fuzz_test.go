@@ -2,6 +2,7 @@ package storeurl_test
 
 import (
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -90,8 +91,9 @@ func FuzzSecrets(f *testing.F) {
 		}
 		raw, without := build(password), build("")
 		forms := []string{password, url.QueryEscape(password), url.PathEscape(password)}
+		quoted := strconv.Quote(without) // errors quote the URL: "\x00" then "00" reads as "x0000"
 		for _, form := range forms {
-			if strings.Contains(without, form) {
+			if strings.Contains(without, form) || strings.Contains(quoted, form) {
 				return // the password is also written elsewhere in the URL
 			}
 		}
