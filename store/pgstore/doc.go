@@ -173,6 +173,12 @@
 // whole batch with one UPDATE over unnest'ed arrays. [Store.Release] calls
 // release, which expires the lease now and keeps its row.
 //
+// The leases table is kept at fillfactor 50 and has no index but its
+// primary key, so a renewal, which changes only seq and times, can be a
+// heap-only (HOT) update that leaves no index entry and no work for vacuum
+// (migration 004 says how much it saves and what holds it back). Do not add
+// an index on a column a renewal changes.
+//
 // # Fence functions
 //
 // Installed by the migration in the same schema, callable from any language

@@ -1,0 +1,18 @@
+-- tenure 004: renewals update a lease in place.
+--
+-- A renewal changes seq, renewed_at and expires_at. None of them is
+-- indexed, so PostgreSQL can make the update heap-only (HOT: no new index
+-- entry, and the old version is pruned by the next visitor of the page)
+-- whenever the row's page has room for the new version. At the default
+-- fillfactor of 100 the pages are full: measured on PostgreSQL 15 with 2,000
+-- leases renewed 20 times each, 5% of the updates were HOT and 38,501 dead
+-- tuples were left for vacuum; at fillfactor 50, 99.8% were HOT, 2,122
+-- were left, and the table ended smaller (400 kB against 3.7 MB). Lease
+-- rows are few and small, so the space held back costs little.
+--
+-- The setting applies to pages filled from now on. A table that was
+-- filled before this migration keeps its full pages until it is rewritten
+-- (VACUUM FULL, or pg_repack, at a quiet moment). Running it again does no
+-- harm. Keep it that way: an index on a column a renewal changes would make
+-- every renewal a non-HOT update again.
+ALTER TABLE {{leases}} SET (fillfactor = 50);
