@@ -20,3 +20,16 @@ func MigrateTo(ctx context.Context, s *Store, version int) error {
 	set.Migrations = set.Migrations[:version]
 	return set.Run(ctx, s.pool)
 }
+
+// Versions lists the versions of every embedded migration, in order.
+func Versions() []int {
+	set, err := migrations(Objects{})
+	if err != nil {
+		panic(err)
+	}
+	vs := make([]int, len(set.Migrations))
+	for i, m := range set.Migrations {
+		vs[i] = m.Version
+	}
+	return vs
+}
