@@ -58,6 +58,9 @@ type runner struct {
 	replies  chan engine.Event
 	inflight int // store calls whose answer has not been received
 	closing  bool
+	// gathered holds the releases of a shutdown until they go to the
+	// store together; nil when releases go out one by one.
+	gathered *[]engine.SendRelease
 
 	leases   map[string]*Lease             // the current tenure per name
 	waiters  map[string]chan acquireResult // Acquire and Campaign calls awaiting an answer
@@ -188,7 +191,13 @@ func (r *runner) reply(ev engine.Event) {
 
 func (r *runner) do(a engine.Action) {
 	switch a := a.(type) {
-	case engine.SendAcquire, engine.SendRenew, engine.SendRelease, engine.SendCheck:
+	case engine.SendRelease:
+		if r.gathered != nil {
+			*r.gathered = append(*r.gathered, a)
+			return
+		}
+		r.call(a)
+	case engine.SendAcquire, engine.SendRenew, engine.SendCheck:
 		r.call(a)
 	case engine.Acquired:
 		r.acquired(a)
@@ -229,6 +238,26 @@ func (r *runner) call(a engine.Action) {
 		ev := drive.Call(ctx, r.c.store, a)
 		cancel()
 		r.replies <- ev
+	})
+}
+
+// releaseAll carries out the releases of a shutdown: in batches, one
+// round trip each, when the store releases in batches, else one call each.
+func (r *runner) releaseAll(as []engine.SendRelease) {
+	br, ok := r.c.store.(store.BatchReleaser)
+	if !ok || len(as) < 2 {
+		for _, a := range as {
+			r.call(a)
+		}
+		return
+	}
+	r.inflight += len(as)
+	r.wg.Go(func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), maxReleaseWait)
+		defer cancel()
+		for _, ev := range drive.ReleaseBatch(ctx, br, as) {
+			r.replies <- ev
+		}
 	})
 }
 
@@ -316,9 +345,13 @@ func (r *runner) shutdown() {
 		r.answer(name, acquireResult{err: fmt.Errorf("%w: the client's Run has returned", ErrClosed)})
 		r.step(engine.Unwant{Name: name})
 	}
+	var releases []engine.SendRelease
+	r.gathered = &releases
 	for _, l := range r.leases {
 		r.step(engine.Release{Name: l.name, Holder: l.holder, Token: l.token})
 	}
+	r.gathered = nil
+	r.releaseAll(releases)
 	for r.inflight > 0 {
 		r.reply(<-r.replies)
 	}

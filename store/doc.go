@@ -6,8 +6,11 @@
 // Close. Optional capabilities are separate interfaces, found by type
 // assertion: [Notifier] (announce releases and takeovers, so followers need
 // not wait for the expiry they were told), [Lister] (enumerate leases, for
-// status pages) and [TTLFloor] (a store that cannot keep leases as short as
-// [MinTTL]). Assert each at compile time:
+// status pages), [TTLFloor] (a store that cannot keep leases as short as
+// [MinTTL]) and [BatchReleaser] (release many tenures in one round trip, so
+// a client holding thousands gives them back at shutdown in a few calls;
+// PostgreSQL, SQLite and memstore offer it, the others are released one
+// call per lease). Assert each at compile time:
 //
 //	var (
 //		_ store.Store    = (*Store)(nil)

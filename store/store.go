@@ -108,6 +108,19 @@ type Lister interface {
 	List(ctx context.Context) ([]Record, error)
 }
 
+// BatchReleaser is implemented by stores that release many tenures in one
+// round trip. A client releases through it when it gives back several
+// tenures at once (at shutdown), in batches of at most [MaxRenewBatch].
+type BatchReleaser interface {
+	// ReleaseBatch releases each tenure as [Store.Release] would and
+	// returns one error per params, in order: nil when it was released,
+	// an error matching [ErrNotHeld] when it was not held by that holder
+	// with that token. An error for the whole call (errs nil) means none
+	// or some may have been applied. Params are checked with
+	// [ValidateReleaseBatch].
+	ReleaseBatch(ctx context.Context, ps []ReleaseParams) (errs []error, err error)
+}
+
 // Holder identifies one holder instance (promise P5): a human label and an
 // instance id made in memory at start and regenerated whenever leadership is
 // lost or revoked. Two holders are the same only when both fields are equal.
@@ -218,6 +231,25 @@ func (p ReleaseParams) Validate() error {
 		return err
 	}
 	return validateToken(p.Name, p.Token)
+}
+
+// ValidateReleaseBatch reports whether ps is a well-formed release batch:
+// at most [MaxRenewBatch] entries, each valid, no name twice.
+func ValidateReleaseBatch(ps []ReleaseParams) error {
+	if len(ps) > MaxRenewBatch {
+		return fmt.Errorf("%w: release batch of %d leases exceeds the maximum of %d; split it", ErrInvalid, len(ps), MaxRenewBatch)
+	}
+	seen := make(map[string]struct{}, len(ps))
+	for _, p := range ps {
+		if err := p.Validate(); err != nil {
+			return err
+		}
+		if _, dup := seen[p.Name]; dup {
+			return fmt.Errorf("%w: lease %q appears twice in one release batch", ErrInvalid, p.Name)
+		}
+		seen[p.Name] = struct{}{}
+	}
+	return nil
 }
 
 // Grant is a lease as the store saw it at the moment it decided.

@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/tenure-dev/tenure/internal/engine"
@@ -153,4 +154,32 @@ func checkRenewed(ps []store.RenewParams, res []store.RenewResult) error {
 		}
 	}
 	return nil
+}
+
+// ReleaseBatch releases the tenures of several [engine.SendRelease]
+// actions through s, [store.MaxRenewBatch] at a time, and returns the
+// [engine.ReleaseDone] that answers each, in order. When the store answers
+// a call with the wrong number of results, every release of that call is
+// answered with an error matching [store.ErrUnavailable]: its outcome is
+// unknown, and the lease is left to expire.
+func ReleaseBatch(ctx context.Context, s store.BatchReleaser, as []engine.SendRelease) []engine.Event {
+	evs := make([]engine.Event, 0, len(as))
+	for chunk := range slices.Chunk(as, store.MaxRenewBatch) {
+		ps := make([]store.ReleaseParams, len(chunk))
+		for i, a := range chunk {
+			ps[i] = store.ReleaseParams{Name: a.Name, Holder: a.Holder, Token: a.Token}
+		}
+		errs, err := s.ReleaseBatch(ctx, ps)
+		if err == nil && len(errs) != len(ps) {
+			err = fmt.Errorf("%w: the store answered %d results for a release batch of %d", store.ErrUnavailable, len(errs), len(ps))
+		}
+		for i, a := range chunk {
+			e := err
+			if e == nil {
+				e = errs[i]
+			}
+			evs = append(evs, engine.ReleaseDone{Name: a.Name, Token: a.Token, Err: e})
+		}
+	}
+	return evs
 }

@@ -193,6 +193,60 @@ func TestReleaseAnswersWithTheStoresError(t *testing.T) {
 	require.Equal(t, store.StateReleased, rec.State)
 }
 
+func TestReleaseBatchSplitsAndAnswersInOrder(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	n := store.MaxRenewBatch + 2
+	as := make([]engine.SendRelease, n)
+	for i := range as {
+		name := fmt.Sprintf("lease-%05d", i)
+		g := acquire(t, s, name, alice)
+		as[i] = engine.SendRelease{Name: name, Holder: alice, Token: g.Grant.Token}
+	}
+	as[n-1].Holder = bob // not bob's to release
+
+	evs := drive.ReleaseBatch(t.Context(), s, as)
+	require.Len(t, evs, n)
+	for i, ev := range evs[:n-1] {
+		require.Equal(t, engine.ReleaseDone{Name: as[i].Name, Token: as[i].Token}, ev)
+	}
+	last := evs[n-1].(engine.ReleaseDone)
+	require.Equal(t, as[n-1].Name, last.Name)
+	require.ErrorIs(t, last.Err, store.ErrNotHeld)
+	for _, a := range []engine.SendRelease{as[0], as[store.MaxRenewBatch], as[n-1]} {
+		rec, err := s.Get(t.Context(), a.Name)
+		require.NoError(t, err)
+		want := store.StateReleased
+		if a.Holder == bob {
+			want = store.StateHeld
+		}
+		require.Equal(t, want, rec.State, a.Name)
+	}
+}
+
+// shortBatch answers a release batch with one result too few.
+type shortBatch struct{ *memstore.Store }
+
+func (s shortBatch) ReleaseBatch(ctx context.Context, ps []store.ReleaseParams) ([]error, error) {
+	errs, err := s.Store.ReleaseBatch(ctx, ps)
+	return errs[1:], err
+}
+
+func TestMisreportedReleaseBatchIsUnknown(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	var as []engine.SendRelease
+	for _, name := range []string{"a", "b"} {
+		g := acquire(t, s, name, alice)
+		as = append(as, engine.SendRelease{Name: name, Holder: alice, Token: g.Grant.Token})
+	}
+	for i, ev := range drive.ReleaseBatch(t.Context(), shortBatch{s}, as) {
+		d := ev.(engine.ReleaseDone)
+		require.Equal(t, as[i].Name, d.Name)
+		require.ErrorIs(t, d.Err, store.ErrUnavailable, as[i].Name)
+	}
+}
+
 func TestFailedAnswersEveryAction(t *testing.T) {
 	t.Parallel()
 	cut := fmt.Errorf("%w: connection reset", store.ErrUnavailable)

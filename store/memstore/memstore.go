@@ -11,9 +11,10 @@ import (
 )
 
 var (
-	_ store.Store    = (*Store)(nil)
-	_ store.Notifier = (*Store)(nil)
-	_ store.Lister   = (*Store)(nil)
+	_ store.Store         = (*Store)(nil)
+	_ store.Notifier      = (*Store)(nil)
+	_ store.Lister        = (*Store)(nil)
+	_ store.BatchReleaser = (*Store)(nil)
 )
 
 // Config configures a [Store]. The zero value is ready to use.
@@ -143,7 +144,28 @@ func (s *Store) Release(ctx context.Context, p store.ReleaseParams) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.releaseLocked(s.clock(), p)
+}
+
+// ReleaseBatch implements [store.BatchReleaser.ReleaseBatch].
+func (s *Store) ReleaseBatch(ctx context.Context, ps []store.ReleaseParams) ([]error, error) {
+	if err := s.gate.Begin(ctx, "release"); err != nil {
+		return nil, err
+	}
+	if err := store.ValidateReleaseBatch(ps); err != nil {
+		return nil, fmt.Errorf("memstore: release: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	now := s.clock()
+	errs := make([]error, len(ps))
+	for i, p := range ps {
+		errs[i] = s.releaseLocked(now, p)
+	}
+	return errs, nil
+}
+
+func (s *Store) releaseLocked(now time.Time, p store.ReleaseParams) error {
 	l, known := s.leases[p.Name]
 	if !known || !l.heldAt(now) || l.holder != p.Holder || l.token != p.Token {
 		return fmt.Errorf("memstore: release of lease %q by %s with token %d refused: %w",

@@ -18,9 +18,10 @@ import (
 )
 
 var (
-	_ store.Store    = (*Store)(nil)
-	_ store.Notifier = (*Store)(nil)
-	_ store.Lister   = (*Store)(nil)
+	_ store.Store         = (*Store)(nil)
+	_ store.Notifier      = (*Store)(nil)
+	_ store.Lister        = (*Store)(nil)
+	_ store.BatchReleaser = (*Store)(nil)
 )
 
 //go:embed queries/*.sql
@@ -40,7 +41,7 @@ type Store struct {
 	// seqName is the token sequence, quoted, for Migrate's check.
 	seqName string
 
-	acquireSQL, renewSQL, releaseSQL, getSQL, listSQL string
+	acquireSQL, renewSQL, releaseSQL, releaseBatchSQL, getSQL, listSQL string
 
 	// gate is shut by Close; it ends every Listen.
 	gate *storekit.Gate
@@ -74,11 +75,12 @@ func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 		gate:    storekit.NewGate("pgstore", "pgstore.New"),
 	}
 	if err := pgkit.Queries("pgstore", queryFS, "queries", render, map[string]*string{
-		"acquire.sql": &s.acquireSQL,
-		"renew.sql":   &s.renewSQL,
-		"release.sql": &s.releaseSQL,
-		"get.sql":     &s.getSQL,
-		"list.sql":    &s.listSQL,
+		"acquire.sql":       &s.acquireSQL,
+		"renew.sql":         &s.renewSQL,
+		"release.sql":       &s.releaseSQL,
+		"release_batch.sql": &s.releaseBatchSQL,
+		"get.sql":           &s.getSQL,
+		"list.sql":          &s.listSQL,
 	}); err != nil {
 		return nil, err
 	}
@@ -224,6 +226,49 @@ func (s *Store) Release(ctx context.Context, p store.ReleaseParams) error {
 			p.Name, p.Holder, p.Token, store.ErrNotHeld)
 	}
 	return nil
+}
+
+// ReleaseBatch implements [store.BatchReleaser.ReleaseBatch] in one
+// statement that calls the release function once per tenure: each is
+// released, and announced, as [Store.Release] would.
+func (s *Store) ReleaseBatch(ctx context.Context, ps []store.ReleaseParams) ([]error, error) {
+	if err := s.begin(ctx, "release"); err != nil {
+		return nil, err
+	}
+	if err := store.ValidateReleaseBatch(ps); err != nil {
+		return nil, fmt.Errorf("pgstore: release: %w", err)
+	}
+	var (
+		names     = make([]string, len(ps))
+		labels    = make([]string, len(ps))
+		instances = make([]string, len(ps))
+		tokens    = make([]int64, len(ps))
+	)
+	for i, p := range ps {
+		names[i], labels[i], instances[i], tokens[i] = p.Name, p.Holder.Label, p.Holder.Instance, int64(p.Token)
+	}
+	op := fmt.Sprintf("release %d leases", len(ps))
+	rows, err := s.pool.Query(ctx, s.releaseBatchSQL, names, labels, instances, tokens)
+	if err != nil {
+		return nil, interpretError(op, err)
+	}
+	released, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, interpretError(op, err)
+	}
+	if len(released) != len(ps) {
+		return nil, fmt.Errorf("pgstore: %s: %w: the server answered %d results for %d leases",
+			op, store.ErrUnavailable, len(released), len(ps))
+	}
+	errs := make([]error, len(ps))
+	for i, n := range released {
+		if n == 0 {
+			p := ps[i]
+			errs[i] = fmt.Errorf("pgstore: release of lease %q by %s with token %d refused: %w",
+				p.Name, p.Holder, p.Token, store.ErrNotHeld)
+		}
+	}
+	return errs, nil
 }
 
 // Get implements [store.Store.Get].

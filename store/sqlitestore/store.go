@@ -92,9 +92,10 @@ type Store struct {
 }
 
 var (
-	_ store.Store    = (*Store)(nil)
-	_ store.Notifier = (*Store)(nil)
-	_ store.Lister   = (*Store)(nil)
+	_ store.Store         = (*Store)(nil)
+	_ store.Notifier      = (*Store)(nil)
+	_ store.Lister        = (*Store)(nil)
+	_ store.BatchReleaser = (*Store)(nil)
 )
 
 // Open opens the lease database at path, creating the file (mode 0600) and
@@ -495,26 +496,60 @@ func (s *Store) Release(ctx context.Context, p store.ReleaseParams) error {
 		return fmt.Errorf("sqlitestore: release: %w", err)
 	}
 	return s.writeTx(ctx, "release", func(tx *sql.Tx, now int64) error {
-		// The lease is stamped with the change counter's next value, which
-		// the counter takes below once the release matched.
-		res, err := tx.ExecContext(ctx, `UPDATE tenure_leases SET expires_at = ?, released = 1,
+		return releaseOne(ctx, tx, now, p)
+	})
+}
+
+// ReleaseBatch implements [store.BatchReleaser.ReleaseBatch] in one
+// transaction.
+func (s *Store) ReleaseBatch(ctx context.Context, ps []store.ReleaseParams) ([]error, error) {
+	if err := s.gate.Check("release"); err != nil {
+		return nil, err
+	}
+	if err := store.ValidateReleaseBatch(ps); err != nil {
+		return nil, fmt.Errorf("sqlitestore: release: %w", err)
+	}
+	var errs []error
+	err := s.writeTx(ctx, "release", func(tx *sql.Tx, now int64) error {
+		errs = make([]error, len(ps))
+		for i, p := range ps {
+			err := releaseOne(ctx, tx, now, p)
+			switch {
+			case errors.Is(err, store.ErrNotHeld):
+				errs[i] = fmt.Errorf("sqlitestore: release: %w", err)
+			case err != nil:
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return errs, nil
+}
+
+// releaseOne releases one tenure in tx.
+func releaseOne(ctx context.Context, tx *sql.Tx, now int64, p store.ReleaseParams) error {
+	// The lease is stamped with the change counter's next value, which
+	// the counter takes below once the release matched.
+	res, err := tx.ExecContext(ctx, `UPDATE tenure_leases SET expires_at = ?, released = 1,
     changed = (SELECT last_change + 1 FROM tenure_counter WHERE id = 1)
 WHERE name = ? AND holder_label = ? AND holder_instance = ? AND token = ?
     AND released = 0 AND expires_at > ?`,
-			now, p.Name, p.Holder.Label, p.Holder.Instance, p.Token, now)
-		if err != nil {
-			return err
-		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return err
-		}
-		if n == 0 {
-			return fmt.Errorf("lease %q is not held by %s with token %d: %w", p.Name, p.Holder, p.Token, store.ErrNotHeld)
-		}
-		_, err = tx.ExecContext(ctx, `UPDATE tenure_counter SET last_change = last_change + 1 WHERE id = 1`)
+		now, p.Name, p.Holder.Label, p.Holder.Instance, p.Token, now)
+	if err != nil {
 		return err
-	})
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return fmt.Errorf("lease %q is not held by %s with token %d: %w", p.Name, p.Holder, p.Token, store.ErrNotHeld)
+	}
+	_, err = tx.ExecContext(ctx, `UPDATE tenure_counter SET last_change = last_change + 1 WHERE id = 1`)
+	return err
 }
 
 // Get implements [store.Store.Get].

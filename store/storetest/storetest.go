@@ -78,6 +78,7 @@ func Run(t *testing.T, h Harness) {
 		{"Acquire", testAcquire},
 		{"Renew", testRenew},
 		{"Release", testRelease},
+		{"ReleaseBatch", testReleaseBatch},
 		{"Token", testToken},
 		{"Notify", testNotify},
 		{"Input", testInput},
