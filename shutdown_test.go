@@ -54,6 +54,9 @@ func TestShutdownReleasesInOneBatch(t *testing.T) {
 			st := testserver.PostgresHarness{Owner: testserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")}.NewStore(t)
 			return st.(batchStore)
 		}},
+		{"Redis", func(t *testing.T) batchStore {
+			return testserver.RedisHarness{Client: testserver.RedisClient(t)}.NewStore(t).(batchStore)
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

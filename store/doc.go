@@ -9,8 +9,8 @@
 // status pages), [TTLFloor] (a store that cannot keep leases as short as
 // [MinTTL]) and [BatchReleaser] (release many tenures in one round trip, so
 // a client holding thousands gives them back at shutdown in a few calls;
-// PostgreSQL, SQLite and memstore offer it, the others are released one
-// call per lease). Assert each at compile time:
+// PostgreSQL, Redis, SQLite and memstore offer it; on the others a
+// client releases one call per lease). Assert each at compile time:
 //
 //	var (
 //		_ store.Store    = (*Store)(nil)

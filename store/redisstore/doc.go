@@ -1,6 +1,6 @@
 // Package redisstore is the Redis [store.Store] for a single Redis server
 // (or the primary that Sentinel names). It also implements
-// [store.Notifier] and [store.Lister].
+// [store.Notifier], [store.Lister] and [store.BatchReleaser].
 //
 //	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379", ContextTimeoutEnabled: true})
 //	store, err := redisstore.New(rdb, redisstore.Config{})
@@ -137,7 +137,8 @@
 // # Operations
 //
 // [Store.Acquire], [Store.Renew] and [Store.Release] are each one Lua
-// script (scripts/*.lua, embedded) and one round trip; go-redis sends
+// script (scripts/*.lua, embedded) and one round trip, and so is
+// [Store.ReleaseBatch] (the release script over a whole batch); go-redis sends
 // EVALSHA and falls back to EVAL when the server answers NOSCRIPT (after a
 // restart or SCRIPT FLUSH). Renew sends the whole batch, up to
 // [store.MaxRenewBatch] leases, as one script call, which the server runs

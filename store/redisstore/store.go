@@ -16,9 +16,10 @@ import (
 )
 
 var (
-	_ store.Store    = (*Store)(nil)
-	_ store.Notifier = (*Store)(nil)
-	_ store.Lister   = (*Store)(nil)
+	_ store.Store         = (*Store)(nil)
+	_ store.Notifier      = (*Store)(nil)
+	_ store.Lister        = (*Store)(nil)
+	_ store.BatchReleaser = (*Store)(nil)
 
 	_ Client = (*redis.Client)(nil)
 	_ Client = redis.UniversalClient(nil)
@@ -277,18 +278,53 @@ func (s *Store) Release(ctx context.Context, p store.ReleaseParams) error {
 	if err := p.Validate(); err != nil {
 		return fmt.Errorf("redisstore: release: %w", err)
 	}
-	n, err := releaseScript.Run(ctx, s.client,
-		[]string{s.keys.Record(p.Name), s.keys.Held(p.Name)},
-		p.Holder.Label, p.Holder.Instance, int64(p.Token), s.keys.Channel, p.Name,
-	).Int64()
+	errs, err := s.release(ctx, fmt.Sprintf("release lease %q", p.Name), []store.ReleaseParams{p})
 	if err != nil {
-		return interpretError(fmt.Sprintf("release lease %q", p.Name), err)
+		return err
 	}
-	if n == 0 {
-		return fmt.Errorf("redisstore: release of lease %q by %s with token %d refused: %w",
-			p.Name, p.Holder, p.Token, store.ErrNotHeld)
+	return errs[0]
+}
+
+// ReleaseBatch implements [store.BatchReleaser.ReleaseBatch]: the release
+// script over the whole batch, one call and one round trip.
+func (s *Store) ReleaseBatch(ctx context.Context, ps []store.ReleaseParams) ([]error, error) {
+	if err := s.begin(ctx, "release"); err != nil {
+		return nil, err
 	}
-	return nil
+	if err := store.ValidateReleaseBatch(ps); err != nil {
+		return nil, fmt.Errorf("redisstore: release: %w", err)
+	}
+	if len(ps) == 0 {
+		return []error{}, nil
+	}
+	return s.release(ctx, fmt.Sprintf("release %d leases", len(ps)), ps)
+}
+
+// release runs release.lua over ps, which are valid.
+func (s *Store) release(ctx context.Context, op string, ps []store.ReleaseParams) ([]error, error) {
+	keys := make([]string, 0, 2*len(ps))
+	args := make([]any, 0, 1+4*len(ps))
+	args = append(args, s.keys.Channel)
+	for _, p := range ps {
+		keys = append(keys, s.keys.Record(p.Name), s.keys.Held(p.Name))
+		args = append(args, p.Holder.Label, p.Holder.Instance, int64(p.Token), p.Name)
+	}
+	reply, err := releaseScript.Run(ctx, s.client, keys, args...).Int64Slice()
+	if err != nil {
+		return nil, interpretError(op, err)
+	}
+	if len(reply) != len(ps) {
+		return nil, unexpectedReply(op, fmt.Sprintf("of %d elements for %d leases", len(reply), len(ps)))
+	}
+	errs := make([]error, len(ps))
+	for i, n := range reply {
+		if n != 1 {
+			p := ps[i]
+			errs[i] = fmt.Errorf("redisstore: release of lease %q by %s with token %d refused: %w",
+				p.Name, p.Holder, p.Token, store.ErrNotHeld)
+		}
+	}
+	return errs, nil
 }
 
 // Get implements [store.Store.Get] with one script call.

@@ -1,21 +1,27 @@
--- Release: expire the lease now when it is held by the server's clock with
--- exactly the given holder and token. The record and the token counter
--- stay, so the next tenure gets a greater token.
+-- Release: expire each lease of the batch now when it is held by the
+-- server's clock with exactly the given holder and token, and announce it.
+-- The record and the token counter stay, so the next tenure gets a greater
+-- token. Atomic: one script, one round trip for the whole batch.
 --
--- KEYS[1] the lease record, KEYS[2] the held key
--- ARGV[1] holder label, ARGV[2] holder instance, ARGV[3] token,
--- ARGV[4] notification channel, ARGV[5] lease name
+-- KEYS: for each lease, its record then its held key (2 per lease)
+-- ARGV[1] notification channel; then for each lease, holder label, holder
+--         instance, token and lease name (4 per lease)
 --
--- Returns 1 when released, 0 when the lease was not held that way.
-local record, held = KEYS[1], KEYS[2]
-if redis.call('PTTL', held) < 0 then
-  return 0
+-- Returns one element per lease, in the order of the batch: 1 when
+-- released, 0 when the lease was not held that way.
+local results = {}
+for i = 1, #KEYS / 2 do
+  local record, held = KEYS[2 * i - 1], KEYS[2 * i]
+  local a = 1 + (i - 1) * 4
+  results[i] = 0
+  if redis.call('PTTL', held) >= 0 then
+    local cur = redis.call('HMGET', record, 'label', 'instance', 'token')
+    if cur[1] == ARGV[a + 1] and cur[2] == ARGV[a + 2] and tonumber(cur[3]) == tonumber(ARGV[a + 3]) then
+      redis.call('DEL', held)
+      redis.call('HSET', record, 'released', '1')
+      redis.call('PUBLISH', ARGV[1], ARGV[a + 4])
+      results[i] = 1
+    end
+  end
 end
-local cur = redis.call('HMGET', record, 'label', 'instance', 'token')
-if cur[1] ~= ARGV[1] or cur[2] ~= ARGV[2] or tonumber(cur[3]) ~= tonumber(ARGV[3]) then
-  return 0
-end
-redis.call('DEL', held)
-redis.call('HSET', record, 'released', '1')
-redis.call('PUBLISH', ARGV[4], ARGV[5])
-return 1
+return results
