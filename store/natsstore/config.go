@@ -69,3 +69,10 @@ func ttlSeconds(name string, ttl time.Duration) (time.Duration, error) {
 	}
 	return (ttl + time.Second - 1).Truncate(time.Second), nil
 }
+
+// Validate reports whether cfg is well formed, with an error matching
+// [store.ErrInvalid] when it is not.
+func (cfg Config) Validate() error {
+	_, err := cfg.withDefaults()
+	return err
+}

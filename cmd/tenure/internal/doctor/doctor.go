@@ -293,6 +293,8 @@ func checkTTL(o *storeurl.Opened, opts Options) Finding {
 		f.Detail += " (etcd's lessor refuses shorter leases)"
 	case storeurl.Consul:
 		f.Detail += " (the Consul servers' session_ttl_min, from tenure_session_ttl_min)"
+	case storeurl.Nats:
+		f.Detail += " (nats-server keeps message TTLs in whole seconds; the store rounds TTLs up)"
 	}
 	if opts.TTL < floor {
 		f.Status = Fail
