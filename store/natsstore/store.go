@@ -486,3 +486,21 @@ func toRecord(name string, v value, state store.State, remaining time.Duration) 
 		AcquiredAt: time.Unix(0, v.AcquiredAt).UTC(),
 	}
 }
+
+// ServerTime returns the wall clock of the server that keeps the bucket's
+// stream, which is the clock its TTLs run on, as it answered a stream
+// info request. It is for diagnostics (tenure doctor compares it with the
+// host's); no lease decision uses it.
+func (s *Store) ServerTime(ctx context.Context) (time.Time, error) {
+	if err := s.begin(); err != nil {
+		return time.Time{}, err
+	}
+	info, err := s.stream.Info(ctx)
+	if err != nil {
+		return time.Time{}, classify("read the server's clock", err)
+	}
+	if info.TimeStamp.IsZero() {
+		return time.Time{}, fmt.Errorf("natsstore: the server reported no time with its stream info; nats-server 2.10 or later does")
+	}
+	return info.TimeStamp, nil
+}

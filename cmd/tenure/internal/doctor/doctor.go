@@ -247,6 +247,8 @@ func checkSchema(ctx context.Context, o *storeurl.Opened, getErr error) Finding 
 		f.Detail = fmt.Sprintf("schema version %d (the SQLite store migrates itself when opened)", sqlitestore.SchemaVersion)
 	case storeurl.Postgres, storeurl.MySQL:
 		f.Detail = fmt.Sprintf("the %s schema answers a lease read at this library's version", o.Target.Kind.Name())
+	case storeurl.Nats:
+		f.Detail = "the JetStream KV bucket exists with file storage, one value per key and per-key TTLs (checked when opened)"
 	default:
 		f.Detail = fmt.Sprintf("the %s store keeps no schema", o.Target.Kind.Name())
 	}
