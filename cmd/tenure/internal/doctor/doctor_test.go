@@ -22,7 +22,9 @@ import (
 	"github.com/tenure-dev/tenure/store/pgstore"
 )
 
-func TestMain(m *testing.M) { testserver.Main(m, testserver.Servers{Etcd: true, Consul: true, Nats: true}) }
+func TestMain(m *testing.M) {
+	testserver.Main(m, testserver.Servers{Etcd: true, Consul: true, Nats: true})
+}
 
 // fast keeps the checks short: the clock is sampled over 300 ms.
 var fast = doctor.Options{TTL: 10 * time.Second, ClockSpan: 300 * time.Millisecond, ClockSamples: 4}
