@@ -1,6 +1,7 @@
 // Package natsstore keeps tenure leases in a NATS JetStream key-value
-// bucket: a [store.Store], [store.Notifier] and [store.TTLFloor] over a
-// [jetstream.JetStream] the caller creates (github.com/nats-io/nats.go).
+// bucket: a [store.Store], [store.Notifier], [store.Lister] and
+// [store.TTLFloor] over a [jetstream.JetStream] the caller creates
+// (github.com/nats-io/nats.go).
 // It needs nats-server 2.11 or later, for per-key (per-message) TTLs; it
 // is tested against nats-server 2.15.
 //
@@ -35,7 +36,8 @@
 // the record key); Renew 2 per lease (read, write), the leases of a batch
 // up to 64 at once: JetStream has no transaction that writes several keys
 // with per-message TTLs and expected revisions, so a batch is pipelined,
-// not one request; Release 2; Get 1, or 2 when the lease is not held.
+// not one request; Release 2; Get 1, or 2 when the lease is not held; List
+// 1 to list the record keys, then a Get per lease.
 //
 // # Clock
 //

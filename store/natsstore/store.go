@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,6 +22,7 @@ var (
 	_ store.Store    = (*Store)(nil)
 	_ store.Notifier = (*Store)(nil)
 	_ store.TTLFloor = (*Store)(nil)
+	_ store.Lister   = (*Store)(nil)
 )
 
 // casAttempts bounds how often a call retries a compare-and-set that lost
@@ -503,4 +506,47 @@ func (s *Store) ServerTime(ctx context.Context) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("natsstore: the server reported no time with its stream info; nats-server 2.10 or later does")
 	}
 	return info.TimeStamp, nil
+}
+
+// List implements [store.Lister]: every lease that has a record key (every
+// lease ever acquired through this bucket), ordered by name, each read as
+// [Store.Get] reads it: one request to list the keys, then one or two per
+// lease.
+func (s *Store) List(ctx context.Context) ([]store.Record, error) {
+	if err := s.begin(); err != nil {
+		return nil, err
+	}
+	lister, err := s.kv.ListKeysFiltered(ctx, "r.>")
+	if err != nil {
+		return nil, classify("list leases", err)
+	}
+	seen := map[string]struct{}{}
+	var names []string
+	for k := range lister.Keys() {
+		enc, _ := strings.CutPrefix(k, "r.")
+		name, err := base64.RawURLEncoding.DecodeString(enc)
+		if err != nil {
+			continue // not a key this store wrote
+		}
+		if _, dup := seen[string(name)]; !dup {
+			seen[string(name)] = struct{}{}
+			names = append(names, string(name))
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, classify("list leases", err)
+	}
+	slices.Sort(names)
+	records := make([]store.Record, 0, len(names))
+	for _, name := range names {
+		r, err := s.Get(ctx, name)
+		if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrInvalid) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		records = append(records, r)
+	}
+	return records, nil
 }
