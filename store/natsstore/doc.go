@@ -90,12 +90,14 @@
 //
 // # Notifications
 //
-// [Store.Listen] watches the held keys (an ordered consumer, which resumes
-// after a reconnection from the last message it delivered) and reports a
-// release (its marker), an expiry (the marker the server leaves, which
-// is why the bucket has LimitMarkerTTL) and a new tenure (a takeover);
-// renewals are not announced. When the watch ends it watches again and
-// reports the empty name. Correctness never depends on notifications.
+// [Store.Listen] watches the held keys (a KV watch: an ordered consumer
+// of new messages only) and reports a release (its marker), an expiry (the
+// marker the server leaves, which is why the bucket has LimitMarkerTTL)
+// and a new tenure (a takeover); renewals are not announced. After the
+// connection reconnects, or when the watch ends, it watches again and
+// reports the empty name, so followers look again at what they wait for
+// (the ordered consumer would resume by itself, but only after missing its
+// heartbeats for seconds). Correctness never depends on notifications.
 //
 // # Failure modes
 //

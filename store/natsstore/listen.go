@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -16,16 +17,16 @@ const relistenDelay = time.Second
 
 // Listen implements [store.Notifier]: it watches the held keys and
 // reports each deletion (a release, or the marker the server leaves when
-// a TTL runs out) and each new tenure (a takeover). The watch is an
-// ordered consumer that resumes after a reconnection from the last
-// message it delivered; when it ends anyway, Listen watches again and
-// reports the empty name.
+// a TTL runs out) and each new tenure (a takeover). After a reconnection,
+// or when the watch ends, it watches again and reports the empty name.
 func (s *Store) Listen(ctx context.Context, notify func(name string)) error {
 	if err := s.begin(); err != nil {
 		return err
 	}
 	for {
-		s.watch(ctx, notify)
+		if s.watch(ctx, notify) {
+			continue
+		}
 		select {
 		case <-ctx.Done():
 			return nil
@@ -36,23 +37,32 @@ func (s *Store) Listen(ctx context.Context, notify func(name string)) error {
 	}
 }
 
-// watch runs one watch until ctx is done or the watch ends.
-func (s *Store) watch(ctx context.Context, notify func(name string)) {
+// watch runs one watch until ctx is done, the watch ends or the
+// connection reconnects, and reports whether to watch again at once (after
+// a reconnection). The ordered consumer behind the watch would resume by
+// itself after a reconnection, but only once it has missed its heartbeats,
+// seconds later; a new watch (announced with the empty name) is quicker.
+func (s *Store) watch(ctx context.Context, notify func(name string)) bool {
+	nc := s.js.Conn()
+	reconnected := nc.StatusChanged(nats.CONNECTED)
+	defer nc.RemoveStatusListener(reconnected)
 	w, err := s.kv.Watch(ctx, "h.>", jetstream.UpdatesOnly())
 	if err != nil {
-		return
+		return false
 	}
 	defer func() { _ = w.Stop() }()
 	notify("")
 	for {
 		select {
 		case <-ctx.Done():
-			return
+			return false
 		case <-s.done:
-			return
+			return false
+		case <-reconnected:
+			return true
 		case e, ok := <-w.Updates():
 			if !ok {
-				return
+				return false
 			}
 			if e == nil {
 				continue

@@ -209,3 +209,49 @@ func TestNotifyOnExpiry(t *testing.T) {
 	require.Equal(t, []string{name, name}, names, "the acquisition and the expiry, not the renewal")
 	mu.Unlock()
 }
+
+// TestNotifyAfterRestart: the watch outlives a restart of the server (the
+// connection reconnects, the ordered consumer is made again from the last
+// message it delivered), so a release after the restart is announced.
+func TestNotifyAfterRestart(t *testing.T) {
+	t.Parallel()
+	srv := testserver.OwnNats(t)
+	s, _ := testserver.NatsHarness{Server: srv}.New(t)
+	name := testutil.UniqueName(t)
+	heard := make(chan string, 16)
+	ctx, stop := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		done <- s.Listen(ctx, func(n string) {
+			select {
+			case heard <- n:
+			default:
+			}
+		})
+	}()
+	t.Cleanup(func() { stop(); require.NoError(t, <-done) })
+	wait := func(want string) {
+		t.Helper()
+		deadline := time.After(eventTimeout)
+		for {
+			select {
+			case n := <-heard:
+				if n == want {
+					return
+				}
+			case <-deadline:
+				t.Fatalf("no notification %q", want)
+			}
+		}
+	}
+	wait("")
+	require.NoError(t, srv.Restart(t.Context()))
+	var g store.Grant
+	require.Eventually(t, func() bool {
+		var err error
+		g, err = s.Acquire(t.Context(), store.AcquireParams{Name: name, Holder: testutil.Holder(t, "holder"), TTL: time.Minute})
+		return err == nil
+	}, eventTimeout, 50*time.Millisecond, "the store answers after the restart")
+	require.NoError(t, s.Release(t.Context(), store.ReleaseParams{Name: name, Holder: g.Holder, Token: g.Token}))
+	wait(name)
+}
