@@ -372,8 +372,10 @@ func (s *Store) Renew(ctx context.Context, ps []store.RenewParams) ([]store.Rene
 		})
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
+	for _, err := range errs {
+		if err != nil {
+			return nil, err // the first; the others are most likely the same
+		}
 	}
 	return rs, nil
 }
