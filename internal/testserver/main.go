@@ -17,6 +17,8 @@ type Servers struct {
 	Etcd bool
 	// Consul starts one Consul dev agent, for [SharedConsul].
 	Consul bool
+	// Nats starts one nats-server with JetStream, for [SharedNats].
+	Nats bool
 }
 
 // shared holds what [Main] started, or why it could not.
@@ -27,6 +29,8 @@ var shared struct {
 	etcdErr   error
 	consul    *Consul
 	consulErr error
+	nats      *Nats
+	natsErr   error
 }
 
 // Main runs a test package's tests: it starts the servers named, runs the
@@ -64,6 +68,12 @@ func (r mainRun) Run() int {
 			defer stopShared("consul", shared.consul.Process)
 		}
 	}
+	if r.servers.Nats {
+		shared.nats, shared.natsErr = StartNats(ctx)
+		if shared.nats != nil {
+			defer stopShared("nats-server", shared.nats.Process)
+		}
+	}
 	return r.m.Run()
 }
 
@@ -98,4 +108,13 @@ func SharedConsul(tb testing.TB) *Consul {
 	needShared(tb, shared.servers.Consul, "Consul")
 	testutil.NeedServer(tb, "consul agent", shared.consulErr)
 	return shared.consul
+}
+
+// SharedNats returns the nats-server [Main] started. When it could not
+// start it stops tb through [testutil.NeedServer].
+func SharedNats(tb testing.TB) *Nats {
+	tb.Helper()
+	needShared(tb, shared.servers.Nats, "Nats")
+	testutil.NeedServer(tb, "nats-server", shared.natsErr)
+	return shared.nats
 }

@@ -95,7 +95,7 @@ func (o *migrateOptions) run(ctx context.Context, e *env, args []string) error {
 		_, err = fmt.Fprintln(e.stdout, strings.TrimRight(sql, "\n"))
 		return err
 	}
-	opened, err := target.Open(ctx, storeurl.Options{})
+	opened, err := target.Open(ctx, storeurl.Options{Migrate: true})
 	if err != nil {
 		return err
 	}

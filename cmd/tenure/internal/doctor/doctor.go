@@ -247,6 +247,8 @@ func checkSchema(ctx context.Context, o *storeurl.Opened, getErr error) Finding 
 		f.Detail = fmt.Sprintf("schema version %d (the SQLite store migrates itself when opened)", sqlitestore.SchemaVersion)
 	case storeurl.Postgres, storeurl.MySQL:
 		f.Detail = fmt.Sprintf("the %s schema answers a lease read at this library's version", o.Target.Kind.Name())
+	case storeurl.Nats:
+		f.Detail = "the JetStream KV bucket exists with file storage, one value per key and per-key TTLs (checked when opened)"
 	default:
 		f.Detail = fmt.Sprintf("the %s store keeps no schema", o.Target.Kind.Name())
 	}
@@ -293,6 +295,8 @@ func checkTTL(o *storeurl.Opened, opts Options) Finding {
 		f.Detail += " (etcd's lessor refuses shorter leases)"
 	case storeurl.Consul:
 		f.Detail += " (the Consul servers' session_ttl_min, from tenure_session_ttl_min)"
+	case storeurl.Nats:
+		f.Detail += " (nats-server keeps message TTLs in whole seconds; the store rounds TTLs up)"
 	}
 	if opts.TTL < floor {
 		f.Status = Fail

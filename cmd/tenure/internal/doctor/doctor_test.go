@@ -22,7 +22,9 @@ import (
 	"github.com/tenure-dev/tenure/store/pgstore"
 )
 
-func TestMain(m *testing.M) { testserver.Main(m, testserver.Servers{Etcd: true, Consul: true}) }
+func TestMain(m *testing.M) {
+	testserver.Main(m, testserver.Servers{Etcd: true, Consul: true, Nats: true})
+}
 
 // fast keeps the checks short: the clock is sampled over 300 ms.
 var fast = doctor.Options{TTL: 10 * time.Second, ClockSpan: 300 * time.Millisecond, ClockSamples: 4}
@@ -109,6 +111,10 @@ func TestHealthyStores(t *testing.T) {
 		"etcd": func(t *testing.T) string {
 			return "etcd://" + testserver.SharedEtcd(t).Addr() + "?tenure_prefix=" + testutil.UniqueName(t) + "/"
 		},
+		"NATS": func(t *testing.T) string {
+			_, cfg := testserver.NatsHarness{Server: testserver.SharedNats(t)}.Bucket(t)
+			return testserver.SharedNats(t).URL + "?tenure_bucket=" + cfg.Bucket
+		},
 		"Consul": func(t *testing.T) string {
 			return "consul://" + testserver.SharedConsul(t).HTTPAddr + "?tenure_session_ttl_min=" +
 				testserver.ConsulSessionTTLMin.String() + "&tenure_prefix=" + testutil.UniqueName(t) + "/"
@@ -133,6 +139,9 @@ func TestHealthyStores(t *testing.T) {
 				require.Contains(t, find(fs, doctor.CheckNotifications)[0].Detail, "keeps no leases")
 			default:
 				require.Contains(t, find(fs, doctor.CheckNotifications)[0].Detail, "was announced")
+			}
+			if name == "NATS" {
+				require.Contains(t, find(fs, doctor.CheckSchema)[0].Detail, "per-key TTLs")
 			}
 			clock := find(fs, doctor.CheckClock)[0]
 			switch name {

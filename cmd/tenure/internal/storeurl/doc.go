@@ -45,6 +45,15 @@
 //     ([consulstore.Config.MinSessionTTL], default 10s) and
 //     tenure_lock_delay the sessions' lock-delay
 //     ([consulstore.Config.LockDelay], default 0).
+//   - nats://[USER:PASSWORD@]HOST:PORT[,HOST:PORT...]: NATS servers with
+//     JetStream, 2.11 or later (port 4222 when omitted, 127.0.0.1:4222 when
+//     no host is given; several servers of one cluster for failover), over
+//     TLS when a TLS parameter is given. tenure_bucket sets
+//     [natsstore.Config.Bucket] (default tenure) and tenure_replicas the
+//     replicas of a bucket `tenure migrate` creates. The bucket must exist
+//     ([Options.Migrate] creates it). A user needs a password (in the URL
+//     or password_file); a NATS token comes from token_file, a credentials
+//     file (JWT and NKey) from creds_file.
 //   - always:REASON: [alwaysleader], for genuinely idempotent jobs: every
 //     holder leads at once. The reason is required (percent-encoding
 //     allowed) and is shown by the tenure command's run and status.
@@ -62,17 +71,18 @@
 // client certificate (for pg_hba's cert method); passfile=PATH (or
 // PGPASSFILE, ~/.pgpass, PGPASSWORD) keeps the password out of the URL.
 //
-// Redis (rediss://), etcd and Consul take tenure's parameters, whose
+// Redis (rediss://), etcd, Consul and NATS take tenure's parameters, whose
 // files [Target.Open] reads ([Parse] reads none):
 //
 //   - tls_ca_file=PATH: PEM certificates of the authorities that vouch for
 //     the server (default: the system's roots);
 //   - tls_cert_file=PATH and tls_key_file=PATH, together: a client
 //     certificate and its key;
-//   - password_file=PATH (Redis, etcd): the password, so that it appears
+//   - password_file=PATH (Redis, etcd, NATS): the password, so that it appears
 //     neither in the URL nor in the process list; a trailing newline is
-//     ignored. etcd needs the user name in the URL with it;
-//   - token_file=PATH (Consul): the ACL token.
+//     ignored. etcd and NATS need the user name in the URL with it;
+//   - token_file=PATH (Consul, NATS): the ACL token or NATS token;
+//   - creds_file=PATH (NATS): a credentials file, as nsc writes it.
 //
 // A TLS parameter on redis:// (not rediss://) is refused, as are a
 // certificate without its key and a password given twice.

@@ -89,6 +89,12 @@ func (o *Opened) WallClock(ctx context.Context) (*WallClock, error) {
 			err = tx.QueryRowContext(ctx, "SELECT SYSDATE(6)").Scan(&t)
 			return t, o.Target.Wrap(err)
 		}, close: db.Close}, nil
+	case Nats:
+		// Message TTLs run on the wall clock of the stream's server.
+		return &WallClock{read: func(ctx context.Context) (time.Time, error) {
+			t, err := o.nats.ServerTime(ctx)
+			return t, o.Target.Wrap(err)
+		}, close: nothing}, nil
 	}
 	return nil, ErrNoWallClock
 }

@@ -26,6 +26,7 @@ func FuzzParse(f *testing.F) {
 		"redis://u:p@127.0.0.1:6379/2?tenure_prefix=x:", "rediss://127.0.0.1:6380", "redis://[::1]:6379",
 		"etcd://root:pw@h1:2379,h2,[::1]:2380?tenure_prefix=p/", "etcd://", "etcd://,",
 		"consul://127.0.0.1:8500?tenure_lock_delay=15s&tenure_session_ttl_min=1s", "consul://u:p@h",
+		"nats://u:p@n1:4222,n2?tenure_bucket=jobs&tenure_replicas=3", "nats://", "nats://tok@h", "nats://h?token_file=/t",
 		"always:the%20report%20is%20idempotent", "always:", "x", "/var/lib/x.db", "postgres:opaque", "%",
 	} {
 		f.Add(s)
@@ -72,12 +73,13 @@ func FuzzSecrets(f *testing.F) {
 	f.Add(uint8(2), "root", "p@ss:w/rd", "h1:2379,h2", "")
 	f.Add(uint8(3), "", "only-pass", "h:bad", "tenure_schema=%zz")
 	f.Add(uint8(4), "u", "pw-in-param", "db", "")
+	f.Add(uint8(5), "alice", "nats-secret", "n1:4222,n2", "tenure_bucket=b")
 	f.Fuzz(func(t *testing.T, kind uint8, user, password, host, query string) {
 		if len(password) < 6 {
 			return // a short password can be a part of anything
 		}
 		build := func(pw string) string {
-			switch kind % 5 {
+			switch kind % 6 {
 			case 0:
 				return "postgres://" + url.UserPassword(user, pw).String() + "@" + host + "/db?" + query
 			case 1:
@@ -86,6 +88,8 @@ func FuzzSecrets(f *testing.F) {
 				return "etcd://" + url.UserPassword(user, pw).String() + "@" + host + "?" + query
 			case 3:
 				return "rediss://" + url.UserPassword(user, pw).String() + "@" + host + "/0?" + query
+			case 5:
+				return "nats://" + url.UserPassword(user, pw).String() + "@" + host + "?" + query
 			}
 			return "postgres://" + host + "/db?password=" + url.QueryEscape(pw) + "&" + query
 		}

@@ -20,6 +20,7 @@ import (
 	"github.com/tenure-dev/tenure/store/consulstore"
 	"github.com/tenure-dev/tenure/store/etcdstore"
 	"github.com/tenure-dev/tenure/store/mysqlstore"
+	"github.com/tenure-dev/tenure/store/natsstore"
 	"github.com/tenure-dev/tenure/store/pgstore"
 	"github.com/tenure-dev/tenure/store/redisstore"
 	"github.com/tenure-dev/tenure/store/sqlitestore"
@@ -52,7 +53,7 @@ const applicationName = "tenure"
 const mask = "xxxxx"
 
 // Supported lists the URL forms accepted, for messages.
-const Supported = "postgres://…, postgresql://…, mysql://…, mariadb://…, sqlite:PATH, redis://…, rediss://…, etcd://HOST:PORT[,HOST:PORT], consul://HOST:PORT or always:REASON"
+const Supported = "postgres://…, postgresql://…, mysql://…, mariadb://…, sqlite:PATH, redis://…, rediss://…, etcd://HOST:PORT[,HOST:PORT], consul://HOST:PORT, nats://HOST:PORT[,HOST:PORT] or always:REASON"
 
 // Kind is the kind of store a URL names.
 type Kind string
@@ -87,6 +88,8 @@ func (k Kind) Name() string {
 		return "always-leader"
 	case MySQL:
 		return "MySQL"
+	case Nats:
+		return "NATS"
 	}
 	return string(k)
 }
@@ -119,7 +122,11 @@ type Target struct {
 	// MySQL names the database and table prefix of a MySQL or MariaDB
 	// store, from the URL's path and tenure_prefix parameter (Kind MySQL).
 	MySQL mysqlstore.Config
-	// Endpoints are the etcd endpoints, host:port each (Kind Etcd), or the
+	// Nats names the bucket of a NATS JetStream KV store, from the URL's
+	// tenure_bucket and tenure_replicas parameters (Kind Nats).
+	Nats natsstore.Config
+	// Endpoints are the etcd endpoints or NATS servers, host:port each
+	// (Kind Etcd, Nats), or the
 	// Consul agent's host:port, none for the Consul client's default:
 	// $CONSUL_HTTP_ADDR, else 127.0.0.1:8500 (Kind Consul).
 	Endpoints []string
@@ -128,8 +135,8 @@ type Target struct {
 	Reason string
 
 	connString string   // PostgreSQL or Redis URL without tenure's parameters; MySQL DSN
-	user       string   // etcd user name
-	password   string   // etcd password
+	user       string   // etcd or NATS user name
+	password   string   // etcd or NATS password
 	secrets    []string // what Redact masks
 	sec        security // TLS files and password file (tls.go)
 }
@@ -180,6 +187,8 @@ func Parse(raw string) (Target, error) {
 		return parseConsul(raw)
 	case "mysql", "mariadb":
 		return parseMySQL(raw)
+	case "nats":
+		return parseNats(raw)
 	case "always":
 		return parseAlways(raw, rest)
 	default:
@@ -360,6 +369,8 @@ func (t Target) MigrationSQL() (string, error) {
 			return "", newError(store.ErrInvalid, err, "storeurl: %v", err)
 		}
 		return s, nil
+	case Nats:
+		return "", newError(store.ErrInvalid, nil, "storeurl: the NATS store keeps no SQL: there is nothing to print; tenure migrate (without --print) creates its JetStream KV bucket")
 	default:
 		return "", newError(store.ErrInvalid, nil, "storeurl: the %s store keeps no schema: there is no SQL to print, and tenure migrate has nothing to do", t.Kind.Name())
 	}
@@ -420,6 +431,10 @@ type Options struct {
 	// ConnectTimeout bounds connecting to a server store and the first
 	// round trip that proves it answers. Default DefaultConnectTimeout.
 	ConnectTimeout time.Duration
+	// Migrate opens the store to call [Opened.Migrate] on it: a NATS
+	// store's bucket, which [Target.Open] otherwise requires, is created
+	// when missing.
+	Migrate bool
 }
 
 // Opened is an open store and what the tenure command needs besides the
@@ -430,6 +445,7 @@ type Opened struct {
 
 	pg     *pgstore.Store
 	mysql  *mysqlstore.Store
+	nats   *natsstore.Store
 	pool   *pgxpool.Pool
 	sqlite *sqlitestore.Store
 	// closeClient closes the client of a Redis, etcd or Consul store.
@@ -470,6 +486,8 @@ func (t Target) Open(ctx context.Context, opts Options) (*Opened, error) {
 		return t.openConsul(ctx, timeout)
 	case MySQL:
 		return t.openMySQL(ctx, timeout)
+	case Nats:
+		return t.openNats(ctx, timeout, opts.Migrate)
 	case AlwaysLeader:
 		st, err := alwaysleader.New(t.Reason)
 		if err != nil {
@@ -546,6 +564,8 @@ func (o *Opened) Migrate(ctx context.Context) (string, error) {
 		return "the always-leader store keeps nothing: nothing to migrate", nil
 	case o.mysql != nil:
 		return o.migrateMySQL(ctx)
+	case o.nats != nil:
+		return o.migrateNats(), nil
 	case o.pg == nil:
 		return fmt.Sprintf("the %s store %s keeps no schema: nothing to migrate (its keys live under the prefix %q)",
 			o.Target.Kind.Name(), o.Target.Display, o.prefix), nil

@@ -40,7 +40,8 @@ const (
 type security struct {
 	caFile, certFile, keyFile string
 	passwordFile              string
-	tokenFile                 string // Consul only
+	tokenFile                 string // Consul and NATS
+	credsFile                 string // NATS only
 }
 
 // usesTLS reports whether s names a TLS file.

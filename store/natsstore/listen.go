@@ -1,0 +1,95 @@
+package natsstore
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// relistenDelay is how long Listen waits before it watches again after a
+// watch could not be made or ended.
+const relistenDelay = time.Second
+
+// Listen implements [store.Notifier]: it watches the held keys and
+// reports each deletion (a release, or the marker the server leaves when
+// a TTL runs out) and each new tenure (a takeover). After a reconnection,
+// or when the watch ends, it watches again and reports the empty name.
+func (s *Store) Listen(ctx context.Context, notify func(name string)) error {
+	if err := s.begin(); err != nil {
+		return err
+	}
+	for {
+		if s.watch(ctx, notify) {
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-s.done:
+			return nil
+		case <-time.After(relistenDelay):
+		}
+	}
+}
+
+// watch runs one watch until ctx is done, the watch ends or the
+// connection reconnects, and reports whether to watch again at once (after
+// a reconnection). The ordered consumer behind the watch would resume by
+// itself after a reconnection, but only once it has missed its heartbeats,
+// seconds later; a new watch (announced with the empty name) is quicker.
+func (s *Store) watch(ctx context.Context, notify func(name string)) bool {
+	nc := s.js.Conn()
+	reconnected := nc.StatusChanged(nats.CONNECTED)
+	defer nc.RemoveStatusListener(reconnected)
+	w, err := s.kv.Watch(ctx, "h.>", jetstream.UpdatesOnly())
+	if err != nil {
+		return false
+	}
+	defer func() { _ = w.Stop() }()
+	notify("")
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-s.done:
+			return false
+		case <-reconnected:
+			return true
+		case e, ok := <-w.Updates():
+			if !ok {
+				return false
+			}
+			if e == nil {
+				continue
+			}
+			if name, ok := announced(e); ok {
+				notify(name)
+			}
+		}
+	}
+}
+
+// announced returns the lease name of a held key's entry that ends or
+// begins a tenure; renewals announce nothing.
+func announced(e jetstream.KeyValueEntry) (string, bool) {
+	enc, ok := strings.CutPrefix(e.Key(), "h.")
+	if !ok {
+		return "", false
+	}
+	name, err := base64.RawURLEncoding.DecodeString(enc)
+	if err != nil {
+		return "", false
+	}
+	if e.Operation() == jetstream.KeyValuePut {
+		var v value
+		if json.Unmarshal(e.Value(), &v) != nil || v.Token != 0 {
+			return "", false
+		}
+	}
+	return string(name), true
+}

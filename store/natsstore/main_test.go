@@ -1,0 +1,9 @@
+package natsstore_test
+
+import (
+	"testing"
+
+	"github.com/tenure-dev/tenure/internal/testserver"
+)
+
+func TestMain(m *testing.M) { testserver.Main(m, testserver.Servers{Nats: true}) }

@@ -1,0 +1,554 @@
+package natsstore
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tenure-dev/tenure/store"
+)
+
+var (
+	_ store.Store    = (*Store)(nil)
+	_ store.Notifier = (*Store)(nil)
+	_ store.TTLFloor = (*Store)(nil)
+	_ store.Lister   = (*Store)(nil)
+)
+
+// casAttempts bounds how often a call retries a compare-and-set that lost
+// a race with another writer of the same key before it reports the lease
+// as it then is (or, for [Store.Acquire], gives up as unavailable).
+const casAttempts = 3
+
+// renewConcurrency is how many renewals of one batch are in flight at once.
+const renewConcurrency = 64
+
+// Headers the KV conventions and the server put on messages.
+const (
+	hdrOperation = "KV-Operation"       // DEL or PURGE on a deletion marker
+	hdrMarker    = "Nats-Marker-Reason" // MaxAge on the marker of a TTL run out
+	opDelete     = "DEL"
+	reasonMaxAge = "MaxAge"
+)
+
+// Store keeps leases in a JetStream KV bucket. Make it with [Open]; it is
+// safe for concurrent use.
+type Store struct {
+	js     jetstream.JetStream
+	kv     jetstream.KeyValue
+	stream jetstream.Stream
+	// subjectPrefix is "$KV.<bucket>.", before every key.
+	subjectPrefix string
+	streamName    string
+
+	closed atomic.Bool
+	// done is closed by Close, ending every Listen.
+	done      chan struct{}
+	closeOnce sync.Once
+}
+
+// Open returns a store over the bucket cfg names, which [Migrate] (or
+// `tenure migrate`) must have created. It refuses, with an error matching
+// [store.ErrInvalid], a bucket whose configuration could hand a token out
+// twice or end a lease before its TTL (see the package doc), and a missing
+// bucket with one matching [store.ErrNotMigrated]. The caller owns js's
+// connection and closes it after [Store.Close].
+func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Store, error) {
+	if js == nil {
+		return nil, fmt.Errorf("natsstore: %w: nil JetStream context", store.ErrInvalid)
+	}
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	kv, err := js.KeyValue(ctx, cfg.Bucket)
+	if err != nil {
+		return nil, classify("open bucket "+cfg.Bucket, err)
+	}
+	streamName := "KV_" + cfg.Bucket
+	stream, err := js.Stream(ctx, streamName)
+	if err != nil {
+		return nil, classify("open bucket "+cfg.Bucket, err)
+	}
+	if err := checkBucket(cfg.Bucket, stream.CachedInfo().Config); err != nil {
+		return nil, err
+	}
+	return &Store{
+		js: js, kv: kv, stream: stream,
+		subjectPrefix: "$KV." + cfg.Bucket + ".",
+		streamName:    streamName,
+		done:          make(chan struct{}),
+	}, nil
+}
+
+// checkBucket refuses a bucket whose stream could hand a token out twice
+// or end a lease otherwise than by its own TTL.
+func checkBucket(bucket string, c jetstream.StreamConfig) error {
+	var problem string
+	switch {
+	case c.Storage != jetstream.FileStorage:
+		problem = "keeps its messages in memory: a server restart empties it and starts its sequence, the tokens, again at 1"
+	case c.Mirror != nil || len(c.Sources) > 0:
+		problem = "is a mirror or sources other streams: its sequence numbers are not those of the writes it accepts"
+	case !c.AllowMsgTTL || c.SubjectDeleteMarkerTTL <= 0:
+		problem = "has no per-key TTLs (LimitMarkerTTL): leases would never expire"
+	case c.MaxMsgsPerSubject != 1:
+		problem = fmt.Sprintf("keeps a history of %d values per key (want 1): the server would stretch short TTLs to the marker TTL", c.MaxMsgsPerSubject)
+	case c.MaxAge != 0:
+		problem = fmt.Sprintf("expires every key after %s (its TTL): a longer lease would end early", c.MaxAge)
+	case c.Discard != jetstream.DiscardNew:
+		problem = "discards old messages when full: a live lease could vanish"
+	default:
+		return nil
+	}
+	return fmt.Errorf("natsstore: %w: bucket %q %s; use a bucket made by natsstore.Migrate (tenure migrate)", store.ErrInvalid, bucket, problem)
+}
+
+// Migrate creates the bucket cfg names, with file storage, a history of
+// one value per key, per-key TTLs and markers of [MarkerTTL] (which needs
+// nats-server 2.11 or later), on cfg.Replicas servers. A bucket that
+// exists already is left as it is and checked as [Open] checks it.
+func Migrate(ctx context.Context, js jetstream.JetStream, cfg Config) error {
+	if js == nil {
+		return fmt.Errorf("natsstore: %w: nil JetStream context", store.ErrInvalid)
+	}
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return err
+	}
+	_, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:         cfg.Bucket,
+		Description:    "tenure leases",
+		History:        1,
+		Storage:        jetstream.FileStorage,
+		Replicas:       cfg.Replicas,
+		LimitMarkerTTL: MarkerTTL,
+	})
+	switch {
+	case errors.Is(err, jetstream.ErrLimitMarkerTTLNotSupported):
+		return fmt.Errorf("natsstore: migrate: the server does not support per-key TTLs; tenure needs nats-server 2.11 or later: %w", err)
+	case errors.Is(err, jetstream.ErrBucketExists):
+	case err != nil:
+		return classify("migrate: create bucket "+cfg.Bucket, err)
+	}
+	s, err := Open(ctx, js, cfg)
+	if err != nil {
+		return err
+	}
+	return s.Close()
+}
+
+// MinTTL returns [MinTTL] ([store.TTLFloor]).
+func (s *Store) MinTTL() time.Duration { return MinTTL }
+
+// Close ends every [Store.Listen]. It does not close the connection.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		s.closed.Store(true)
+		close(s.done)
+	})
+	return nil
+}
+
+// value is what a lease's keys hold, JSON-encoded.
+type value struct {
+	Label    string `json:"l"`
+	Instance string `json:"i"`
+	// Token is the tenure's token; 0 on the message that began the
+	// tenure, whose revision is the token.
+	Token int64 `json:"t,omitempty"`
+	Seq   int64 `json:"s"`
+	// AcquiredAt is the acquiring process's wall clock, Unix nanoseconds.
+	AcquiredAt int64 `json:"a"`
+}
+
+func (v value) holder() store.Holder { return store.Holder{Label: v.Label, Instance: v.Instance} }
+
+func newValue(h store.Holder, tok store.Token, seq int64, at int64) value {
+	return value{Label: h.Label, Instance: h.Instance, Token: int64(tok), Seq: seq, AcquiredAt: at}
+}
+
+// lease is what the held key of a lease says.
+type lease struct {
+	rev      uint64 // revision of the key's last message; 0 when it has none
+	live     bool   // a tenure is held
+	released bool   // the last message is a deletion (a release)
+	hasValue bool   // v is set: live, or a release that recorded its tenure
+	v        value  // Token set
+	ttl      time.Duration
+}
+
+// key returns the bucket key of name under kind ("h": held, "r": record).
+// Lease names are any UTF-8; KV keys are not, hence base64url.
+func key(kind, name string) string {
+	return kind + "." + base64.RawURLEncoding.EncodeToString([]byte(name))
+}
+
+func (s *Store) subject(kind, name string) string { return s.subjectPrefix + key(kind, name) }
+
+// readHeld reads the held key of name.
+func (s *Store) readHeld(ctx context.Context, name string) (lease, error) {
+	m, err := s.stream.GetLastMsgForSubject(ctx, s.subject("h", name))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return lease{}, nil
+	}
+	if err != nil {
+		return lease{}, classify("read lease "+name, err)
+	}
+	l := lease{rev: m.Sequence}
+	switch {
+	case m.Header.Get(hdrOperation) != "":
+		l.released = m.Header.Get(hdrOperation) == opDelete
+	case m.Header.Get(hdrMarker) != "":
+		l.released = m.Header.Get(hdrMarker) != reasonMaxAge
+	default:
+		l.live = true
+		ttl, err := time.ParseDuration(m.Header.Get(jetstream.MsgTTLHeader))
+		if err != nil || ttl <= 0 {
+			return lease{}, fmt.Errorf("natsstore: lease %q: its held key (revision %d) has no TTL; was it written by another program?", name, m.Sequence)
+		}
+		l.ttl = ttl
+	}
+	if len(m.Data) == 0 {
+		if l.live {
+			return lease{}, fmt.Errorf("natsstore: lease %q: its held key (revision %d) is empty; was it written by another program?", name, m.Sequence)
+		}
+		return l, nil
+	}
+	if err := json.Unmarshal(m.Data, &l.v); err != nil {
+		return lease{}, fmt.Errorf("natsstore: lease %q: its held key (revision %d) is not a tenure's: %w", name, m.Sequence, err)
+	}
+	if l.v.Token == 0 {
+		l.v.Token = int64(m.Sequence)
+	}
+	l.hasValue = true
+	return l, nil
+}
+
+// grant is the lease as it is: a held tenure, or a lease nobody holds.
+func (l lease) grant(name string) store.Grant {
+	if !l.live {
+		return store.Grant{Name: name}
+	}
+	return store.Grant{Name: name, Holder: l.v.holder(), Token: store.Token(l.v.Token), Seq: l.v.Seq, Remaining: l.ttl}
+}
+
+// publish writes v to subject if its last revision is expect (0: it has
+// none), with a TTL unless ttl is 0, and returns the new revision.
+func (s *Store) publish(ctx context.Context, subject string, data []byte, hdr nats.Header, expect uint64, ttl time.Duration) (uint64, error) {
+	opts := []jetstream.PublishOpt{jetstream.WithExpectStream(s.streamName), jetstream.WithExpectLastSequencePerSubject(expect)}
+	if ttl > 0 {
+		opts = append(opts, jetstream.WithMsgTTL(ttl))
+	}
+	ack, err := s.js.PublishMsg(ctx, &nats.Msg{Subject: subject, Data: data, Header: hdr}, opts...)
+	if err != nil {
+		return 0, err
+	}
+	return ack.Sequence, nil
+}
+
+// begin refuses a call on a closed store.
+func (s *Store) begin() error {
+	if s.closed.Load() {
+		return fmt.Errorf("natsstore: %w", store.ErrClosed)
+	}
+	return nil
+}
+
+// Acquire implements [store.Store]: it reads the held key and, when no
+// tenure is live, writes the new one with the revision it read as the
+// expected last revision and the TTL as the message's TTL. The new
+// message's revision is the token. Then it records the tenure under the
+// record key, for [Store.Get] after the held key is gone.
+func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (store.Grant, error) {
+	if err := p.Validate(); err != nil {
+		return store.Grant{}, fmt.Errorf("natsstore: %w", err)
+	}
+	ttl, err := ttlSeconds(p.Name, p.TTL)
+	if err != nil {
+		return store.Grant{}, err
+	}
+	if err := s.begin(); err != nil {
+		return store.Grant{}, err
+	}
+	for range casAttempts {
+		l, err := s.readHeld(ctx, p.Name)
+		if err != nil {
+			return store.Grant{}, err
+		}
+		if l.live {
+			g := l.grant(p.Name)
+			return store.Grant{}, &store.HeldError{Name: p.Name, Holder: g.Holder, Token: g.Token, Seq: g.Seq, Remaining: g.Remaining}
+		}
+		v := newValue(p.Holder, 0, 1, time.Now().UnixNano())
+		data, err := json.Marshal(v)
+		if err != nil {
+			return store.Grant{}, fmt.Errorf("natsstore: acquire %q: %w", p.Name, err)
+		}
+		rev, err := s.publish(ctx, s.subject("h", p.Name), data, nil, l.rev, ttl)
+		if wrongLastSeq(err) {
+			continue
+		}
+		if err != nil {
+			return store.Grant{}, classify("acquire "+p.Name, err)
+		}
+		v.Token = int64(rev)
+		if err := s.record(ctx, p.Name, v); err != nil {
+			return store.Grant{}, err
+		}
+		return store.Grant{Name: p.Name, Holder: p.Holder, Token: store.Token(rev), Seq: 1, Remaining: ttl}, nil
+	}
+	return store.Grant{}, fmt.Errorf("natsstore: acquire %q: %w: the lease changed under each of %d attempts; try again", p.Name, store.ErrUnavailable, casAttempts)
+}
+
+// record writes v under name's record key unless the key records a later
+// tenure already, with the revision it read as the expected last
+// revision, so that of two racing writers the later tenure stays.
+func (s *Store) record(ctx context.Context, name string, v value) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("natsstore: record %q: %w", name, err)
+	}
+	subject := s.subject("r", name)
+	for range casAttempts {
+		var expect uint64
+		m, err := s.stream.GetLastMsgForSubject(ctx, subject)
+		switch {
+		case errors.Is(err, jetstream.ErrMsgNotFound):
+		case err != nil:
+			return classify("record "+name, err)
+		default:
+			var cur value
+			if json.Unmarshal(m.Data, &cur) == nil && cur.Token >= v.Token {
+				return nil
+			}
+			expect = m.Sequence
+		}
+		_, err = s.publish(ctx, subject, data, nil, expect, 0)
+		if !wrongLastSeq(err) {
+			return classify("record "+name, err)
+		}
+	}
+	return fmt.Errorf("natsstore: record %q: %w: the record changed under each of %d attempts", name, store.ErrUnavailable, casAttempts)
+}
+
+// Renew implements [store.Store]. NATS has no multi-key compare-and-set
+// that sets per-message TTLs, so each lease is renewed on its own (a read
+// and a write with the expected revision), up to 64 at once.
+func (s *Store) Renew(ctx context.Context, ps []store.RenewParams) ([]store.RenewResult, error) {
+	if err := store.ValidateRenewBatch(ps); err != nil {
+		return nil, fmt.Errorf("natsstore: %w", err)
+	}
+	ttls := make([]time.Duration, len(ps))
+	for i, p := range ps {
+		ttl, err := ttlSeconds(p.Name, p.TTL)
+		if err != nil {
+			return nil, err
+		}
+		ttls[i] = ttl
+	}
+	if err := s.begin(); err != nil {
+		return nil, err
+	}
+	rs := make([]store.RenewResult, len(ps))
+	errs := make([]error, len(ps))
+	sem := make(chan struct{}, renewConcurrency)
+	var wg sync.WaitGroup
+	for i, p := range ps {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			rs[i], errs[i] = s.renewOne(ctx, p, ttls[i])
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err // the first; the others are most likely the same
+		}
+	}
+	return rs, nil
+}
+
+// renewOne renews one lease: a read of the held key, a check of holder,
+// token and seq, and a write of seq+1 with the revision read as the
+// expected last revision, so that a clone whose seq moved on, or a write
+// between the read and the renewal, fails.
+func (s *Store) renewOne(ctx context.Context, p store.RenewParams, ttl time.Duration) (store.RenewResult, error) {
+	l, err := s.readHeld(ctx, p.Name)
+	if err != nil {
+		return store.RenewResult{}, err
+	}
+	if !l.live || l.v.holder() != p.Holder || store.Token(l.v.Token) != p.Token || l.v.Seq != p.Seq {
+		return store.RenewResult{Grant: l.grant(p.Name)}, nil
+	}
+	v := l.v
+	v.Seq++
+	data, err := json.Marshal(v)
+	if err != nil {
+		return store.RenewResult{}, fmt.Errorf("natsstore: renew %q: %w", p.Name, err)
+	}
+	_, err = s.publish(ctx, s.subject("h", p.Name), data, nil, l.rev, ttl)
+	if wrongLastSeq(err) {
+		l, err := s.readHeld(ctx, p.Name)
+		if err != nil {
+			return store.RenewResult{}, err
+		}
+		return store.RenewResult{Grant: l.grant(p.Name)}, nil
+	}
+	if err != nil {
+		return store.RenewResult{}, classify("renew "+p.Name, err)
+	}
+	return store.RenewResult{Renewed: true, Grant: store.Grant{
+		Name: p.Name, Holder: p.Holder, Token: p.Token, Seq: v.Seq, Remaining: ttl,
+	}}, nil
+}
+
+// Release implements [store.Store]: it writes a deletion marker carrying
+// the tenure over the held key, with the revision it read as the expected
+// last revision. The stream's sequence goes on, so the next tenure's token
+// is greater.
+func (s *Store) Release(ctx context.Context, p store.ReleaseParams) error {
+	if err := p.Validate(); err != nil {
+		return fmt.Errorf("natsstore: %w", err)
+	}
+	if err := s.begin(); err != nil {
+		return err
+	}
+	for range casAttempts {
+		l, err := s.readHeld(ctx, p.Name)
+		if err != nil {
+			return err
+		}
+		if !l.live || l.v.holder() != p.Holder || store.Token(l.v.Token) != p.Token {
+			return fmt.Errorf("natsstore: release %q: %w", p.Name, store.ErrNotHeld)
+		}
+		data, err := json.Marshal(l.v)
+		if err != nil {
+			return fmt.Errorf("natsstore: release %q: %w", p.Name, err)
+		}
+		hdr := nats.Header{}
+		hdr.Set(hdrOperation, opDelete)
+		_, err = s.publish(ctx, s.subject("h", p.Name), data, hdr, l.rev, 0)
+		if wrongLastSeq(err) {
+			continue
+		}
+		return classify("release "+p.Name, err)
+	}
+	return fmt.Errorf("natsstore: release %q: %w: the lease changed under each of %d attempts; try again", p.Name, store.ErrUnavailable, casAttempts)
+}
+
+// Get implements [store.Store]. A held lease reports its full TTL as the
+// time remaining (see the package doc).
+func (s *Store) Get(ctx context.Context, name string) (store.Record, error) {
+	if err := store.ValidateName(name); err != nil {
+		return store.Record{}, fmt.Errorf("natsstore: %w", err)
+	}
+	if err := s.begin(); err != nil {
+		return store.Record{}, err
+	}
+	l, err := s.readHeld(ctx, name)
+	if err != nil {
+		return store.Record{}, err
+	}
+	state := store.StateExpired
+	switch {
+	case l.live:
+		return toRecord(name, l.v, store.StateHeld, l.ttl), nil
+	case l.released && l.hasValue:
+		return toRecord(name, l.v, store.StateReleased, 0), nil
+	case l.released:
+		state = store.StateReleased
+	}
+	m, err := s.stream.GetLastMsgForSubject(ctx, s.subject("r", name))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return store.Record{}, fmt.Errorf("natsstore: lease %q: %w", name, store.ErrNotFound)
+	}
+	if err != nil {
+		return store.Record{}, classify("get "+name, err)
+	}
+	var v value
+	if err := json.Unmarshal(m.Data, &v); err != nil {
+		return store.Record{}, fmt.Errorf("natsstore: lease %q: its record key (revision %d) is not a tenure's: %w", name, m.Sequence, err)
+	}
+	return toRecord(name, v, state, 0), nil
+}
+
+func toRecord(name string, v value, state store.State, remaining time.Duration) store.Record {
+	return store.Record{
+		Grant:      store.Grant{Name: name, Holder: v.holder(), Token: store.Token(v.Token), Seq: v.Seq, Remaining: remaining},
+		State:      state,
+		AcquiredAt: time.Unix(0, v.AcquiredAt).UTC(),
+	}
+}
+
+// ServerTime returns the wall clock of the server that keeps the bucket's
+// stream, which is the clock its TTLs run on, as it answered a stream
+// info request. It is for diagnostics (tenure doctor compares it with the
+// host's); no lease decision uses it.
+func (s *Store) ServerTime(ctx context.Context) (time.Time, error) {
+	if err := s.begin(); err != nil {
+		return time.Time{}, err
+	}
+	info, err := s.stream.Info(ctx)
+	if err != nil {
+		return time.Time{}, classify("read the server's clock", err)
+	}
+	if info.TimeStamp.IsZero() {
+		return time.Time{}, fmt.Errorf("natsstore: the server reported no time with its stream info; nats-server 2.10 or later does")
+	}
+	return info.TimeStamp, nil
+}
+
+// List implements [store.Lister]: every lease that has a record key (every
+// lease ever acquired through this bucket), ordered by name, each read as
+// [Store.Get] reads it: one request to list the keys, then one or two per
+// lease.
+func (s *Store) List(ctx context.Context) ([]store.Record, error) {
+	if err := s.begin(); err != nil {
+		return nil, err
+	}
+	lister, err := s.kv.ListKeysFiltered(ctx, "r.>")
+	if err != nil {
+		return nil, classify("list leases", err)
+	}
+	seen := map[string]struct{}{}
+	var names []string
+	for k := range lister.Keys() {
+		enc, _ := strings.CutPrefix(k, "r.")
+		name, err := base64.RawURLEncoding.DecodeString(enc)
+		if err != nil {
+			continue // not a key this store wrote
+		}
+		if _, dup := seen[string(name)]; !dup {
+			seen[string(name)] = struct{}{}
+			names = append(names, string(name))
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, classify("list leases", err)
+	}
+	slices.Sort(names)
+	records := make([]store.Record, 0, len(names))
+	for _, name := range names {
+		r, err := s.Get(ctx, name)
+		if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrInvalid) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		records = append(records, r)
+	}
+	return records, nil
+}
