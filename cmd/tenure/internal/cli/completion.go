@@ -38,7 +38,8 @@ To load it in every new shell, write it where the shell looks:
   bash:  tenure completion bash > ~/.local/share/bash-completion/completions/tenure
   zsh:   tenure completion zsh > "${fpath[1]}/_tenure"
   fish:  tenure completion fish > ~/.config/fish/completions/tenure.fish
-The bash script works with or without the bash-completion package. The
+The bash script needs the bash-completion package (most distributions
+install it with bash; on macOS: brew install bash-completion@2). The
 scripts ask tenure itself what to offer (tenure __complete WORDS…), so they
 follow the installed tenure's commands and flags.`,
 		words: func() []string { return shells },
