@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/tenure-dev/tenure/store"
 
 	"github.com/tenure-dev/tenure"
@@ -86,6 +88,9 @@ type command struct {
 	// hidden leaves the command out of the overview and the command list
 	// of messages; `tenure help NAME` still describes it.
 	hidden bool
+	// words are the fixed words the first positional argument may be,
+	// which shell completion offers (nil: none).
+	words func() []string
 	// setup defines the flags on fs and returns the action that uses them.
 	setup func(fs *flag.FlagSet) action
 }
@@ -106,6 +111,11 @@ func commandTable() map[string]*command {
 		"demo-worker": demoWorkerCommand(),
 		"version":     versionCommand(),
 		"help":        helpCommand(),
+		"completion":  completionCommand(),
+		"docs":        docsCommand(),
+
+		cobra.ShellCompRequestCmd:       completeRequestCommand(cobra.ShellCompRequestCmd),
+		cobra.ShellCompNoDescRequestCmd: completeRequestCommand(cobra.ShellCompNoDescRequestCmd),
 	}
 }
 

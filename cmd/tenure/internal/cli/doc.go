@@ -45,6 +45,13 @@
 //   - serve: a status page over HTTP ([serve]): the leases by the store's
 //     clock, the registry's agents, a timeline of holders and tokens and
 //     the changes it saw, /metrics and /healthz; no JavaScript.
+//   - completion: the bash, zsh or fish completion script; docs: a man page
+//     (--man DIR) or markdown page (--markdown DIR) per command. Both come
+//     from a cobra command tree that commandTree builds from the command
+//     table, each command's flag.FlagSet imported into it; the scripts'
+//     requests (the hidden commands __complete and __completeNoDesc) go to
+//     that tree too. Main alone runs commands, so cobra never parses a
+//     command line that runs anything.
 //   - version, help.
 //
 // The store comes from --store, else TENURE_STORE, else the default SQLite

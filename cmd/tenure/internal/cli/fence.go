@@ -15,6 +15,7 @@ func fenceCommand() *command {
 		summary:      "repair a poisoned fence, audited (PostgreSQL, as the schema's owner)",
 		synopsis:     "fence reset RESOURCE --to N --reason TEXT [--store URL]",
 		interspersed: true,
+		words:        func() []string { return []string{"reset"} },
 		about: `Fence reset repairs the fence of RESOURCE in a PostgreSQL store: it sets
 the highest token the resource accepted to N and prints the token it
 replaced. Use it when a fence was poisoned, that is when it recorded a token

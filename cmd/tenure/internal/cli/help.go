@@ -12,6 +12,7 @@ func helpCommand() *command {
 	return &command{
 		summary:  "show how to use tenure or one of its commands",
 		synopsis: "help [COMMAND]",
+		words:    commandNames,
 		about:    "Help prints the overview of tenure, or the flags of one command.",
 		setup: func(fs *flag.FlagSet) action {
 			return func(_ context.Context, e *env, args []string) error {
@@ -35,7 +36,7 @@ func helpCommand() *command {
 
 // order lists the commands in the order help shows them; commands missing
 // here come after, by name.
-var order = []string{"run", "status", "release", "migrate", "fence", "doctor", "serve", "agents", "owner", "demo", "version", "help"}
+var order = []string{"run", "status", "release", "migrate", "fence", "doctor", "serve", "agents", "owner", "demo", "completion", "docs", "version", "help"}
 
 func orderedNames() []string {
 	names := commandNames()
@@ -65,8 +66,12 @@ Usage:
 	b.WriteString(`
 Commands:
 `)
+	width := 0
 	for _, n := range orderedNames() {
-		fmt.Fprintf(&b, "  %-8s %s\n", n, table[n].summary)
+		width = max(width, len(n))
+	}
+	for _, n := range orderedNames() {
+		fmt.Fprintf(&b, "  %-*s %s\n", width, n, table[n].summary)
 	}
 	b.WriteString(`
 Global flags, before or after the command's name:
@@ -177,10 +182,19 @@ func commandHelp(name string, cmd *command) string {
 		if meta != "" {
 			line += " " + meta
 		}
-		if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0s" && !strings.Contains(usage, "(default") {
-			line += " (default " + f.DefValue + ")"
+		if def := shownDefault(f); def != "" {
+			line += " (default " + def + ")"
 		}
 		fmt.Fprintf(&b, "%s\n      %s\n", line, usage)
 	})
 	return b.String()
+}
+
+// shownDefault is the default of f that help shows: none for an empty,
+// false or zero one, or when the usage says the default itself.
+func shownDefault(f *flag.Flag) string {
+	if f.DefValue == "false" || f.DefValue == "0s" || strings.Contains(f.Usage, "(default") {
+		return ""
+	}
+	return f.DefValue
 }

@@ -70,6 +70,9 @@ type logFormat string
 
 func (f *logFormat) String() string { return string(*f) }
 
+// Words are the log formats, for shell completion.
+func (f *logFormat) Words() []string { return []string{"json", "text"} }
+
 func (f *logFormat) Set(s string) error {
 	switch s {
 	case "json", "text":
