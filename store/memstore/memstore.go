@@ -12,8 +12,8 @@ import (
 )
 
 var (
-	_ store.Store    = (*Store)(nil)
-	_ store.Notifier = (*Store)(nil)
+	_ store.Store         = (*Store)(nil)
+	_ store.Notifier      = (*Store)(nil)
 	_ store.Lister        = (*Store)(nil)
 	_ store.Historian     = (*Store)(nil)
 	_ store.ForceReleaser = (*Store)(nil)
