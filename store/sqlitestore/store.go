@@ -53,7 +53,22 @@ type Config struct {
 	// [github.com/tenure-dev/tenure.Client] listens for as long as it
 	// runs. Longer intervals save CPU at the price of slower handovers.
 	PollInterval time.Duration
+
+	// HistoryRetention is how long [Store.History] keeps an event, by the
+	// host clock. Zero means [DefaultHistoryRetention] (30 days); less
+	// than [MinHistoryRetention] is refused. Every event recorded deletes
+	// at most 16 events older than this, oldest first, so the work an
+	// acquisition or a release pays stays bounded. Processes sharing a
+	// file should agree on it: each deletes by its own.
+	HistoryRetention time.Duration
 }
+
+// DefaultHistoryRetention is how long the history keeps events when
+// [Config.HistoryRetention] is zero.
+const DefaultHistoryRetention = 30 * 24 * time.Hour
+
+// MinHistoryRetention is the shortest [Config.HistoryRetention].
+const MinHistoryRetention = time.Minute
 
 func (c Config) withDefaults() (Config, error) {
 	switch {
@@ -65,6 +80,13 @@ func (c Config) withDefaults() (Config, error) {
 	case c.BusyTimeout < time.Millisecond:
 		return c, fmt.Errorf("sqlitestore: %w: BusyTimeout (%s) must be at least 1ms; SQLite counts it in milliseconds",
 			store.ErrInvalid, c.BusyTimeout)
+	}
+	switch {
+	case c.HistoryRetention == 0:
+		c.HistoryRetention = DefaultHistoryRetention
+	case c.HistoryRetention < MinHistoryRetention:
+		return c, fmt.Errorf("sqlitestore: %w: HistoryRetention (%s) must be at least %s; use 0 for the default of %s",
+			store.ErrInvalid, c.HistoryRetention, MinHistoryRetention, DefaultHistoryRetention)
 	}
 	switch {
 	case c.PollInterval == 0:
@@ -92,9 +114,11 @@ type Store struct {
 }
 
 var (
-	_ store.Store    = (*Store)(nil)
-	_ store.Notifier = (*Store)(nil)
-	_ store.Lister   = (*Store)(nil)
+	_ store.Store         = (*Store)(nil)
+	_ store.Notifier      = (*Store)(nil)
+	_ store.Lister        = (*Store)(nil)
+	_ store.Historian     = (*Store)(nil)
+	_ store.ForceReleaser = (*Store)(nil)
 )
 
 // Open opens the lease database at path, creating the file (mode 0600) and
@@ -414,6 +438,16 @@ ON CONFLICT (name) DO UPDATE SET
 		if err != nil {
 			return err
 		}
+		ev := store.HistoryEvent{Name: p.Name, Kind: store.EventGranted, Holder: p.Holder, Token: tok}
+		if cur.token != 0 {
+			ev.PreviousHolder, ev.PreviousToken = cur.holder, cur.token
+			if !cur.released {
+				ev.Kind = store.EventTakenOver
+			}
+		}
+		if err := s.record(ctx, tx, now, ev); err != nil {
+			return err
+		}
 		g = store.Grant{Name: p.Name, Holder: p.Holder, Token: tok, Seq: 1, Remaining: p.TTL, At: time.Unix(0, now).UTC()}
 		return nil
 	})
@@ -488,13 +522,23 @@ RETURNING seq`)
 
 // Release implements [store.Store.Release] in one IMMEDIATE transaction.
 func (s *Store) Release(ctx context.Context, p store.ReleaseParams) error {
-	if err := s.gate.Check("release"); err != nil {
+	return s.release(ctx, "release", p, store.EventReleased)
+}
+
+// ForceRelease implements [store.ForceReleaser]: [Store.Release], recorded
+// in the history as force-released.
+func (s *Store) ForceRelease(ctx context.Context, p store.ReleaseParams) error {
+	return s.release(ctx, "force release", p, store.EventForceReleased)
+}
+
+func (s *Store) release(ctx context.Context, op string, p store.ReleaseParams, kind store.EventKind) error {
+	if err := s.gate.Check(op); err != nil {
 		return err
 	}
 	if err := p.Validate(); err != nil {
-		return fmt.Errorf("sqlitestore: release: %w", err)
+		return fmt.Errorf("sqlitestore: %s: %w", op, err)
 	}
-	return s.writeTx(ctx, "release", func(tx *sql.Tx, now int64) error {
+	return s.writeTx(ctx, op, func(tx *sql.Tx, now int64) error {
 		// The lease is stamped with the change counter's next value, which
 		// the counter takes below once the release matched.
 		res, err := tx.ExecContext(ctx, `UPDATE tenure_leases SET expires_at = ?, released = 1,
@@ -512,8 +556,10 @@ WHERE name = ? AND holder_label = ? AND holder_instance = ? AND token = ?
 		if n == 0 {
 			return fmt.Errorf("lease %q is not held by %s with token %d: %w", p.Name, p.Holder, p.Token, store.ErrNotHeld)
 		}
-		_, err = tx.ExecContext(ctx, `UPDATE tenure_counter SET last_change = last_change + 1 WHERE id = 1`)
-		return err
+		if _, err = tx.ExecContext(ctx, `UPDATE tenure_counter SET last_change = last_change + 1 WHERE id = 1`); err != nil {
+			return err
+		}
+		return s.record(ctx, tx, now, store.HistoryEvent{Name: p.Name, Kind: kind, Holder: p.Holder, Token: p.Token})
 	})
 }
 
