@@ -77,7 +77,11 @@
 // each other. [Store.History] calls history_read, which reads through the
 // indexes on (name, at) and at. A session that sets tenure.release_kind
 // itself can make its own releases look forced; it cannot write, change
-// or delete an event. History begins when migration 004 runs.
+// or delete an event. History begins when migration 004 runs; roles
+// granted by an older version need this version's [Config.GrantSQL] or
+// [Config.ReadGrantSQL] to call history_read and force_release (until
+// then those calls fail with permission denied, and nothing else changes
+// for them).
 //
 // # Failure modes
 //
