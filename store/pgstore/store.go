@@ -33,8 +33,8 @@ var queryFS embed.FS
 // queries/acquire.sql). The second attempt always sees that row.
 const acquireAttempts = 3
 
-// Store is the PostgreSQL [store.Store], [store.Notifier] and
-// [store.Lister]. It is safe for concurrent use. Create it with [New] and
+// Store is the PostgreSQL [store.Store], [store.Notifier],
+// [store.Lister], [store.Historian] and [store.ForceReleaser]. It is safe for concurrent use. Create it with [New] and
 // create its schema with [Store.Migrate] (or `tenure migrate`).
 type Store struct {
 	pool *pgxpool.Pool

@@ -98,8 +98,8 @@ func (c Config) withDefaults() (Config, error) {
 	return c, nil
 }
 
-// Store is a [store.Store], [store.Notifier] and [store.Lister] kept in
-// one SQLite file. It is safe for concurrent use by many goroutines and,
+// Store is a [store.Store], [store.Notifier], [store.Lister],
+// [store.Historian] and [store.ForceReleaser] kept in one SQLite file. It is safe for concurrent use by many goroutines and,
 // through the file, by many processes on the same host.
 type Store struct {
 	db   *sql.DB
