@@ -7,10 +7,13 @@
 // assertion: [Notifier] (announce releases and takeovers, so followers need
 // not wait for the expiry they were told), [Lister] (enumerate leases, for
 // status pages), [TTLFloor] (a store that cannot keep leases as short as
-// [MinTTL]) and [BatchReleaser] (release many tenures in one round trip, so
+// [MinTTL]), [BatchReleaser] (release many tenures in one round trip, so
 // a client holding thousands gives them back at shutdown in a few calls;
 // PostgreSQL, Redis, SQLite and memstore offer it; on the others a
-// client releases one call per lease). Assert each at compile time:
+// client releases one call per lease), [Historian] (a record of grants,
+// takeovers and releases, for people: `tenure history`) and
+// [ForceReleaser] (a release recorded as an operator's). Assert each at
+// compile time:
 //
 //	var (
 //		_ store.Store    = (*Store)(nil)
@@ -36,6 +39,20 @@
 //     ([Grant]: holder, token, seq, remaining time by the store's clock),
 //     refusals included ([HeldError]), so that a follower retries exactly
 //     when the lease can expire.
+//
+// # History
+//
+// A [Historian] records an event when a tenure starts ([EventGranted] on
+// an absent or released lease, [EventTakenOver] on an expired one) and
+// when one is released ([EventReleased], or [EventForceReleased] through
+// [ForceReleaser]), with the store's clock, the tenure's holder and token
+// and, for a new tenure, the one before it. A renewal records nothing: the
+// history grows with changes of hands, not with time held. Record an event
+// in the same atomic operation as the change, or the history can show a
+// tenure that never was. Stores keep events for a retention of their own
+// and document it; expiry itself is no event (nothing runs at that moment),
+// it shows as the next [EventTakenOver]. Validate the params with
+// [HistoryParams.Validate].
 //
 // # Errors
 //

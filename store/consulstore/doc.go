@@ -73,6 +73,17 @@
 // only: one missed while the agent is unreachable delays a follower until
 // the expiry it was told.
 //
+// # History
+//
+// The Consul store keeps no history ([store.Historian]). It could write an
+// event key in the same transaction as each acquisition and release; it
+// does not now because an expiry is Consul invalidating the session, which
+// releases or deletes the key with no hook this store runs in, so a
+// takeover after expiry could not be told from a grant after a release,
+// and each event key would need a retention of its own (Consul keys do not
+// expire). Use PostgreSQL or SQLite for leases whose history matters, or
+// the holders' own logs.
+//
 // # Failure modes
 //
 //   - A request that gets no answer (agent down, connection cut, the call's

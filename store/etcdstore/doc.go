@@ -72,6 +72,18 @@
 // compacted meanwhile, the events in between are lost. Correctness never
 // depends on notifications.
 //
+// # History
+//
+// The etcd store keeps no history ([store.Historian]). etcd keeps one of
+// its own: every grant and release is a revision of the lease's key, which
+// a range or a watch at an older revision can read until the cluster
+// compacts it. It is not offered because compaction runs on the cluster's
+// schedule, not on a retention this store could promise, and a takeover
+// after expiry is etcd deleting the key with the expired etcd lease,
+// which no transaction of this store sees; recording it would need a
+// watcher that is running at that moment. Use PostgreSQL or SQLite for
+// leases whose history matters, or the holders' own logs.
+//
 // # Failure modes
 //
 //   - Transport failures, deadlines, a lost or changing leader, an overloaded

@@ -1,5 +1,6 @@
 // Package memstore is the in-memory reference implementation of
-// [store.Store], [store.Notifier] and [store.Lister].
+// [store.Store], [store.Notifier], [store.Lister], [store.Historian] and
+// [store.ForceReleaser].
 //
 // It exists for tests, the deterministic simulation and runnable examples:
 // everything it knows is lost with the process, so it must never guard real
@@ -30,6 +31,13 @@
 // replaced the holder of an expired lease). The store never waits for a
 // listener: it appends to the listener's unbounded queue, and the goroutine
 // that called Listen delivers from it.
+//
+// # History
+//
+// [Store.History] reports every grant, takeover after expiry, release and
+// forced release, by the store's clock, in the order they happened. The
+// store keeps the most recent [Config.HistoryEvents] events (10 000 by
+// default), of all names together, and loses them with the process.
 //
 // # Failure modes
 //

@@ -3,6 +3,7 @@ package memstore
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -15,7 +16,13 @@ var (
 	_ store.Notifier      = (*Store)(nil)
 	_ store.Lister        = (*Store)(nil)
 	_ store.BatchReleaser = (*Store)(nil)
+	_ store.Historian     = (*Store)(nil)
+	_ store.ForceReleaser = (*Store)(nil)
 )
+
+// DefaultHistoryEvents is how many events the history keeps when
+// [Config.HistoryEvents] is zero.
+const DefaultHistoryEvents = 10_000
 
 // Config configures a [Store]. The zero value is ready to use.
 type Config struct {
@@ -23,6 +30,13 @@ type Config struct {
 	// Default (nil): [time.Now]. A clock that goes backwards extends every
 	// lease, exactly as a real store's clock would.
 	Clock func() time.Time
+
+	// HistoryEvents is how many events [Store.History] keeps, the most
+	// recent ones (an older event is dropped when a new one would exceed
+	// it). Zero means [DefaultHistoryEvents]; a negative value keeps none.
+	// It bounds the memory of a long simulation: a store that keeps
+	// everything grows with every tenure.
+	HistoryEvents int
 }
 
 // Store is an in-memory [store.Store]. Its methods are safe for concurrent
@@ -35,6 +49,9 @@ type Store struct {
 	last      store.Token // the greatest token handed out, for any name
 	leases    map[string]*lease
 	listeners map[*listener]struct{}
+	// history holds the recorded events, oldest first; keep is how many.
+	history []store.HistoryEvent
+	keep    int
 }
 
 // lease is the state of one name. A lease is held when it is not released
@@ -61,7 +78,15 @@ func New(cfg Config) *Store {
 	if clock == nil {
 		clock = time.Now
 	}
+	keep := cfg.HistoryEvents
+	switch {
+	case keep == 0:
+		keep = DefaultHistoryEvents
+	case keep < 0:
+		keep = 0
+	}
 	return &Store{
+		keep:      keep,
 		clock:     clock,
 		gate:      storekit.NewGate("memstore", "memstore.New"),
 		leases:    make(map[string]*lease),
@@ -91,6 +116,13 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (store.Grant
 		}
 	}
 	takeover := known && !l.released
+	ev := store.HistoryEvent{Name: p.Name, Kind: store.EventGranted}
+	if known {
+		ev.PreviousHolder, ev.PreviousToken = l.holder, l.token
+	}
+	if takeover {
+		ev.Kind = store.EventTakenOver
+	}
 	s.last++
 	l = &lease{
 		holder:     p.Holder,
@@ -100,6 +132,8 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (store.Grant
 		acquiredAt: now.Round(0),
 	}
 	s.leases[p.Name] = l
+	ev.Holder, ev.Token, ev.At = l.holder, l.token, l.acquiredAt
+	s.recordLocked(ev)
 	if takeover {
 		s.notifyLocked(p.Name)
 	}
@@ -136,15 +170,25 @@ func (s *Store) Renew(ctx context.Context, ps []store.RenewParams) ([]store.Rene
 
 // Release implements [store.Store.Release].
 func (s *Store) Release(ctx context.Context, p store.ReleaseParams) error {
-	if err := s.gate.Begin(ctx, "release"); err != nil {
+	return s.release(ctx, "release", p, store.EventReleased)
+}
+
+// ForceRelease implements [store.ForceReleaser]: [Store.Release],
+// recorded as an operator's.
+func (s *Store) ForceRelease(ctx context.Context, p store.ReleaseParams) error {
+	return s.release(ctx, "force release", p, store.EventForceReleased)
+}
+
+func (s *Store) release(ctx context.Context, op string, p store.ReleaseParams, kind store.EventKind) error {
+	if err := s.gate.Begin(ctx, op); err != nil {
 		return err
 	}
 	if err := p.Validate(); err != nil {
-		return fmt.Errorf("memstore: release: %w", err)
+		return fmt.Errorf("memstore: %s: %w", op, err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.releaseLocked(s.clock(), p)
+	return s.releaseLocked(s.clock(), p, kind)
 }
 
 // ReleaseBatch implements [store.BatchReleaser.ReleaseBatch].
@@ -160,12 +204,12 @@ func (s *Store) ReleaseBatch(ctx context.Context, ps []store.ReleaseParams) ([]e
 	now := s.clock()
 	errs := make([]error, len(ps))
 	for i, p := range ps {
-		errs[i] = s.releaseLocked(now, p)
+		errs[i] = s.releaseLocked(now, p, store.EventReleased)
 	}
 	return errs, nil
 }
 
-func (s *Store) releaseLocked(now time.Time, p store.ReleaseParams) error {
+func (s *Store) releaseLocked(now time.Time, p store.ReleaseParams, kind store.EventKind) error {
 	l, known := s.leases[p.Name]
 	if !known || !l.heldAt(now) || l.holder != p.Holder || l.token != p.Token {
 		return fmt.Errorf("memstore: release of lease %q by %s with token %d refused: %w",
@@ -173,8 +217,50 @@ func (s *Store) releaseLocked(now time.Time, p store.ReleaseParams) error {
 	}
 	l.released = true
 	l.expires = now
+	s.recordLocked(store.HistoryEvent{Name: p.Name, Kind: kind, Holder: l.holder, Token: l.token, At: now.Round(0)})
 	s.notifyLocked(p.Name)
 	return nil
+}
+
+// History implements [store.Historian]: the store keeps the most recent
+// [Config.HistoryEvents] events, of every lease together.
+func (s *Store) History(ctx context.Context, p store.HistoryParams) ([]store.HistoryEvent, error) {
+	if err := s.gate.Begin(ctx, "history"); err != nil {
+		return nil, err
+	}
+	if err := p.Validate(); err != nil {
+		return nil, fmt.Errorf("memstore: history: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var found []store.HistoryEvent
+	oldest := max(0, len(s.history)-s.keep)
+	for i := len(s.history) - 1; i >= oldest && len(found) < p.EffectiveLimit(); i-- {
+		ev := s.history[i]
+		if (p.Name != "" && ev.Name != p.Name) || ev.At.Before(p.Since) {
+			continue
+		}
+		found = append(found, ev)
+	}
+	slices.Reverse(found)
+	if found == nil {
+		found = []store.HistoryEvent{}
+	}
+	return found, nil
+}
+
+// recordLocked appends ev to the history. Events beyond the most recent
+// s.keep are invisible to History and dropped in bulk, so that recording
+// stays amortised O(1). s.mu must be held.
+func (s *Store) recordLocked(ev store.HistoryEvent) {
+	if s.keep == 0 {
+		return
+	}
+	ev.At = ev.At.UTC()
+	s.history = append(s.history, ev)
+	if len(s.history) >= 2*s.keep {
+		s.history = append(s.history[:0:0], s.history[len(s.history)-s.keep:]...)
+	}
 }
 
 // Get implements [store.Store.Get].

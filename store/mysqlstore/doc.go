@@ -63,6 +63,17 @@
 // time: after a clean release a follower takes over when the released
 // lease's old expiry passes, at most one TTL later, not at once.
 //
+// # History
+//
+// The MySQL store keeps no history ([store.Historian]) yet. It can keep
+// exactly what the PostgreSQL store keeps: a history table written by the
+// acquire and release procedures (or a trigger that tests the token and
+// released columns, since MySQL triggers have no WHEN clause), in the same
+// transaction, with an index on (name, at) and a bounded delete of
+// expired rows per event. It is not done yet because it needs its own
+// migration, procedure changes and grants. Until then, use PostgreSQL or
+// SQLite for leases whose history matters, or the holders' own logs.
+//
 // # Failure modes
 //
 //   - A call whose reply does not arrive (connection cut after the commit,

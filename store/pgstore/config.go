@@ -3,6 +3,10 @@ package pgstore
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
+	"time"
+
+	"github.com/tenure-dev/tenure/store"
 
 	"github.com/tenure-dev/tenure/internal/pgkit"
 )
@@ -14,6 +18,11 @@ const (
 	// DefaultTablePrefix is the prefix used when [Config.TablePrefix] is
 	// empty.
 	DefaultTablePrefix = pgkit.DefaultTablePrefix
+	// DefaultHistoryRetention is how long the history keeps events when
+	// [Config.HistoryRetention] is zero.
+	DefaultHistoryRetention = 30 * 24 * time.Hour
+	// MinHistoryRetention is the shortest [Config.HistoryRetention].
+	MinHistoryRetention = time.Minute
 )
 
 // Name suffixes appended to [Config.TablePrefix]. The longest one bounds the
@@ -34,6 +43,13 @@ const (
 	suffixFenceForeign     = "fence_foreign"
 	suffixFenceReset       = "fence_reset"
 	suffixFenceResets      = "fence_resets"
+	suffixHistory          = "history"
+	suffixSettings         = "settings"
+	suffixHistoryNameAt    = "history_name_at"
+	suffixHistoryAt        = "history_at"
+	suffixRecordHistory    = "record_history"
+	suffixHistoryRead      = "history_read"
+	suffixForceRelease     = "force_release"
 	longestSuffix          = len(suffixCheckLeaseStrict)
 )
 
@@ -64,10 +80,35 @@ type Config struct {
 	// tenure_token_seq, tenure_migrations, tenure_fence_resets and the
 	// functions tenure_acquire, tenure_renew, tenure_release, tenure_get,
 	// tenure_list, tenure_fence, tenure_fence_foreign, tenure_fence_reset,
-	// tenure_check_lease and tenure_check_lease_strict. Several prefixes can
-	// live side by side in one schema, each with its own leases, tokens and
-	// fences. At most [MaxTablePrefixLen] bytes.
+	// tenure_check_lease and tenure_check_lease_strict, and those of the
+	// history: tenure_history, tenure_settings, tenure_history_read,
+	// tenure_force_release and tenure_record_history. Several prefixes can
+	// live side by side in one schema, each with its own leases, tokens,
+	// fences and history. At most [MaxTablePrefixLen] bytes.
 	TablePrefix string
+
+	// HistoryRetention is how long the history ([Store.History]) keeps an
+	// event, by the server's clock. Zero means [DefaultHistoryRetention]
+	// (30 days); less than [MinHistoryRetention] is refused. It lives in
+	// the database (<prefix>settings), where the trigger that records
+	// events reads it: [Store.Migrate] and [Config.MigrationSQL] write it,
+	// so it takes effect when the owner migrates, and a store made with
+	// [New] only checks it. Longer keeps more answers to "who held it
+	// then" at the price of a bigger table: one row per grant and per
+	// release, about 150 bytes with its index entries; renewals add none.
+	HistoryRetention time.Duration
+}
+
+// historyRetention returns c.HistoryRetention with its default, or an error.
+func (c Config) historyRetention() (time.Duration, error) {
+	switch {
+	case c.HistoryRetention == 0:
+		return DefaultHistoryRetention, nil
+	case c.HistoryRetention < MinHistoryRetention:
+		return 0, fmt.Errorf("pgstore: %w: HistoryRetention (%s) must be at least %s; use 0 for the default of %s",
+			store.ErrInvalid, c.HistoryRetention, MinHistoryRetention, DefaultHistoryRetention)
+	}
+	return c.HistoryRetention, nil
 }
 
 // Objects names the database objects of one [Config], unquoted. Quote them
@@ -87,6 +128,16 @@ type Objects struct {
 	// FenceResets records every operator reset of a fence (who, when,
 	// why, old and new token).
 	FenceResets string
+	// History is the table of recorded events ([Store.History]);
+	// Settings holds the history's retention.
+	History  string
+	Settings string
+	// HistoryReadFunc reads the history; ForceReleaseFunc is release
+	// recorded as an operator's; RecordHistoryFunc is the trigger
+	// function that records events.
+	HistoryReadFunc   string
+	ForceReleaseFunc  string
+	RecordHistoryFunc string
 	// AcquireFunc, RenewFunc, ReleaseFunc, GetFunc and ListFunc are the
 	// functions the store calls: the run-time role's only way to the
 	// leases (see the package documentation).
@@ -123,6 +174,11 @@ func (c Config) Objects() (Objects, error) {
 		TokenSeq:             ns.Name(suffixTokenSeq),
 		Migrations:           ns.Name(suffixMigrations),
 		FenceResets:          ns.Name(suffixFenceResets),
+		History:              ns.Name(suffixHistory),
+		Settings:             ns.Name(suffixSettings),
+		HistoryReadFunc:      ns.Name(suffixHistoryRead),
+		ForceReleaseFunc:     ns.Name(suffixForceRelease),
+		RecordHistoryFunc:    ns.Name(suffixRecordHistory),
 		AcquireFunc:          ns.Name(suffixAcquire),
 		RenewFunc:            ns.Name(suffixRenew),
 		ReleaseFunc:          ns.Name(suffixRelease),
@@ -176,5 +232,13 @@ func (o Objects) renderer() func(sql string) string {
 		"check_lease_strict_fn": o.CheckLeaseStrictFunc,
 		"fence_foreign_fn":      o.FenceForeignFunc,
 		"fence_reset_fn":        o.FenceResetFunc,
-	}, "{{channel_lit}}", pgkit.QuoteLiteral(o.Channel))
+		"history":               o.History,
+		"settings":              o.Settings,
+		"history_read_fn":       o.HistoryReadFunc,
+		"force_release_fn":      o.ForceReleaseFunc,
+		"record_history_fn":     o.RecordHistoryFunc,
+	}, "{{channel_lit}}", pgkit.QuoteLiteral(o.Channel),
+		// Index names take no schema: an index lives in its table's.
+		"{{history_name_at_idx}}", pgkit.QuoteIdent(o.TablePrefix+suffixHistoryNameAt),
+		"{{history_at_idx}}", pgkit.QuoteIdent(o.TablePrefix+suffixHistoryAt))
 }

@@ -1,5 +1,6 @@
 // Package pgstore is the PostgreSQL [store.Store], tenure's default
-// backend. It also implements [store.Notifier] and [store.Lister].
+// backend. It also implements [store.Notifier], [store.Lister],
+// [store.Historian] and [store.ForceReleaser].
 //
 //	pool, err := pgxpool.New(ctx, "postgres://...")
 //	store, err := pgstore.New(pool, pgstore.Config{})
@@ -52,6 +53,36 @@
 // Notifications are an optimisation only: one lost while reconnecting
 // delays a follower until the expiry it was told.
 //
+// # History
+//
+// Migration 005 adds <prefix>history, one row per event, and a trigger on
+// the leases table that writes it in the statement that makes the change:
+// granted (a new row, or a new token after a release), taken-over (a new
+// token after an expiry, with the tenure it replaced), released, and
+// force-released ([Store.ForceRelease], the force_release function, which
+// `tenure release --force` calls; it marks its release with the
+// transaction-local setting tenure.release_kind, which it clears again).
+// The trigger fires only on UPDATE OF token or released, and its WHEN
+// clause only when the token changed or released turned true, so
+// renewals and check_lease_strict fire nothing; no index covers the
+// columns they change, so their updates stay HOT. Times are the server's
+// clock: a new tenure's acquired_at, a release's moment.
+//
+// Events are kept for [Config.HistoryRetention] (30 days by default),
+// which [Store.Migrate] writes into <prefix>settings. Every recorded event
+// also deletes at most 16 events older than that, oldest first, whatever
+// their name, through the index on at, skipping rows another transaction
+// is deleting: the work an acquisition pays is bounded, names that went
+// quiet are cleared too, and tenures of different names never wait for
+// each other. [Store.History] calls history_read, which reads through the
+// indexes on (name, at) and at. A session that sets tenure.release_kind
+// itself can make its own releases look forced; it cannot write, change
+// or delete an event. History begins when migration 005 runs; roles
+// granted by an older version need this version's [Config.GrantSQL] or
+// [Config.ReadGrantSQL] to call history_read and force_release (until
+// then those calls fail with permission denied, and nothing else changes
+// for them).
+//
 // # Failure modes
 //
 //   - A statement whose reply does not arrive (connection cut after the
@@ -103,16 +134,17 @@
 //     the functions. It repairs poisoned fences (fence_reset, `tenure fence
 //     reset`). Keep its credentials away from workers.
 //   - The run-time role gets what [Config.GrantSQL] prints: USAGE on the
-//     schema and EXECUTE on acquire, renew, release, get, list, fence,
-//     check_lease and check_lease_strict. Those functions run as their
+//     schema and EXECUTE on acquire, renew, release, get, list,
+//     history_read, force_release, fence, check_lease and
+//     check_lease_strict. Those functions run as their
 //     owner (SECURITY DEFINER) with search_path set to pg_catalog, pg_temp
 //     and every object schema-qualified, so nothing the caller creates can
 //     stand in for a table or a built-in. The role has no privilege on the
 //     tables or the sequence: it cannot rewind or raise a fence, forge a
 //     lease, extend one it does not hold, or move the sequence. It can do
 //     what the lease protocol does, and no more.
-//   - A read-only role (status, dashboards) gets what [Config.ReadGrantSQL]
-//     prints: EXECUTE on get and list.
+//   - A read-only role (status, history, dashboards) gets what
+//     [Config.ReadGrantSQL] prints: EXECUTE on get, list and history_read.
 //
 // fence_foreign (a fence for tokens of another store, which it cannot
 // check) and fence_reset are granted to nobody by these; grant
@@ -145,8 +177,14 @@
 //     timestamptz): the highest token each fenced resource accepted.
 //   - tenure_fence_resets(id, resource, old_token, new_token, reason,
 //     reset_by, session_role, reset_at): every operator reset of a fence.
+//   - tenure_history(id, name, kind, holder_label, holder_instance, token,
+//     previous_holder_label, previous_holder_instance, previous_token, at),
+//     indexed on (name, at) and on at, and tenure_settings (one row: the
+//     history's retention); see History.
 //   - the functions the store calls, tenure_acquire, tenure_renew,
-//     tenure_release, tenure_get and tenure_list, and the fence functions
+//     tenure_release, tenure_get, tenure_list, tenure_history_read and
+//     tenure_force_release, the trigger function tenure_record_history,
+//     and the fence functions
 //     tenure_fence, tenure_fence_foreign, tenure_check_lease,
 //     tenure_check_lease_strict and tenure_fence_reset (below).
 //

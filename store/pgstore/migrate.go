@@ -49,7 +49,15 @@ func (s *Store) Migrate(ctx context.Context) error {
 	if err := set.Run(ctx, s.pool); err != nil {
 		return err
 	}
+	if _, err := s.pool.Exec(ctx, retentionSQL(s.obj), s.retention.Microseconds()); err != nil {
+		return interpretError("migrate: set the history retention", err)
+	}
 	return s.checkTokenSeq(ctx)
+}
+
+// retentionSQL sets the history's retention to $1 microseconds.
+func retentionSQL(obj Objects) string {
+	return "UPDATE " + obj.namespace().Ident(obj.Settings) + " SET history_retention = $1::bigint * interval '1 microsecond'"
 }
 
 // checkTokenSeq fails when the token sequence caches more than one value
@@ -78,13 +86,23 @@ func (c Config) MigrationSQL() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return pgkit.ScriptOf(migrations(obj))
+	retention, err := c.historyRetention()
+	if err != nil {
+		return "", err
+	}
+	script, err := pgkit.ScriptOf(migrations(obj))
+	if err != nil {
+		return "", err
+	}
+	return script + fmt.Sprintf("\n-- The history's retention (Config.HistoryRetention).\n%s;\n",
+		strings.Replace(retentionSQL(obj), "$1::bigint", fmt.Sprint(retention.Microseconds()), 1)), nil
 }
 
 // GrantSQL returns the GRANT statements that let role use a store
 // configured by c at run time, and nothing more: USAGE on the schema and
 // EXECUTE on the functions of the lease protocol (acquire, renew, release,
-// get, list) and of fencing (fence, check_lease, check_lease_strict). The
+// get, list, history_read, force_release) and of fencing (fence,
+// check_lease, check_lease_strict). The
 // functions run as their owner; the role gets no privilege on the tables or
 // the token sequence, so it cannot rewind a fence, forge or extend a lease
 // or move the sequence: it can do only what the protocol does. Not
@@ -108,14 +126,16 @@ func (c Config) GrantSQL(role string) (string, error) {
 			ns.Ident(obj.FenceFunc) + "(text, bigint)",
 			ns.Ident(obj.CheckLeaseFunc) + "(text, bigint)",
 			ns.Ident(obj.CheckLeaseStrictFunc) + "(text, bigint, text, text, bigint)",
+			ns.Ident(obj.HistoryReadFunc) + "(text, timestamptz, integer)",
+			ns.Ident(obj.ForceReleaseFunc) + "(text, text, text, bigint)",
 		}, ", "),
 	)
 }
 
 // ReadGrantSQL returns the GRANT statements of a read-only role (`tenure
 // status`, `serve`, `history`, dashboards): USAGE on the schema and
-// EXECUTE on the get and list functions. It can see every lease and change
-// none.
+// EXECUTE on the get, list and history_read functions. It can see every
+// lease and its history and change none.
 func (c Config) ReadGrantSQL(role string) (string, error) {
 	obj, err := c.Objects()
 	if err != nil {
@@ -123,6 +143,7 @@ func (c Config) ReadGrantSQL(role string) (string, error) {
 	}
 	ns := obj.namespace()
 	return ns.GrantSQL("pgstore", role,
-		"EXECUTE ON FUNCTION "+ns.Ident(obj.GetFunc)+"(text), "+ns.Ident(obj.ListFunc)+"()",
+		"EXECUTE ON FUNCTION "+ns.Ident(obj.GetFunc)+"(text), "+ns.Ident(obj.ListFunc)+"(), "+
+			ns.Ident(obj.HistoryReadFunc)+"(text, timestamptz, integer)",
 	)
 }

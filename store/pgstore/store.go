@@ -22,6 +22,8 @@ var (
 	_ store.Notifier      = (*Store)(nil)
 	_ store.Lister        = (*Store)(nil)
 	_ store.BatchReleaser = (*Store)(nil)
+	_ store.Historian     = (*Store)(nil)
+	_ store.ForceReleaser = (*Store)(nil)
 )
 
 //go:embed queries/*.sql
@@ -32,8 +34,8 @@ var queryFS embed.FS
 // queries/acquire.sql). The second attempt always sees that row.
 const acquireAttempts = 3
 
-// Store is the PostgreSQL [store.Store], [store.Notifier] and
-// [store.Lister]. It is safe for concurrent use. Create it with [New] and
+// Store is the PostgreSQL [store.Store], [store.Notifier],
+// [store.Lister], [store.Historian] and [store.ForceReleaser]. It is safe for concurrent use. Create it with [New] and
 // create its schema with [Store.Migrate] (or `tenure migrate`).
 type Store struct {
 	pool *pgxpool.Pool
@@ -41,7 +43,11 @@ type Store struct {
 	// seqName is the token sequence, quoted, for Migrate's check.
 	seqName string
 
+	// retention is Config.HistoryRetention, for Migrate.
+	retention time.Duration
+
 	acquireSQL, renewSQL, releaseSQL, releaseBatchSQL, getSQL, listSQL string
+	historySQL, forceReleaseSQL                                        string
 
 	// gate is shut by Close; it ends every Listen.
 	gate *storekit.Gate
@@ -67,12 +73,17 @@ func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	retention, err := cfg.historyRetention()
+	if err != nil {
+		return nil, err
+	}
 	render := obj.renderer()
 	s := &Store{
-		pool:    pool,
-		obj:     obj,
-		seqName: obj.namespace().Ident(obj.TokenSeq),
-		gate:    storekit.NewGate("pgstore", "pgstore.New"),
+		retention: retention,
+		pool:      pool,
+		obj:       obj,
+		seqName:   obj.namespace().Ident(obj.TokenSeq),
+		gate:      storekit.NewGate("pgstore", "pgstore.New"),
 	}
 	if err := pgkit.Queries("pgstore", queryFS, "queries", render, map[string]*string{
 		"acquire.sql":       &s.acquireSQL,
@@ -81,6 +92,8 @@ func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 		"release_batch.sql": &s.releaseBatchSQL,
 		"get.sql":           &s.getSQL,
 		"list.sql":          &s.listSQL,
+		"history.sql":       &s.historySQL,
+		"force_release.sql": &s.forceReleaseSQL,
 	}); err != nil {
 		return nil, err
 	}
@@ -208,22 +221,33 @@ func (s *Store) Renew(ctx context.Context, ps []store.RenewParams) ([]store.Rene
 // channel. An error matching [store.ErrUnavailable] means it may have
 // been applied.
 func (s *Store) Release(ctx context.Context, p store.ReleaseParams) error {
-	if err := s.begin(ctx, "release"); err != nil {
+	return s.release(ctx, "release", s.releaseSQL, p)
+}
+
+// ForceRelease implements [store.ForceReleaser]: [Store.Release] through
+// the force_release function, which the history records as
+// force-released.
+func (s *Store) ForceRelease(ctx context.Context, p store.ReleaseParams) error {
+	return s.release(ctx, "force release", s.forceReleaseSQL, p)
+}
+
+func (s *Store) release(ctx context.Context, op, sql string, p store.ReleaseParams) error {
+	if err := s.begin(ctx, op); err != nil {
 		return err
 	}
 	if err := p.Validate(); err != nil {
-		return fmt.Errorf("pgstore: release: %w", err)
+		return fmt.Errorf("pgstore: %s: %w", op, err)
 	}
 	var n int64
-	err := s.pool.QueryRow(ctx, s.releaseSQL,
+	err := s.pool.QueryRow(ctx, sql,
 		p.Name, p.Holder.Label, p.Holder.Instance, int64(p.Token),
 	).Scan(&n)
 	if err != nil {
-		return interpretError(fmt.Sprintf("release lease %q", p.Name), err)
+		return interpretError(fmt.Sprintf("%s lease %q", op, p.Name), err)
 	}
 	if n == 0 {
-		return fmt.Errorf("pgstore: release of lease %q by %s with token %d refused: %w",
-			p.Name, p.Holder, p.Token, store.ErrNotHeld)
+		return fmt.Errorf("pgstore: %s of lease %q by %s with token %d refused: %w",
+			op, p.Name, p.Holder, p.Token, store.ErrNotHeld)
 	}
 	return nil
 }
@@ -269,6 +293,55 @@ func (s *Store) ReleaseBatch(ctx context.Context, ps []store.ReleaseParams) ([]e
 		}
 	}
 	return errs, nil
+}
+
+// History implements [store.Historian] with one call of the history_read
+// function (index scans on (name, at) or at). Events are kept for
+// [Config.HistoryRetention] as the last Migrate set it.
+func (s *Store) History(ctx context.Context, p store.HistoryParams) ([]store.HistoryEvent, error) {
+	if err := s.begin(ctx, "history"); err != nil {
+		return nil, err
+	}
+	if err := p.Validate(); err != nil {
+		return nil, fmt.Errorf("pgstore: history: %w", err)
+	}
+	var (
+		name  *string
+		since *time.Time
+	)
+	op := "read the history"
+	if p.Name != "" {
+		name = &p.Name
+		op = fmt.Sprintf("read the history of lease %q", p.Name)
+	}
+	if !p.Since.IsZero() {
+		since = &p.Since
+	}
+	rows, err := s.pool.Query(ctx, s.historySQL, name, since, int32(p.EffectiveLimit()))
+	if err != nil {
+		return nil, interpretError(op, err)
+	}
+	defer rows.Close()
+	events := []store.HistoryEvent{}
+	for rows.Next() {
+		var (
+			ev   store.HistoryEvent
+			kind string
+		)
+		if err := rows.Scan(&ev.Name, &kind, &ev.Holder.Label, &ev.Holder.Instance, &ev.Token,
+			&ev.PreviousHolder.Label, &ev.PreviousHolder.Instance, &ev.PreviousToken, &ev.At); err != nil {
+			return nil, interpretError(op, err)
+		}
+		if ev.Kind, err = store.ParseEventKind(kind); err != nil {
+			return nil, fmt.Errorf("pgstore: %s: the server recorded an event this library does not know (%w); upgrade tenure", op, err)
+		}
+		ev.At = ev.At.UTC()
+		events = append(events, ev)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, interpretError(op, err)
+	}
+	return events, nil
 }
 
 // Get implements [store.Store.Get].

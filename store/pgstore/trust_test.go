@@ -88,6 +88,12 @@ func TestRunTimeRoleCannotDefeatFencing(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, all, 1)
 	require.NoError(t, b.store.Release(ctx, store.ReleaseParams{Name: "job", Holder: h, Token: g.Token}))
+	g = b.acquire(t, "job", h)
+	require.NoError(t, b.store.ForceRelease(ctx, store.ReleaseParams{Name: "job", Holder: h, Token: g.Token}), "force release")
+	events, err := b.store.History(ctx, store.HistoryParams{Name: "job"})
+	require.NoError(t, err, "history")
+	require.Len(t, events, 4)
+	require.Equal(t, store.EventForceReleased, events[3].Kind)
 
 	// The attacks.
 	g = b.acquire(t, "job", h)
@@ -109,6 +115,12 @@ func TestRunTimeRoleCannotDefeatFencing(t *testing.T) {
 	b.denied(t, "fence with a foreign token", "SELECT "+b.ident(b.obj.FenceForeignFunc)+"('p2', $1)", int64(math.MaxInt64))
 	b.denied(t, "reset a fence", "SELECT "+b.ident(b.obj.FenceResetFunc)+"('p1', 0, 'me')")
 	b.denied(t, "create a table", "CREATE TABLE "+b.ident("evil")+" (x int)")
+	history := b.ident(b.obj.History)
+	b.denied(t, "rewrite the history", "UPDATE "+history+" SET holder_label = 'someone else'")
+	b.denied(t, "erase the history", "DELETE FROM "+history)
+	b.denied(t, "forge an event", "INSERT INTO "+history+" (name, kind, holder_label, holder_instance, token, at) VALUES ('job', 'released', 'a', 'b', 1, now())")
+	b.denied(t, "shorten the retention", "UPDATE "+b.ident(b.obj.Settings)+" SET history_retention = interval '1 minute'")
+	b.denied(t, "call the trigger function", "SELECT "+b.ident(b.obj.RecordHistoryFunc)+"()")
 
 	// A token nobody was issued is refused by the fence itself.
 	_, err = b.pool.Exec(ctx, "SELECT "+b.ident(b.obj.FenceFunc)+"('p2', $1)", int64(math.MaxInt64))
@@ -138,8 +150,8 @@ func (b *trustBundle) acquire(t *testing.T, name string, h store.Holder) store.G
 	return g
 }
 
-// TestReadOnlyRole: the role of ReadGrantSQL lists and gets leases and can
-// change nothing, not even through the functions.
+// TestReadOnlyRole: the role of ReadGrantSQL lists and gets leases, reads
+// their history and can change nothing, not even through the functions.
 func TestReadOnlyRole(t *testing.T) {
 	t.Parallel()
 	b := setupRole(t, pgstore.Config.ReadGrantSQL)
@@ -155,6 +167,10 @@ func TestReadOnlyRole(t *testing.T) {
 	all, err := b.store.List(ctx)
 	require.NoError(t, err)
 	require.Len(t, all, 1)
+	events, err := b.store.History(ctx, store.HistoryParams{Name: "job"})
+	require.NoError(t, err, "the reader reads the history")
+	require.Len(t, events, 1)
+	require.Equal(t, store.HistoryEvent{Name: "job", Kind: store.EventGranted, Holder: h, Token: g.Token, At: events[0].At}, events[0])
 
 	_, err = b.store.Acquire(ctx, store.AcquireParams{Name: "other", Holder: h, TTL: time.Minute})
 	require.Equal(t, "42501", pgkit.Code(err), "acquire: %v", err)
@@ -163,6 +179,9 @@ func TestReadOnlyRole(t *testing.T) {
 	require.Equal(t, "42501", pgkit.Code(err), "renew: %v", err)
 	err = b.store.Release(ctx, store.ReleaseParams{Name: g.Name, Holder: h, Token: g.Token})
 	require.Equal(t, "42501", pgkit.Code(err), "release: %v", err)
+	err = b.store.ForceRelease(ctx, store.ReleaseParams{Name: g.Name, Holder: h, Token: g.Token})
+	require.Equal(t, "42501", pgkit.Code(err), "force release: %v", err)
+	b.denied(t, "read the history table", "SELECT * FROM "+b.ident(b.obj.History))
 	b.denied(t, "fence", "SELECT "+b.ident(b.obj.FenceFunc)+"('p1', $1)", int64(g.Token))
 	b.denied(t, "update the leases", "UPDATE "+b.ident(b.obj.Leases)+" SET token = 1")
 }
@@ -255,5 +274,6 @@ ORDER BY p.proname`, pgx.Identifier{b.obj.Schema}.Sanitize())
 	require.ElementsMatch(t, []string{
 		b.obj.AcquireFunc, b.obj.RenewFunc, b.obj.ReleaseFunc, b.obj.GetFunc, b.obj.ListFunc,
 		b.obj.FenceFunc, b.obj.FenceForeignFunc, b.obj.FenceResetFunc, b.obj.CheckLeaseFunc, b.obj.CheckLeaseStrictFunc,
+		b.obj.HistoryReadFunc, b.obj.ForceReleaseFunc, b.obj.RecordHistoryFunc,
 	}, names)
 }

@@ -62,6 +62,18 @@
 // no message for a subscriber that is away: one lost while reconnecting
 // only delays followers until the expiry they were told.
 //
+// # History
+//
+// The Redis store keeps no history ([store.Historian]): it records who
+// holds a lease now, not who held it before. It could: the acquire and
+// release scripts could append each grant, takeover and release to a
+// capped stream (XADD … MAXLEN ~ N) in the same atomic script. It does not
+// now because every acquisition would pay that write and the memory, and a
+// failover that loses the last writes (see Failure modes) would lose their
+// events too, so the history could claim a handover never happened. Use
+// PostgreSQL or SQLite for leases whose history matters, or the holders'
+// own logs.
+//
 // # Failure modes
 //
 //   - A forward step of the Redis server's wall clock by J expires every

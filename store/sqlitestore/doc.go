@@ -10,7 +10,8 @@
 //	defer st.Close()
 //	client, err := tenure.New(st, tenure.Config{})
 //
-// [Store] implements [store.Store], [store.Notifier] and [store.Lister].
+// [Store] implements [store.Store], [store.Notifier], [store.Lister],
+// [store.Historian] and [store.ForceReleaser].
 // Every write (acquire, a whole renew batch, release) is one transaction
 // begun IMMEDIATE, so it holds the file's write lock from its first read to
 // its commit and processes sharing the file take turns. The file is in WAL
@@ -61,6 +62,21 @@
 // core per listening Store at the default interval on a busy two-core
 // machine (see [Config.PollInterval]). Notifications remain an optimisation:
 // a follower that misses one still retries at the expiry.
+//
+// # History
+//
+// [Store] implements [store.Historian] and [store.ForceReleaser]. The
+// table tenure_history (migration 003) gets one row per grant (granted on
+// an absent or released lease, taken-over on an expired one, with the
+// tenure it replaced) and per release (released, or force-released through
+// [Store.ForceRelease], which `tenure release --force` calls), written in
+// the acquisition's or release's own transaction, so it shows exactly the
+// changes that committed. Renewals write nothing. Times are the host clock
+// of the transaction. Events are kept for [Config.HistoryRetention] (30
+// days by default): each event recorded deletes at most 16 older ones,
+// oldest first, through the index on at, so an acquisition's cost stays
+// bounded and names that went quiet are cleared too. [Store.History] reads
+// through the indexes on (name, at) and at, without the write lock.
 //
 // # Failure modes
 //

@@ -53,7 +53,22 @@ type Config struct {
 	// [github.com/tenure-dev/tenure.Client] listens for as long as it
 	// runs. Longer intervals save CPU at the price of slower handovers.
 	PollInterval time.Duration
+
+	// HistoryRetention is how long [Store.History] keeps an event, by the
+	// host clock. Zero means [DefaultHistoryRetention] (30 days); less
+	// than [MinHistoryRetention] is refused. Every event recorded deletes
+	// at most 16 events older than this, oldest first, so the work an
+	// acquisition or a release pays stays bounded. Processes sharing a
+	// file should agree on it: each deletes by its own.
+	HistoryRetention time.Duration
 }
+
+// DefaultHistoryRetention is how long the history keeps events when
+// [Config.HistoryRetention] is zero.
+const DefaultHistoryRetention = 30 * 24 * time.Hour
+
+// MinHistoryRetention is the shortest [Config.HistoryRetention].
+const MinHistoryRetention = time.Minute
 
 func (c Config) withDefaults() (Config, error) {
 	switch {
@@ -67,6 +82,13 @@ func (c Config) withDefaults() (Config, error) {
 			store.ErrInvalid, c.BusyTimeout)
 	}
 	switch {
+	case c.HistoryRetention == 0:
+		c.HistoryRetention = DefaultHistoryRetention
+	case c.HistoryRetention < MinHistoryRetention:
+		return c, fmt.Errorf("sqlitestore: %w: HistoryRetention (%s) must be at least %s; use 0 for the default of %s",
+			store.ErrInvalid, c.HistoryRetention, MinHistoryRetention, DefaultHistoryRetention)
+	}
+	switch {
 	case c.PollInterval == 0:
 		c.PollInterval = DefaultPollInterval
 	case c.PollInterval < time.Millisecond:
@@ -76,8 +98,8 @@ func (c Config) withDefaults() (Config, error) {
 	return c, nil
 }
 
-// Store is a [store.Store], [store.Notifier] and [store.Lister] kept in
-// one SQLite file. It is safe for concurrent use by many goroutines and,
+// Store is a [store.Store], [store.Notifier], [store.Lister],
+// [store.Historian] and [store.ForceReleaser] kept in one SQLite file. It is safe for concurrent use by many goroutines and,
 // through the file, by many processes on the same host.
 type Store struct {
 	db   *sql.DB
@@ -96,6 +118,8 @@ var (
 	_ store.Notifier      = (*Store)(nil)
 	_ store.Lister        = (*Store)(nil)
 	_ store.BatchReleaser = (*Store)(nil)
+	_ store.Historian     = (*Store)(nil)
+	_ store.ForceReleaser = (*Store)(nil)
 )
 
 // Open opens the lease database at path, creating the file (mode 0600) and
@@ -415,6 +439,16 @@ ON CONFLICT (name) DO UPDATE SET
 		if err != nil {
 			return err
 		}
+		ev := store.HistoryEvent{Name: p.Name, Kind: store.EventGranted, Holder: p.Holder, Token: tok}
+		if cur.token != 0 {
+			ev.PreviousHolder, ev.PreviousToken = cur.holder, cur.token
+			if !cur.released {
+				ev.Kind = store.EventTakenOver
+			}
+		}
+		if err := s.record(ctx, tx, now, ev); err != nil {
+			return err
+		}
 		g = store.Grant{Name: p.Name, Holder: p.Holder, Token: tok, Seq: 1, Remaining: p.TTL, At: time.Unix(0, now).UTC()}
 		return nil
 	})
@@ -489,14 +523,24 @@ RETURNING seq`)
 
 // Release implements [store.Store.Release] in one IMMEDIATE transaction.
 func (s *Store) Release(ctx context.Context, p store.ReleaseParams) error {
-	if err := s.gate.Check("release"); err != nil {
+	return s.release(ctx, "release", p, store.EventReleased)
+}
+
+// ForceRelease implements [store.ForceReleaser]: [Store.Release], recorded
+// in the history as force-released.
+func (s *Store) ForceRelease(ctx context.Context, p store.ReleaseParams) error {
+	return s.release(ctx, "force release", p, store.EventForceReleased)
+}
+
+func (s *Store) release(ctx context.Context, op string, p store.ReleaseParams, kind store.EventKind) error {
+	if err := s.gate.Check(op); err != nil {
 		return err
 	}
 	if err := p.Validate(); err != nil {
-		return fmt.Errorf("sqlitestore: release: %w", err)
+		return fmt.Errorf("sqlitestore: %s: %w", op, err)
 	}
-	return s.writeTx(ctx, "release", func(tx *sql.Tx, now int64) error {
-		return releaseOne(ctx, tx, now, p)
+	return s.writeTx(ctx, op, func(tx *sql.Tx, now int64) error {
+		return s.releaseOne(ctx, tx, now, p, kind)
 	})
 }
 
@@ -513,7 +557,7 @@ func (s *Store) ReleaseBatch(ctx context.Context, ps []store.ReleaseParams) ([]e
 	err := s.writeTx(ctx, "release", func(tx *sql.Tx, now int64) error {
 		errs = make([]error, len(ps))
 		for i, p := range ps {
-			err := releaseOne(ctx, tx, now, p)
+			err := s.releaseOne(ctx, tx, now, p, store.EventReleased)
 			switch {
 			case errors.Is(err, store.ErrNotHeld):
 				errs[i] = fmt.Errorf("sqlitestore: release: %w", err)
@@ -529,8 +573,8 @@ func (s *Store) ReleaseBatch(ctx context.Context, ps []store.ReleaseParams) ([]e
 	return errs, nil
 }
 
-// releaseOne releases one tenure in tx.
-func releaseOne(ctx context.Context, tx *sql.Tx, now int64, p store.ReleaseParams) error {
+// releaseOne releases one tenure in tx and records it as kind.
+func (s *Store) releaseOne(ctx context.Context, tx *sql.Tx, now int64, p store.ReleaseParams, kind store.EventKind) error {
 	// The lease is stamped with the change counter's next value, which
 	// the counter takes below once the release matched.
 	res, err := tx.ExecContext(ctx, `UPDATE tenure_leases SET expires_at = ?, released = 1,
@@ -548,8 +592,10 @@ WHERE name = ? AND holder_label = ? AND holder_instance = ? AND token = ?
 	if n == 0 {
 		return fmt.Errorf("lease %q is not held by %s with token %d: %w", p.Name, p.Holder, p.Token, store.ErrNotHeld)
 	}
-	_, err = tx.ExecContext(ctx, `UPDATE tenure_counter SET last_change = last_change + 1 WHERE id = 1`)
-	return err
+	if _, err = tx.ExecContext(ctx, `UPDATE tenure_counter SET last_change = last_change + 1 WHERE id = 1`); err != nil {
+		return err
+	}
+	return s.record(ctx, tx, now, store.HistoryEvent{Name: p.Name, Kind: kind, Holder: p.Holder, Token: p.Token})
 }
 
 // Get implements [store.Store.Get].

@@ -49,6 +49,12 @@
 //     the empty name.
 //   - Input: every limit of the contract refused with [store.ErrInvalid],
 //     with nothing changed.
+//   - History (when the store is a [store.Historian]): grants, releases,
+//     takeovers after expiry and (for a [store.ForceReleaser]) forced
+//     releases recorded with holder, token and the tenure before; renewals
+//     and refused calls record nothing; Since, Limit and the empty name
+//     (every lease); oldest first; bad params refused with
+//     [store.ErrInvalid].
 //   - Close: every call after [store.Store.Close] fails with
 //     [store.ErrClosed].
 //   - List (when the store is a [store.Lister]): every lease in name order

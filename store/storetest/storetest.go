@@ -83,6 +83,7 @@ func Run(t *testing.T, h Harness) {
 		{"Notify", testNotify},
 		{"Input", testInput},
 		{"Get", testGet},
+		{"History", testHistory},
 		{"Close", testClose},
 	} {
 		t.Run(area.name, func(t *testing.T) {

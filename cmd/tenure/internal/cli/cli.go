@@ -100,6 +100,7 @@ func commandTable() map[string]*command {
 	return map[string]*command{
 		"run":         runCommand(),
 		"status":      statusCommand(),
+		"history":     historyCommand(),
 		"serve":       serveCommand(),
 		"release":     releaseCommand(),
 		"migrate":     migrateCommand(),

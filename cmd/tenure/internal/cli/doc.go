@@ -1,7 +1,7 @@
 // Package cli is the tenure command: [Main] parses the arguments, runs one
 // subcommand and returns the process's exit code. Each subcommand has its
 // own [flag.FlagSet]; flags are written --name or -name, and in status,
-// release, migrate, fence, agents and owner they may follow the positional
+// history, release, migrate, fence, agents and owner they may follow the positional
 // arguments.
 //
 // # Commands
@@ -20,9 +20,15 @@
 //   - status: the leases as the store sees them, by the store's clock; as
 //     a table, or one JSON object per snapshot with --json; again every
 //     --interval with --watch.
+//   - history: the recorded events of one lease (granted, taken-over,
+//     released, force-released), oldest first, with holders, tokens and
+//     the tenure before, by the store's clock; --since, --limit, --json.
+//     PostgreSQL and SQLite keep history ([store.Historian]); other stores
+//     are refused with exit 64.
 //   - release: give up the caller's own lease (TENURE_HOLDER and
 //     TENURE_TOKEN must match it), or with --force expire anyone's, keeping
-//     the token counter so its old holder is fenced.
+//     the token counter so its old holder is fenced (recorded in the
+//     history as force-released, [store.ForceReleaser]).
 //   - migrate: create or upgrade the store's schema (on PostgreSQL the
 //     fleet registry's too), or print its SQL (PostgreSQL and SQLite), with
 //     the grants of a run-time role (--grant: EXECUTE on the functions,

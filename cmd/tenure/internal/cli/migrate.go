@@ -32,9 +32,9 @@ to review and apply. Roles on PostgreSQL:
               sequence, so it cannot rewind or raise a fence, forge or
               extend a lease, move the token sequence or forge a heartbeat;
               a fence takes only tokens the sequence issued.
-  read-only   --grant-read ROLE: tenure status, tenure agents, tenure owner
-              and dashboards: the functions that read leases and the
-              registry; it changes nothing.
+  read-only   --grant-read ROLE: tenure status, tenure history, tenure
+              agents, tenure owner and dashboards: the functions that read
+              leases, their history and the registry; it changes nothing.
 
 Migrating an older schema takes the write privileges on the tables and the
 sequence from every role but their owner: apply the --grant SQL of this

@@ -118,8 +118,12 @@ func (o *releaseOptions) run(ctx context.Context, e *env, args []string) error {
 			return &exitError{code: ExitNotAcquired, err: fmt.Errorf("lease %q is held by %s with token %d, not by %s with token %d; not released (an operator may use --force)",
 				name, rec.Holder, rec.Token, own, token)}
 		}
+		release := opened.Store.Release
+		if fr, ok := opened.Store.(store.ForceReleaser); ok && o.force {
+			release = fr.ForceRelease // the history tells it from the holder's own
+		}
 		sctx, cancel = withStoreTimeout(ctx)
-		err = opened.Store.Release(sctx, store.ReleaseParams{Name: name, Holder: rec.Holder, Token: rec.Token})
+		err = release(sctx, store.ReleaseParams{Name: name, Holder: rec.Holder, Token: rec.Token})
 		cancel()
 		if errors.Is(err, store.ErrNotHeld) {
 			continue // It changed hands or expired between the two calls: look again.

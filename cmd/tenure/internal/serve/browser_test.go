@@ -3,6 +3,7 @@ package serve
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"image"
 	"image/color"
 	"image/png"
@@ -134,6 +135,12 @@ func checkInBrowser(t *testing.T, bin string, st store.Store, reg *registry.Regi
 	require.Contains(t, dom, `<td class="num">`+g2.Token.String()+`</td>`)
 	require.Contains(t, dom, `<svg class="timeline"`)
 	require.Contains(t, dom, "store healthy")
+	_, recorded, ok := strings.Cut(dom, `<section id="store-history">`)
+	require.True(t, ok, "the page has the store's history")
+	require.Contains(t, recorded, `<svg class="timeline"`, "the store's history is drawn")
+	require.Contains(t, recorded, ">#"+g2.Token.String()+"</text>")
+	require.Equal(t, 3, strings.Count(recorded, `<tr class="event event-`), "granted, released, granted")
+	require.Contains(t, recorded, fmt.Sprintf("%s (token %d)", g.Holder, g.Token), "the new tenure names the one before")
 
 	shot := filepath.Join(t.TempDir(), "page.png")
 	browse(t, bin, url, "--screenshot="+shot)

@@ -17,6 +17,16 @@
 // server observed.
 // It reloads itself every [RefreshSeconds] seconds.
 //
+// When the store keeps a history of its own ([store.Historian]: PostgreSQL,
+// SQLite), every read also fetches its latest [MaxStoreEvents] events, and
+// the page's "Store history" section lists them (newest first, by the
+// store's clock, with the tenure each new one replaced) and draws them as a
+// second timeline: each tenure from its grant to its release or to the
+// next tenure. The store records no expiry (nothing runs at that moment),
+// so a tenure whose lease the last read no longer showed held is drawn to
+// the last read, faded. Other stores get a note saying which stores keep
+// history.
+//
 // The history is the server's own observation, kept in memory: a change of
 // holder, token or state is recorded when a read shows it, at most
 // [Config.History] per lease, so a tenure that began and ended between two

@@ -42,6 +42,16 @@ type pageData struct {
 	Timeline                      *timeline
 	Changes                       []changeRow
 	History, Recent               int
+	// The store's own history, when it is a [store.Historian].
+	Historian     bool
+	Events        []eventRow
+	EventsErr     string
+	StoreTimeline *timeline
+	MaxEvents     int
+}
+
+type eventRow struct {
+	At, Name, Event, Holder, Token, Previous, Color string
 }
 
 type leaseRow struct {
@@ -84,7 +94,9 @@ func (s *Server) pageData(now time.Time) pageData {
 		HasRegistry: s.cfg.Registry != nil,
 		History:     s.cfg.History,
 		Recent:      MaxRecentChanges,
+		MaxEvents:   MaxStoreEvents,
 	}
+	_, d.Historian = s.cfg.Store.(store.Historian)
 	if !s.started.IsZero() {
 		d.Started = s.started.UTC().Format(timeFormat)
 		d.Watching = ago(now, s.started)
@@ -114,7 +126,25 @@ func (s *Server) pageData(now time.Time) pageData {
 	}
 	d.Timeline = s.buildTimeline(s.started, now)
 	d.Changes = s.recentChanges()
+	if s.last.eventsErr != nil {
+		d.EventsErr = s.last.eventsErr.Error()
+	}
+	for _, ev := range slices.Backward(s.last.events) {
+		d.Events = append(d.Events, toEventRow(ev))
+	}
+	d.StoreTimeline = storeTimeline(s.last.events, s.last.leases, s.last.at)
 	return d
+}
+
+func toEventRow(ev store.HistoryEvent) eventRow {
+	r := eventRow{
+		At: ev.At.UTC().Format(timeFormat), Name: ev.Name, Event: ev.Kind.String(),
+		Holder: ev.Holder.String(), Token: ev.Token.String(), Previous: "-", Color: holderColor(ev.Holder),
+	}
+	if ev.PreviousToken != 0 {
+		r.Previous = ev.PreviousHolder.String() + " (token " + ev.PreviousToken.String() + ")"
+	}
+	return r
 }
 
 func toLeaseRow(r store.Record) leaseRow {

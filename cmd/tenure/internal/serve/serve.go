@@ -41,6 +41,9 @@ const (
 	MaxTimelineLeases = 20
 	// MaxRecentChanges is the most changes the page's history lists.
 	MaxRecentChanges = 50
+	// MaxStoreEvents is the most events of the store's own history
+	// ([store.Historian]) each read fetches, lists and draws.
+	MaxStoreEvents = 50
 )
 
 // Config configures a [Server]. Zero values mean the documented defaults.
@@ -104,6 +107,10 @@ type snapshot struct {
 	leases    []store.Record
 	agents    []registry.Agent
 	agentsErr error
+	// events are the store's latest recorded events, oldest first, when
+	// it is a [store.Historian].
+	events    []store.HistoryEvent
+	eventsErr error
 }
 
 // change is one observed change of a lease's holder, token or state.
@@ -240,6 +247,9 @@ func (s *Server) Refresh(ctx context.Context) error {
 	snap := &snapshot{leases: leases}
 	if s.cfg.Registry != nil {
 		snap.agents, snap.agentsErr = s.cfg.Registry.Agents(rctx)
+	}
+	if h, ok := s.cfg.Store.(store.Historian); ok {
+		snap.events, snap.eventsErr = h.History(rctx, store.HistoryParams{Limit: MaxStoreEvents})
 	}
 	snap.at = time.Now()
 	snap.took = snap.at.Sub(begin)

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -139,7 +140,17 @@ func TestPage(t *testing.T) {
 	require.Contains(t, body, `fill="`+holderColor(second)+`"`)
 	require.Contains(t, body, `fill="`+idleFill+`"`, "the released interval is drawn grey")
 	require.Contains(t, body, ">#"+g1.Token.String()+"</text>", "the token is written on the timeline")
-	require.Equal(t, 3, strings.Count(body, `<rect class="seg"`), "held, released, held again")
+	observed, recorded, ok := strings.Cut(body, `<section id="store-history">`)
+	require.True(t, ok, "the page has the store's history")
+	require.Equal(t, 3, strings.Count(observed, `<rect class="seg"`), "held, released, held again")
+	require.Equal(t, 3, strings.Count(recorded, `<rect class="seg"`), "granted, released, granted again, as the store recorded them")
+	require.Contains(t, recorded, `<svg class="timeline"`)
+	require.Contains(t, recorded, ">#"+g2.Token.String()+"</text>")
+	escName := `<td class="name">billing` + esc("U+00A0") + esc("U+3164") + `&lt;b&gt;x&lt;/b&gt;</td>`
+	require.Contains(t, recorded, `<tr class="event event-granted"><td>`, "the newest event first")
+	require.Regexp(t, `(?s)event-granted.*`+regexp.QuoteMeta(escName)+`<td>granted</td>.*host-2/`+second.Instance+
+		`.*<td class="num">`+g2.Token.String()+`</td><td>host-1&#34;&gt;&lt;script&gt;alert\(1\)&lt;/script&gt;/`+first.Instance+
+		` \(token `+g1.Token.String()+`\)</td>.*event-released.*event-granted`, recorded)
 
 	code, hdr, css := get(t, h, "/style.css")
 	require.Equal(t, http.StatusOK, code)
@@ -147,6 +158,52 @@ func TestPage(t *testing.T) {
 	require.Contains(t, css, "svg.timeline")
 	code, _, _ = get(t, h, "/nothing-here")
 	require.Equal(t, http.StatusNotFound, code)
+}
+
+// TestPageWithoutStoreHistory: a store that keeps no history gets a note
+// saying which stores do, and no table.
+func TestPageWithoutStoreHistory(t *testing.T) {
+	t.Parallel()
+	st := struct{ store.Store }{memstore.New(memstore.Config{})}
+	s := newServer(t, Config{Store: st, Names: []string{"job"}})
+	acquire(t, st, "job", testutil.Holder(t, "host"))
+	require.NoError(t, s.Refresh(context.Background()))
+	_, _, body := get(t, s.Handler(), "/")
+	_, recorded, ok := strings.Cut(body, `<section id="store-history">`)
+	require.True(t, ok)
+	require.Contains(t, recorded, "This store keeps no history of its leases; only the PostgreSQL and SQLite stores do.")
+	require.NotContains(t, recorded, "<table>")
+}
+
+// TestStoreTimeline: a tenure the store recorded no end of is drawn to the
+// last read, faded unless that read still showed it held.
+func TestStoreTimeline(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC)
+	a, b := store.Holder{Label: "a", Instance: "1"}, store.Holder{Label: "b", Instance: "2"}
+	events := []store.HistoryEvent{
+		{Name: "job", Kind: store.EventGranted, Holder: a, Token: 5, At: at},
+		{Name: "job", Kind: store.EventTakenOver, Holder: b, Token: 7, PreviousHolder: a, PreviousToken: 5, At: at.Add(time.Minute)},
+		{Name: "other", Kind: store.EventGranted, Holder: a, Token: 6, At: at.Add(30 * time.Second)},
+		{Name: "other", Kind: store.EventForceReleased, Holder: a, Token: 6, At: at.Add(40 * time.Second)},
+	}
+	require.Nil(t, storeTimeline(nil, nil, at))
+	now := at.Add(2 * time.Minute)
+	tl := storeTimeline(events, []store.Record{{Grant: store.Grant{Name: "job", Holder: b, Token: 7}, State: store.StateHeld}}, now)
+	require.Equal(t, 2, tl.Shown)
+	require.Equal(t, "job", tl.Rows[0].Name)
+	job := tl.Rows[0].Segments
+	require.Len(t, job, 2)
+	require.Equal(t, holderColor(a), job[0].Fill)
+	require.Equal(t, holderColor(b), job[1].Fill)
+	require.False(t, job[1].Faded, "still held at the last read")
+	require.InDelta(t, tl.PlotX+tl.PlotW, job[1].X+job[1].W, 0.2, "drawn to now")
+	other := tl.Rows[1].Segments
+	require.Equal(t, []string{holderColor(a), idleFill}, []string{other[0].Fill, other[1].Fill})
+
+	tl = storeTimeline(events, nil, now)
+	require.True(t, tl.Rows[0].Segments[1].Faded, "not held at the last read: its end is unknown")
+	require.Contains(t, tl.Rows[0].Segments[1].Title, "the store records no expiry time")
 }
 
 // TestPageEscapesBidi shows a row whose name and label hold a bidi
@@ -346,8 +403,12 @@ func TestRowsBounded(t *testing.T) {
 	require.Contains(t, body, fmt.Sprintf("%d held of %d", n, n))
 	require.Contains(t, body, fmt.Sprintf("2 more leases are not listed: the page shows the first %d by name.", MaxRows))
 	require.NotContains(t, body, fmt.Sprintf(`data-lease="lease-%04d"`, n-1))
-	require.Equal(t, MaxTimelineLeases, strings.Count(body, `<g class="row">`))
-	require.Contains(t, body, fmt.Sprintf("Showing the %d leases of %d that changed most recently.", MaxTimelineLeases, n))
+	observed, recorded, ok := strings.Cut(body, `<section id="store-history">`)
+	require.True(t, ok)
+	require.Equal(t, MaxTimelineLeases, strings.Count(observed, `<g class="row">`))
+	require.Contains(t, observed, fmt.Sprintf("Showing the %d leases of %d that changed most recently.", MaxTimelineLeases, n))
+	require.Equal(t, MaxTimelineLeases, strings.Count(recorded, `<g class="row">`), "the store's history is drawn as bounded")
+	require.Equal(t, MaxStoreEvents, strings.Count(recorded, `<tr class="event `))
 	_, _, metrics := get(t, s.Handler(), "/metrics")
 	require.Equal(t, MaxRows, strings.Count(metrics, "tenure_serve_lease_held{"))
 	require.Contains(t, metrics, fmt.Sprintf(`tenure_serve_leases{state="held"} %d`, n)+"\n")

@@ -4,6 +4,7 @@ import (
 	"hash/fnv"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/tenure-dev/tenure/store"
@@ -60,6 +61,7 @@ type tlSeg struct {
 	Fill        string
 	Label       string // "#12" when wide enough
 	Title       string
+	Faded       bool // a tenure whose end the history does not know
 }
 
 type tlTick struct {
@@ -67,35 +69,89 @@ type tlTick struct {
 	Label string
 }
 
+// tlEntry is one lease's changes, oldest first, as the timeline draws
+// them.
+type tlEntry struct {
+	name    string
+	changes []change
+	// open says how the last change's segment ends at now: still so
+	// (false), or faded with this note, for a tenure that ended at a time
+	// the history does not know (an expiry).
+	open string
+}
+
 // buildTimeline draws the leases whose history changed last, from the first
 // read (from) to now; s.mu is held.
 func (s *Server) buildTimeline(from, now time.Time) *timeline {
-	type entry struct {
-		name string
-		h    *leaseHistory
-	}
-	var all []entry
+	all := make([]tlEntry, 0, len(s.history))
 	for name, h := range s.history {
-		all = append(all, entry{name, h})
+		all = append(all, tlEntry{name: name, changes: h.changes})
 	}
-	slices.SortFunc(all, func(a, b entry) int {
-		la, lb := a.h.changes[len(a.h.changes)-1].at, b.h.changes[len(b.h.changes)-1].at
-		if c := lb.Compare(la); c != 0 {
+	return drawTimeline(all, from, now)
+}
+
+// storeTimeline draws the store's recorded events (oldest first) up to now
+// by the store's clock: a tenure from its grant to its release or to the
+// next tenure, and to now when the last read still showed it held (faded
+// when it did not: the store records no expiry). current is the last
+// read's leases.
+func storeTimeline(events []store.HistoryEvent, current []store.Record, now time.Time) *timeline {
+	if len(events) == 0 {
+		return nil
+	}
+	byName := make(map[string]*tlEntry)
+	var all []*tlEntry
+	for _, ev := range events {
+		e := byName[ev.Name]
+		if e == nil {
+			e = &tlEntry{name: ev.Name}
+			byName[ev.Name] = e
+			all = append(all, e)
+		}
+		c := change{at: ev.At, state: store.StateHeld, holder: ev.Holder, token: ev.Token}
+		if ev.Kind == store.EventReleased || ev.Kind == store.EventForceReleased {
+			c.state = store.StateReleased
+		}
+		e.changes = append(e.changes, c)
+		now = later(now, ev.At)
+	}
+	held := make(map[string]store.Token, len(current))
+	for _, r := range current {
+		if r.State == store.StateHeld {
+			held[r.Name] = r.Token
+		}
+	}
+	entries := make([]tlEntry, len(all))
+	for i, e := range all {
+		last := e.changes[len(e.changes)-1]
+		if last.state == store.StateHeld && held[e.name] != last.token {
+			e.open = "no longer held at the last read: it expired (the store records no expiry time) or moved since"
+		}
+		entries[i] = *e
+	}
+	return drawTimeline(entries, events[0].At, now)
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// drawTimeline lays out the [MaxTimelineLeases] leases of all that changed
+// last, by name, from from to now.
+func drawTimeline(all []tlEntry, from, now time.Time) *timeline {
+	lastAt := func(e tlEntry) time.Time { return e.changes[len(e.changes)-1].at }
+	slices.SortFunc(all, func(a, b tlEntry) int {
+		if c := lastAt(b).Compare(lastAt(a)); c != 0 {
 			return c
 		}
-		if a.name < b.name {
-			return -1
-		}
-		return 1
+		return strings.Compare(a.name, b.name)
 	})
 	tl := &timeline{Width: tlWidth, PlotX: tlLabelW, PlotW: tlWidth - tlLabelW - tlRight, Total: len(all)}
 	all = all[:min(len(all), MaxTimelineLeases)]
-	slices.SortFunc(all, func(a, b entry) int {
-		if a.name < b.name {
-			return -1
-		}
-		return 1
-	})
+	slices.SortFunc(all, func(a, b tlEntry) int { return strings.Compare(a.name, b.name) })
 	tl.Shown = len(all)
 	span := now.Sub(from)
 	if span <= 0 {
@@ -108,10 +164,12 @@ func (s *Server) buildTimeline(from, now time.Time) *timeline {
 	for i, e := range all {
 		y := tlTop + i*(tlRowH+tlRowGap)
 		row := tlRow{Y: y, TextY: y + tlRowH/2 + 5, Name: shorten(oneLine(e.name), tlMaxName), FullName: oneLine(e.name)}
-		for j, c := range e.h.changes {
-			end := now
-			if j+1 < len(e.h.changes) {
-				end = e.h.changes[j+1].at
+		for j, c := range e.changes {
+			end, open := now, ""
+			if j+1 < len(e.changes) {
+				end = e.changes[j+1].at
+			} else {
+				open = e.open
 			}
 			x0, x1 := x(c.at), x(end)
 			if c.first {
@@ -125,6 +183,10 @@ func (s *Server) buildTimeline(from, now time.Time) *timeline {
 				seg.Title = oneLine(e.name) + ": held by " + oneLine(c.holder.String()) + ", token " + c.token.String() + ", " + when
 				if seg.W >= tlMinLabelW {
 					seg.Label = "#" + c.token.String()
+				}
+				if open != "" {
+					seg.Faded = true
+					seg.Title += "; " + open
 				}
 			} else {
 				seg.Title = oneLine(e.name) + ": " + stateName(c.state) + ", " + when
