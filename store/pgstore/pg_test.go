@@ -85,6 +85,8 @@ func TestConfig(t *testing.T) {
 			ReleaseFunc: "tenure_release", GetFunc: "tenure_get", ListFunc: "tenure_list",
 			FenceFunc: "tenure_fence", CheckLeaseFunc: "tenure_check_lease", CheckLeaseStrictFunc: "tenure_check_lease_strict",
 			FenceForeignFunc: "tenure_fence_foreign", FenceResetFunc: "tenure_fence_reset",
+			History: "tenure_history", Settings: "tenure_settings", HistoryReadFunc: "tenure_history_read",
+			ForceReleaseFunc: "tenure_force_release", RecordHistoryFunc: "tenure_record_history",
 			Channel: "public.tenure_leases",
 		}},
 		"Custom": {cfg: pgstore.Config{Schema: "Ops", TablePrefix: "x"}, want: pgstore.Objects{
@@ -94,22 +96,30 @@ func TestConfig(t *testing.T) {
 			ReleaseFunc: "xrelease", GetFunc: "xget", ListFunc: "xlist",
 			FenceFunc: "xfence", CheckLeaseFunc: "xcheck_lease", CheckLeaseStrictFunc: "xcheck_lease_strict",
 			FenceForeignFunc: "xfence_foreign", FenceResetFunc: "xfence_reset",
+			History: "xhistory", Settings: "xsettings", HistoryReadFunc: "xhistory_read",
+			ForceReleaseFunc: "xforce_release", RecordHistoryFunc: "xrecord_history",
 			Channel: "Ops.xleases",
 		}},
-		"LongestPrefix":  {cfg: pgstore.Config{TablePrefix: strings.Repeat("p", pgstore.MaxTablePrefixLen)}},
-		"PrefixTooLong":  {cfg: pgstore.Config{TablePrefix: strings.Repeat("p", pgstore.MaxTablePrefixLen+1)}, wantErr: "TablePrefix"},
-		"SchemaTooLong":  {cfg: pgstore.Config{Schema: strings.Repeat("s", 64)}, wantErr: "Schema"},
-		"Dollar":         {cfg: pgstore.Config{TablePrefix: "a$b"}, wantErr: "'$'"},
-		"ControlChar":    {cfg: pgstore.Config{Schema: "a\nb"}, wantErr: "control character"},
-		"NUL":            {cfg: pgstore.Config{TablePrefix: "a\x00b"}, wantErr: "control character"},
-		"InvalidUTF8":    {cfg: pgstore.Config{Schema: "a\xffb"}, wantErr: "UTF-8"},
-		"PunctuationOK":  {cfg: pgstore.Config{Schema: `a "b"; c`, TablePrefix: `'x'-`}},
-		"UnicodeOK":      {cfg: pgstore.Config{Schema: "lëases", TablePrefix: "ünï_"}},
-		"LongNameHashed": {cfg: pgstore.Config{Schema: strings.Repeat("s", 63), TablePrefix: "t_"}},
+		"LongestPrefix":     {cfg: pgstore.Config{TablePrefix: strings.Repeat("p", pgstore.MaxTablePrefixLen)}},
+		"PrefixTooLong":     {cfg: pgstore.Config{TablePrefix: strings.Repeat("p", pgstore.MaxTablePrefixLen+1)}, wantErr: "TablePrefix"},
+		"SchemaTooLong":     {cfg: pgstore.Config{Schema: strings.Repeat("s", 64)}, wantErr: "Schema"},
+		"Dollar":            {cfg: pgstore.Config{TablePrefix: "a$b"}, wantErr: "'$'"},
+		"ControlChar":       {cfg: pgstore.Config{Schema: "a\nb"}, wantErr: "control character"},
+		"NUL":               {cfg: pgstore.Config{TablePrefix: "a\x00b"}, wantErr: "control character"},
+		"InvalidUTF8":       {cfg: pgstore.Config{Schema: "a\xffb"}, wantErr: "UTF-8"},
+		"PunctuationOK":     {cfg: pgstore.Config{Schema: `a "b"; c`, TablePrefix: `'x'-`}},
+		"UnicodeOK":         {cfg: pgstore.Config{Schema: "lëases", TablePrefix: "ünï_"}},
+		"LongNameHashed":    {cfg: pgstore.Config{Schema: strings.Repeat("s", 63), TablePrefix: "t_"}},
+		"RetentionShort":    {cfg: pgstore.Config{HistoryRetention: time.Second}, wantErr: "HistoryRetention (1s) must be at least 1m0s"},
+		"RetentionNegative": {cfg: pgstore.Config{HistoryRetention: -time.Hour}, wantErr: "HistoryRetention"},
+		"RetentionOK":       {cfg: pgstore.Config{HistoryRetention: time.Hour}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			obj, err := tc.cfg.Objects()
+			if err == nil {
+				_, err = tc.cfg.MigrationSQL()
+			}
 			if tc.wantErr != "" {
 				require.ErrorIs(t, err, store.ErrInvalid)
 				require.ErrorContains(t, err, tc.wantErr)
