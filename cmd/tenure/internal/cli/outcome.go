@@ -96,11 +96,8 @@ func (o *runOutcome) commandEnded(ps *os.ProcessState) {
 	o.Command = &commandStatus{ExitCode: &code}
 }
 
-// write completes the outcome with run's result err and writes it to
-// path: standard error for "-"; a regular file (or a new one) is replaced
-// whole through a temporary file in its directory; anything else (a FIFO,
-// /dev/fd/N) is written in place.
-func (o *runOutcome) write(e *env, path string, err error) error {
+// record completes the outcome with run's result err.
+func (o *runOutcome) record(err error) {
 	o.endedNow()
 	o.ExitCode = exitCode(err)
 	var ee *exitError
@@ -110,6 +107,12 @@ func (o *runOutcome) write(e *env, path string, err error) error {
 	if o.Ended == "" {
 		o.Ended = endedError
 	}
+}
+
+// write writes the outcome to path: standard error for "-"; a regular
+// file (or a new one) is replaced whole through a temporary file in its
+// directory; anything else (a FIFO, /dev/fd/N) is written in place.
+func (o *runOutcome) write(e *env, path string) error {
 	b, merr := json.Marshal(o)
 	if merr != nil {
 		return merr

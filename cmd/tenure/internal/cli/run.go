@@ -176,12 +176,17 @@ resource's token check.`,
 				}
 				o.out = runOutcome{Lease: o.name}
 				err := o.run(ctx, e, args)
-				if o.jsonPath != "" && o.jsonChecked {
-					if werr := o.out.write(e, o.jsonPath, err); werr != nil {
-						e.errorf("could not write the outcome to --json %s: %s", o.jsonPath, message(werr))
-					}
+				if !o.jsonChecked {
+					return err
 				}
-				return err
+				// The outcome comes last: print run's line now, then write
+				// it, and leave only the exit code to main.
+				o.out.record(err)
+				code := e.exit(err)
+				if werr := o.out.write(e, o.jsonPath); werr != nil {
+					e.errorf("could not write the outcome to --json %s: %s", o.jsonPath, message(werr))
+				}
+				return &exitError{code: code}
 			}
 		},
 	}

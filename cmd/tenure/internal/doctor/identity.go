@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"syscall"
 
 	"github.com/tenure-dev/tenure/cmd/tenure/internal/storeurl"
 	"github.com/tenure-dev/tenure/store"
@@ -82,7 +83,7 @@ func checkHolderLabels(ctx context.Context, o *storeurl.Opened, opts Options) Fi
 	detail := fmt.Sprintf("lease %s: held with this host's label %q, but no process on this host runs that holder", strings.Join(strangers, ", "), opts.Label)
 	fix := "another machine uses this host's name: a clone or a restored snapshot of it, or a host with the same name. Give each machine its own host name (or pass --label), and have restore and fork hooks run `tenure revoke-inherited`"
 	if !complete {
-		fix += "; doctor could not read every process's environment, so a holder run by another user on this host looks foreign too: run doctor as root to tell"
+		fix += "; doctor could not read some processes' environments (another user's, or protected ones), and a holder one of them runs looks foreign too: run doctor as root, or as that user, to tell"
 	}
 	return Finding{Check: CheckIdentity, Status: Warn, Detail: detail, Fix: fix}
 }
@@ -157,8 +158,8 @@ func LocalHolders() (map[string]bool, bool) {
 		}
 		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
 		if err != nil {
-			if !errors.Is(err, os.ErrNotExist) {
-				complete = false // another user's process, most likely
+			if !errors.Is(err, os.ErrNotExist) && !errors.Is(err, syscall.ESRCH) {
+				complete = false // another user's process, or a protected one
 			}
 			continue
 		}
