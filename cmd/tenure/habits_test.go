@@ -147,8 +147,8 @@ func TestRunWaitReportsHolderChanges(t *testing.T) {
 		a := start(t, env, append([]string{"run", "--name", "w", "--ttl", "6s", "--label", "first"}, blockingChild...)...)
 		m := a.stdout.await(startedLine)
 		waiters := map[string]*proc{
-			"plain":      start(t, env, append([]string{"run", "--name", "w", "--ttl", "3s", "--label", "plain", "--wait", "--json", "-"}, blockingChild...)...),
-			"structured": start(t, env, append([]string{"--log-format", "json", "run", "--name", "w", "--ttl", "3s", "--label", "structured", "--wait"}, blockingChild...)...),
+			"plain":      start(t, env, append([]string{"run", "--name", "w", "--ttl", "6s", "--label", "plain", "--wait", "--json", "-"}, blockingChild...)...),
+			"structured": start(t, env, append([]string{"--log-format", "json", "run", "--name", "w", "--ttl", "6s", "--label", "structured", "--wait"}, blockingChild...)...),
 		}
 		for _, w := range waiters {
 			w.stderr.await(fmt.Sprintf(`^tenure: lease "w" is held by first/%s with token %s for another \S+ by the store's clock; waiting for it$`, m[2], m[3]))
@@ -174,7 +174,7 @@ func TestRunWaitReportsHolderChanges(t *testing.T) {
 			loser := waiters["plain"]
 			loser.stderr.await(fmt.Sprintf(`^tenure: lease "w" is now held by %s with token %d for another \S+ by the store's clock; still waiting for it$`, rec.Holder, rec.Token))
 		} else {
-			line := waiters["structured"].stderr.await(`"msg":"lease holder changed".*"holder":"plain/`)[0]
+			line := waiters["structured"].stderr.await(`^(\{.*"msg":"lease holder changed".*"holder":"plain/.*\})$`)[1]
 			var got struct {
 				Level     string `json:"level"`
 				Lease     string `json:"lease"`
@@ -235,7 +235,7 @@ func TestRunProgressGate(t *testing.T) {
 	// The command ignores SIGTERM, so it still runs in the grace after the
 	// loss, when run answers 503 and refuses its report.
 	script := `trap '' TERM; while read line; do "$TENURE_BIN" progress; echo "progress $? $line"; done`
-	p := start(t, env, "-v", "run", "--name", "p", "--ttl", "12s", "--grace", "4s", "--progress-timeout", "3s",
+	p := start(t, env, "-v", "run", "--name", "p", "--ttl", "15s", "--grace", "4s", "--progress-timeout", "5s",
 		"--health", "127.0.0.1:0", "--json", out, "--", "sh", "-c", script)
 	addr := p.stderr.await(`msg="serving /healthz" .*addr=(\S+)`)[1]
 	send := func(line string) {
