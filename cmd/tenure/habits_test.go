@@ -256,7 +256,7 @@ func TestRunProgressGate(t *testing.T) {
 		code, body = healthz(t, addr)
 	}
 	require.Equal(t, http.StatusServiceUnavailable, code, body)
-	require.Regexp(t, `no progress for \S+ \(--progress-timeout 3s\)|lost: progress stalled`, body)
+	require.Regexp(t, `no progress for \S+ \(--progress-timeout 5s\)|lost: progress stalled`, body)
 
 	p.stderr.await(`^tenure: lost lease "p" with token \d+: progress stalled; stopping the command \(SIGTERM now, SIGKILL in `)
 	code, body = healthz(t, addr)
