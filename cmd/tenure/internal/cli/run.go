@@ -155,7 +155,7 @@ resource's token check.`,
 			fs.StringVar(&o.label, "label", "", "the human part of the holder identity, shown by status (default the host name)")
 			o.grace = durationFlag(fs, "grace", DefaultGrace, "time between SIGTERM and SIGKILL when the lease is lost, a `duration`; it must fit the TTL: TTL − TTL/10 − grace > TTL/3 (default 10s, or TTL/4 when 10s does not fit)")
 			fs.StringVar(&o.store, "store", "", storeUsage)
-			fs.Var(&o.heldExit, "held-exit-code", "without --wait, exit with this `code` (0 to 125) instead of 75 when the lease is held elsewhere")
+			fs.Var(&o.heldExit, "held-exit-code", "without --wait, exit `N` (0 to 125) instead of 75 when the lease is held elsewhere")
 			o.progressTimeout = durationFlag(fs, "progress-timeout", 0, "give the lease up when the command reports no progress (tenure progress) for this `duration`; 0 turns the progress gate off")
 			fs.StringVar(&o.health, "health", "", "serve GET /healthz on `ADDR` (host:port): 200 while the lease is held and progress is fresh, else 503")
 			fs.StringVar(&o.jsonPath, "json", "", "write the outcome as one JSON object to `FILE` when run ends (- for standard error)")
