@@ -72,6 +72,6 @@ func TestDoctor(t *testing.T) {
 		p = run(t, testEnv(t), "doctor", "--store", "nope://x")
 		require.Equal(t, 64, p.code)
 		h := run(t, testEnv(t), "help")
-		require.Contains(t, h.stdout.rest(), "tenure doctor [--ttl 30s] [--json] [--store URL]")
+		require.Contains(t, h.stdout.rest(), "tenure doctor [--ttl 30s] [--label L] [--json] [--store URL]")
 	})
 }

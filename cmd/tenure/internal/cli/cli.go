@@ -69,6 +69,9 @@ type env struct {
 	// logger is the lease client's, as the global flags -v and
 	// --log-format ask; main sets it.
 	logger *slog.Logger
+	// reports, when -v or --log-format json is given, takes the command's
+	// own progress reports as log records instead of plain lines.
+	reports *slog.Logger
 }
 
 // action runs a subcommand with its positional arguments, after its flags
@@ -117,6 +120,10 @@ func commandTable() map[string]*command {
 
 		cobra.ShellCompRequestCmd:       completeRequestCommand(cobra.ShellCompRequestCmd),
 		cobra.ShellCompNoDescRequestCmd: completeRequestCommand(cobra.ShellCompNoDescRequestCmd),
+
+		// Called by tenure run's command and by its hooks.
+		"progress":         progressCommand(),
+		"revoke-inherited": revokeInheritedCommand(),
 	}
 }
 
@@ -164,6 +171,7 @@ func (e *env) main(ctx context.Context, args []string) int {
 		return e.exit(usagef(name, "%v", err))
 	}
 	e.logger = global.logger(e.stderr)
+	e.reports = global.reports(e.stderr)
 	return e.exit(act(ctx, e, pos))
 }
 

@@ -16,24 +16,37 @@ import (
 // on which that tenure run takes requests from its own command: `tenure
 // release` without --force, run inside the command with the command's own
 // TENURE_HOLDER and TENURE_TOKEN, asks tenure run to release, so that the
-// end of the tenure is the command's doing and not a loss.
+// end of the tenure is the command's doing and not a loss; `tenure
+// progress` reports progress to the progress gate; `tenure
+// revoke-inherited` asks it to revoke.
 const EnvControl = "TENURE_RUN_CONTROL"
 
 // controlTimeout bounds one exchange on the control socket.
 const controlTimeout = 10 * time.Second
 
-// controlRequest is what `tenure release` sends on the control socket.
+// The operations of the control socket besides "release".
+const (
+	opProgress = "progress"
+	opRevoke   = "revoke"
+)
+
+// controlRequest is what `tenure release`, `tenure progress` and `tenure
+// revoke-inherited` send on the control socket.
 type controlRequest struct {
-	Op     string `json:"op"` // "release"
+	Op     string `json:"op"` // "release", "progress" or "revoke"
 	Lease  string `json:"lease"`
 	Holder string `json:"holder"`
 	Token  int64  `json:"token"`
 }
 
 // controlReply is tenure run's answer. Fallback: the request is not for
-// this tenure run's live tenure; release at the store directly.
+// this tenure run's live tenure; release at the store directly. NotHeld:
+// progress was not recorded, the tenure is over. Revoked: the tenure is
+// revoked now (false when it already was).
 type controlReply struct {
 	Released bool   `json:"released,omitempty"`
+	NotHeld  bool   `json:"not_held,omitempty"`
+	Revoked  bool   `json:"revoked,omitempty"`
 	Token    int64  `json:"token,omitempty"`
 	Fallback bool   `json:"fallback,omitempty"`
 	Error    string `json:"error,omitempty"`

@@ -16,7 +16,16 @@
 //     process (run --watchdog, hidden) SIGKILLs the tree when run is
 //     stopped or killed past its kill deadline. The lease is released only
 //     when no descendant is left. A whole-machine pause is covered by the
-//     fence alone.
+//     fence alone. For operators' habits: --held-exit-code N replaces exit
+//     75 when the lease is held elsewhere (cron, systemd); --json writes
+//     the outcome as one JSON object ([runOutcome]); --wait reports each
+//     change of holder ([tenure.Client.Observe]); --progress-timeout turns
+//     on the library's progress gate and --health serves a /healthz that
+//     asks it.
+//   - progress, revoke-inherited: called by run's command over the control
+//     socket (TENURE_RUN_CONTROL): progress feeds the progress gate;
+//     revoke-inherited, for fork and restore hooks, removes the user's
+//     marker files (--remove) and revokes the run's tenure.
 //   - status: the leases as the store sees them, by the store's clock; as
 //     a table, or one JSON object per snapshot with --json; again every
 //     --interval with --watch.

@@ -16,7 +16,7 @@ import (
 func doctorCommand() *command {
 	return &command{
 		summary:  "check a store and this host for what breaks leases, and say what to do",
-		synopsis: "doctor [--ttl 30s] [--json] [--store URL]",
+		synopsis: "doctor [--ttl 30s] [--label L] [--json] [--store URL]",
 		about: `Doctor examines the store as a holder on this host would meet it and prints
 one finding per check, each OK, WARN or FAIL with what to do:
 
@@ -32,6 +32,11 @@ one finding per check, each OK, WARN or FAIL with what to do:
   notifications  the release was announced to a subscriber
   durability     Redis: persistence, replicas and eviction settings under which
                  acknowledged writes (leases, fences) can be lost
+  identity       identity sources that look inherited: a live holder with
+                 this host's label (--label, default the host name, as
+                 tenure run) that no process on this host runs, and, with
+                 the fleet registry (PostgreSQL), live agents sharing a
+                 machine-id or hostname label: copies of one machine
 
 The throwaway lease stays in the store as a released record; doctor changes
 nothing else. With --json it prints one object:
@@ -47,6 +52,7 @@ unreachable store included), 64 for a bad flag or store URL.`,
 			var storeURL string
 			ttl := durationFlag(fs, "ttl", tenure.DefaultTTL, "the lease TTL to judge, a `duration`")
 			asJSON := fs.Bool("json", false, "print one JSON object instead of a table")
+			label := fs.String("label", "", "the holder label this host's tenure run uses, for the identity check (default the host name)")
 			fs.StringVar(&storeURL, "store", "", storeUsage)
 			return func(ctx context.Context, e *env, args []string) error {
 				if len(args) != 0 {
@@ -56,7 +62,12 @@ unreachable store included), 64 for a bad flag or store URL.`,
 				if err != nil {
 					return usagef("doctor", "%s", err)
 				}
-				opts := doctor.Options{TTL: *ttl, Clock: doctor.OffsetClock(tenure.NewSystemClock(), offset)}
+				if *label != "" {
+					if err := (store.Holder{Label: *label, Instance: "x"}).Validate(); err != nil {
+						return usagef("doctor", "--label: %s", message(err))
+					}
+				}
+				opts := doctor.Options{TTL: *ttl, Clock: doctor.OffsetClock(tenure.NewSystemClock(), offset), Label: *label}
 				return runDoctor(ctx, e, flagSet(fs, "store"), storeURL, *asJSON, opts)
 			}
 		},

@@ -36,7 +36,7 @@ func helpCommand() *command {
 
 // order lists the commands in the order help shows them; commands missing
 // here come after, by name.
-var order = []string{"run", "status", "history", "release", "migrate", "fence", "doctor", "serve", "agents", "owner", "demo", "completion", "docs", "version", "help"}
+var order = []string{"run", "progress", "revoke-inherited", "status", "history", "release", "migrate", "fence", "doctor", "serve", "agents", "owner", "demo", "completion", "docs", "version", "help"}
 
 func orderedNames() []string {
 	names := commandNames()

@@ -65,6 +65,20 @@ func (g *globalFlags) logger(w io.Writer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, opts))
 }
 
+// reports returns the logger for a command's own progress reports (such
+// as run --wait's holder changes) when the flags ask for log records, at
+// level info; nil when they do not, and the reports are plain lines.
+func (g *globalFlags) reports(w io.Writer) *slog.Logger {
+	if !g.verbose && g.format != "json" {
+		return nil
+	}
+	opts := &slog.HandlerOptions{Level: slog.LevelInfo}
+	if g.format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
 // logFormat is the value of --log-format.
 type logFormat string
 

@@ -62,7 +62,7 @@ var watchdogExe = "/proc/self/exe"
 func runCommand() *command {
 	return &command{
 		summary:  "run a command under a lease",
-		synopsis: "run --name NAME [--ttl 30s] [--wait [--wait-timeout D]] [--label L] [--grace 10s] [--store URL] -- CMD [ARGS...]",
+		synopsis: "run --name NAME [--ttl 30s] [--wait [--wait-timeout D] | --held-exit-code N] [--label L] [--grace 10s] [--progress-timeout D] [--health ADDR] [--json FILE|-] [--store URL] -- CMD [ARGS...]",
 		about: `Run acquires the lease NAME and runs CMD under it, in its own process
 group, with TENURE_TOKEN (the fencing token), TENURE_LEASE (NAME) and
 TENURE_HOLDER (label/instance) in its environment; --store, when given, is
@@ -79,8 +79,42 @@ says so on standard error; an empty --store or TENURE_STORE is refused
 (exit 64), so a misconfigured host does not silently run alone.
 
 When the lease is held by someone else, run exits 75 after one line naming
-the holder, its token and its remaining time by the store's clock; with
---wait it waits for the lease instead (up to --wait-timeout, if given).
+the holder, its token and its remaining time by the store's clock
+(--held-exit-code N exits N instead, so that cron or systemd can count
+"someone else runs it" as success); with --wait it waits for the lease
+instead (up to --wait-timeout, if given), with one line on standard error
+each time the holder changes while it waits (with -v or --log-format
+json, one log record each: msg "lease holder changed", keys lease,
+holder, token, remaining).
+
+--json FILE writes one JSON object describing the outcome when run ends
+(- writes it to standard error; a file is replaced whole, so a reader never
+sees half of one):
+  lease, store           the lease name and the store (secrets removed)
+  holder, token          this run's identity and fencing token, once acquired
+  acquired_at, held_ms   when the lease was acquired (this host's clock, UTC)
+                         and how long it was held until released or lost
+  ended                  exited: the command ran and exited; lost: the lease
+                         was lost while it ran (reason says why, e.g.
+                         "progress stalled", "revoked"); held: held elsewhere,
+                         not acquired (held_by names the holder);
+                         wait_timeout: --wait-timeout ran out (held_by, when
+                         known); interrupted: a signal ended the wait
+                         (signal); error: anything else (error)
+  command                when the command ran: exit_code, or signal (e.g.
+                         "SIGKILL") when a signal ended it
+  exit_code              tenure's own exit status
+  error                  the line tenure printed on standard error, if any
+
+--progress-timeout D turns on the progress gate: the command must report
+progress at least every D with "tenure progress" (it reaches this run
+over TENURE_RUN_CONTROL), or the lease is given up as lost ("progress
+stalled", exit 79) so that a healthy holder can take over. --health ADDR
+serves GET /healthz on ADDR: 200 while the lease is held and, with
+--progress-timeout, the last progress is younger than D; 503 otherwise
+(waiting, lost, stalled), with one line saying why. A standby waiting with
+--wait answers 503, so use it as a readiness check, or as a liveness check
+only where a restart is the right answer to a stalled holder.
 
 While the command runs the lease is renewed every TTL/3. What is killed,
 when, and by whom:
@@ -98,9 +132,9 @@ when, and by whom:
   - by a watchdog (tenure run re-executed, a process of its own, fed each
     kill deadline over a pipe): SIGKILL when tenure is stopped, starved or
     killed past the deadline; the command also has Pdeathsig SIGKILL;
-  - on SIGPWR (kill -PWR PID, for resume and restore hooks): SIGKILL at
-    once, the tenure is revoked and not released (it expires by its TTL),
-    exit 79;
+  - on SIGPWR (kill -PWR PID, for resume and restore hooks), or when the
+    command runs "tenure revoke-inherited": SIGKILL at once, the tenure
+    is revoked and not released (it expires by its TTL), exit 79;
   - after a normal exit: leftover descendants get SIGTERM, then SIGKILL
     after the grace. The lease is released only when none is left, so a
     waiter takes over at once and alone.
@@ -121,6 +155,10 @@ resource's token check.`,
 			fs.StringVar(&o.label, "label", "", "the human part of the holder identity, shown by status (default the host name)")
 			o.grace = durationFlag(fs, "grace", DefaultGrace, "time between SIGTERM and SIGKILL when the lease is lost, a `duration`; it must fit the TTL: TTL − TTL/10 − grace > TTL/3 (default 10s, or TTL/4 when 10s does not fit)")
 			fs.StringVar(&o.store, "store", "", storeUsage)
+			fs.Var(&o.heldExit, "held-exit-code", "without --wait, exit `N` (0 to 125) instead of 75 when the lease is held elsewhere")
+			o.progressTimeout = durationFlag(fs, "progress-timeout", 0, "give the lease up when the command reports no progress (tenure progress) for this `duration`; 0 turns the progress gate off")
+			fs.StringVar(&o.health, "health", "", "serve GET /healthz on `ADDR` (host:port): 200 while the lease is held and progress is fresh, else 503")
+			fs.StringVar(&o.jsonPath, "json", "", "write the outcome as one JSON object to `FILE` when run ends (- for standard error)")
 			fs.BoolVar(&o.watchdog, "watchdog", false, hiddenFlag+"run as the watchdog of a tenure run, reading kill deadlines from descriptor 3")
 			return func(ctx context.Context, e *env, args []string) error {
 				if o.watchdog {
@@ -130,7 +168,25 @@ resource's token check.`,
 				if flagSet(fs, "store") && strings.TrimSpace(o.store) == "" {
 					return usagef("run", "--store is empty; give a store URL, or leave --store out for $%s or the default SQLite file", storeurl.EnvVar)
 				}
-				return o.run(ctx, e, args)
+				if o.jsonPath != "" {
+					if err := checkOutcomePath(o.jsonPath); err != nil {
+						return usagef("run", "--json %s: %s", o.jsonPath, message(err))
+					}
+					o.jsonChecked = true
+				}
+				o.out = runOutcome{Lease: o.name}
+				err := o.run(ctx, e, args)
+				if !o.jsonChecked {
+					return err
+				}
+				// The outcome comes last: print run's line now, then write
+				// it, and leave only the exit code to main.
+				o.out.record(err)
+				code := e.exit(err)
+				if werr := o.out.write(e, o.jsonPath); werr != nil {
+					e.errorf("could not write the outcome to --json %s: %s", o.jsonPath, message(werr))
+				}
+				return &exitError{code: code}
 			}
 		},
 	}
@@ -146,6 +202,14 @@ type runOptions struct {
 	graceSet    bool
 	store       string
 	watchdog    bool
+	// heldExit replaces exit 75 when the lease is held elsewhere.
+	heldExit        exitCodeValue
+	progressTimeout *time.Duration
+	health          string
+	jsonPath        string
+	// jsonChecked: jsonPath was found writable, so the outcome is written.
+	jsonChecked bool
+	out         runOutcome
 }
 
 // config checks the flags and returns the client configuration they ask
@@ -160,6 +224,8 @@ func (o *runOptions) config(args []string) (tenure.Config, error) {
 		return tenure.Config{}, usagef("run", "--ttl must be positive")
 	case *o.waitTimeout > 0 && !o.wait:
 		return tenure.Config{}, usagef("run", "--wait-timeout needs --wait")
+	case o.heldExit.set && o.wait:
+		return tenure.Config{}, usagef("run", "--held-exit-code applies only without --wait: a wait ends with the lease, or with exit 75 after --wait-timeout")
 	}
 	if err := store.ValidateName(o.name); err != nil {
 		return tenure.Config{}, usagef("run", "--name: %s", message(err))
@@ -172,7 +238,7 @@ func (o *runOptions) config(args []string) (tenure.Config, error) {
 			label = "tenure"
 		}
 	}
-	cfg := tenure.Config{Label: label, TTL: *o.ttl, Grace: *o.grace}
+	cfg := tenure.Config{Label: label, TTL: *o.ttl, Grace: *o.grace, ProgressTimeout: *o.progressTimeout}
 	if !o.graceSet && validate(cfg) != nil {
 		cfg.Grace = *o.ttl / 4
 	}
@@ -202,6 +268,16 @@ func (o *runOptions) run(ctx context.Context, e *env, args []string) error {
 	target, err := storeurl.Resolve(o.store, e.getenv)
 	if err != nil {
 		return err
+	}
+	o.out.Store = target.Display
+	var h *health
+	if o.health != "" {
+		if h, err = listenHealth(o.health, o.name, cfg.ProgressTimeout); err != nil {
+			return fmt.Errorf("run: cannot listen on --health %s: %s; choose another address or port", o.health, message(err))
+		}
+		h.serve()
+		defer h.close()
+		e.logger.Info("serving /healthz", "lease", o.name, "addr", h.ln.Addr().String())
 	}
 	if target.Default {
 		e.errorf("using the default store %s: this host only; pass --store or set %s to share lease %q with other hosts", target.Display, storeurl.EnvVar, o.name)
@@ -241,7 +317,9 @@ func (o *runOptions) run(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	return o.supervise(ctx, e, client, lease, sigs, opened.Target, args)
+	o.out.acquiredNow(lease.Holder().String(), lease.Token())
+	h.held(lease)
+	return o.supervise(ctx, e, client, lease, sigs, opened.Target, h, args)
 }
 
 // envSetEmpty reports whether the environment variable name is set, to
@@ -295,7 +373,12 @@ func (o *runOptions) acquire(ctx context.Context, e *env, client *tenure.Client,
 				o.name, held.Holder, held.Token, remaining(held.Remaining))
 		}
 		if o.wait && r.err != nil {
+			octx, stopObserving := context.WithCancel(actx)
+			var observer sync.WaitGroup
+			observer.Go(func() { o.reportHolders(octx, e, client, held) })
 			r.lease, r.err = client.Campaign(actx, o.name)
+			stopObserving()
+			observer.Wait()
 		}
 		results <- r
 	})
@@ -319,6 +402,10 @@ wait:
 		if r = <-results; r.lease != nil {
 			releaseQuietly(ctx, r.lease)
 		}
+		o.out.Ended = endedInterrupted
+		if sig, ok := s.(syscall.Signal); ok {
+			o.out.Signal = unix.SignalName(sig)
+		}
 		return nil, &exitError{code: ExitSignalBase + signum(s), err: fmt.Errorf("interrupted by %s while waiting for lease %q; nothing was run", s, o.name)}
 	}
 	var held *store.HeldError
@@ -326,11 +413,18 @@ wait:
 	case r.err == nil:
 		return r.lease, nil
 	case errors.As(r.err, &held):
-		return nil, &exitError{code: ExitNotAcquired, err: fmt.Errorf("lease %q is held by %s with token %d for another %s by the store's clock; not acquired (use --wait to wait for it)",
+		o.out.heldElsewhere(endedHeld, held.Holder, held.Token, held.Remaining)
+		code := ExitNotAcquired
+		if o.heldExit.set {
+			code = o.heldExit.code
+		}
+		return nil, &exitError{code: code, err: fmt.Errorf("lease %q is held by %s with token %d for another %s by the store's clock; not acquired (use --wait to wait for it)",
 			o.name, held.Holder, held.Token, remaining(held.Remaining))}
 	case ctx.Err() != nil:
+		o.out.Ended = endedInterrupted
 		return nil, fmt.Errorf("stopped while waiting for lease %q (%w); nothing was run", o.name, ctx.Err())
 	case r.err != nil && errors.Is(actx.Err(), context.DeadlineExceeded):
+		o.out.Ended = endedWaitTimeout
 		return nil, &exitError{code: ExitNotAcquired, err: o.gaveUp(ctx, opened)}
 	}
 	return nil, opened.Target.Wrap(r.err)
@@ -345,6 +439,7 @@ func (o *runOptions) gaveUp(ctx context.Context, opened *storeurl.Opened) error 
 	if err != nil || rec.State != store.StateHeld {
 		return fmt.Errorf("gave up waiting for lease %q after --wait-timeout %s; not acquired", o.name, *o.waitTimeout)
 	}
+	o.out.heldElsewhere(endedWaitTimeout, rec.Holder, rec.Token, rec.Remaining)
 	return fmt.Errorf("gave up waiting for lease %q after --wait-timeout %s: it is held by %s with token %d for another %s by the store's clock; not acquired",
 		o.name, *o.waitTimeout, rec.Holder, rec.Token, remaining(rec.Remaining))
 }
@@ -366,9 +461,10 @@ func (o *runOptions) gaveUp(ctx context.Context, opened *storeurl.Opened) error 
 //     fresh one (run stopped or not scheduled) or run dies, the watchdog
 //     SIGKILLs the tree.
 //   - the kernel: the command has Pdeathsig SIGKILL.
-func (o *runOptions) supervise(ctx context.Context, e *env, client *tenure.Client, lease *tenure.Lease, sigs <-chan os.Signal, target storeurl.Target, args []string) error {
+func (o *runOptions) supervise(ctx context.Context, e *env, client *tenure.Client, lease *tenure.Lease, sigs <-chan os.Signal, target storeurl.Target, h *health, args []string) error {
 	token := lease.Token()
 	if token == 0 {
+		o.out.Ended, o.out.Reason = endedLost, lossReason(lease.Err())
 		return &exitError{code: ExitLost, err: fmt.Errorf("lost lease %q before the command started: %s; nothing was run", o.name, lossReason(lease.Err()))}
 	}
 	// One source of truth for the timing: the validated client config.
@@ -409,6 +505,7 @@ func (o *runOptions) supervise(ctx context.Context, e *env, client *tenure.Clien
 	now := supervise.Now()
 	if lease.Token() == 0 {
 		_, _ = dog.Disarm() // Nothing was started.
+		o.out.Ended, o.out.Reason = endedLost, lossReason(lease.Err())
 		return &exitError{code: ExitLost, err: fmt.Errorf("lost lease %q before the command started: %s; nothing was run", o.name, lossReason(lease.Err()))}
 	}
 	_ = dog.Deadline(trusted(now)) // A watchdog that is gone is noticed by its exit.
@@ -430,7 +527,9 @@ func (o *runOptions) supervise(ctx context.Context, e *env, client *tenure.Clien
 		cmd.Env = append(cmd.Env, storeurl.EnvVar+"="+o.store)
 	}
 	// The command's own channel back to us: `tenure release` run inside
-	// it asks us to release, so that the end is its doing, not a loss.
+	// it asks us to release, so that the end is its doing, not a loss;
+	// `tenure progress` feeds the progress gate; `tenure revoke-inherited`
+	// revokes.
 	var ctlCalls <-chan controlCall
 	if ctl, err := listenControl(); err == nil {
 		defer ctl.close()
@@ -523,6 +622,7 @@ func (o *runOptions) supervise(ctx context.Context, e *env, client *tenure.Clien
 	var (
 		lost        error
 		revoked     bool
+		revokedBy   string
 		done        = lease.Done()
 		feed        = time.NewTicker(feedEvery)
 		killTimer   *time.Timer
@@ -609,8 +709,31 @@ wait:
 			}
 		case call := <-ctlCalls:
 			r := call.req
-			if r.Op != "release" || r.Lease != o.name || r.Holder != lease.Holder().String() ||
-				store.Token(r.Token) != token || selfRelease || lost != nil || revoked || lease.Token() == 0 {
+			ours := r.Lease == o.name && r.Holder == lease.Holder().String() && store.Token(r.Token) == token
+			live := !selfRelease && lost == nil && !revoked && lease.Token() != 0
+			switch {
+			case r.Op == opProgress && ours && live:
+				lease.Progress()
+				h.progressed()
+				call.reply <- controlReply{Token: int64(token)}
+				continue
+			case r.Op == opProgress:
+				call.reply <- controlReply{NotHeld: true, Error: fmt.Sprintf("tenure run no longer holds lease %q with token %d (%s); progress not recorded", o.name, token, o.endedWhy(lease, lost, revoked, selfRelease))}
+				continue
+			case r.Op == opRevoke:
+				// Any caller in the command's tree may ask: after a fork or
+				// a restore, the environment is all a copy has.
+				call.reply <- controlReply{Revoked: !revoked, Token: int64(token)}
+				if !revoked {
+					revoked, revokedBy = true, "tenure revoke-inherited"
+					client.Revoke()
+					killed = true
+					dog.Shorten(supervise.Now())
+					signalTree(syscall.SIGKILL)
+				}
+				continue
+			}
+			if r.Op != "release" || !ours || !live {
 				// Not this live tenure: let release ask the store.
 				call.reply <- controlReply{Fallback: true}
 				break
@@ -635,6 +758,7 @@ wait:
 				break
 			}
 			selfDone = true
+			o.out.endedNow()
 			r.reply <- controlReply{Released: true, Token: int64(token)}
 			// The next holder may start now: the command's tree has the
 			// grace to finish, then is killed (by us and the watchdog).
@@ -652,6 +776,7 @@ wait:
 				}
 			}
 			lost = lease.Err()
+			o.out.endedNow()
 			now := supervise.Now()
 			at := now + int64(grace)
 			var le *tenure.LostError
@@ -681,7 +806,7 @@ wait:
 			switch {
 			case s == RevokeSignal:
 				if !revoked {
-					revoked = true
+					revoked, revokedBy = true, RevokeSignal.String()
 					client.Revoke()
 					killed = true
 					dog.Shorten(supervise.Now())
@@ -705,13 +830,17 @@ wait:
 		}
 	}
 	status := exitStatus(cmd.ProcessState)
+	o.out.commandEnded(cmd.ProcessState)
+	o.out.Ended = endedExited
 	// The tree is gone. Release first, then disarm: the watchdog's exit
 	// need not delay the next holder. fired tells whether the watchdog
 	// killed the tree (its line is on stderr): then the tenure is lost,
 	// whatever the store says.
 	defer func() { _, _ = dog.Disarm() }() // A watchdog that died has nothing left to do.
 	if revoked {
-		e.errorf("lease %q with token %d revoked by %s; the command was killed and the lease is left to expire", o.name, token, RevokeSignal)
+		o.out.endedNow()
+		o.out.Ended, o.out.Reason = endedLost, tenure.LossRevoked.String()
+		e.errorf("lease %q with token %d revoked by %s; the command was killed and the lease is left to expire", o.name, token, revokedBy)
 		return &exitError{code: ExitLost}
 	}
 	if lost == nil && !selfRelease && lease.Token() == 0 && dog.Fired(time.Second) {
@@ -721,6 +850,7 @@ wait:
 		e.errorf("lost lease %q with token %d: the watchdog killed the command while tenure was stopped or not scheduled", o.name, token)
 	}
 	if lost != nil {
+		o.out.Ended, o.out.Reason = endedLost, lossReason(lost)
 		if storeReachable(lost) {
 			// The command is dead: let the next holder in now rather than
 			// at expiry, if the lease is still ours at the store.
@@ -738,7 +868,9 @@ wait:
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 	defer cancel()
-	if err := lease.Release(rctx); err != nil {
+	err = lease.Release(rctx)
+	o.out.endedNow()
+	if err != nil {
 		if errors.Is(err, tenure.ErrLost) {
 			e.errorf("lease %q with token %d ended (%s) as the command exited with status %d; passing that status on",
 				o.name, token, target.Redact(lossReason(err)), status)
@@ -856,4 +988,55 @@ func exitStatus(ps *os.ProcessState) int {
 		return ExitSignalBase + int(ws.Signal())
 	}
 	return ps.ExitCode()
+}
+
+// reportHolders reports each change of the lease's holder while run waits
+// for it, until ctx ends: one line on standard error, or one log record
+// with -v or --log-format json. first is the holder the first attempt met
+// (already reported), nil when it failed otherwise; run's own grant is
+// not a change worth reporting (the command's start says it).
+func (o *runOptions) reportHolders(ctx context.Context, e *env, client *tenure.Client, first *store.HeldError) {
+	var last tenure.Observation
+	if first != nil {
+		last = tenure.Observation{Name: o.name, Held: true, Holder: first.Holder, Token: first.Token}
+	}
+	// Observe ends with ctx, or with a store that is closed or not set
+	// up, which the campaign reports.
+	_ = client.Observe(ctx, o.name, func(ob tenure.Observation) {
+		same := ob.Held == last.Held && ob.Holder == last.Holder && ob.Token == last.Token
+		if same || (ob.Held && ob.Holder == client.Holder()) || ctx.Err() != nil {
+			return
+		}
+		last = ob
+		if e.reports != nil {
+			attrs := []any{"lease", o.name, "held", ob.Held}
+			if ob.Held {
+				attrs = append(attrs, "holder", ob.Holder.String(), "token", int64(ob.Token), "remaining", ob.Remaining)
+			}
+			e.reports.Info("lease holder changed", attrs...)
+			return
+		}
+		if !ob.Held {
+			e.errorf("lease %q is not held now by the store's clock; still waiting to take it", o.name)
+			return
+		}
+		e.errorf("lease %q is now held by %s with token %d for another %s by the store's clock; still waiting for it",
+			o.name, ob.Holder, ob.Token, remaining(ob.Remaining))
+	})
+}
+
+// endedWhy says in a few words why the tenure is no longer live, for a
+// progress report that came too late.
+func (o *runOptions) endedWhy(lease *tenure.Lease, lost error, revoked, selfRelease bool) string {
+	switch {
+	case revoked:
+		return "revoked"
+	case selfRelease:
+		return "the command released it"
+	case lost != nil:
+		return "lost: " + lossReason(lost)
+	case lease.Err() != nil:
+		return "lost: " + lossReason(lease.Err())
+	}
+	return "no renewal was seen in time"
 }

@@ -13,7 +13,13 @@
 // of monotonic time; a throwaway lease "tenure-doctor-…" acquired, renewed
 // and released, which proves the role's privileges through real calls; the
 // release's notification arriving; for Redis, the persistence and
-// replication settings under which it can lose acknowledged writes.
+// replication settings under which it can lose acknowledged writes; and
+// identity sources that look inherited: live holders with this host's
+// label (the host name, as tenure run uses it) that no process on this
+// host runs (read from TENURE_HOLDER in /proc/PID/environ), and, where the
+// fleet registry exists, live agents that give the same machine-id or
+// hostname label. A copy of a machine (a cloned VM, a snapshot restored)
+// shows up that way.
 //
 // A store that cannot be opened gives one FAIL. The throwaway lease stays
 // in the store as a released record; doctor changes nothing else.

@@ -71,6 +71,12 @@ type Options struct {
 	// Lease is the throwaway lease name; default "tenure-doctor-" and
 	// random hex digits.
 	Lease string
+	// Label is the holder label this host uses, compared with the live
+	// holders' labels; default [DefaultLabel], tenure run's.
+	Label string
+	// LocalHolders returns the holders run by processes on this host and
+	// whether it saw every process; default [LocalHolders].
+	LocalHolders func() (map[string]bool, bool)
 }
 
 func (o Options) withDefaults() Options {
@@ -95,6 +101,12 @@ func (o Options) withDefaults() Options {
 	if o.Lease == "" {
 		o.Lease = "tenure-doctor-" + randomHex(6)
 	}
+	if o.Label == "" {
+		o.Label = DefaultLabel()
+	}
+	if o.LocalHolders == nil {
+		o.LocalHolders = LocalHolders
+	}
 	return o
 }
 
@@ -116,8 +128,8 @@ func Unreachable(display string, err error) Finding {
 }
 
 // Check examines the open store o and returns its findings, in a fixed
-// order: reachable, schema, ttl, clock, lease-cycle, notifications and,
-// for Redis, durability. It writes one throwaway lease (acquired, renewed
+// order: reachable, schema, ttl, clock, lease-cycle, notifications,
+// identity and, for Redis, durability. It writes one throwaway lease (acquired, renewed
 // and released), which stays in the store as a released record.
 func Check(ctx context.Context, o *storeurl.Opened, opts Options) []Finding {
 	opts = opts.withDefaults()
@@ -134,6 +146,7 @@ func Check(ctx context.Context, o *storeurl.Opened, opts Options) []Finding {
 		return fs
 	}
 	fs = append(fs, checkLeaseCycle(ctx, o, opts)...)
+	fs = append(fs, checkIdentity(ctx, o, opts)...)
 	if st, ok := o.Store.(*redisstore.Store); ok {
 		fs = append(fs, checkDurability(ctx, st)...)
 	}

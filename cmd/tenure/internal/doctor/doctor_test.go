@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"net"
 	"net/url"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -19,6 +21,8 @@ import (
 	"github.com/tenure-dev/tenure/internal/faultnet"
 	"github.com/tenure-dev/tenure/internal/testserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
+	"github.com/tenure-dev/tenure/registry"
+	"github.com/tenure-dev/tenure/store"
 	"github.com/tenure-dev/tenure/store/pgstore"
 )
 
@@ -386,4 +390,61 @@ func TestRedisReplication(t *testing.T) {
 	require.NotEmpty(t, role, describe(fs))
 	require.Contains(t, role[0].Detail, "role=slave")
 	require.Equal(t, "connect to the primary, or through Sentinel with redis.NewFailoverClient", role[0].Fix)
+}
+
+// TestIdentityLooksInherited checks the identity findings on PostgreSQL: a
+// live holder with this host's label is fine while a process on this host
+// runs it (TENURE_HOLDER in its environment) and a WARN once none does;
+// two live agents with one machine-id label are a WARN naming them.
+func TestIdentityLooksInherited(t *testing.T) {
+	t.Parallel()
+	o := open(t, pgStoreURL(t, ""))
+	opts := fast
+	opts.Label = "cloned-host"
+	identity := func() []doctor.Finding {
+		t.Helper()
+		fs := doctor.Check(t.Context(), o, opts)
+		t.Log("\n" + describe(fs))
+		got := find(fs, doctor.CheckIdentity)
+		require.Len(t, got, 2, describe(fs))
+		return got
+	}
+	got := identity()
+	require.Equal(t, doctor.OK, got[0].Status)
+	require.Equal(t, `no live holder uses this host's label "cloned-host"`, got[0].Detail)
+	require.Equal(t, doctor.OK, got[1].Status)
+	require.Equal(t, "no two of the 0 live agents share a machine-id or hostname label", got[1].Detail)
+
+	holder := store.Holder{Label: "cloned-host", Instance: "inherited1"}
+	g, err := o.Store.Acquire(t.Context(), store.AcquireParams{Name: "nightly", Holder: holder, TTL: time.Minute})
+	require.NoError(t, err)
+
+	// A process of this host that runs the holder, as tenure run's command
+	// does; cat lives until its standard input closes.
+	local := exec.Command("cat")
+	local.Env = append(os.Environ(), "TENURE_HOLDER="+holder.String())
+	stdin, err := local.StdinPipe()
+	require.NoError(t, err)
+	require.NoError(t, local.Start())
+	got = identity()
+	require.NoError(t, stdin.Close())
+	require.NoError(t, local.Wait())
+	require.Equal(t, doctor.OK, got[0].Status)
+	require.Equal(t, `1 live holder(s) use this host's label "cloned-host", all running on this host`, got[0].Detail)
+
+	got = identity()
+	require.Equal(t, doctor.Warn, got[0].Status)
+	require.Contains(t, got[0].Detail, `lease "nightly" by cloned-host/inherited1 (token `+g.Token.String()+`): held with this host's label "cloned-host", but no process on this host runs that holder`)
+	require.Contains(t, got[0].Fix, "tenure revoke-inherited")
+
+	reg, err := o.Registry()
+	require.NoError(t, err)
+	for id, machine := range map[string]string{"vm-a": "0f3c", "vm-b": "0f3c", "vm-c": "77aa"} {
+		_, err := reg.Register(t.Context(), registry.RegisterParams{ID: id, Address: id + ":7000", Labels: map[string]string{"machine-id": machine}})
+		require.NoError(t, err)
+	}
+	got = identity()
+	require.Equal(t, doctor.Warn, got[1].Status)
+	require.Equal(t, `live agents share a machine identity: machine-id="0f3c" on agents vm-a, vm-b`, got[1].Detail)
+	require.Contains(t, got[1].Fix, "systemd-machine-id-setup")
 }

@@ -1,0 +1,122 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/tenure-dev/tenure"
+)
+
+// health serves run --health: GET /healthz answers 200 only while the
+// lease is held and, with --progress-timeout, the command's last progress
+// is fresh. A process that answers 200 while its work is wedged is the
+// liveness probe that lies; this one asks the progress gate.
+type health struct {
+	name            string
+	progressTimeout time.Duration
+	srv             *http.Server
+	ln              net.Listener
+	wg              sync.WaitGroup
+
+	mu           sync.Mutex
+	lease        *tenure.Lease
+	lastProgress time.Time // monotonic; the acquisition counts as progress
+}
+
+// listenHealth listens on addr; serve starts answering.
+func listenHealth(addr, name string, progressTimeout time.Duration) (*health, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	h := &health{name: name, progressTimeout: progressTimeout, ln: ln}
+	h.srv = &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	return h, nil
+}
+
+// serve answers requests until close.
+func (h *health) serve() {
+	h.wg.Go(func() { _ = h.srv.Serve(h.ln) }) // Serve ends with ErrServerClosed at close.
+}
+
+// close stops answering; a request in flight gets its answer first.
+func (h *health) close() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := h.srv.Shutdown(ctx); err != nil {
+		_ = h.srv.Close() // A probe that hangs on: cut it.
+	}
+	h.wg.Wait()
+}
+
+// held records the tenure whose health /healthz reports.
+func (h *health) held(l *tenure.Lease) {
+	if h == nil {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.lease, h.lastProgress = l, time.Now()
+}
+
+// progressed records a progress report of the command.
+func (h *health) progressed() {
+	if h == nil {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.lastProgress = time.Now()
+}
+
+// state is the answer to /healthz now: the status code and why.
+func (h *health) state() (int, string) {
+	h.mu.Lock()
+	l, last := h.lease, h.lastProgress
+	h.mu.Unlock()
+	if l == nil {
+		return http.StatusServiceUnavailable, fmt.Sprintf("not holding lease %q: waiting for it", h.name)
+	}
+	token := l.Token()
+	if token == 0 {
+		if err := l.Err(); err != nil {
+			var lost *tenure.LostError
+			if errors.As(err, &lost) && lost.Reason == tenure.LossReleased {
+				return http.StatusServiceUnavailable, fmt.Sprintf("lease %q was released: the command is done", h.name)
+			}
+			return http.StatusServiceUnavailable, fmt.Sprintf("lease %q lost: %s", h.name, lossReason(err))
+		}
+		return http.StatusServiceUnavailable, fmt.Sprintf("lease %q is no longer trusted: no renewal was seen in time", h.name)
+	}
+	since := time.Since(last)
+	if h.progressTimeout > 0 && since >= h.progressTimeout {
+		return http.StatusServiceUnavailable, fmt.Sprintf("holding lease %q with token %d, but no progress for %s (--progress-timeout %s): the command looks stuck",
+			h.name, token, since.Round(time.Millisecond), h.progressTimeout)
+	}
+	if h.progressTimeout > 0 {
+		return http.StatusOK, fmt.Sprintf("holding lease %q with token %d; last progress %s ago", h.name, token, since.Round(time.Millisecond))
+	}
+	return http.StatusOK, fmt.Sprintf("holding lease %q with token %d", h.name, token)
+}
+
+func (h *health) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != "/healthz" {
+		http.Error(w, "not found: tenure run serves /healthz only", http.StatusNotFound)
+		return
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		http.Error(w, "use GET or HEAD", http.StatusMethodNotAllowed)
+		return
+	}
+	code, why := h.state()
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	fmt.Fprintln(w, why)
+}
