@@ -71,7 +71,7 @@ Commands:
 		width = max(width, len(n))
 	}
 	for _, n := range orderedNames() {
-		fmt.Fprintf(&b, "  %-*s %s\n", width, n, table[n].summary)
+		fmt.Fprintf(&b, "  %-*s  %s\n", width, n, table[n].summary)
 	}
 	b.WriteString(`
 Global flags, before or after the command's name:
