@@ -82,6 +82,7 @@ func Run(t *testing.T, h Harness) {
 		{"Notify", testNotify},
 		{"Input", testInput},
 		{"Get", testGet},
+		{"Payload", testPayload},
 		{"Close", testClose},
 	} {
 		t.Run(area.name, func(t *testing.T) {
