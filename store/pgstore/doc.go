@@ -146,7 +146,7 @@
 //   - tenure_fence_resets(id, resource, old_token, new_token, reason,
 //     reset_by, session_role, reset_at): every operator reset of a fence.
 //   - the functions the store calls, tenure_acquire, tenure_renew,
-//     tenure_release, tenure_get and tenure_list, and the fence functions
+//     tenure_release, tenure_get_lease and tenure_list_leases, and the fence functions
 //     tenure_fence, tenure_fence_foreign, tenure_check_lease,
 //     tenure_check_lease_strict and tenure_fence_reset (below).
 //

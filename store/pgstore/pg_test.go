@@ -82,7 +82,7 @@ func TestConfig(t *testing.T) {
 			Schema: "public", TablePrefix: "tenure_",
 			Leases: "tenure_leases", Fences: "tenure_fences", TokenSeq: "tenure_token_seq", Migrations: "tenure_migrations",
 			FenceResets: "tenure_fence_resets", AcquireFunc: "tenure_acquire", RenewFunc: "tenure_renew",
-			ReleaseFunc: "tenure_release", GetFunc: "tenure_get", ListFunc: "tenure_list",
+			ReleaseFunc: "tenure_release", GetFunc: "tenure_get_lease", ListFunc: "tenure_list_leases",
 			FenceFunc: "tenure_fence", CheckLeaseFunc: "tenure_check_lease", CheckLeaseStrictFunc: "tenure_check_lease_strict",
 			FenceForeignFunc: "tenure_fence_foreign", FenceResetFunc: "tenure_fence_reset",
 			Channel: "public.tenure_leases",
@@ -91,7 +91,7 @@ func TestConfig(t *testing.T) {
 			Schema: "Ops", TablePrefix: "x",
 			Leases: "xleases", Fences: "xfences", TokenSeq: "xtoken_seq", Migrations: "xmigrations",
 			FenceResets: "xfence_resets", AcquireFunc: "xacquire", RenewFunc: "xrenew",
-			ReleaseFunc: "xrelease", GetFunc: "xget", ListFunc: "xlist",
+			ReleaseFunc: "xrelease", GetFunc: "xget_lease", ListFunc: "xlist_leases",
 			FenceFunc: "xfence", CheckLeaseFunc: "xcheck_lease", CheckLeaseStrictFunc: "xcheck_lease_strict",
 			FenceForeignFunc: "xfence_foreign", FenceResetFunc: "xfence_reset",
 			Channel: "Ops.xleases",
@@ -147,11 +147,11 @@ func TestMigrate(t *testing.T) {
 	t.Run("Idempotent", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, nil, true)
-		require.Equal(t, []int{1, 2, 3}, b.versions(t))
+		require.Equal(t, []int{1, 2, 3, 4, 5}, b.versions(t))
 		g := b.acquire(t, "job", testutil.Holder(t, "a"), time.Minute)
 		require.NoError(t, b.store.Migrate(t.Context()))
 		require.NoError(t, b.store.Migrate(t.Context()))
-		require.Equal(t, []int{1, 2, 3}, b.versions(t))
+		require.Equal(t, []int{1, 2, 3, 4, 5}, b.versions(t))
 		r, err := b.store.Get(t.Context(), "job")
 		require.NoError(t, err)
 		require.Equal(t, g.Token, r.Token, "migrating again keeps the data")
@@ -178,7 +178,7 @@ func TestMigrate(t *testing.T) {
 		for err := range errs {
 			require.NoError(t, err)
 		}
-		require.Equal(t, []int{1, 2, 3}, b.versions(t))
+		require.Equal(t, []int{1, 2, 3, 4, 5}, b.versions(t))
 		b.acquire(t, "job", testutil.Holder(t, "a"), time.Minute)
 	})
 
@@ -202,9 +202,9 @@ func TestMigrate(t *testing.T) {
 			_, err = b.owner.Exec(t.Context(), script)
 			require.NoError(t, err, "the printed script runs, and runs again")
 		}
-		require.Equal(t, []int{1, 2, 3}, b.versions(t))
+		require.Equal(t, []int{1, 2, 3, 4, 5}, b.versions(t))
 		require.NoError(t, b.store.Migrate(t.Context()), "Migrate after the script has nothing to do")
-		require.Equal(t, []int{1, 2, 3}, b.versions(t))
+		require.Equal(t, []int{1, 2, 3, 4, 5}, b.versions(t))
 		b.acquire(t, "job", testutil.Holder(t, "a"), time.Minute)
 	})
 
