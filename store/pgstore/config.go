@@ -35,12 +35,12 @@ const (
 	// migration 003, which migration 005 replaces with GetFunc and
 	// ListFunc (their results gained the payload, and a function cannot
 	// change its result in place).
-	suffixGet003  = "get"
-	suffixList003 = "list"
-	suffixFenceForeign     = "fence_foreign"
-	suffixFenceReset       = "fence_reset"
-	suffixFenceResets      = "fence_resets"
-	longestSuffix          = len(suffixCheckLeaseStrict)
+	suffixGet003       = "get"
+	suffixList003      = "list"
+	suffixFenceForeign = "fence_foreign"
+	suffixFenceReset   = "fence_reset"
+	suffixFenceResets  = "fence_resets"
+	longestSuffix      = len(suffixCheckLeaseStrict)
 )
 
 // MaxTablePrefixLen is the longest [Config.TablePrefix], in bytes: the
