@@ -124,8 +124,10 @@
 //   - tenure_tokens(id = 1, value): the token counter.
 //   - tenure_fences(resource VARBINARY(255) PRIMARY KEY, token,
 //     updated_us): the highest token each fenced resource accepted.
-//   - the procedures tenure_acquire, tenure_renew, tenure_release,
-//     tenure_get and tenure_list, and the fence procedures tenure_fence,
+//   - the procedures tenure_acquire_lease, tenure_renew, tenure_release,
+//     tenure_get_lease and tenure_list_leases (migration 002 replaced
+//     001's tenure_acquire, tenure_get and tenure_list, whose grants an
+//     account then needs again from Config.GrantSQL), and the fence procedures tenure_fence,
 //     tenure_check_lease and tenure_check_lease_strict (below).
 //
 // Every name is [Config.TablePrefix] followed by a fixed suffix, in
