@@ -360,7 +360,7 @@ func TestStatusOnSQLite(t *testing.T) {
 
 	o = cli(t, "status", "--store", db)
 	require.Equal(t, ExitOK, o.code, o.stderr)
-	require.Regexp(t, `(?m)^NAME\s+STATE\s+HOLDER\s+TOKEN\s+ACQUIRED\s+EXPIRES IN$`, o.stdout)
+	require.Regexp(t, `(?m)^NAME\s+STATE\s+HOLDER\s+TOKEN\s+ACQUIRED\s+EXPIRES IN\s+PAYLOAD$`, o.stdout)
 	require.Regexp(t, `(?m)^held\s+held\s+`+regexp.QuoteMeta(h.String())+fmt.Sprintf(`\s+%d\s+\d{4}-\d\d-\d\dT\S+Z\s+\d`, g.Token), o.stdout)
 
 	o = cli(t, "status", "held", "--json", "never", "--store", db) // flags after names

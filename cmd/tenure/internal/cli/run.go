@@ -62,7 +62,7 @@ var watchdogExe = "/proc/self/exe"
 func runCommand() *command {
 	return &command{
 		summary:  "run a command under a lease",
-		synopsis: "run --name NAME [--ttl 30s] [--wait [--wait-timeout D]] [--label L] [--grace 10s] [--store URL] -- CMD [ARGS...]",
+		synopsis: "run --name NAME [--ttl 30s] [--wait [--wait-timeout D]] [--label L] [--payload TEXT] [--grace 10s] [--store URL] -- CMD [ARGS...]",
 		about: `Run acquires the lease NAME and runs CMD under it, in its own process
 group, with TENURE_TOKEN (the fencing token), TENURE_LEASE (NAME) and
 TENURE_HOLDER (label/instance) in its environment; --store, when given, is
@@ -81,6 +81,11 @@ says so on standard error; an empty --store or TENURE_STORE is refused
 When the lease is held by someone else, run exits 75 after one line naming
 the holder, its token and its remaining time by the store's clock; with
 --wait it waits for the lease instead (up to --wait-timeout, if given).
+
+--payload publishes TEXT with the tenure (the address where the command
+serves, say: up to 1024 bytes, no control characters); followers read it
+with tenure status, or in their program with Client.Observe. It is not
+secret: whoever can read the store can read it.
 
 While the command runs the lease is renewed every TTL/3. What is killed,
 when, and by whom:
@@ -119,6 +124,7 @@ resource's token check.`,
 			fs.BoolVar(&o.wait, "wait", false, "wait for the lease when it is held, instead of exiting 75")
 			o.waitTimeout = durationFlag(fs, "wait-timeout", 0, "with --wait, give up (exit 75) after this `duration`; 0 waits for ever")
 			fs.StringVar(&o.label, "label", "", "the human part of the holder identity, shown by status (default the host name)")
+			fs.StringVar(&o.payload, "payload", "", "`TEXT` published with the tenure for followers, such as this leader's address, shown by status")
 			o.grace = durationFlag(fs, "grace", DefaultGrace, "time between SIGTERM and SIGKILL when the lease is lost, a `duration`; it must fit the TTL: TTL − TTL/10 − grace > TTL/3 (default 10s, or TTL/4 when 10s does not fit)")
 			fs.StringVar(&o.store, "store", "", storeUsage)
 			fs.BoolVar(&o.watchdog, "watchdog", false, hiddenFlag+"run as the watchdog of a tenure run, reading kill deadlines from descriptor 3")
@@ -142,6 +148,7 @@ type runOptions struct {
 	wait        bool
 	waitTimeout *time.Duration
 	label       string
+	payload     string
 	grace       *time.Duration
 	graceSet    bool
 	store       string
@@ -164,6 +171,9 @@ func (o *runOptions) config(args []string) (tenure.Config, error) {
 	if err := store.ValidateName(o.name); err != nil {
 		return tenure.Config{}, usagef("run", "--name: %s", message(err))
 	}
+	if err := store.ValidatePayload(o.payload); err != nil {
+		return tenure.Config{}, usagef("run", "--payload: %s", message(err))
+	}
 	label := o.label
 	if label == "" {
 		if h, err := os.Hostname(); err == nil && h != "" {
@@ -172,7 +182,7 @@ func (o *runOptions) config(args []string) (tenure.Config, error) {
 			label = "tenure"
 		}
 	}
-	cfg := tenure.Config{Label: label, TTL: *o.ttl, Grace: *o.grace}
+	cfg := tenure.Config{Label: label, TTL: *o.ttl, Grace: *o.grace, Payload: o.payload}
 	if !o.graceSet && validate(cfg) != nil {
 		cfg.Grace = *o.ttl / 4
 	}
