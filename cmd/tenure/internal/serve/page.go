@@ -48,6 +48,7 @@ type leaseRow struct {
 	Name, State, Holder, Color string
 	Token, Seq                 string
 	Remaining, AcquiredAt      string
+	Payload                    string // the current or last tenure's
 }
 
 type agentRow struct {
@@ -118,7 +119,7 @@ func (s *Server) pageData(now time.Time) pageData {
 }
 
 func toLeaseRow(r store.Record) leaseRow {
-	l := leaseRow{Name: r.Name, State: stateName(r.State), Holder: r.Holder.String(), Token: "-", Seq: "-", Remaining: "-", AcquiredAt: "-"}
+	l := leaseRow{Name: r.Name, State: stateName(r.State), Holder: r.Holder.String(), Token: "-", Seq: "-", Remaining: "-", AcquiredAt: "-", Payload: r.Payload}
 	if r.Token > 0 {
 		l.Token = r.Token.String()
 	}
