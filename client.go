@@ -73,6 +73,7 @@ func New(s store.Store, cfg Config) (*Client, error) {
 		Grace:            cfg.Grace,
 		SuspendTolerance: cfg.SuspendTolerance,
 		ProgressTimeout:  cfg.ProgressTimeout,
+		Payload:          cfg.Payload,
 		NewInstance:      identity.New,
 		Jitter:           jitter,
 	})

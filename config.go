@@ -83,6 +83,16 @@ type Config struct {
 	// nothing is spent reporting.
 	Observer Observer
 
+	// Payload is published with every tenure this client takes, for
+	// followers to read: typically the address where the leader serves
+	// (followers read it with [Client.Observe], in a [HeldError] when they
+	// are refused, or with `tenure status`). It is fixed for each tenure
+	// and replaced by the next holder's. Default "": none. Up to
+	// [store.MaxPayloadLen] (1 KiB) of text without control characters
+	// (see [store.ValidatePayload]); it is not secret: whoever can read
+	// the store can read it.
+	Payload string
+
 	// Logger, if set, receives the client's log lines (log/slog), with
 	// the keys lease, token, holder, reason, store and err: acquisitions
 	// and releases at Info; losses, renewal failures (when renewals start
@@ -124,6 +134,9 @@ func (cfg Config) Validate() error { return cfg.withDefaults().validate() }
 func (cfg Config) validate() error {
 	if err := store.ValidateText("Label", cfg.Label, store.MaxLabelLen); err != nil {
 		return err
+	}
+	if err := store.ValidatePayload(cfg.Payload); err != nil {
+		return fmt.Errorf("%w (Config.Payload)", err)
 	}
 	margin := cfg.TTL / marginDivisor
 	switch {

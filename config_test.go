@@ -3,6 +3,7 @@ package tenure_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -33,6 +34,9 @@ func TestConfigValidation(t *testing.T) {
 		{"NegativeProgress", tenure.Config{ProgressTimeout: -time.Second}, "ProgressTimeout (-1s) must not be negative"},
 		{"ControlCharInLabel", tenure.Config{Label: "billing\nworker"}, "Label \"billing\\nworker\" contains the control character U+000A"},
 		{"LongLabel", tenure.Config{Label: string(make([]byte, 200))}, "Label is 200 bytes long"},
+		{"Payload", tenure.Config{Payload: "10.0.0.7:8443"}, ""},
+		{"LongPayload", tenure.Config{Payload: strings.Repeat("p", store.MaxPayloadLen+1)}, "payload is 1025 bytes long; the maximum is 1024 (Config.Payload)"},
+		{"ControlCharInPayload", tenure.Config{Payload: "a\x00b"}, "payload \"a\\x00b\" contains the control character U+0000"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -136,6 +136,14 @@
 // by the store's clock, or nobody) and again at every change, seen at once
 // when the store announces it and at the holder's expiry otherwise.
 //
+// A leader publishes a small payload with each tenure it takes
+// ([Config.Payload], up to 1 KiB of text: its address, typically), so
+// that followers need no second registry to find it: they read it in
+// [Observation.Payload], in the [HeldError] of a refused acquisition, and
+// in `tenure status`. It is fixed for the tenure and replaced by the next
+// leader's; anyone who can read the store can read it, so it is no place
+// for secrets.
+//
 // # Metrics and logs
 //
 // A client is quiet by default. [Config.Logger] takes a [log/slog] logger

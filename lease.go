@@ -38,6 +38,11 @@ type chainGrant struct {
 // Name returns the lease name.
 func (l *Lease) Name() string { return l.name }
 
+// Payload returns what this tenure published with the lease
+// ([Config.Payload]): what followers see in [Observation.Payload], in a
+// [HeldError] and in `tenure status`.
+func (l *Lease) Payload() string { return l.client.cfg.Payload }
+
 // Holder returns the identity this tenure was granted to.
 func (l *Lease) Holder() Holder { return l.holder }
 

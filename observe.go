@@ -23,6 +23,11 @@ type Observation struct {
 	// Remaining is the tenure's time left by the store's clock when the
 	// store was read; without a renewal the lease expires then.
 	Remaining time.Duration
+	// Payload is what the holder published with its tenure
+	// ([Config.Payload]: its address, say); empty when it published
+	// none or the lease is not held. It is fixed for a tenure, so a new
+	// one is reported with its token.
+	Payload string
 }
 
 // Observe calls fn with who holds the lease name now, and again each time
@@ -144,7 +149,7 @@ func (o *observation) read(ctx context.Context, fn func(Observation)) (time.Dura
 	o.failures = 0
 	obs := Observation{Name: o.name}
 	if rec.State == store.StateHeld && rec.Remaining > 0 {
-		obs.Held, obs.Holder, obs.Token, obs.Remaining = true, rec.Holder, rec.Token, rec.Remaining
+		obs.Held, obs.Holder, obs.Token, obs.Remaining, obs.Payload = true, rec.Holder, rec.Token, rec.Remaining, rec.Payload
 	}
 	if !o.reported || obs.Held != o.last.Held || obs.Holder != o.last.Holder || obs.Token != o.last.Token {
 		o.last, o.reported = obs, true

@@ -10,11 +10,12 @@ import (
 	"github.com/tenure-dev/tenure/store/memstore"
 )
 
-// A follower watches who leads a name without campaigning for it.
+// A follower watches who leads a name without campaigning for it, and
+// reads the address the leader published with its tenure.
 func ExampleClient_Observe() {
 	st := memstore.New(memstore.Config{})
 	defer st.Close()
-	leader, _ := tenure.New(st, tenure.Config{Label: "leader"})
+	leader, _ := tenure.New(st, tenure.Config{Label: "leader", Payload: "10.0.0.7:8443"})
 	follower, _ := tenure.New(st, tenure.Config{Label: "follower"})
 	ctx, stop := context.WithCancel(context.Background())
 	ran := make(chan error, 1)
@@ -31,7 +32,7 @@ func ExampleClient_Observe() {
 			fmt.Println("nobody leads", o.Name)
 			return
 		}
-		fmt.Println(o.Holder.Label, "leads", o.Name, "with token", o.Token)
+		fmt.Println(o.Holder.Label, "leads", o.Name, "with token", o.Token, "at", o.Payload)
 	}
 
 	describe(<-seen)
@@ -40,7 +41,7 @@ func ExampleClient_Observe() {
 	ostop()
 	fmt.Println("observe returned:", <-observed)
 	// Output:
-	// leader leads reconciler with token 1
+	// leader leads reconciler with token 1 at 10.0.0.7:8443
 	// nobody leads reconciler
 	// observe returned: <nil>
 }

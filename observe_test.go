@@ -74,6 +74,37 @@ func TestObserveFollowsTheHolder(t *testing.T) {
 	})
 }
 
+// TestPayloadReachesFollowers: what the leader publishes (its address) is
+// on its Lease, in a refused follower's HeldError and in every follower's
+// Observation, and the next leader's replaces it.
+func TestPayloadReachesFollowers(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		leader := setup(t, nil, tenure.Config{TTL: ttl, Label: "leader", Payload: "10.0.0.7:8443"})
+		follower := setup(t, leader.store, tenure.Config{TTL: ttl, Label: "follower", Payload: "10.0.0.8:8443"})
+		seen := watch(t, follower.client, "billing")
+		require.Equal(t, tenure.Observation{Name: "billing"}, <-seen)
+
+		l := leader.acquire(t, "billing")
+		require.Equal(t, "10.0.0.7:8443", l.Payload())
+		got := <-seen
+		require.Equal(t, l.Token(), got.Token)
+		require.Equal(t, "10.0.0.7:8443", got.Payload, "a follower observes the leader's address")
+
+		_, err := follower.client.Acquire(t.Context(), "billing")
+		var held *tenure.HeldError
+		require.ErrorAs(t, err, &held)
+		require.Equal(t, "10.0.0.7:8443", held.Payload, "a refused follower is told the leader's address")
+
+		require.NoError(t, l.Release(t.Context()))
+		require.Equal(t, tenure.Observation{Name: "billing"}, <-seen, "no payload once nobody holds it")
+		next := follower.acquire(t, "billing")
+		got = <-seen
+		require.Equal(t, next.Token(), got.Token)
+		require.Equal(t, "10.0.0.8:8443", got.Payload, "the next leader's address replaces it")
+	})
+}
+
 func TestObserveCoalescesChangesWhileFnRuns(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {

@@ -323,7 +323,7 @@ func (r *runner) acquireError(a engine.AcquireFailed) error {
 	case a.Busy:
 		return fmt.Errorf("%w: lease %q is already held or being acquired by this client", ErrHeld, a.Name)
 	case a.Held != nil:
-		return &HeldError{Name: a.Name, Holder: a.Held.Holder, Token: a.Held.Token, Seq: a.Held.Seq, Remaining: a.Held.Remaining}
+		return &HeldError{Name: a.Name, Holder: a.Held.Holder, Token: a.Held.Token, Seq: a.Held.Seq, Remaining: a.Held.Remaining, Payload: a.Held.Payload}
 	}
 	return a.Err
 }

@@ -54,6 +54,21 @@
 // it shows as the next [EventTakenOver]. Validate the params with
 // [HistoryParams.Validate].
 //
+// # Payload
+//
+// A holder may publish a payload with its tenure ([AcquireParams.Payload]:
+// its address, typically), for followers. A store keeps it with the lease
+// and returns it, exactly, from Acquire (on the grant, and on the
+// [HeldError] of a refused acquisition, in the same round trip), Get and
+// List. It is fixed for the tenure: Renew neither takes nor returns it
+// (a [RenewResult] leaves it empty, so that a batch of many leases does
+// not carry every payload at every renewal), and the next tenure replaces
+// it, with its own or with none. A released or expired lease's [Record]
+// keeps the last tenure's payload, as it keeps its holder. It is text
+// ([ValidatePayload]: at most [MaxPayloadLen] bytes, the characters
+// [ValidateText] allows, or empty), so every store can keep it as text and
+// every status page can print it.
+//
 // # Errors
 //
 // Classify errors at one place per backend and wrap the cause with %w:

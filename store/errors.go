@@ -39,6 +39,10 @@ type HeldError struct {
 	Token     Token
 	Seq       int64
 	Remaining time.Duration // by the store's clock
+	// Payload is what the holder published with its tenure (see
+	// [AcquireParams.Payload]), so that a refused follower learns, say,
+	// the leader's address in the same round trip.
+	Payload string
 }
 
 func (e *HeldError) Error() string {

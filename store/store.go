@@ -24,6 +24,9 @@ const (
 	MaxRenewBatch = 10_000
 	// MinTTL is the shortest lease a client takes.
 	MinTTL = 500 * time.Millisecond
+	// MaxPayloadLen is the longest holder payload, in bytes (see
+	// [AcquireParams.Payload]).
+	MaxPayloadLen = 1024
 )
 
 // Store is the one place leases live. Every expiry decision is taken by the
@@ -150,6 +153,11 @@ type AcquireParams struct {
 	Name   string
 	Holder Holder
 	TTL    time.Duration
+	// Payload is published with the tenure for followers to read: the
+	// holder's address, typically. It is fixed for the tenure (a renewal
+	// carries none and cannot change it) and replaced by the next tenure's.
+	// It may be empty; see [ValidatePayload] for what it may hold.
+	Payload string
 }
 
 // Validate reports whether p is well formed.
@@ -157,7 +165,23 @@ func (p AcquireParams) Validate() error {
 	if err := validateTenure(p.Name, p.Holder); err != nil {
 		return err
 	}
+	if err := ValidatePayload(p.Payload); err != nil {
+		return err
+	}
 	return validateTTL(p.TTL)
+}
+
+// ValidatePayload reports whether s can be published with a tenure: empty,
+// or text that [ValidateText] accepts of at most [MaxPayloadLen] bytes. A
+// payload is text rather than bytes because followers show it (an address,
+// a URL, a short JSON object on one line) and status pages print it; the
+// rule that keeps names honest on a terminal keeps payloads honest too, and
+// every store can keep it as text (no NUL, no encoding to agree on).
+func ValidatePayload(s string) error {
+	if s == "" {
+		return nil
+	}
+	return ValidateText("payload", s, MaxPayloadLen)
 }
 
 // validateTenure checks the lease name and holder every call carries.
@@ -270,6 +294,12 @@ type Grant struct {
 	// not run on a wall clock (etcd and Consul time leases with monotonic
 	// timers).
 	At time.Time
+	// Payload is what the holder published with its tenure
+	// ([AcquireParams.Payload]); empty when the lease is not held. Acquire
+	// returns it with the grant; a [RenewResult] leaves it empty, since a
+	// renewal cannot change it and a batch of many leases would otherwise
+	// carry every payload on every renewal.
+	Payload string
 }
 
 // RenewResult is the outcome of one entry of a [Store.Renew] batch.
@@ -309,8 +339,8 @@ func (s State) String() string {
 // Record is a lease as [Store.Get] and [Lister.List] report it.
 type Record struct {
 	Grant
-	// Holder and Token in Grant name the last tenure even when the lease is
-	// no longer held; State says whether it is.
+	// Holder, Token and Payload in Grant name the last tenure even when
+	// the lease is no longer held; State says whether it is.
 	State State
 	// AcquiredAt is when the current or last tenure began, by the store's
 	// clock. It is for people to read; nothing decides on it.

@@ -72,3 +72,31 @@ func TestValidateTextNamesWhat(t *testing.T) {
 	require.ErrorIs(t, err, store.ErrInvalid)
 	require.ErrorContains(t, err, `holder label "ops\u202e" contains the bidirectional control U+202E`)
 }
+
+func TestValidatePayload(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		s    string
+		want string // part of the error; empty: accepted
+	}{
+		{"Empty", "", ""},
+		{"Address", "10.0.0.7:8443", ""},
+		{"MaxLen", strings.Repeat("p", store.MaxPayloadLen), ""},
+		{"TooLong", strings.Repeat("p", store.MaxPayloadLen+1), "payload is 1025 bytes long; the maximum is 1024"},
+		{"NotUTF8", "a\xffb", `payload "a\xffb" is not valid UTF-8`},
+		{"NUL", "a\x00b", "control character U+0000"},
+		{"Newline", "a\nb", "control character U+000A"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			err := store.ValidatePayload(tc.s)
+			if tc.want == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorIs(t, err, store.ErrInvalid)
+			require.ErrorContains(t, err, tc.want)
+		})
+	}
+}

@@ -162,6 +162,7 @@ type leaseJSON struct {
 	Seq         int64      `json:"seq"`
 	AcquiredAt  *time.Time `json:"acquired_at"`
 	ExpiresInMS int64      `json:"expires_in_ms"`
+	Payload     string     `json:"payload"`
 }
 
 func status(t *testing.T, env []string, name string) leaseJSON {

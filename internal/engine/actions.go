@@ -12,10 +12,11 @@ type Action interface{ action() }
 // SendAcquire asks the store for a new tenure. Answer with [AcquireDone]
 // carrying the same Name, Holder and SentAt.
 type SendAcquire struct {
-	Name   string
-	Holder store.Holder
-	TTL    time.Duration
-	SentAt Instant
+	Name    string
+	Holder  store.Holder
+	TTL     time.Duration
+	Payload string
+	SentAt  Instant
 }
 
 // SendRenew renews every item in one round trip. Answer with [RenewDone]

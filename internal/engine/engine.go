@@ -20,6 +20,7 @@ type Config struct {
 	Grace            time.Duration
 	SuspendTolerance time.Duration
 	ProgressTimeout  time.Duration // zero: no progress gate
+	Payload          string        // published with every tenure (store.AcquireParams.Payload)
 	// NewInstance returns a fresh, never repeated instance id.
 	NewInstance func() string
 	// Jitter returns a uniformly random duration in [0, max).
@@ -573,7 +574,7 @@ func (e *Engine) schedule(now Instant) {
 		case l.phase == idle && l.want && l.nextAttempt <= now.Mono:
 			e.touch(l)
 			l.phase, l.reqHolder = acquiring, e.holder
-			e.emit(SendAcquire{Name: l.name, Holder: l.reqHolder, TTL: e.cfg.TTL, SentAt: now})
+			e.emit(SendAcquire{Name: l.name, Holder: l.reqHolder, TTL: e.cfg.TTL, Payload: e.cfg.Payload, SentAt: now})
 		case l.phase == held && !e.renewInFlight && !l.chainWriting:
 			due = due || l.renewDue <= now.Mono
 		}

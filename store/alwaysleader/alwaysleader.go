@@ -42,6 +42,7 @@ type lease struct {
 	expires    time.Time
 	acquiredAt time.Time
 	released   bool
+	payload    string // the acquisition's; a renewal by another holder has none
 }
 
 // New returns a store that grants every acquisition. reason says why the
@@ -85,8 +86,8 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (store.Grant
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := time.Now()
-	s.leases[p.Name] = &lease{holder: p.Holder, seq: 1, expires: now.Add(p.TTL), acquiredAt: now.Round(0)}
-	return store.Grant{Name: p.Name, Holder: p.Holder, Token: Token, Seq: 1, Remaining: p.TTL}, nil
+	s.leases[p.Name] = &lease{holder: p.Holder, seq: 1, expires: now.Add(p.TTL), acquiredAt: now.Round(0), payload: p.Payload}
+	return store.Grant{Name: p.Name, Holder: p.Holder, Token: Token, Seq: 1, Remaining: p.TTL, Payload: p.Payload}, nil
 }
 
 // Renew implements [store.Store.Renew]: every entry is renewed, its seq
@@ -180,7 +181,7 @@ func (s *Store) begin(ctx context.Context, op string) error {
 
 func (l *lease) record(name string, now time.Time) store.Record {
 	r := store.Record{
-		Grant:      store.Grant{Name: name, Holder: l.holder, Token: Token, Seq: l.seq},
+		Grant:      store.Grant{Name: name, Holder: l.holder, Token: Token, Seq: l.seq, Payload: l.payload},
 		AcquiredAt: l.acquiredAt,
 	}
 	switch {

@@ -81,6 +81,20 @@ func TestStore(t *testing.T) {
 		}
 	})
 
+	t.Run("PayloadOfLastAcquirer", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		ctx := t.Context()
+		for _, payload := range []string{"a:1", "b:2"} {
+			g, err := s.Acquire(ctx, store.AcquireParams{Name: "job", Holder: testutil.Holder(t, "h"), TTL: time.Minute, Payload: payload})
+			require.NoError(t, err)
+			require.Equal(t, payload, g.Payload)
+		}
+		r, err := s.Get(ctx, "job")
+		require.NoError(t, err)
+		require.Equal(t, "b:2", r.Payload, "Get shows the last acquirer's payload")
+	})
+
 	t.Run("RacingAcquirersAllWin", func(t *testing.T) {
 		t.Parallel()
 		s := newStore(t)

@@ -115,8 +115,8 @@
 // in tenure/a%2Fb/. The directory holds two keys:
 //
 //   - lease: the lease record, JSON with the holder's label and instance,
-//     seq, the session TTL in milliseconds (ttl_ms), acquired_at and
-//     released. While the lease is held it is locked by a session.
+//     seq, the session TTL in milliseconds (ttl_ms), acquired_at, released
+//     and the holder's payload. While the lease is held it is locked by a session.
 //   - counter: the token counter. Its value is the number of tenures so
 //     far; its ModifyIndex is the current tenure's token. The store never
 //     deletes it.

@@ -88,6 +88,9 @@ func (s *Store) keys(name string) keys {
 
 // value is what the lease record holds, as JSON. The token is not in it:
 // it is the counter key's ModifyIndex (see the package documentation).
+// Payload is written by the acquisition and carried unchanged by every
+// renewal and the release (records written before payloads existed lack
+// it and read as empty).
 type value struct {
 	Label      string    `json:"holder_label"`
 	Instance   string    `json:"holder_instance"`
@@ -95,6 +98,7 @@ type value struct {
 	TTLMillis  int64     `json:"ttl_ms"`
 	AcquiredAt time.Time `json:"acquired_at"`
 	Released   bool      `json:"released"`
+	Payload    string    `json:"payload,omitempty"`
 }
 
 func (v value) holder() store.Holder { return store.Holder{Label: v.Label, Instance: v.Instance} }
@@ -150,6 +154,7 @@ func (l lease) grant() store.Grant {
 func (l lease) record() store.Record {
 	r := store.Record{Grant: l.grant(), AcquiredAt: l.val.AcquiredAt}
 	r.Holder = l.val.holder()
+	r.Payload = l.val.Payload
 	switch {
 	case l.val.Released:
 		r.State = store.StateReleased
@@ -163,7 +168,7 @@ func (l lease) record() store.Record {
 
 // heldError reports the lease as held, for a refused acquisition.
 func (l lease) heldError() *store.HeldError {
-	return &store.HeldError{Name: l.name, Holder: l.val.holder(), Token: l.token, Seq: l.val.Seq, Remaining: l.val.ttl()}
+	return &store.HeldError{Name: l.name, Holder: l.val.holder(), Token: l.token, Seq: l.val.Seq, Remaining: l.val.ttl(), Payload: l.val.Payload}
 }
 
 // parseLease builds a lease from the entries under its directory k.dir.

@@ -133,6 +133,7 @@ func (s *Store) tryAcquire(ctx context.Context, p store.AcquireParams, ttl time.
 		Seq:        1,
 		TTLMillis:  ttl.Milliseconds(),
 		AcquiredAt: time.Now().UTC(),
+		Payload:    p.Payload,
 	}
 	body, err := v.encode()
 	if err != nil {
@@ -171,7 +172,7 @@ func (s *Store) tryAcquire(ctx context.Context, p store.AcquireParams, ttl time.
 	if token <= 0 {
 		return store.Grant{}, 0, fmt.Errorf("the transaction that acquired the lease did not report the counter's index; read the lease with Get")
 	}
-	return store.Grant{Name: p.Name, Holder: p.Holder, Token: token, Seq: 1, Remaining: ttl}, outcomeAcquired, nil
+	return store.Grant{Name: p.Name, Holder: p.Holder, Token: token, Seq: 1, Remaining: ttl, Payload: p.Payload}, outcomeAcquired, nil
 }
 
 // Renew implements [store.Store.Renew]. Each renewed lease moves to a

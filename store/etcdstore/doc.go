@@ -115,8 +115,9 @@
 //   - held/<name>: the holder, attached to an etcd lease. It exists exactly
 //     while the lease is held. Its create revision is the token, its version
 //     the renewal seq.
-//   - start/<name>: the holder and start time of the last tenure, written by
-//     [Store.Acquire] in the transaction that creates held/<name>.
+//   - start/<name>: the holder, start time and payload of the last tenure,
+//     written by [Store.Acquire] in the transaction that creates
+//     held/<name>.
 //   - seq/<name>: the seq of the last renewal, so that an expired lease still
 //     reports it.
 //   - released/<name>: present when the last tenure was released rather

@@ -53,11 +53,14 @@ type holderValue struct {
 	Instance string `json:"instance"`
 }
 
-// startValue is the value of a start/ key.
+// startValue is the value of a start/ key, written by every new tenure:
+// its holder, start and payload (absent from keys written before payloads
+// existed, which read as empty).
 type startValue struct {
 	Label      string    `json:"label"`
 	Instance   string    `json:"instance"`
 	AcquiredAt time.Time `json:"acquired_at"`
+	Payload    string    `json:"payload,omitempty"`
 }
 
 func encodeHolder(h store.Holder) string {
@@ -69,8 +72,8 @@ func encodeHolder(h store.Holder) string {
 	return string(b)
 }
 
-func encodeStart(h store.Holder, at time.Time) string {
-	b, err := json.Marshal(startValue{Label: h.Label, Instance: h.Instance, AcquiredAt: at.UTC()})
+func encodeStart(h store.Holder, at time.Time, payload string) string {
+	b, err := json.Marshal(startValue{Label: h.Label, Instance: h.Instance, AcquiredAt: at.UTC(), Payload: payload})
 	if err != nil {
 		// Marshalling strings and a UTC time of this era cannot fail.
 		return ""
@@ -167,6 +170,7 @@ func (sn snapshot) record(name string, remaining time.Duration) (store.Record, e
 		return store.Record{}, err
 	}
 	r := store.Record{Grant: g, AcquiredAt: last.AcquiredAt}
+	r.Payload = last.Payload
 	switch {
 	case sn.held != nil:
 		r.State = store.StateHeld

@@ -81,7 +81,7 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (store.Grant
 	}
 	k := s.keys(p.Name)
 	holder := encodeHolder(p.Holder)
-	start := encodeStart(p.Holder, time.Now())
+	start := encodeStart(p.Holder, time.Now(), p.Payload)
 	for range acquireAttempts {
 		resp, err := s.client.Txn(ctx).
 			If(clientv3.Compare(clientv3.CreateRevision(k.held), "=", 0)).
@@ -91,7 +91,7 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (store.Grant
 				clientv3.OpDelete(k.seq),
 				clientv3.OpDelete(k.released),
 			).
-			Else(clientv3.OpGet(k.held)).
+			Else(clientv3.OpGet(k.held), clientv3.OpGet(k.start)).
 			Commit()
 		if err != nil {
 			return store.Grant{}, classify(fmt.Sprintf("acquire %q", p.Name), err)
@@ -103,9 +103,13 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (store.Grant
 				Token:     store.Token(resp.Header.Revision),
 				Seq:       1,
 				Remaining: time.Duration(lease.TTL) * time.Second,
+				Payload:   p.Payload,
 			}, nil
 		}
-		sn := snapshot{held: first(resp.Responses[0].GetResponseRange().Kvs)}
+		sn := snapshot{
+			held:  first(resp.Responses[0].GetResponseRange().Kvs),
+			start: first(resp.Responses[1].GetResponseRange().Kvs),
+		}
 		if sn.held == nil {
 			continue // the compare saw the key, so the read in the same transaction does too
 		}
@@ -123,7 +127,11 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (store.Grant
 		if err != nil {
 			return store.Grant{}, err
 		}
-		return store.Grant{}, &store.HeldError{Name: p.Name, Holder: g.Holder, Token: g.Token, Seq: g.Seq, Remaining: g.Remaining}
+		last, err := sn.last(p.Name)
+		if err != nil {
+			return store.Grant{}, err
+		}
+		return store.Grant{}, &store.HeldError{Name: p.Name, Holder: g.Holder, Token: g.Token, Seq: g.Seq, Remaining: g.Remaining, Payload: last.Payload}
 	}
 	s.revoke(ctx, lease.ID)
 	return store.Grant{}, fmt.Errorf("etcdstore: acquire %q: %w: the lease was held, then expired, %d times in a row while the store looked; retry",

@@ -63,6 +63,7 @@ type lease struct {
 	expires    time.Time
 	acquiredAt time.Time
 	released   bool
+	payload    string
 }
 
 // listener is one [Store.Listen] call's queue. queue is guarded by
@@ -113,6 +114,7 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (store.Grant
 			Token:     l.token,
 			Seq:       l.seq,
 			Remaining: l.expires.Sub(now),
+			Payload:   l.payload,
 		}
 	}
 	takeover := known && !l.released
@@ -130,6 +132,7 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (store.Grant
 		seq:        1,
 		expires:    now.Add(p.TTL),
 		acquiredAt: now.Round(0),
+		payload:    p.Payload,
 	}
 	s.leases[p.Name] = l
 	ev.Holder, ev.Token, ev.At = l.holder, l.token, l.acquiredAt
@@ -163,7 +166,9 @@ func (s *Store) Renew(ctx context.Context, ps []store.RenewParams) ([]store.Rene
 			l.seq++
 			l.expires = now.Add(p.TTL)
 		}
-		results[i] = store.RenewResult{Renewed: renewed, Grant: l.grant(p.Name, now)}
+		g := l.grant(p.Name, now)
+		g.Payload = "" // a renewal reports no payload (see store.Grant)
+		results[i] = store.RenewResult{Renewed: renewed, Grant: g}
 	}
 	return results, nil
 }
@@ -348,12 +353,13 @@ func (l *lease) heldAt(now time.Time) bool {
 	return !l.released && now.Before(l.expires)
 }
 
-// grant reports l as a [store.Grant]: with its holder and remaining time
-// while it is held, with neither when it is not.
+// grant reports l as a [store.Grant]: with its holder, payload and
+// remaining time while it is held, with none of them when it is not.
 func (l *lease) grant(name string, now time.Time) store.Grant {
 	g := store.Grant{Name: name, Token: l.token, Seq: l.seq}
 	if l.heldAt(now) {
 		g.Holder = l.holder
+		g.Payload = l.payload
 		g.Remaining = l.expires.Sub(now)
 		g.At = now.Round(0)
 	}
@@ -365,6 +371,7 @@ func (l *lease) grant(name string, now time.Time) store.Grant {
 func (l *lease) record(name string, now time.Time) store.Record {
 	r := store.Record{Grant: l.grant(name, now), AcquiredAt: l.acquiredAt}
 	r.Holder = l.holder
+	r.Payload = l.payload
 	switch {
 	case l.released:
 		r.State = store.StateReleased

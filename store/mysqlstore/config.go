@@ -20,15 +20,22 @@ const maxIdentLen = 64
 // Name suffixes appended to [Config.TablePrefix]. The longest one bounds the
 // prefix's length.
 const (
-	suffixLeases           = "leases"
-	suffixFences           = "fences"
-	suffixTokens           = "tokens"
-	suffixMigrations       = "migrations"
-	suffixAcquire          = "acquire"
-	suffixRenew            = "renew"
-	suffixRelease          = "release"
-	suffixGet              = "get"
-	suffixList             = "list"
+	suffixLeases     = "leases"
+	suffixFences     = "fences"
+	suffixTokens     = "tokens"
+	suffixMigrations = "migrations"
+	suffixAcquire    = "acquire_lease"
+	suffixRenew      = "renew"
+	suffixRelease    = "release"
+	suffixGet        = "get_lease"
+	suffixList       = "list_leases"
+	// suffixAcquire001, suffixGet001 and suffixList001 name the
+	// procedures of migration 001, which migration 002 replaces with
+	// AcquireProc, GetProc and ListProc (their parameters or answers
+	// gained the payload, which a procedure cannot change in place).
+	suffixAcquire001       = "acquire"
+	suffixGet001           = "get"
+	suffixList001          = "list"
 	suffixFence            = "fence"
 	suffixCheckLease       = "check_lease"
 	suffixCheckLeaseStrict = "check_lease_strict"
@@ -60,8 +67,9 @@ type Config struct {
 
 	// TablePrefix is put in front of every object's name: with the default
 	// [DefaultTablePrefix] they are the tables tenure_leases, tenure_fences,
-	// tenure_tokens and tenure_migrations and the procedures tenure_acquire,
-	// tenure_renew, tenure_release, tenure_get, tenure_list, tenure_fence,
+	// tenure_tokens and tenure_migrations and the procedures
+	// tenure_acquire_lease, tenure_renew, tenure_release, tenure_get_lease,
+	// tenure_list_leases, tenure_fence,
 	// tenure_check_lease and tenure_check_lease_strict. Several prefixes
 	// can live side by side in one database, each with its own leases,
 	// tokens and fences. At most [MaxTablePrefixLen] characters.
@@ -183,14 +191,36 @@ func (o Objects) render(sql string) string {
 		"{{fences}}", o.Ident(o.Fences),
 		"{{tokens}}", o.Ident(o.Tokens),
 		"{{migrations}}", o.Ident(o.Migrations),
-		"{{acquire}}", o.Ident(o.AcquireProc),
+		"{{acquire}}", o.Ident(o.TablePrefix+suffixAcquire001),
+		"{{acquire_lease}}", o.Ident(o.AcquireProc),
 		"{{renew}}", o.Ident(o.RenewProc),
 		"{{release}}", o.Ident(o.ReleaseProc),
-		"{{get}}", o.Ident(o.GetProc),
-		"{{list}}", o.Ident(o.ListProc),
+		"{{get}}", o.Ident(o.TablePrefix+suffixGet001),
+		"{{list}}", o.Ident(o.TablePrefix+suffixList001),
+		"{{get_lease}}", o.Ident(o.GetProc),
+		"{{list_leases}}", o.Ident(o.ListProc),
+		"{{database_lit}}", o.databaseLiteral(),
+		"{{leases_lit}}", quoteLiteral(o.Leases),
+		"{{add_payload_lit}}", quoteLiteral("ALTER TABLE "+o.Ident(o.Leases)+" ADD COLUMN payload VARBINARY(1024) NOT NULL DEFAULT ''"),
 		"{{fence}}", o.Ident(o.FenceProc),
 		"{{check_lease}}", o.Ident(o.CheckLeaseProc),
 		"{{check_lease_strict}}", o.Ident(o.CheckLeaseStrictProc),
 		"{{now_us}}", nowUS,
 	).Replace(sql)
+}
+
+// databaseLiteral is o's database as an SQL expression: a string literal,
+// or DATABASE() for the connection's default.
+func (o Objects) databaseLiteral() string {
+	if o.Database == "" {
+		return "DATABASE()"
+	}
+	return quoteLiteral(o.Database)
+}
+
+// quoteLiteral spells s as an SQL string expression that reads the same
+// whatever sql_mode says about backslashes (names may hold them): its
+// UTF-8 bytes in hex.
+func quoteLiteral(s string) string {
+	return "CONVERT(X'" + hex.EncodeToString([]byte(s)) + "' USING utf8mb4)"
 }

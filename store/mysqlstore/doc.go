@@ -129,14 +129,18 @@
 //
 //   - tenure_leases(name VARBINARY(255) PRIMARY KEY, holder_label,
 //     holder_instance, token, seq, acquired_us, renewed_us, expires_us,
-//     released): one row per lease name, never deleted by the store.
+//     released, payload): one row per lease name, never deleted by the
+//     store.
 //     Names and holders are compared as bytes: no collation folds case or
 //     ignores trailing spaces.
 //   - tenure_tokens(id = 1, value): the token counter.
 //   - tenure_fences(resource VARBINARY(255) PRIMARY KEY, token,
 //     updated_us): the highest token each fenced resource accepted.
-//   - the procedures tenure_acquire, tenure_renew, tenure_release,
-//     tenure_get and tenure_list, and the fence procedures tenure_fence,
+//   - the procedures tenure_acquire_lease, tenure_renew, tenure_release,
+//     tenure_get_lease and tenure_list_leases (migration 002 replaced
+//     001's tenure_acquire, tenure_get and tenure_list to add the holder's
+//     payload; an account granted those needs the GRANTs of
+//     [Config.GrantSQL] again), and the fence procedures tenure_fence,
 //     tenure_check_lease and tenure_check_lease_strict (below).
 //
 // Every name is [Config.TablePrefix] followed by a fixed suffix, in

@@ -110,7 +110,7 @@ func (in Interpreter) unavailable(op string, err error) error {
 var errs = Interpreter{
 	Owner:   "mysqlstore",
 	Migrate: "run `tenure migrate` (or Store.Migrate) as an account that may create tables and procedures",
-	Grant:   "the run-time account needs the grants Config.GrantSQL lists, and Migrate needs the rights to create tables and procedures",
+	Grant:   "the run-time account needs the grants Config.GrantSQL lists, and Migrate needs the rights to create and alter tables and procedures",
 	Unknown: "it may have been applied",
 }
 

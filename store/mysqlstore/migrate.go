@@ -101,7 +101,8 @@ func (o Objects) createMigrationsTable() string {
 
 // Migrate creates or upgrades the store's tables, token counter and
 // procedures to this version of the library. It needs the rights to create
-// tables and procedures in the database (run it as the database's owner;
+// and alter tables and procedures in the database (CREATE, ALTER, DROP,
+// CREATE ROUTINE, ALTER ROUTINE; run it as the database's owner;
 // the run-time account needs only what [Config.GrantSQL] grants). It does
 // not create the database.
 //

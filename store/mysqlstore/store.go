@@ -60,7 +60,7 @@ func New(db *sql.DB, cfg Config) (*Store, error) {
 	return &Store{
 		db:         db,
 		obj:        obj,
-		acquireSQL: "CALL " + obj.Ident(obj.AcquireProc) + "(?, ?, ?, ?)",
+		acquireSQL: "CALL " + obj.Ident(obj.AcquireProc) + "(?, ?, ?, ?, ?)",
 		renewSQL:   "CALL " + obj.Ident(obj.RenewProc) + "(?)",
 		releaseSQL: "CALL " + obj.Ident(obj.ReleaseProc) + "(?, ?, ?, ?)",
 		getSQL:     "CALL " + obj.Ident(obj.GetProc) + "(?)",
@@ -95,15 +95,15 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (store.Grant
 		g                      = store.Grant{Name: p.Name}
 		remainingUS, decidedUS int64
 	)
-	err := s.queryRow(ctx, s.acquireSQL, []any{p.Name, p.Holder.Label, p.Holder.Instance, micros(p.TTL)},
-		&acquired, &g.Holder.Label, &g.Holder.Instance, &g.Token, &g.Seq, &remainingUS, &decidedUS)
+	err := s.queryRow(ctx, s.acquireSQL, []any{p.Name, p.Holder.Label, p.Holder.Instance, micros(p.TTL), p.Payload},
+		&acquired, &g.Holder.Label, &g.Holder.Instance, &g.Token, &g.Seq, &remainingUS, &decidedUS, &g.Payload)
 	if err != nil {
 		return store.Grant{}, interpretError(op, err)
 	}
 	g.Remaining = fromMicros(remainingUS)
 	g.At = time.UnixMicro(decidedUS).UTC()
 	if !acquired {
-		return store.Grant{}, &store.HeldError{Name: p.Name, Holder: g.Holder, Token: g.Token, Seq: g.Seq, Remaining: g.Remaining}
+		return store.Grant{}, &store.HeldError{Name: p.Name, Holder: g.Holder, Token: g.Token, Seq: g.Seq, Remaining: g.Remaining, Payload: g.Payload}
 	}
 	return g, nil
 }
@@ -342,7 +342,7 @@ func (s *Store) records(ctx context.Context, query string, args ...any) ([]store
 			acquiredUS, expUS, nowUS int64
 			released                 bool
 		)
-		if err := rows.Scan(&r.Name, &r.Holder.Label, &r.Holder.Instance, &r.Token, &r.Seq, &acquiredUS, &released, &expUS, &nowUS); err != nil {
+		if err := rows.Scan(&r.Name, &r.Holder.Label, &r.Holder.Instance, &r.Token, &r.Seq, &acquiredUS, &released, &expUS, &nowUS, &r.Payload); err != nil {
 			return nil, err
 		}
 		r.AcquiredAt = time.UnixMicro(acquiredUS).UTC()

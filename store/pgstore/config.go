@@ -38,19 +38,25 @@ const (
 	suffixAcquire          = "acquire"
 	suffixRenew            = "renew"
 	suffixRelease          = "release"
-	suffixGet              = "get"
-	suffixList             = "list"
-	suffixFenceForeign     = "fence_foreign"
-	suffixFenceReset       = "fence_reset"
-	suffixFenceResets      = "fence_resets"
-	suffixHistory          = "history"
-	suffixSettings         = "settings"
-	suffixHistoryNameAt    = "history_name_at"
-	suffixHistoryAt        = "history_at"
-	suffixRecordHistory    = "record_history"
-	suffixHistoryRead      = "history_read"
-	suffixForceRelease     = "force_release"
-	longestSuffix          = len(suffixCheckLeaseStrict)
+	suffixGet              = "get_lease"
+	suffixList             = "list_leases"
+	// suffixGet003 and suffixList003 name the get and list functions of
+	// migration 003, which migration 006 replaces with GetFunc and
+	// ListFunc (their results gained the payload, and a function cannot
+	// change its result in place).
+	suffixGet003        = "get"
+	suffixList003       = "list"
+	suffixFenceForeign  = "fence_foreign"
+	suffixFenceReset    = "fence_reset"
+	suffixFenceResets   = "fence_resets"
+	suffixHistory       = "history"
+	suffixSettings      = "settings"
+	suffixHistoryNameAt = "history_name_at"
+	suffixHistoryAt     = "history_at"
+	suffixRecordHistory = "record_history"
+	suffixHistoryRead   = "history_read"
+	suffixForceRelease  = "force_release"
+	longestSuffix       = len(suffixCheckLeaseStrict)
 )
 
 // MaxTablePrefixLen is the longest [Config.TablePrefix], in bytes: the
@@ -78,13 +84,14 @@ type Config struct {
 	// TablePrefix is put in front of every object's name: with the default
 	// [DefaultTablePrefix] they are tenure_leases, tenure_fences,
 	// tenure_token_seq, tenure_migrations, tenure_fence_resets and the
-	// functions tenure_acquire, tenure_renew, tenure_release, tenure_get,
-	// tenure_list, tenure_fence, tenure_fence_foreign, tenure_fence_reset,
-	// tenure_check_lease and tenure_check_lease_strict, and those of the
-	// history: tenure_history, tenure_settings, tenure_history_read,
-	// tenure_force_release and tenure_record_history. Several prefixes can
-	// live side by side in one schema, each with its own leases, tokens,
-	// fences and history. At most [MaxTablePrefixLen] bytes.
+	// functions tenure_acquire, tenure_renew, tenure_release,
+	// tenure_get_lease, tenure_list_leases, tenure_fence,
+	// tenure_fence_foreign, tenure_fence_reset, tenure_check_lease and
+	// tenure_check_lease_strict, and those of the history: tenure_history,
+	// tenure_settings, tenure_history_read, tenure_force_release and
+	// tenure_record_history. Several prefixes can live side by side in one
+	// schema, each with its own leases, tokens, fences and history. At most
+	// [MaxTablePrefixLen] bytes.
 	TablePrefix string
 
 	// HistoryRetention is how long the history ([Store.History]) keeps an
@@ -225,8 +232,10 @@ func (o Objects) renderer() func(sql string) string {
 		"acquire_fn":            o.AcquireFunc,
 		"renew_fn":              o.RenewFunc,
 		"release_fn":            o.ReleaseFunc,
-		"get_fn":                o.GetFunc,
-		"list_fn":               o.ListFunc,
+		"get_fn":                o.namespace().Name(suffixGet003),
+		"list_fn":               o.namespace().Name(suffixList003),
+		"get_lease_fn":          o.GetFunc,
+		"list_leases_fn":        o.ListFunc,
 		"fence_fn":              o.FenceFunc,
 		"check_lease_fn":        o.CheckLeaseFunc,
 		"check_lease_strict_fn": o.CheckLeaseStrictFunc,

@@ -134,8 +134,8 @@
 //     the functions. It repairs poisoned fences (fence_reset, `tenure fence
 //     reset`). Keep its credentials away from workers.
 //   - The run-time role gets what [Config.GrantSQL] prints: USAGE on the
-//     schema and EXECUTE on acquire, renew, release, get, list,
-//     history_read, force_release, fence, check_lease and
+//     schema and EXECUTE on acquire, renew, release, get_lease,
+//     list_leases, history_read, force_release, fence, check_lease and
 //     check_lease_strict. Those functions run as their
 //     owner (SECURITY DEFINER) with search_path set to pg_catalog, pg_temp
 //     and every object schema-qualified, so nothing the caller creates can
@@ -144,7 +144,8 @@
 //     lease, extend one it does not hold, or move the sequence. It can do
 //     what the lease protocol does, and no more.
 //   - A read-only role (status, history, dashboards) gets what
-//     [Config.ReadGrantSQL] prints: EXECUTE on get, list and history_read.
+//     [Config.ReadGrantSQL] prints: EXECUTE on get_lease, list_leases and
+//     history_read.
 //
 // fence_foreign (a fence for tokens of another store, which it cannot
 // check) and fence_reset are granted to nobody by these; grant
@@ -158,6 +159,15 @@
 // permission denied until they are upgraded, and the run-time role needs
 // the grants of this version.
 //
+// Migration 005 adds the holder's payload (store.AcquireParams.Payload):
+// a payload column, acquire with a fifth argument, and get_lease and
+// list_leases in place of 003's get and list (a function cannot change its
+// result in place). Each new function gets EXECUTE for exactly the roles
+// that could execute the one it replaces, so a role set up by GrantSQL or
+// ReadGrantSQL of an older version keeps working without a new GRANT;
+// workers of an older library fail with "function does not exist"
+// (ErrNotMigrated) until they are upgraded.
+//
 // # Schema
 //
 // [Store.Migrate] applies the embedded migrations (migrations/NNN_name.up.sql)
@@ -169,7 +179,7 @@
 //
 //   - tenure_leases(name text PRIMARY KEY, holder_label text, holder_instance
 //     text, token bigint, seq bigint, acquired_at, renewed_at, expires_at
-//     timestamptz, released boolean): one row per lease name. Rows are never
+//     timestamptz, released boolean, payload text): one row per lease name. Rows are never
 //     deleted: a release sets released and expires_at = now.
 //   - tenure_token_seq: the bigint sequence every new tenure's token is
 //     drawn from.
@@ -182,9 +192,9 @@
 //     indexed on (name, at) and on at, and tenure_settings (one row: the
 //     history's retention); see History.
 //   - the functions the store calls, tenure_acquire, tenure_renew,
-//     tenure_release, tenure_get, tenure_list, tenure_history_read and
-//     tenure_force_release, the trigger function tenure_record_history,
-//     and the fence functions
+//     tenure_release, tenure_get_lease, tenure_list_leases,
+//     tenure_history_read and tenure_force_release, the trigger function
+//     tenure_record_history, and the fence functions
 //     tenure_fence, tenure_fence_foreign, tenure_check_lease,
 //     tenure_check_lease_strict and tenure_fence_reset (below).
 //

@@ -122,8 +122,8 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (store.Grant
 			remainingUS int64
 		)
 		err := s.pool.QueryRow(ctx, s.acquireSQL,
-			p.Name, p.Holder.Label, p.Holder.Instance, p.TTL.Microseconds(),
-		).Scan(&acquired, &g.Holder.Label, &g.Holder.Instance, &g.Token, &g.Seq, &remainingUS, &g.At)
+			p.Name, p.Holder.Label, p.Holder.Instance, p.TTL.Microseconds(), p.Payload,
+		).Scan(&acquired, &g.Holder.Label, &g.Holder.Instance, &g.Token, &g.Seq, &remainingUS, &g.Payload, &g.At)
 		if errors.Is(err, pgx.ErrNoRows) {
 			continue
 		}
@@ -134,7 +134,7 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (store.Grant
 		g.At = g.At.UTC()
 		if !acquired {
 			return store.Grant{}, &store.HeldError{
-				Name: p.Name, Holder: g.Holder, Token: g.Token, Seq: g.Seq, Remaining: g.Remaining,
+				Name: p.Name, Holder: g.Holder, Token: g.Token, Seq: g.Seq, Remaining: g.Remaining, Payload: g.Payload,
 			}
 		}
 		return g, nil
@@ -402,7 +402,7 @@ func scanRecords(rows pgx.Rows) ([]store.Record, error) {
 			remainingUS int64
 		)
 		if err := rows.Scan(&r.Name, &r.Holder.Label, &r.Holder.Instance, &r.Token, &r.Seq,
-			&r.AcquiredAt, &released, &held, &remainingUS); err != nil {
+			&r.AcquiredAt, &released, &held, &remainingUS, &r.Payload); err != nil {
 			return nil, err
 		}
 		switch {

@@ -84,6 +84,7 @@ func TestRunTimeRoleCannotDefeatFencing(t *testing.T) {
 	r, err := b.store.Get(ctx, "job")
 	require.NoError(t, err)
 	require.Equal(t, store.StateHeld, r.State)
+	require.Equal(t, "10.0.0.7:8443", r.Payload)
 	all, err := b.store.List(ctx)
 	require.NoError(t, err)
 	require.Len(t, all, 1)
@@ -121,6 +122,8 @@ func TestRunTimeRoleCannotDefeatFencing(t *testing.T) {
 	b.denied(t, "forge an event", "INSERT INTO "+history+" (name, kind, holder_label, holder_instance, token, at) VALUES ('job', 'released', 'a', 'b', 1, now())")
 	b.denied(t, "shorten the retention", "UPDATE "+b.ident(b.obj.Settings)+" SET history_retention = interval '1 minute'")
 	b.denied(t, "call the trigger function", "SELECT "+b.ident(b.obj.RecordHistoryFunc)+"()")
+	_, err = b.pool.Exec(ctx, "SELECT * FROM "+b.ident(b.obj.AcquireFunc)+"('big', 'forger', 'x', 60000000, $1)", strings.Repeat("p", store.MaxPayloadLen+1))
+	require.Equal(t, "22023", pgkit.Code(err), "the acquire function itself bounds the payload: %v", err)
 
 	// A token nobody was issued is refused by the fence itself.
 	_, err = b.pool.Exec(ctx, "SELECT "+b.ident(b.obj.FenceFunc)+"('p2', $1)", int64(math.MaxInt64))
@@ -145,7 +148,7 @@ func TestRunTimeRoleCannotDefeatFencing(t *testing.T) {
 
 func (b *trustBundle) acquire(t *testing.T, name string, h store.Holder) store.Grant {
 	t.Helper()
-	g, err := b.store.Acquire(t.Context(), store.AcquireParams{Name: name, Holder: h, TTL: time.Minute})
+	g, err := b.store.Acquire(t.Context(), store.AcquireParams{Name: name, Holder: h, TTL: time.Minute, Payload: "10.0.0.7:8443"})
 	require.NoError(t, err)
 	return g
 }
@@ -276,4 +279,56 @@ ORDER BY p.proname`, pgx.Identifier{b.obj.Schema}.Sanitize())
 		b.obj.FenceFunc, b.obj.FenceForeignFunc, b.obj.FenceResetFunc, b.obj.CheckLeaseFunc, b.obj.CheckLeaseStrictFunc,
 		b.obj.HistoryReadFunc, b.obj.ForceReleaseFunc, b.obj.RecordHistoryFunc,
 	}, names)
+}
+
+// TestUpgradeKeepsPayloadGrants: migration 005 replaces acquire, get and
+// list; a role granted the functions of 004 may execute their successors
+// without a new GRANT, and a lease made before the upgrade reads with an
+// empty payload.
+func TestUpgradeKeepsPayloadGrants(t *testing.T) {
+	t.Parallel()
+	owner := testserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")
+	cfg := testserver.PostgresWeirdConfig(t)
+	t.Cleanup(func() { testserver.PostgresDropSchema(t, owner, cfg.Schema) })
+	obj, err := cfg.Objects()
+	require.NoError(t, err)
+	ident := func(name string) string { return pgx.Identifier{obj.Schema, name}.Sanitize() }
+	ownerStore := newStore(t, owner, cfg)
+	ctx := t.Context()
+	require.NoError(t, pgstore.MigrateTo(ctx, ownerStore, 4))
+	_, err = owner.Exec(ctx, "SELECT * FROM "+ident(obj.AcquireFunc)+"('old', 'a', 'b', 60000000)")
+	require.NoError(t, err, "a lease taken before the upgrade")
+
+	getOld, listOld := obj.TablePrefix+"get", obj.TablePrefix+"list" // the names of 003
+	writer, reader := testserver.PostgresRole(t, owner), testserver.PostgresRole(t, owner)
+	w, r := pgx.Identifier{writer}.Sanitize(), pgx.Identifier{reader}.Sanitize()
+	_, err = owner.Exec(ctx, "GRANT USAGE ON SCHEMA "+pgx.Identifier{obj.Schema}.Sanitize()+" TO "+w+", "+r+"; "+
+		"GRANT EXECUTE ON FUNCTION "+ident(obj.AcquireFunc)+"(text, text, text, bigint), "+
+		ident(obj.RenewFunc)+"(text[], text[], text[], bigint[], bigint[], bigint[]), "+
+		ident(obj.ReleaseFunc)+"(text, text, text, bigint), "+ident(getOld)+"(text), "+ident(listOld)+"() TO "+w+"; "+
+		"GRANT EXECUTE ON FUNCTION "+ident(getOld)+"(text), "+ident(listOld)+"() TO "+r)
+	require.NoError(t, err, "the grants of 004")
+
+	require.NoError(t, ownerStore.Migrate(ctx))
+	ws := newStore(t, testserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, writer), cfg)
+	g, err := ws.Acquire(ctx, store.AcquireParams{Name: "new", Holder: testutil.Holder(t, "a"), TTL: time.Minute, Payload: "db-1:5432"})
+	require.NoError(t, err, "the writer keeps acquire")
+	require.Equal(t, "db-1:5432", g.Payload)
+	old, err := ws.Get(ctx, "old")
+	require.NoError(t, err, "the writer keeps get")
+	require.Equal(t, store.StateHeld, old.State)
+	require.Empty(t, old.Payload, "a lease from before the upgrade has no payload")
+
+	rs := newStore(t, testserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, reader), cfg)
+	all, err := rs.List(ctx)
+	require.NoError(t, err, "the reader keeps list")
+	require.Len(t, all, 2)
+	require.Equal(t, "db-1:5432", all[0].Payload)
+	_, err = rs.Acquire(ctx, store.AcquireParams{Name: "other", Holder: testutil.Holder(t, "b"), TTL: time.Minute})
+	require.Equal(t, "42501", pgkit.Code(err), "the reader gets no acquire from the upgrade: %v", err)
+
+	var n int
+	require.NoError(t, owner.QueryRow(ctx, "SELECT count(*) FROM pg_catalog.pg_proc WHERE pronamespace = $1::regnamespace AND proname = ANY($2)",
+		pgx.Identifier{obj.Schema}.Sanitize(), []string{getOld, listOld}).Scan(&n))
+	require.Zero(t, n, "the replaced get and list are gone")
 }

@@ -130,7 +130,9 @@
 //
 //   - tenure:lease:<name>: the lease's record, a hash with the fields
 //     label, instance, token, seq, acquired_s and acquired_us (the
-//     server's TIME when the tenure began) and released ("0" or "1"). It
+//     server's TIME when the tenure began), released ("0" or "1") and
+//     payload (what the holder published; a record written by an older
+//     library lacks it and reads as empty). It
 //     names the current or last tenure and never expires: Get and List
 //     report expired and released leases from it.
 //   - tenure:held:<name>: exists while the lease is held; a string holding

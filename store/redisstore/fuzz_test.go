@@ -143,8 +143,8 @@ func FuzzRenewResults(f *testing.F) {
 // their destination (a string or nil for text, an integer or a decimal
 // string for numbers), and then copies the values exactly.
 func FuzzScan(f *testing.F) {
-	f.Add([]byte{5, 9, 0, 1, 3, 1, 'l', 3, 1, 'i', 1, 0, 0, 0, 0, 0, 0, 0, 7, 0, 3, 2, 5, 0, 0, 0, 1, 0, 100})
-	f.Add([]byte{5, 9, 4, 4, 4, 4, 4, 4, 4, 4, 4})
+	f.Add([]byte{5, 10, 0, 1, 3, 1, 'l', 3, 1, 'i', 1, 0, 0, 0, 0, 0, 0, 0, 7, 0, 3, 2, 5, 0, 0, 0, 1, 0, 100, 3, 2, 'a', ':'})
+	f.Add([]byte{5, 10, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4})
 	f.Add([]byte{5, 3, 0, 1, 0, 2})
 	f.Add([]byte{1, 0, 0, 0, 0, 0, 0, 0, 1})
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -152,11 +152,11 @@ func FuzzScan(f *testing.F) {
 		reply := g.value(0)
 		var (
 			found, acqS, acqUS, state, rem int64
-			label, instance                string
+			label, instance, payload       string
 			tok                            store.Token
 			seq                            int64
 		)
-		dst := []any{&found, &label, &instance, &tok, &seq, &acqS, &acqUS, &state, &rem}
+		dst := []any{&found, &label, &instance, &tok, &seq, &acqS, &acqUS, &state, &rem, &payload}
 		ok := scan(reply, dst...)
 		items, isArray := reply.([]any)
 		want := isArray && len(items) == len(dst)
@@ -193,7 +193,7 @@ func FuzzScan(f *testing.F) {
 			return n
 		}
 		require.Equal(t, []any{num(items[0]), text(items[1]), text(items[2]), store.Token(num(items[3])), num(items[4]),
-			num(items[5]), num(items[6]), num(items[7]), num(items[8])},
-			[]any{found, label, instance, tok, seq, acqS, acqUS, state, rem})
+			num(items[5]), num(items[6]), num(items[7]), num(items[8]), text(items[9])},
+			[]any{found, label, instance, tok, seq, acqS, acqUS, state, rem, payload})
 	})
 }

@@ -135,7 +135,7 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (store.Grant
 	floor := store.Token(s.highest.Load())
 	reply, err := acquireScript.Run(ctx, s.client,
 		[]string{s.keys.Record(p.Name), s.keys.Held(p.Name), s.keys.Counter},
-		p.Holder.Label, p.Holder.Instance, milliseconds(p.TTL), s.keys.Channel, p.Name,
+		p.Holder.Label, p.Holder.Instance, milliseconds(p.TTL), s.keys.Channel, p.Name, p.Payload,
 	).Slice()
 	if err != nil {
 		return store.Grant{}, interpretError(op, err)
@@ -145,11 +145,7 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (store.Grant
 		g        = store.Grant{Name: p.Name}
 		rem, at  int64
 	)
-	fields := []any{&acquired, &g.Holder.Label, &g.Holder.Instance, &g.Token, &g.Seq, &rem}
-	if len(reply) == len(fields)+1 {
-		fields = append(fields, &at)
-	}
-	if !scan(reply, fields...) {
+	if !scan(reply, &acquired, &g.Holder.Label, &g.Holder.Instance, &g.Token, &g.Seq, &rem, &g.Payload, &at) {
 		return store.Grant{}, unexpectedReply(op, reply)
 	}
 	if at > 0 {
@@ -159,7 +155,7 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (store.Grant
 	s.observe(g.Token)
 	if acquired == 0 {
 		return store.Grant{}, &store.HeldError{
-			Name: p.Name, Holder: g.Holder, Token: g.Token, Seq: g.Seq, Remaining: g.Remaining,
+			Name: p.Name, Holder: g.Holder, Token: g.Token, Seq: g.Seq, Remaining: g.Remaining, Payload: g.Payload,
 		}
 	}
 	if g.Token <= floor {
@@ -409,7 +405,7 @@ func (s *Store) read(ctx context.Context, op string, names []string) ([]store.Re
 			found, acqS, acqUS, state, rem int64
 			r                              = store.Record{Grant: store.Grant{Name: names[i]}}
 		)
-		if !scan(item, &found, &r.Holder.Label, &r.Holder.Instance, &r.Token, &r.Seq, &acqS, &acqUS, &state, &rem) {
+		if !scan(item, &found, &r.Holder.Label, &r.Holder.Instance, &r.Token, &r.Seq, &acqS, &acqUS, &state, &rem, &r.Payload) {
 			return nil, unexpectedReply(op, item)
 		}
 		if found == 0 {

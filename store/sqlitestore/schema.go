@@ -20,11 +20,12 @@ var migrationFiles = []string{
 	"001_init.sql",
 	"002_changes.sql",
 	"003_history.sql",
+	"004_payload.sql",
 }
 
 // SchemaVersion is the PRAGMA user_version of a database this package has
 // migrated.
-const SchemaVersion = 3
+const SchemaVersion = 4
 
 // migrate brings the schema to [SchemaVersion] in one IMMEDIATE transaction:
 // processes that open a fresh file at once queue on the write lock, and each

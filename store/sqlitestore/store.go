@@ -338,23 +338,25 @@ type row struct {
 	acquiredAt int64
 	expiresAt  int64
 	released   bool
+	payload    string
 }
 
-const selectLease = `SELECT holder_label, holder_instance, token, seq, acquired_at, expires_at, released
+const selectLease = `SELECT holder_label, holder_instance, token, seq, acquired_at, expires_at, released, payload
 FROM tenure_leases WHERE name = ?`
 
 type scanner interface{ Scan(dest ...any) error }
 
 func scanRow(sc scanner) (row, error) {
 	var r row
-	err := sc.Scan(&r.holder.Label, &r.holder.Instance, &r.token, &r.seq, &r.acquiredAt, &r.expiresAt, &r.released)
+	err := sc.Scan(&r.holder.Label, &r.holder.Instance, &r.token, &r.seq, &r.acquiredAt, &r.expiresAt, &r.released, &r.payload)
 	return r, err
 }
 
 // held reports whether r is held at now by the store's clock.
 func (r row) held(now int64) bool { return !r.released && r.expiresAt > now }
 
-// grant reports r as the store sees it at now.
+// grant reports r as the store sees it at now, without the payload (a
+// renewal reports none; see store.Grant).
 func (r row) grant(name string, now int64) store.Grant {
 	g := store.Grant{Name: name, Token: r.token, Seq: r.seq}
 	if r.held(now) {
@@ -369,6 +371,7 @@ func (r row) grant(name string, now int64) store.Grant {
 func (r row) record(name string, now int64) store.Record {
 	rec := store.Record{Grant: r.grant(name, now), AcquiredAt: time.Unix(0, r.acquiredAt).UTC()}
 	rec.Holder = r.holder
+	rec.Payload = r.payload
 	switch {
 	case r.released:
 		rec.State = store.StateReleased
@@ -402,6 +405,7 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (store.Grant
 				Token:     cur.token,
 				Seq:       cur.seq,
 				Remaining: time.Duration(cur.expiresAt - now),
+				Payload:   cur.payload,
 			}
 		}
 		exp, err := expiry(p.Name, now, p.TTL)
@@ -424,8 +428,8 @@ WHERE id = 1 RETURNING last_token, last_change`,
 			return err
 		}
 		_, err = tx.ExecContext(ctx, `INSERT INTO tenure_leases
-    (name, holder_label, holder_instance, token, seq, acquired_at, expires_at, released, changed)
-VALUES (?, ?, ?, ?, 1, ?, ?, 0, ?)
+    (name, holder_label, holder_instance, token, seq, acquired_at, expires_at, released, changed, payload)
+VALUES (?, ?, ?, ?, 1, ?, ?, 0, ?, ?)
 ON CONFLICT (name) DO UPDATE SET
     holder_label = excluded.holder_label,
     holder_instance = excluded.holder_instance,
@@ -434,8 +438,9 @@ ON CONFLICT (name) DO UPDATE SET
     acquired_at = excluded.acquired_at,
     expires_at = excluded.expires_at,
     released = 0,
-    changed = excluded.changed`,
-			p.Name, p.Holder.Label, p.Holder.Instance, tok, now, exp, change)
+    changed = excluded.changed,
+    payload = excluded.payload`,
+			p.Name, p.Holder.Label, p.Holder.Instance, tok, now, exp, change, p.Payload)
 		if err != nil {
 			return err
 		}
@@ -449,7 +454,7 @@ ON CONFLICT (name) DO UPDATE SET
 		if err := s.record(ctx, tx, now, ev); err != nil {
 			return err
 		}
-		g = store.Grant{Name: p.Name, Holder: p.Holder, Token: tok, Seq: 1, Remaining: p.TTL, At: time.Unix(0, now).UTC()}
+		g = store.Grant{Name: p.Name, Holder: p.Holder, Token: tok, Seq: 1, Remaining: p.TTL, At: time.Unix(0, now).UTC(), Payload: p.Payload}
 		return nil
 	})
 	if err != nil {
@@ -623,7 +628,7 @@ func (s *Store) List(ctx context.Context) ([]store.Record, error) {
 	if err := s.gate.Check("list"); err != nil {
 		return nil, err
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT name, holder_label, holder_instance, token, seq, acquired_at, expires_at, released
+	rows, err := s.db.QueryContext(ctx, `SELECT name, holder_label, holder_instance, token, seq, acquired_at, expires_at, released, payload
 FROM tenure_leases ORDER BY name`)
 	if err != nil {
 		return nil, s.classify("list", err)
@@ -636,7 +641,7 @@ FROM tenure_leases ORDER BY name`)
 	var all []named
 	for rows.Next() {
 		var n named
-		if err := rows.Scan(&n.name, &n.holder.Label, &n.holder.Instance, &n.token, &n.seq, &n.acquiredAt, &n.expiresAt, &n.released); err != nil {
+		if err := rows.Scan(&n.name, &n.holder.Label, &n.holder.Instance, &n.token, &n.seq, &n.acquiredAt, &n.expiresAt, &n.released, &n.payload); err != nil {
 			return nil, s.classify("list", err)
 		}
 		all = append(all, n)

@@ -52,6 +52,11 @@ func testInput(t *testing.T, h Harness) {
 			"LabelControl":    {Name: n, Holder: store.Holder{Label: "a\tb", Instance: holder.Instance}, TTL: longTTL},
 			"ZeroTTL":         {Name: n, Holder: holder},
 			"NegativeTTL":     {Name: n, Holder: holder, TTL: -time.Second},
+			"PayloadTooLong":  {Name: n, Holder: holder, TTL: longTTL, Payload: strings.Repeat("p", store.MaxPayloadLen+1)},
+			"PayloadNotUTF8":  {Name: n, Holder: holder, TTL: longTTL, Payload: "addr\xff"},
+			"PayloadNUL":      {Name: n, Holder: holder, TTL: longTTL, Payload: "addr\x00"},
+			"PayloadNewline":  {Name: n, Holder: holder, TTL: longTTL, Payload: "addr\nmore"},
+			"PayloadRTL":      {Name: n, Holder: holder, TTL: longTTL, Payload: "addr\u202e"},
 		}
 		for label, bad := range badNames {
 			cases["Name"+label] = store.AcquireParams{Name: bad, Holder: holder, TTL: longTTL}

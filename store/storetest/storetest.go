@@ -84,6 +84,7 @@ func Run(t *testing.T, h Harness) {
 		{"Input", testInput},
 		{"Get", testGet},
 		{"History", testHistory},
+		{"Payload", testPayload},
 		{"Close", testClose},
 	} {
 		t.Run(area.name, func(t *testing.T) {

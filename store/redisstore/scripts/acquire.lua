@@ -5,16 +5,16 @@
 -- KEYS[2] the held key (string, the tenure's token, PX TTL = the expiry)
 -- KEYS[3] the token counter (string, the last token handed out, never deleted)
 -- ARGV[1] holder label, ARGV[2] holder instance, ARGV[3] TTL in ms,
--- ARGV[4] notification channel, ARGV[5] lease name
+-- ARGV[4] notification channel, ARGV[5] lease name, ARGV[6] payload
 --
--- Returns {acquired (0|1), label, instance, token, seq, remaining ms}:
--- the new tenure, or the current one when it is held; a grant adds the
--- server's TIME in microseconds.
+-- Returns {acquired (0|1), label, instance, token, seq, remaining ms,
+-- payload, server TIME in microseconds}: the new tenure, or the current one
+-- when it is held (then TIME is 0).
 local record, held, counter = KEYS[1], KEYS[2], KEYS[3]
-local cur = redis.call('HMGET', record, 'label', 'instance', 'token', 'seq', 'released')
+local cur = redis.call('HMGET', record, 'label', 'instance', 'token', 'seq', 'released', 'payload')
 local pttl = redis.call('PTTL', held)
 if pttl >= 0 then
-  return {0, cur[1] or '', cur[2] or '', tonumber(cur[3]) or 0, tonumber(cur[4]) or 0, pttl}
+  return {0, cur[1] or '', cur[2] or '', tonumber(cur[3]) or 0, tonumber(cur[4]) or 0, pttl, cur[6] or '', 0}
 end
 
 -- The token is max(counter + 1, last + 1, server TIME in microseconds),
@@ -40,7 +40,7 @@ redis.call('SET', counter, string.format('%d', token))
 redis.call('HSET', record,
   'label', ARGV[1], 'instance', ARGV[2],
   'token', string.format('%d', token), 'seq', '1',
-  'acquired_s', now[1], 'acquired_us', now[2], 'released', '0')
+  'acquired_s', now[1], 'acquired_us', now[2], 'released', '0', 'payload', ARGV[6])
 redis.call('SET', held, string.format('%d', token), 'PX', ARGV[3])
 
 -- A takeover of a tenure that expired (not one that was released, which
@@ -48,4 +48,4 @@ redis.call('SET', held, string.format('%d', token), 'PX', ARGV[3])
 if cur[3] and cur[5] ~= '1' then
   redis.call('PUBLISH', ARGV[4], ARGV[5])
 end
-return {1, ARGV[1], ARGV[2], token, 1, tonumber(ARGV[3]), clock}
+return {1, ARGV[1], ARGV[2], token, 1, tonumber(ARGV[3]), ARGV[6], clock}

@@ -5,16 +5,16 @@
 --
 -- Returns, in order, one
 -- {found (0|1), label, instance, token, seq, acquired_s, acquired_us,
---  state, remaining ms}
+--  state, remaining ms, payload}
 -- per lease, state being 1 held, 2 expired or 3 released (tenure.State);
--- remaining is 0 when the lease is not held.
+-- remaining is 0 when the lease is not held; payload is the last tenure's.
 local results = {}
 for i = 1, #KEYS / 2 do
   local record, held = KEYS[2 * i - 1], KEYS[2 * i]
   local cur = redis.call('HMGET', record,
-    'label', 'instance', 'token', 'seq', 'acquired_s', 'acquired_us', 'released')
+    'label', 'instance', 'token', 'seq', 'acquired_s', 'acquired_us', 'released', 'payload')
   if not cur[3] then
-    results[i] = {0, '', '', 0, 0, 0, 0, 0, 0}
+    results[i] = {0, '', '', 0, 0, 0, 0, 0, 0, ''}
   else
     local state, pttl = 1, redis.call('PTTL', held)
     if cur[7] == '1' then
@@ -23,7 +23,7 @@ for i = 1, #KEYS / 2 do
       state, pttl = 2, 0
     end
     results[i] = {1, cur[1] or '', cur[2] or '', tonumber(cur[3]) or 0, tonumber(cur[4]) or 0,
-      tonumber(cur[5]) or 0, tonumber(cur[6]) or 0, state, pttl}
+      tonumber(cur[5]) or 0, tonumber(cur[6]) or 0, state, pttl, cur[8] or ''}
   end
 end
 return results

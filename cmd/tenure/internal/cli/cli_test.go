@@ -133,6 +133,8 @@ func TestUsageErrors(t *testing.T) {
 		{"NegativeDuration", []string{"run", "--name", "x", "--ttl", "-1s", "--", "true"}, `"-1s" is negative`},
 		{"ZeroTTL", []string{"run", "--name", "x", "--ttl", "0s", "--", "true"}, "--ttl must be positive"},
 		{"TTLTooShort", []string{"run", "--name", "x", "--ttl", "100ms", "--store", db, "--", "true"}, "TTL (100ms) must be at least 500ms"},
+		{"PayloadTooLong", []string{"run", "--name", "x", "--payload", strings.Repeat("p", 1025), "--", "true"}, "payload is 1025 bytes long; the maximum is 1024"},
+		{"PayloadControl", []string{"run", "--name", "x", "--payload", "a\nb", "--", "true"}, `payload "a\nb" contains the control character U+000A`},
 		{"GraceDoesNotFit", []string{"run", "--name", "x", "--ttl", "2s", "--grace", "10s", "--store", db, "--", "true"}, "Grace (10s) leaves no time to renew"},
 		{"GraceDoesNotFitDefaultTTL", []string{"run", "--name", "x", "--grace", "20s", "--store", db, "--", "true"}, "--grace 20s"},
 		{"WaitTimeoutWithoutWait", []string{"run", "--name", "x", "--wait-timeout", "1s", "--", "true"}, "--wait-timeout needs --wait"},
@@ -342,6 +344,22 @@ func TestRunOnSQLite(t *testing.T) {
 	})
 }
 
+// TestRunPublishesPayload: run --payload publishes the text with the
+// tenure, and status shows it (after the release too: the last tenure's).
+func TestRunPublishesPayload(t *testing.T) {
+	t.Parallel()
+	db := sqliteURL(t)
+	o := cli(t, "run", "--name", "job", "--payload", "10.0.0.7:8443 ünï", "--store", db, "--", "true")
+	require.Equal(t, ExitOK, o.code, o.stderr)
+
+	o = cli(t, "status", "--store", db)
+	require.Equal(t, ExitOK, o.code, o.stderr)
+	require.Regexp(t, `(?m)^job\s+released\s+.*\s+10\.0\.0\.7:8443 ünï$`, o.stdout)
+	o = cli(t, "status", "--json", "--store", db)
+	require.Equal(t, ExitOK, o.code, o.stderr)
+	require.Contains(t, o.stdout, `"payload":"10.0.0.7:8443 ünï"`)
+}
+
 func TestStatusOnSQLite(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -360,7 +378,7 @@ func TestStatusOnSQLite(t *testing.T) {
 
 	o = cli(t, "status", "--store", db)
 	require.Equal(t, ExitOK, o.code, o.stderr)
-	require.Regexp(t, `(?m)^NAME\s+STATE\s+HOLDER\s+TOKEN\s+ACQUIRED\s+EXPIRES IN$`, o.stdout)
+	require.Regexp(t, `(?m)^NAME\s+STATE\s+HOLDER\s+TOKEN\s+ACQUIRED\s+EXPIRES IN\s+PAYLOAD$`, o.stdout)
 	require.Regexp(t, `(?m)^held\s+held\s+`+regexp.QuoteMeta(h.String())+fmt.Sprintf(`\s+%d\s+\d{4}-\d\d-\d\dT\S+Z\s+\d`, g.Token), o.stdout)
 
 	o = cli(t, "status", "held", "--json", "never", "--store", db) // flags after names

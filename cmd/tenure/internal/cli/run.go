@@ -62,7 +62,7 @@ var watchdogExe = "/proc/self/exe"
 func runCommand() *command {
 	return &command{
 		summary:  "run a command under a lease",
-		synopsis: "run --name NAME [--ttl 30s] [--wait [--wait-timeout D] | --held-exit-code N] [--label L] [--grace 10s] [--progress-timeout D] [--health ADDR] [--json FILE|-] [--store URL] -- CMD [ARGS...]",
+		synopsis: "run --name NAME [--ttl 30s] [--wait [--wait-timeout D] | --held-exit-code N] [--label L] [--payload TEXT] [--grace 10s] [--progress-timeout D] [--health ADDR] [--json FILE|-] [--store URL] -- CMD [ARGS...]",
 		about: `Run acquires the lease NAME and runs CMD under it, in its own process
 group, with TENURE_TOKEN (the fencing token), TENURE_LEASE (NAME) and
 TENURE_HOLDER (label/instance) in its environment; --store, when given, is
@@ -116,6 +116,11 @@ serves GET /healthz on ADDR: 200 while the lease is held and, with
 --wait answers 503, so use it as a readiness check, or as a liveness check
 only where a restart is the right answer to a stalled holder.
 
+--payload publishes TEXT with the tenure (the address where the command
+serves, say: up to 1024 bytes, no control characters); followers read it
+with tenure status, or in their program with Client.Observe. It is not
+secret: whoever can read the store can read it.
+
 While the command runs the lease is renewed every TTL/3. What is killed,
 when, and by whom:
   - the whole tree: the command's process group and every descendant (run
@@ -153,6 +158,7 @@ resource's token check.`,
 			fs.BoolVar(&o.wait, "wait", false, "wait for the lease when it is held, instead of exiting 75")
 			o.waitTimeout = durationFlag(fs, "wait-timeout", 0, "with --wait, give up (exit 75) after this `duration`; 0 waits for ever")
 			fs.StringVar(&o.label, "label", "", "the human part of the holder identity, shown by status (default the host name)")
+			fs.StringVar(&o.payload, "payload", "", "`TEXT` published with the tenure for followers, such as this leader's address, shown by status")
 			o.grace = durationFlag(fs, "grace", DefaultGrace, "time between SIGTERM and SIGKILL when the lease is lost, a `duration`; it must fit the TTL: TTL − TTL/10 − grace > TTL/3 (default 10s, or TTL/4 when 10s does not fit)")
 			fs.StringVar(&o.store, "store", "", storeUsage)
 			fs.Var(&o.heldExit, "held-exit-code", "without --wait, exit `N` (0 to 125) instead of 75 when the lease is held elsewhere")
@@ -198,6 +204,7 @@ type runOptions struct {
 	wait        bool
 	waitTimeout *time.Duration
 	label       string
+	payload     string
 	grace       *time.Duration
 	graceSet    bool
 	store       string
@@ -230,6 +237,9 @@ func (o *runOptions) config(args []string) (tenure.Config, error) {
 	if err := store.ValidateName(o.name); err != nil {
 		return tenure.Config{}, usagef("run", "--name: %s", message(err))
 	}
+	if err := store.ValidatePayload(o.payload); err != nil {
+		return tenure.Config{}, usagef("run", "--payload: %s", message(err))
+	}
 	label := o.label
 	if label == "" {
 		if h, err := os.Hostname(); err == nil && h != "" {
@@ -238,7 +248,7 @@ func (o *runOptions) config(args []string) (tenure.Config, error) {
 			label = "tenure"
 		}
 	}
-	cfg := tenure.Config{Label: label, TTL: *o.ttl, Grace: *o.grace, ProgressTimeout: *o.progressTimeout}
+	cfg := tenure.Config{Label: label, TTL: *o.ttl, Grace: *o.grace, ProgressTimeout: *o.progressTimeout, Payload: o.payload}
 	if !o.graceSet && validate(cfg) != nil {
 		cfg.Grace = *o.ttl / 4
 	}

@@ -36,16 +36,19 @@ func statusCommand() *command {
 		about: `Status shows the leases NAME..., or every lease the store knows: state (held,
 expired, released, or absent for a name never used), holder (label/instance),
 fencing token, renewal seq, when the current or last tenure was acquired and
-how long it has left, all by the store's clock.
+how long it has left, all by the store's clock, and the payload the holder
+published with its tenure (tenure run --payload: its address, say; for an
+expired or released lease, the last tenure's).
 
 With --json it prints one JSON object per snapshot, on one line:
   {"leases":[{"name":"nightly","state":"held","holder":"host1/3f…","label":"host1",
    "instance":"3f…","token":12,"seq":40,"acquired_at":"2025-01-31T02:00:00.123456Z",
-   "expires_in_ms":27403}]}
+   "expires_in_ms":27403,"payload":"10.0.0.7:8443"}]}
 acquired_at is null and holder, label and instance are empty for an absent
-lease; expires_in_ms is 0 unless the lease is held.
+lease; expires_in_ms is 0 unless the lease is held; payload is empty when
+the holder published none.
 
-A name, holder or reason in the store that holds characters which would act
+A name, holder, payload or reason in the store that holds characters which would act
 on the terminal instead of showing (control characters, bidirectional
 controls such as U+202E, zero-width characters such as U+200B) is printed
 quoted with Go escapes ("job\u202e"); --json writes them as JSON \u escapes ("job\u202e").
@@ -90,6 +93,7 @@ type leaseJSON struct {
 	Seq         int64      `json:"seq"`
 	AcquiredAt  *time.Time `json:"acquired_at"`
 	ExpiresInMS int64      `json:"expires_in_ms"`
+	Payload     string     `json:"payload"`
 }
 
 type snapshotJSON struct {
@@ -182,6 +186,7 @@ func snapshot(ctx context.Context, opened *storeurl.Opened, names []string) ([]l
 			Instance: r.Holder.Instance,
 			Token:    int64(r.Token),
 			Seq:      r.Seq,
+			Payload:  r.Payload,
 		}
 		if r.State != 0 {
 			l.State = r.State.String()
@@ -213,7 +218,7 @@ func (o *statusOptions) print(w io.Writer, leases []leaseJSON) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tSTATE\tHOLDER\tTOKEN\tACQUIRED\tEXPIRES IN")
+	fmt.Fprintln(tw, "NAME\tSTATE\tHOLDER\tTOKEN\tACQUIRED\tEXPIRES IN\tPAYLOAD")
 	for _, l := range leases {
 		holder, token, acquired, expires := dash(l.Holder), "-", "-", "-"
 		if l.Token > 0 {
@@ -225,7 +230,7 @@ func (o *statusOptions) print(w io.Writer, leases []leaseJSON) error {
 		if l.State == store.StateHeld.String() {
 			expires = remaining(time.Duration(l.ExpiresInMS) * time.Millisecond)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", terminalSafe(l.Name), l.State, terminalSafe(holder), token, acquired, expires)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", terminalSafe(l.Name), l.State, terminalSafe(holder), token, acquired, expires, terminalSafe(dash(l.Payload)))
 	}
 	if o.watch {
 		fmt.Fprintln(tw)

@@ -111,14 +111,16 @@ func TestStatusEscapesStoredNames(t *testing.T) {
 	st := openSQLite(t, db)
 	acquire(t, st, "job", testutil.Holder(t, "worker"))
 	const name, label = "job\u202e\u200b\x1b[2J", "ops\u2066\ufeff"
+	const payload = "addr\u202e\x1b[2J"
 	_, err := st.DB().ExecContext(t.Context(),
-		"UPDATE tenure_leases SET name = ?, holder_label = ? WHERE name = 'job'", name, label)
+		"UPDATE tenure_leases SET name = ?, holder_label = ?, payload = ? WHERE name = 'job'", name, label, payload)
 	require.NoError(t, err)
 
 	o := cli(t, "status", "--store", db)
 	require.Equal(t, ExitOK, o.code, o.stderr)
 	requireNothingHidden(t, o.stdout)
 	require.Regexp(t, `(?m)^`+regexp.QuoteMeta(`"job\u202e\u200b\x1b[2J"`)+`\s+held\s+`+regexp.QuoteMeta(`"ops\u2066\ufeff/`), o.stdout)
+	require.Regexp(t, `(?m)\s`+regexp.QuoteMeta(`"addr\u202e\x1b[2J"`)+`$`, o.stdout, "the payload is escaped too")
 
 	o = cli(t, "status", "--json", "--store", db)
 	require.Equal(t, ExitOK, o.code, o.stderr)
@@ -129,6 +131,7 @@ func TestStatusEscapesStoredNames(t *testing.T) {
 	require.Len(t, snap.Leases, 1)
 	require.Equal(t, name, snap.Leases[0].Name, "JSON readers get the stored name")
 	require.Equal(t, label, snap.Leases[0].Label)
+	require.Equal(t, payload, snap.Leases[0].Payload)
 	require.True(t, strings.HasPrefix(snap.Leases[0].Holder, label+"/"))
 
 	o = cli(t, "status", "--store", db, "job\u202e")

@@ -58,6 +58,7 @@ type leaseRow struct {
 	Name, State, Holder, Color string
 	Token, Seq                 string
 	Remaining, AcquiredAt      string
+	Payload                    string // the current or last tenure's
 }
 
 type agentRow struct {
@@ -148,7 +149,7 @@ func toEventRow(ev store.HistoryEvent) eventRow {
 }
 
 func toLeaseRow(r store.Record) leaseRow {
-	l := leaseRow{Name: r.Name, State: stateName(r.State), Holder: r.Holder.String(), Token: "-", Seq: "-", Remaining: "-", AcquiredAt: "-"}
+	l := leaseRow{Name: r.Name, State: stateName(r.State), Holder: r.Holder.String(), Token: "-", Seq: "-", Remaining: "-", AcquiredAt: "-", Payload: r.Payload}
 	if r.Token > 0 {
 		l.Token = r.Token.String()
 	}

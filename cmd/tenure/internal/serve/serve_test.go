@@ -87,6 +87,24 @@ func TestNewValidates(t *testing.T) {
 	require.NoError(t, err, "a store that cannot list serves the leases named")
 }
 
+// TestPagePayload: the lease table shows the payload the holder published,
+// escaped like every other text from the store.
+func TestPagePayload(t *testing.T) {
+	t.Parallel()
+	st := openSQLite(t)
+	s := newServer(t, Config{Store: st, StoreDisplay: "sqlite:test.db"})
+	_, err := st.Acquire(context.Background(), store.AcquireParams{Name: "primary", Holder: testutil.Holder(t, "api-1"),
+		TTL: time.Minute, Payload: "10.0.0.7:8443\u3164<b>x</b>"})
+	require.NoError(t, err)
+	acquire(t, st, "plain", testutil.Holder(t, "api-2"))
+	require.NoError(t, s.Refresh(context.Background()))
+	code, _, body := get(t, s.Handler(), "/")
+	require.Equal(t, http.StatusOK, code)
+	require.Contains(t, body, `<th>Payload</th>`)
+	require.Contains(t, body, `<td class="payload">10.0.0.7:8443<span class="esc" title="invisible or format character">[U+3164]</span>&lt;b&gt;x&lt;/b&gt;</td>`)
+	require.Contains(t, body, `<td class="payload">-</td>`, "a lease without a payload")
+}
+
 // TestPage renders the page over a real SQLite store: a lease held, then
 // released and taken by another holder, with a name and a label that try
 // to inject markup and hide characters.
