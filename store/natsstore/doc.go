@@ -16,13 +16,14 @@
 // A lease has two keys in the bucket, named by the lease name in base64url
 // (KV keys are restricted to a few ASCII characters):
 //
-//   - h.<name>, the held key: the live tenure (holder, token, seq), written
+//   - h.<name>, the held key: the live tenure (holder, token, seq and the
+//     holder's payload, [store.AcquireParams.Payload]), written
 //     with a per-message TTL. It exists exactly while the lease is held.
 //     A release overwrites it with a deletion marker that carries the
 //     released tenure; when the TTL runs out the server removes it and
 //     leaves a marker of its own for [MarkerTTL].
-//   - r.<name>, the record key: the latest tenure's holder, token and start,
-//     without TTL, for [Store.Get] once the held key is gone.
+//   - r.<name>, the record key: the latest tenure's holder, token, start and
+//     payload, without TTL, for [Store.Get] once the held key is gone.
 //
 // Every write is a publish with the revision the call read as the
 // expected last revision of its key (Nats-Expected-Last-Subject-Sequence),

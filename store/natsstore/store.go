@@ -170,6 +170,8 @@ type value struct {
 	Seq   int64 `json:"s"`
 	// AcquiredAt is the acquiring process's wall clock, Unix nanoseconds.
 	AcquiredAt int64 `json:"a"`
+	// Payload is what the holder published with the tenure.
+	Payload string `json:"p,omitempty"`
 }
 
 func (v value) holder() store.Holder { return store.Holder{Label: v.Label, Instance: v.Instance} }
@@ -240,7 +242,14 @@ func (l lease) grant(name string) store.Grant {
 	if !l.live {
 		return store.Grant{Name: name}
 	}
-	return store.Grant{Name: name, Holder: l.v.holder(), Token: store.Token(l.v.Token), Seq: l.v.Seq, Remaining: l.ttl}
+	return store.Grant{Name: name, Holder: l.v.holder(), Token: store.Token(l.v.Token), Seq: l.v.Seq, Remaining: l.ttl, Payload: l.v.Payload}
+}
+
+// renewGrant is grant as a renewal reports it: without the payload.
+func (l lease) renewGrant(name string) store.Grant {
+	g := l.grant(name)
+	g.Payload = ""
+	return g
 }
 
 // publish writes v to subject if its last revision is expect (0: it has
@@ -288,9 +297,10 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (store.Grant
 		}
 		if l.live {
 			g := l.grant(p.Name)
-			return store.Grant{}, &store.HeldError{Name: p.Name, Holder: g.Holder, Token: g.Token, Seq: g.Seq, Remaining: g.Remaining}
+			return store.Grant{}, &store.HeldError{Name: p.Name, Holder: g.Holder, Token: g.Token, Seq: g.Seq, Remaining: g.Remaining, Payload: g.Payload}
 		}
 		v := newValue(p.Holder, 0, 1, time.Now().UnixNano())
+		v.Payload = p.Payload
 		data, err := json.Marshal(v)
 		if err != nil {
 			return store.Grant{}, fmt.Errorf("natsstore: acquire %q: %w", p.Name, err)
@@ -306,7 +316,7 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (store.Grant
 		if err := s.record(ctx, p.Name, v); err != nil {
 			return store.Grant{}, err
 		}
-		return store.Grant{Name: p.Name, Holder: p.Holder, Token: store.Token(rev), Seq: 1, Remaining: ttl}, nil
+		return store.Grant{Name: p.Name, Holder: p.Holder, Token: store.Token(rev), Seq: 1, Remaining: ttl, Payload: p.Payload}, nil
 	}
 	return store.Grant{}, fmt.Errorf("natsstore: acquire %q: %w: the lease changed under each of %d attempts; try again", p.Name, store.ErrUnavailable, casAttempts)
 }
@@ -390,7 +400,7 @@ func (s *Store) renewOne(ctx context.Context, p store.RenewParams, ttl time.Dura
 		return store.RenewResult{}, err
 	}
 	if !l.live || l.v.holder() != p.Holder || store.Token(l.v.Token) != p.Token || l.v.Seq != p.Seq {
-		return store.RenewResult{Grant: l.grant(p.Name)}, nil
+		return store.RenewResult{Grant: l.renewGrant(p.Name)}, nil
 	}
 	v := l.v
 	v.Seq++
@@ -404,7 +414,7 @@ func (s *Store) renewOne(ctx context.Context, p store.RenewParams, ttl time.Dura
 		if err != nil {
 			return store.RenewResult{}, err
 		}
-		return store.RenewResult{Grant: l.grant(p.Name)}, nil
+		return store.RenewResult{Grant: l.renewGrant(p.Name)}, nil
 	}
 	if err != nil {
 		return store.RenewResult{}, classify("renew "+p.Name, err)
@@ -486,7 +496,7 @@ func (s *Store) Get(ctx context.Context, name string) (store.Record, error) {
 
 func toRecord(name string, v value, state store.State, remaining time.Duration) store.Record {
 	return store.Record{
-		Grant:      store.Grant{Name: name, Holder: v.holder(), Token: store.Token(v.Token), Seq: v.Seq, Remaining: remaining},
+		Grant:      store.Grant{Name: name, Holder: v.holder(), Token: store.Token(v.Token), Seq: v.Seq, Remaining: remaining, Payload: v.Payload},
 		State:      state,
 		AcquiredAt: time.Unix(0, v.AcquiredAt).UTC(),
 	}
