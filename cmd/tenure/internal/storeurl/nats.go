@@ -41,20 +41,7 @@ const (
 // servers of one cluster may be listed; the client connects to one and
 // fails over to the others.
 func parseNats(raw string) (Target, error) {
-	_, rest, _ := strings.Cut(raw, ":")
-	after, ok := strings.CutPrefix(rest, "//")
-	if !ok {
-		return Target{}, newError(store.ErrInvalid, nil, "storeurl: store URL %q is not a valid NATS URL; write it as %s", roughRedact(raw), natsForm)
-	}
-	authority, tail := after, ""
-	if i := strings.IndexAny(after, "/?#"); i >= 0 {
-		authority, tail = after[:i], after[i:]
-	}
-	userinfo, hosts := "", authority
-	if at := strings.LastIndex(authority, "@"); at >= 0 {
-		userinfo, hosts = authority[:at+1], authority[at+1:]
-	}
-	u, q, err := parseServerURL("nats://"+userinfo+"host"+tail, natsForm)
+	u, q, hosts, tail, err := parseHostList(raw, "nats", "NATS", natsForm)
 	if err != nil {
 		return Target{}, err
 	}

@@ -186,25 +186,33 @@ func (t Target) openRedis(ctx context.Context, timeout time.Duration) (*Opened, 
 	return &Opened{Target: t, Store: st, closeClient: client.Close, prefix: st.Keys().Prefix}, nil
 }
 
-const etcdForm = "etcd://[USER:PASSWORD@]HOST:PORT[,HOST:PORT…][?tenure_prefix=PREFIX]"
-
-func parseEtcd(raw string) (Target, error) {
+// parseHostList parses SCHEME://[USERINFO@]HOST[,HOST…][PATH][?QUERY], a
+// URL whose host list may name several hosts of one cluster, which net/url
+// refuses: it parses the rest of the URL around a stand-in host. It returns
+// that URL (name says which store's, in errors) and its query, the host list and what follows it, as written.
+func parseHostList(raw, scheme, name, form string) (u *url.URL, q url.Values, hosts, tail string, err error) {
 	_, rest, _ := strings.Cut(raw, ":")
 	after, ok := strings.CutPrefix(rest, "//")
 	if !ok {
-		return Target{}, newError(store.ErrInvalid, nil, "storeurl: store URL %q is not a valid etcd URL; write it as %s", roughRedact(raw), etcdForm)
+		return nil, nil, "", "", newError(store.ErrInvalid, nil, "storeurl: store URL %q is not a valid %s URL; write it as %s", roughRedact(raw), name, form)
 	}
-	// The host list may hold several hosts, which net/url refuses: parse
-	// the rest of the URL around a stand-in host.
-	authority, tail := after, ""
+	authority := after
 	if i := strings.IndexAny(after, "/?#"); i >= 0 {
 		authority, tail = after[:i], after[i:]
 	}
-	userinfo, hosts := "", authority
+	userinfo := ""
+	hosts = authority
 	if at := strings.LastIndex(authority, "@"); at >= 0 {
 		userinfo, hosts = authority[:at+1], authority[at+1:]
 	}
-	u, q, err := parseServerURL("etcd://"+userinfo+"host"+tail, etcdForm)
+	u, q, err = parseServerURL(scheme+"://"+userinfo+"host"+tail, form)
+	return u, q, hosts, tail, err
+}
+
+const etcdForm = "etcd://[USER:PASSWORD@]HOST:PORT[,HOST:PORT…][?tenure_prefix=PREFIX]"
+
+func parseEtcd(raw string) (Target, error) {
+	u, q, hosts, tail, err := parseHostList(raw, "etcd", "etcd", etcdForm)
 	if err != nil {
 		return Target{}, err
 	}
