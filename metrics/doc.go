@@ -16,9 +16,10 @@
 //
 // The names and labels are the same for every store (the tests drive a
 // handover through real clients on memstore, SQLite, PostgreSQL, Redis,
-// etcd and Consul and read the same series from each). The store label is
-// the store's package name ([tenure.StoreName]: pgstore, redisstore,
-// etcdstore, consulstore, sqlitestore, memstore, alwaysleader), or
+// etcd, Consul, MySQL and NATS and read the same series from each). The
+// store label is the store's package name ([tenure.StoreName]: pgstore,
+// redisstore, etcdstore, consulstore, mysqlstore, natsstore, sqlitestore,
+// memstore, alwaysleader), or
 // [Config.Store] when set; the lease label is the lease name.
 //
 //   - tenure_lease_held{store,lease} (gauge): 1 from the grant until the

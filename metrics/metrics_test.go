@@ -24,7 +24,7 @@ import (
 	"github.com/tenure-dev/tenure/store/sqlitestore"
 )
 
-func TestMain(m *testing.M) { testserver.Main(m, testserver.Servers{Etcd: true, Consul: true}) }
+func TestMain(m *testing.M) { testserver.Main(m, testserver.Servers{Etcd: true, Consul: true, Nats: true}) }
 
 // waitTimeout bounds every wait for an event of a client on a real store.
 const waitTimeout = 15 * time.Second
@@ -187,6 +187,12 @@ func backends() []backend {
 		}},
 		{name: "consulstore", notify: true, open: func(t *testing.T) store.Store {
 			return testserver.ConsulHarness{Agent: testserver.SharedConsul(t)}.NewStore(t)
+		}},
+		{name: "mysqlstore", notify: false, open: func(t *testing.T) store.Store {
+			return testserver.MySQLHarness{Owner: testserver.MySQLDB(t, "")}.NewStore(t)
+		}},
+		{name: "natsstore", notify: true, open: func(t *testing.T) store.Store {
+			return testserver.NatsHarness{Server: testserver.SharedNats(t)}.NewStore(t)
 		}},
 	}
 }
