@@ -24,7 +24,9 @@ import (
 	"github.com/tenure-dev/tenure/store/sqlitestore"
 )
 
-func TestMain(m *testing.M) { testserver.Main(m, testserver.Servers{Etcd: true, Consul: true, Nats: true}) }
+func TestMain(m *testing.M) {
+	testserver.Main(m, testserver.Servers{Etcd: true, Consul: true, Nats: true})
+}
 
 // waitTimeout bounds every wait for an event of a client on a real store.
 const waitTimeout = 15 * time.Second
