@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io/fs"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -155,16 +154,29 @@ func (s Set) Apply(ctx context.Context, tx pgx.Tx) error {
 	if err := step("migrate", s.createTable()); err != nil {
 		return err
 	}
-	rows, err := tx.Query(ctx, "SELECT version FROM "+s.Table)
+	rows, err := tx.Query(ctx, "SELECT version, name FROM "+s.Table)
 	if err != nil {
 		return s.Errors.Error("migrate", err)
 	}
-	applied, err := pgx.CollectRows(rows, pgx.RowTo[int])
-	if err != nil {
+	applied := map[int]string{}
+	var (
+		version int
+		name    string
+	)
+	if _, err := pgx.ForEachRow(rows, []any{&version, &name}, func() error {
+		applied[version] = name
+		return nil
+	}); err != nil {
 		return s.Errors.Error("migrate", err)
 	}
 	for _, m := range s.Migrations {
-		if slices.Contains(applied, m.Version) {
+		if recorded, ok := applied[m.Version]; ok {
+			if recorded != m.Name {
+				// Another build numbered its migrations otherwise:
+				// skipping this one would leave the schema without it.
+				return fmt.Errorf("%s: migrate: schema %q records migration %03d as %q, but this library's %03d is %q: it was migrated by another build of tenure; migrate a fresh schema (or prefix), or drop this one's objects and migrate again",
+					s.Errors.Owner, s.Namespace.Schema, m.Version, recorded, m.Version, m.Name)
+			}
 			continue
 		}
 		op := fmt.Sprintf("migrate: apply %s %03d_%s", s.Errors.Owner, m.Version, m.Name)

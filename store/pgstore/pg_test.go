@@ -192,6 +192,17 @@ func TestMigrate(t *testing.T) {
 		b.acquire(t, "job", testutil.Holder(t, "a"), time.Minute)
 	})
 
+	t.Run("AnotherBuildsNumbering", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, nil, true)
+		obj := b.store.Objects()
+		table := pgx.Identifier{obj.Schema, obj.Migrations}.Sanitize()
+		_, err := b.owner.Exec(t.Context(), "UPDATE "+table+" SET name = 'something_else' WHERE version = 2")
+		require.NoError(t, err)
+		err = b.store.Migrate(t.Context())
+		require.ErrorContains(t, err, `records migration 002 as "something_else", but this library's 002 is "token_seq_cache"`)
+	})
+
 	t.Run("ExistingSchema", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, nil, false)
