@@ -243,6 +243,11 @@ func parsePostgres(raw string) (Target, error) {
 	if u.Opaque != "" || !strings.HasPrefix(raw[len(u.Scheme)+1:], "//") {
 		return Target{}, newError(store.ErrInvalid, nil, "storeurl: store URL %q is not a valid PostgreSQL URL; write it as postgres://USER@HOST:PORT/DATABASE", roughRedact(raw))
 	}
+	if u.Fragment != "" || strings.Contains(raw, "#") {
+		// Whatever follows "#" is no part of the connection: a password
+		// written after it would neither be used nor be known as one.
+		return Target{}, newError(store.ErrInvalid, nil, "storeurl: store URL %q has a fragment (#…); write it as postgres://USER@HOST:PORT/DATABASE", roughRedact(raw))
+	}
 	t := Target{Kind: Postgres}
 	if u.User != nil {
 		if pw, ok := u.User.Password(); ok && pw != "" {
