@@ -305,9 +305,12 @@ func withSlashes(s, scheme string) string {
 	return s
 }
 
+// isSecretParam reports whether a query parameter's value is to be kept
+// secret: password and sslpassword, and any key that ends as they do (a
+// mistyped URL such as postgres://?/db?password=… makes "/db?password" a
+// key, and its value is still the user's password).
 func isSecretParam(key string) bool {
-	k := strings.ToLower(key)
-	return k == "password" || k == "sslpassword"
+	return strings.HasSuffix(strings.ToLower(key), "password")
 }
 
 // displayURL renders u with every password replaced by the mask.
