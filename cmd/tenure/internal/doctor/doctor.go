@@ -38,6 +38,7 @@ const (
 	CheckClock         = "clock"
 	CheckLeaseCycle    = "lease-cycle"
 	CheckNotifications = "notifications"
+	CheckHistory       = "history"
 	CheckDurability    = "durability"
 )
 
@@ -129,7 +130,7 @@ func Unreachable(display string, err error) Finding {
 
 // Check examines the open store o and returns its findings, in a fixed
 // order: reachable, schema, ttl, clock, lease-cycle, notifications,
-// identity and, for Redis, durability. It writes one throwaway lease (acquired, renewed
+// history (stores that keep one), identity and, for Redis, durability. It writes one throwaway lease (acquired, renewed
 // and released), which stays in the store as a released record.
 func Check(ctx context.Context, o *storeurl.Opened, opts Options) []Finding {
 	opts = opts.withDefaults()
@@ -146,6 +147,9 @@ func Check(ctx context.Context, o *storeurl.Opened, opts Options) []Finding {
 		return fs
 	}
 	fs = append(fs, checkLeaseCycle(ctx, o, opts)...)
+	if !slices.ContainsFunc(fs, func(f Finding) bool { return f.Check == CheckLeaseCycle && f.Status != OK }) {
+		fs = append(fs, checkHistory(ctx, o, opts)...)
+	}
 	fs = append(fs, checkIdentity(ctx, o, opts)...)
 	if st, ok := o.Store.(*redisstore.Store); ok {
 		fs = append(fs, checkDurability(ctx, st)...)
@@ -517,6 +521,35 @@ func checkLeaseCycle(ctx context.Context, o *storeurl.Opened, opts Options) []Fi
 		}
 	}
 	return append(fs, note)
+}
+
+// checkHistory reads back the history of the throwaway lease, for stores
+// that keep one: its last event must be the release the lease cycle just
+// made. A failure is a WARN: holders do not read the history, people do
+// (tenure history, the status page).
+func checkHistory(ctx context.Context, o *storeurl.Opened, opts Options) []Finding {
+	h, ok := o.Store.(store.Historian)
+	if !ok {
+		return nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	evs, err := h.History(cctx, store.HistoryParams{Name: opts.Lease, Limit: 1})
+	f := Finding{Check: CheckHistory, Status: OK}
+	switch {
+	case storeurl.PermissionDenied(err):
+		f.Status, f.Detail = Warn, fmt.Sprintf("the role may not read the history: %s", o.Target.Wrap(err))
+		f.Fix = grantFix(ctx, o) + " (holders do not need it; tenure history and the status page do)"
+	case err != nil:
+		f.Status, f.Detail = Warn, fmt.Sprintf("reading the history of %q failed: %s", opts.Lease, o.Target.Wrap(err))
+		f.Fix = "tenure history fails the same way; holders are not affected"
+	case len(evs) == 0 || evs[len(evs)-1].Kind != store.EventReleased:
+		f.Status, f.Detail = Warn, fmt.Sprintf("the history of %q does not show the release the lease cycle just made", opts.Lease)
+		f.Fix = fmt.Sprintf("run `tenure migrate --store %s` as the schema's owner: the history is recorded by what it installs", o.Target.Display)
+	default:
+		f.Detail = fmt.Sprintf("the history of %q shows the release the lease cycle just made", opts.Lease)
+	}
+	return []Finding{f}
 }
 
 func checkDurability(ctx context.Context, st *redisstore.Store) []Finding {

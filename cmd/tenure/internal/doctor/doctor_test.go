@@ -147,6 +147,14 @@ func TestHealthyStores(t *testing.T) {
 			if name == "NATS" {
 				require.Contains(t, find(fs, doctor.CheckSchema)[0].Detail, "per-key TTLs")
 			}
+			history := find(fs, doctor.CheckHistory)
+			if name == "SQLite" || name == "PostgreSQL" {
+				require.Len(t, history, 1, describe(fs))
+				require.Equal(t, doctor.OK, history[0].Status, describe(fs))
+				require.Contains(t, history[0].Detail, "shows the release")
+			} else {
+				require.Empty(t, history, "the %s store keeps no history", name)
+			}
 			clock := find(fs, doctor.CheckClock)[0]
 			switch name {
 			case "etcd", "Consul":
