@@ -251,6 +251,9 @@ func (s *Store) renewResults(ps []store.RenewParams, reply []any) ([]store.Renew
 			if len(reply) < 6 || !scan(reply[1:6], &g.Holder.Label, &g.Holder.Instance, &g.Token, &g.Seq, &rem) {
 				return nil, false
 			}
+			if g.Holder.Label == "" || g.Holder.Instance == "" {
+				return nil, false // a held lease names its holder
+			}
 			reply = reply[6:]
 		default:
 			return nil, false
