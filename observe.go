@@ -66,8 +66,8 @@ func (c *Client) Observe(ctx context.Context, name string, fn func(Observation))
 		o.notifies = true
 		wg.Go(func() {
 			defer close(listened)
-			_ = n.Listen(lctx, func(got string) {
-				if got == name || got == "" {
+			_ = n.Listen(lctx, func(got store.Notice) {
+				if got.Name == name || got.Name == "" {
 					o.signal()
 				}
 			})

@@ -40,7 +40,7 @@ func (c *Client) Run(ctx context.Context) error {
 	r.wg.Go(r.obs.run)
 	if n, ok := c.store.(store.Notifier); ok {
 		r.wg.Go(func() {
-			_ = n.Listen(ctx, func(name string) { c.enqueue(request{event: engine.Notified{Name: name}}) })
+			_ = n.Listen(ctx, func(n store.Notice) { c.enqueue(request{event: engine.Notified{Notice: n}}) })
 		})
 	}
 	r.loop()
@@ -323,7 +323,7 @@ func (r *runner) acquireError(a engine.AcquireFailed) error {
 	case a.Busy:
 		return fmt.Errorf("%w: lease %q is already held or being acquired by this client", ErrHeld, a.Name)
 	case a.Held != nil:
-		return &HeldError{Name: a.Name, Holder: a.Held.Holder, Token: a.Held.Token, Seq: a.Held.Seq, Remaining: a.Held.Remaining, Payload: a.Held.Payload}
+		return a.Held
 	}
 	return a.Err
 }

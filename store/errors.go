@@ -43,9 +43,21 @@ type HeldError struct {
 	// [AcquireParams.Payload]), so that a refused follower learns, say,
 	// the leader's address in the same round trip.
 	Payload string
+	// Position is the caller's place in the line of followers (1: next),
+	// when it asked to wait ([AcquireParams.Wait]) and the store keeps a
+	// line; 0 otherwise.
+	Position int
+	// Next is the follower a just released lease is kept for (see
+	// [Handoff]); Holder is then zero, and Remaining is the time left of
+	// that hold.
+	Next Holder
 }
 
 func (e *HeldError) Error() string {
+	if e.Holder == (Holder{}) && e.Next != (Holder{}) {
+		return fmt.Sprintf("tenure: lease %q was released and is kept for the next follower in line, %s, for another %s",
+			e.Name, e.Next, e.Remaining.Round(time.Millisecond))
+	}
 	return fmt.Sprintf("tenure: lease %q is held by %s with token %d for another %s",
 		e.Name, e.Holder, e.Token, e.Remaining.Round(time.Millisecond))
 }

@@ -76,15 +76,15 @@ type Store interface {
 // once instead of at the expiry it was told; correctness never depends on
 // them.
 type Notifier interface {
-	// Listen calls notify with the name of each lease that was released or
-	// taken over, until ctx is done or the store is closed. It reconnects by
-	// itself and returns only then. notify must not block.
+	// Listen calls notify with a [Notice] for each lease that was released
+	// or taken over, until ctx is done or the store is closed. It
+	// reconnects by itself and returns only then. notify must not block.
 	//
 	// Each time Listen has subscribed (at first, and again after every
 	// reconnection that may have lost announcements) it calls notify with
-	// the empty name: whatever was announced before then is lost, so the
-	// caller looks again at every lease it is waiting for.
-	Listen(ctx context.Context, notify func(name string)) error
+	// a Notice whose Name is empty: whatever was announced before then is
+	// lost, so the caller looks again at every lease it is waiting for.
+	Listen(ctx context.Context, notify func(Notice)) error
 }
 
 // TTLFloor is implemented by stores that cannot keep a lease as short as
@@ -158,6 +158,18 @@ type AcquireParams struct {
 	// carries none and cannot change it) and replaced by the next tenure's.
 	// It may be empty; see [ValidatePayload] for what it may hold.
 	Payload string
+	// Wait asks a store that keeps followers in line to put p.Holder in
+	// line for the lease when it is held (or keep its place there), until
+	// it acquires the lease or the line forgets it: the store forgets a
+	// follower that has not asked again within twice the TTL after the
+	// lease's expiry it was told. When the lease is released, the store
+	// announces the head of the line ([Notice].Next) and keeps the lease
+	// for it for [Handoff]; the refusal reports the follower's place
+	// ([HeldError].Position). Stores that keep no line ignore Wait. The
+	// line only orders followers: it never grants a lease before its
+	// expiry, and a lease kept for a follower that does not come is free
+	// again after [Handoff].
+	Wait bool
 }
 
 // Validate reports whether p is well formed.

@@ -88,7 +88,7 @@ func Permanent(err error) bool {
 
 func acquire(ctx context.Context, s store.Store, a engine.SendAcquire) engine.AcquireDone {
 	d := engine.AcquireDone{Name: a.Name, Holder: a.Holder, SentAt: a.SentAt}
-	g, err := s.Acquire(ctx, store.AcquireParams{Name: a.Name, Holder: a.Holder, TTL: a.TTL, Payload: a.Payload})
+	g, err := s.Acquire(ctx, store.AcquireParams{Name: a.Name, Holder: a.Holder, TTL: a.TTL, Payload: a.Payload, Wait: a.Wait})
 	var held *store.HeldError
 	switch {
 	case err == nil:
@@ -99,7 +99,9 @@ func acquire(ctx context.Context, s store.Store, a engine.SendAcquire) engine.Ac
 			return d
 		}
 	case errors.As(err, &held):
-		d.Held = &store.Grant{Name: a.Name, Holder: held.Holder, Token: held.Token, Seq: held.Seq, Remaining: held.Remaining, Payload: held.Payload}
+		h := *held
+		h.Name = a.Name
+		d.Held = &h
 		return d
 	}
 	d.Err, d.Permanent = err, Permanent(err)

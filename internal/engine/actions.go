@@ -16,7 +16,10 @@ type SendAcquire struct {
 	Holder  store.Holder
 	TTL     time.Duration
 	Payload string
-	SentAt  Instant
+	// Wait asks the store to keep the holder in line (a campaign; see
+	// [store.AcquireParams.Wait]).
+	Wait   bool
+	SentAt Instant
 }
 
 // SendRenew renews every item in one round trip. Answer with [RenewDone]
@@ -76,8 +79,8 @@ type Lost struct {
 // for a lease the engine already holds or is acquiring (Busy).
 type AcquireFailed struct {
 	Name string
-	Held *store.Grant // the current holder, when the lease is held
-	Err  error        // the store error, when the store failed
+	Held *store.HeldError // the current holder, when the lease is held
+	Err  error            // the store error, when the store failed
 	Busy bool
 }
 

@@ -53,6 +53,7 @@ type lease struct {
 	nextAttempt time.Duration
 	failures    int
 	reqHolder   store.Holder // identity the in-flight acquire was sent with
+	position    int          // place in the store's line of followers (1: next); 0: none known
 
 	// held and releasing
 	holder       store.Holder
@@ -300,10 +301,10 @@ func (e *Engine) handle(now Instant, ev Event) {
 		if ev.Name == "" {
 			e.stale = true
 			for _, l := range e.order {
-				e.heard(now, l)
+				e.heard(now, l, ev.Notice)
 			}
 		} else if l := e.lookup(ev.Name); l != nil {
-			e.heard(now, l)
+			e.heard(now, l, ev.Notice)
 		}
 	case CheckDone:
 		e.checked(ev)
@@ -389,11 +390,11 @@ func (e *Engine) acquireDone(now Instant, d AcquireDone) {
 			return
 		}
 		l.failures = 0
-		// The lease expires by the store's clock no later than its
-		// remaining time from now: try then, not later. The spread only
-		// keeps followers that were told the same expiry from arriving
-		// in one instant.
-		l.nextAttempt = now.Mono + d.Held.Remaining + e.cfg.Jitter(e.spread())
+		l.position = d.Held.Position
+		// The lease expires (or the hold for the next in line ends) by the
+		// store's clock no later than its remaining time from now: try
+		// then, not later.
+		l.nextAttempt = now.Mono + d.Held.Remaining + e.behind(l)
 	case d.Permanent:
 		e.emit(AcquireFailed{Name: l.name, Err: d.Err})
 		e.remove(l)
@@ -487,23 +488,63 @@ func (e *Engine) storeClockAhead(now Instant, l *lease, at time.Time) bool {
 	return at.Sub(l.storeAt)-(now.Mono-l.anchor.Mono) > e.cfg.SuspendTolerance
 }
 
-// heard acts on the store's announcement that l's lease was released or
-// taken over (or that announcements may have been lost). A waiting
-// campaign tries again now, plus a small spread. A held tenure asks the
-// store who holds the lease now ([SendCheck]), so that a holder whose
-// lease an operator released, or someone took over, learns of it within a
-// round trip instead of at its next renewal. The check only reads: it does
-// not move the renewal chain, so the echo of this holder's own grant costs
-// one read and nothing else.
-func (e *Engine) heard(now Instant, l *lease) {
+// heard acts on the store's announcement n concerning l's lease (or that
+// announcements may have been lost: n.Name is empty).
+//
+// A waiting campaign is ordered when the store keeps a line: the follower
+// a release names as next tries at once, and the others stay away for the
+// [store.Handoff] the store keeps the lease for it; a new tenure sends
+// every follower back to waiting for its expiry, one place further up the
+// line. A handover so costs the store the next follower's acquisition
+// however many wait. Without a line (or on a notice that says neither) every
+// follower tries now, plus a small spread.
+//
+// A held tenure asks the store who holds the lease now ([SendCheck]), so
+// that a holder whose lease an operator released, or someone took over,
+// learns of it within a round trip instead of at its next renewal; the
+// announcement of its own grant needs no check. The check only reads: it
+// does not move the renewal chain.
+func (e *Engine) heard(now Instant, l *lease, n store.Notice) {
 	switch {
 	case l.removed:
 	case l.phase == idle && l.want:
-		l.nextAttempt = min(l.nextAttempt, now.Mono+e.cfg.Jitter(e.spread()))
+		switch {
+		case n.Name == "" || n.Kind == store.NoticeChanged:
+			l.nextAttempt = min(l.nextAttempt, now.Mono+e.cfg.Jitter(e.spread()))
+		case n.Kind == store.NoticeReleased && n.Next == e.holder:
+			l.nextAttempt = now.Mono
+		case n.Kind == store.NoticeReleased && n.Next != (store.Holder{}):
+			l.nextAttempt = min(l.nextAttempt, now.Mono+store.Handoff+e.cfg.Jitter(e.spread()))
+		case n.Kind == store.NoticeReleased:
+			l.nextAttempt = min(l.nextAttempt, now.Mono+e.cfg.Jitter(e.spread()))
+		case n.Kind == store.NoticeAcquired && n.Remaining > 0:
+			if l.position > 1 {
+				l.position--
+			}
+			l.nextAttempt = now.Mono + n.Remaining + e.behind(l)
+		}
 	case l.phase == held && !l.checking:
+		if n.Kind == store.NoticeAcquired && n.Holder == l.holder {
+			return
+		}
 		l.checking = true
 		e.emit(SendCheck{Name: l.name, Holder: l.holder, Token: l.token})
 	}
+}
+
+// behind is how long after the lease's expiry a waiting campaign tries:
+// the next in line at once, the others after the [store.Handoff] that
+// lets the next one take it, and followers that know no line after a
+// small spread, so that those told the same expiry do not arrive in one
+// instant.
+func (e *Engine) behind(l *lease) time.Duration {
+	switch {
+	case l.position == 1:
+		return 0
+	case l.position > 1:
+		return store.Handoff + e.cfg.Jitter(e.spread())
+	}
+	return e.cfg.Jitter(e.spread())
 }
 
 // checked ends a held tenure that the store reports no longer held by it.
@@ -574,7 +615,7 @@ func (e *Engine) schedule(now Instant) {
 		case l.phase == idle && l.want && l.nextAttempt <= now.Mono:
 			e.touch(l)
 			l.phase, l.reqHolder = acquiring, e.holder
-			e.emit(SendAcquire{Name: l.name, Holder: l.reqHolder, TTL: e.cfg.TTL, Payload: e.cfg.Payload, SentAt: now})
+			e.emit(SendAcquire{Name: l.name, Holder: l.reqHolder, TTL: e.cfg.TTL, Payload: e.cfg.Payload, Wait: l.campaign, SentAt: now})
 		case l.phase == held && !e.renewInFlight && !l.chainWriting:
 			due = due || l.renewDue <= now.Mono
 		}

@@ -374,20 +374,20 @@ func TestFollowerRetriesAtExpiry(t *testing.T) {
 	send := only[SendAcquire](t, h.step(Want{Name: "billing", Campaign: true}))
 	remaining := 12 * time.Second
 	other := store.Holder{Label: "worker", Instance: "other"}
-	acts := h.step(AcquireDone{Name: "billing", Holder: send.Holder, SentAt: send.SentAt, Held: &store.Grant{Holder: other, Token: 3, Seq: 4, Remaining: remaining}})
+	acts := h.step(AcquireDone{Name: "billing", Holder: send.Holder, SentAt: send.SentAt, Held: &store.HeldError{Holder: other, Token: 3, Seq: 4, Remaining: remaining}})
 	require.Empty(t, acts, "a campaign keeps quiet while it waits")
 	due, ok := h.e.Next()
 	require.True(t, ok)
 	require.Equal(t, h.now.Mono+remaining+spread/2, due, "retry at the holder's expiry, spread by at most 10 ms")
 
 	t.Run("NotificationOfAnotherLeaseChangesNothing", func(t *testing.T) {
-		h.step(Notified{Name: "payroll"})
+		h.step(Notified{store.Notice{Name: "payroll"}})
 		still, _ := h.e.Next()
 		require.Equal(t, due, still)
 	})
 
 	t.Run("NotificationBringsItForward", func(t *testing.T) {
-		h.step(Notified{Name: "billing"})
+		h.step(Notified{store.Notice{Name: "billing"}})
 		due, _ := h.e.Next()
 		require.Equal(t, h.now.Mono+spread/2, due)
 	})
@@ -402,7 +402,7 @@ func TestResubscriptionRetriesEveryCampaign(t *testing.T) {
 	other := store.Holder{Label: "worker", Instance: "other"}
 	for _, name := range []string{"billing", "payroll"} {
 		send := only[SendAcquire](t, h.step(Want{Name: name, Campaign: true}))
-		h.step(AcquireDone{Name: name, Holder: send.Holder, SentAt: send.SentAt, Held: &store.Grant{Holder: other, Token: 3, Seq: 4, Remaining: 12 * time.Second}})
+		h.step(AcquireDone{Name: name, Holder: send.Holder, SentAt: send.SentAt, Held: &store.HeldError{Holder: other, Token: 3, Seq: 4, Remaining: 12 * time.Second}})
 	}
 	h.step(Notified{})
 	due, ok := h.e.Next()
@@ -421,7 +421,7 @@ func TestOneShotAcquireReportsHolder(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	send := only[SendAcquire](t, h.step(Want{Name: "billing"}))
-	held := &store.Grant{Holder: store.Holder{Label: "worker", Instance: "other"}, Token: 3, Seq: 4, Remaining: time.Second}
+	held := &store.HeldError{Holder: store.Holder{Label: "worker", Instance: "other"}, Token: 3, Seq: 4, Remaining: time.Second}
 	failed := only[AcquireFailed](t, h.step(AcquireDone{Name: "billing", Holder: send.Holder, SentAt: send.SentAt, Held: held}))
 	require.Equal(t, held, failed.Held)
 	_, ok := h.e.Next()
@@ -433,7 +433,7 @@ func TestHeldBySelfUnseenRegeneratesIdentity(t *testing.T) {
 	h := newHarness(t)
 	send := only[SendAcquire](t, h.step(Want{Name: "billing", Campaign: true}))
 	acts := h.step(AcquireDone{Name: "billing", Holder: send.Holder, SentAt: send.SentAt,
-		Held: &store.Grant{Holder: send.Holder, Token: 3, Seq: 1, Remaining: time.Second}})
+		Held: &store.HeldError{Holder: send.Holder, Token: 3, Seq: 1, Remaining: time.Second}})
 	require.NotEqual(t, send.Holder, only[IdentityChanged](t, acts).Holder, "a grant nobody saw is never adopted")
 	retry := only[SendAcquire](t, h.tick())
 	require.Equal(t, h.e.Holder(), retry.Holder)
@@ -616,9 +616,9 @@ func TestAnnouncementMakesTheHolderCheck(t *testing.T) {
 			t.Parallel()
 			h := newHarness(t)
 			a := h.acquire("billing", 3, time.Millisecond)
-			check := only[SendCheck](t, h.step(Notified{Name: "billing"}))
+			check := only[SendCheck](t, h.step(Notified{store.Notice{Name: "billing"}}))
 			require.Equal(t, SendCheck{Name: "billing", Holder: a.Holder, Token: 3}, check)
-			none[SendCheck](t, h.step(Notified{Name: "billing"})) // one check at a time
+			none[SendCheck](t, h.step(Notified{store.Notice{Name: "billing"}})) // one check at a time
 			require.Equal(t, tc.lost, only[Lost](t, h.step(CheckDone{Name: "billing", Token: 3, Record: tc.rec})).Reason)
 		})
 	}

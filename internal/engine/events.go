@@ -34,9 +34,9 @@ type AcquireDone struct {
 	Holder store.Holder
 	SentAt Instant
 	// Exactly one of the following describes the outcome.
-	Grant *store.Grant // acquired
-	Held  *store.Grant // held by someone (possibly this very identity)
-	Err   error        // failed; the outcome is unknown
+	Grant *store.Grant     // acquired
+	Held  *store.HeldError // held by someone (possibly this very identity), or kept for the next in line
+	Err   error            // failed; the outcome is unknown
 	// Permanent marks an Err that retrying cannot cure (bad input, a store
 	// that is not set up): a campaign ends with it instead of backing off.
 	Permanent bool
@@ -67,10 +67,11 @@ type CheckDone struct {
 	Err    error
 }
 
-// Notified reports that the store announced a release or takeover of
-// Name; an empty Name means the store's listener has just (re)subscribed
-// and may have missed announcements, so every waiting campaign looks again.
-type Notified struct{ Name string }
+// Notified reports what the store announced of a lease (see
+// [store.Notice]); an empty Name means the store's listener has just
+// (re)subscribed and may have missed announcements, so every waiting
+// campaign looks again.
+type Notified struct{ store.Notice }
 
 // Progress reports that the work under a tenure made progress at At.
 type Progress struct {

@@ -110,7 +110,14 @@ func (fz *fuzzer) step() {
 		fz.now.Wall = fz.now.Wall.Add(time.Duration(int8(fz.next())) * time.Second)
 		ev = Tick{}
 	case 7:
-		ev = Notified{Name: fuzzNames[int(fz.next())%len(fuzzNames)]}
+		n := store.Notice{Name: fuzzNames[int(fz.next())%len(fuzzNames)], Kind: store.NoticeKind(fz.next() % 3)}
+		switch n.Kind {
+		case store.NoticeAcquired:
+			n.Holder, n.Remaining = fz.someHolder(), time.Duration(fz.next())*100*time.Millisecond
+		case store.NoticeReleased:
+			n.Next = fz.someHolder()
+		}
+		ev = Notified{n}
 	case 8:
 		if h := fz.anyHeld(); h != "" {
 			ev = Progress{Name: h, Token: fz.held[h].token, At: fz.now}
@@ -144,6 +151,14 @@ func (fz *fuzzer) step() {
 	fz.apply(ev, fz.e.Step(fz.now, ev))
 }
 
+// someHolder is this engine's identity or another's, as the input says.
+func (fz *fuzzer) someHolder() store.Holder {
+	if fz.next()%2 == 0 {
+		return fz.e.Holder()
+	}
+	return store.Holder{Label: "w", Instance: "other"}
+}
+
 func (fz *fuzzer) anyHeld() string {
 	for _, n := range fuzzNames {
 		if fz.held[n] != nil {
@@ -165,7 +180,11 @@ func (fz *fuzzer) answerAcquire() Event {
 		fz.token++
 		d.Grant = &store.Grant{Holder: a.Holder, Token: fz.token, Seq: 1, Remaining: ttl - time.Duration(fz.next())*10*time.Millisecond}
 	case 2:
-		d.Held = &store.Grant{Holder: store.Holder{Label: "w", Instance: "other"}, Token: fz.token, Seq: 3, Remaining: time.Duration(fz.next()) * 100 * time.Millisecond}
+		d.Held = &store.HeldError{Holder: store.Holder{Label: "w", Instance: "other"}, Token: fz.token, Seq: 3,
+			Remaining: time.Duration(fz.next()) * 100 * time.Millisecond, Position: int(fz.next() % 3)}
+		if fz.next()%4 == 0 { // released and kept for the next in line
+			d.Held.Holder, d.Held.Next = store.Holder{}, fz.someHolder()
+		}
 	case 3:
 		d.Err = errStore
 	}

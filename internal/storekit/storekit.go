@@ -80,8 +80,8 @@ func (g *Gate) closedError(op string) error {
 // gate is shut, and then returns what the contract asks: an error matching
 // [store.ErrClosed] when the gate was shut, ctx's error otherwise. loop
 // must return soon after its context ends; it reports subscriptions with
-// notify("") itself.
-func (g *Gate) Listen(ctx context.Context, notify func(name string), loop func(ctx context.Context, notify func(name string))) error {
+// notify(store.Notice{}) itself.
+func (g *Gate) Listen(ctx context.Context, notify func(store.Notice), loop func(ctx context.Context, notify func(store.Notice))) error {
 	if notify == nil {
 		return fmt.Errorf("%s: listen: %w: notify function is nil", g.pkg, store.ErrInvalid)
 	}

@@ -42,20 +42,20 @@ func TestListen(t *testing.T) {
 	t.Run("NilNotify", func(t *testing.T) {
 		t.Parallel()
 		g := storekit.NewGate("kitstore", "kitstore.New")
-		require.ErrorIs(t, g.Listen(t.Context(), nil, func(context.Context, func(string)) { t.Error("loop ran") }), store.ErrInvalid)
+		require.ErrorIs(t, g.Listen(t.Context(), nil, func(context.Context, func(store.Notice)) { t.Error("loop ran") }), store.ErrInvalid)
 	})
 
 	t.Run("ClosedBefore", func(t *testing.T) {
 		t.Parallel()
 		g := storekit.NewGate("kitstore", "kitstore.New")
 		g.Close()
-		require.ErrorIs(t, g.Listen(t.Context(), func(string) {}, func(context.Context, func(string)) { t.Error("loop ran") }), store.ErrClosed)
+		require.ErrorIs(t, g.Listen(t.Context(), func(store.Notice) {}, func(context.Context, func(store.Notice)) { t.Error("loop ran") }), store.ErrClosed)
 	})
 
 	t.Run("CloseEndsLoop", func(t *testing.T) {
 		t.Parallel()
 		g := storekit.NewGate("kitstore", "kitstore.New")
-		err := g.Listen(t.Context(), func(string) {}, func(ctx context.Context, notify func(string)) {
+		err := g.Listen(t.Context(), func(store.Notice) {}, func(ctx context.Context, notify func(store.Notice)) {
 			g.Close()
 			<-ctx.Done()
 		})
@@ -66,21 +66,21 @@ func TestListen(t *testing.T) {
 		t.Parallel()
 		g := storekit.NewGate("kitstore", "kitstore.New")
 		ctx, cancel := context.WithCancel(t.Context())
-		var got []string
-		err := g.Listen(ctx, func(n string) { got = append(got, n) }, func(ctx context.Context, notify func(string)) {
-			notify("")
+		var got []store.Notice
+		err := g.Listen(ctx, func(n store.Notice) { got = append(got, n) }, func(ctx context.Context, notify func(store.Notice)) {
+			notify(store.Notice{})
 			cancel()
 			<-ctx.Done()
 		})
 		require.ErrorIs(t, err, context.Canceled)
-		require.Equal(t, []string{""}, got)
+		require.Equal(t, []store.Notice{{}}, got)
 		require.False(t, g.Closed())
 	})
 
 	t.Run("LoopEndingEarlyIsAnError", func(t *testing.T) {
 		t.Parallel()
 		g := storekit.NewGate("kitstore", "kitstore.New")
-		require.ErrorIs(t, g.Listen(t.Context(), func(string) {}, func(context.Context, func(string)) {}), store.ErrUnavailable)
+		require.ErrorIs(t, g.Listen(t.Context(), func(store.Notice) {}, func(context.Context, func(store.Notice)) {}), store.ErrUnavailable)
 	})
 }
 

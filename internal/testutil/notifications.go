@@ -6,15 +6,17 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/tenure-dev/tenure/store"
 )
 
-// Notifications records the lease names a [store.Notifier] listener
-// reports, so that tests can wait for one. Pass its Notify to Listen. It is
-// safe for concurrent use.
+// Notifications records the notices a [store.Notifier] listener reports,
+// so that tests can wait for one. Pass its Notify to Listen. It is safe for
+// concurrent use.
 type Notifications struct {
-	mu    sync.Mutex
-	names []string
-	wake  chan struct{}
+	mu      sync.Mutex
+	notices []store.Notice
+	wake    chan struct{}
 }
 
 // NewNotifications returns an empty record.
@@ -22,10 +24,10 @@ func NewNotifications() *Notifications {
 	return &Notifications{wake: make(chan struct{}, 1)}
 }
 
-// Notify records name; it never blocks.
-func (n *Notifications) Notify(name string) {
+// Notify records notice; it never blocks.
+func (n *Notifications) Notify(notice store.Notice) {
 	n.mu.Lock()
-	n.names = append(n.names, name)
+	n.notices = append(n.notices, notice)
 	n.mu.Unlock()
 	select {
 	case n.wake <- struct{}{}:
@@ -34,37 +36,57 @@ func (n *Notifications) Notify(name string) {
 }
 
 // Count returns how many times name was reported so far.
-func (n *Notifications) Count(name string) int {
+func (n *Notifications) Count(name string) int { return len(n.Of(name)) }
+
+// Of returns the notices reported so far for name, in order.
+func (n *Notifications) Of(name string) []store.Notice {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	c := 0
-	for _, got := range n.names {
-		if got == name {
-			c++
+	var of []store.Notice
+	for _, got := range n.notices {
+		if got.Name == name {
+			of = append(of, got)
 		}
 	}
-	return c
+	return of
 }
 
 // Wait waits up to d for name to be reported (or finds it reported
 // already) and says whether it was.
 func (n *Notifications) Wait(name string, d time.Duration) bool {
+	return n.WaitFor(func(got store.Notice) bool { return got.Name == name }, d)
+}
+
+// WaitFor waits up to d for a notice that match accepts to be reported (or
+// finds one reported already) and says whether one was.
+func (n *Notifications) WaitFor(match func(store.Notice) bool, d time.Duration) bool {
 	timer := time.NewTimer(d)
 	defer timer.Stop()
-	for n.Count(name) == 0 {
+	for !n.has(match) {
 		select {
 		case <-n.wake:
 		case <-timer.C:
-			return n.Count(name) > 0
+			return n.has(match)
 		}
 	}
 	return true
 }
 
+func (n *Notifications) has(match func(store.Notice) bool) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, got := range n.notices {
+		if match(got) {
+			return true
+		}
+	}
+	return false
+}
+
 // RunListener runs listen(ctx, notify) on a goroutine of its own until the
 // test ends, and then checks that it returned [context.Canceled] within
 // timeout. ctx is the listener's parent context.
-func RunListener(t testing.TB, ctx context.Context, listen func(ctx context.Context, notify func(name string)) error, notify func(name string), timeout time.Duration) {
+func RunListener(t testing.TB, ctx context.Context, listen func(ctx context.Context, notify func(store.Notice)) error, notify func(store.Notice), timeout time.Duration) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)

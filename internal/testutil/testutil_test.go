@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/tenure-dev/tenure/store"
 )
 
 func TestUniqueName(t *testing.T) {
@@ -118,13 +120,15 @@ func TestNotifications(t *testing.T) {
 	t.Parallel()
 	n := NewNotifications()
 	require.False(t, n.Wait("job", 10*time.Millisecond), "nothing reported yet")
-	go n.Notify("job")
+	go n.Notify(store.Notice{Name: "job", Kind: store.NoticeReleased})
 	require.True(t, n.Wait("job", 10*time.Second))
-	n.Notify("")
-	n.Notify("")
+	n.Notify(store.Notice{})
+	n.Notify(store.Notice{})
 	require.Equal(t, 2, n.Count(""))
 	require.Equal(t, 1, n.Count("job"))
 	require.True(t, n.Wait("", 0), "a name already reported needs no wait")
+	require.Equal(t, []store.Notice{{Name: "job", Kind: store.NoticeReleased}}, n.Of("job"))
+	require.False(t, n.WaitFor(func(got store.Notice) bool { return got.Kind == store.NoticeAcquired }, 0))
 }
 
 func TestReceive(t *testing.T) {
@@ -154,13 +158,13 @@ func TestRunListener(t *testing.T) {
 		require.Equal(t, []string{"Listen returned <nil>, want context.Canceled"}, r.msgs)
 	})
 	n := NewNotifications()
-	RunListener(r, t.Context(), func(ctx context.Context, notify func(string)) error {
-		notify("good")
+	RunListener(r, t.Context(), func(ctx context.Context, notify func(store.Notice)) error {
+		notify(store.Notice{Name: "good"})
 		<-ctx.Done()
 		return ctx.Err()
 	}, n.Notify, time.Second)
-	RunListener(r, t.Context(), func(ctx context.Context, notify func(string)) error {
-		notify("bad")
+	RunListener(r, t.Context(), func(ctx context.Context, notify func(store.Notice)) error {
+		notify(store.Notice{Name: "bad"})
 		<-ctx.Done()
 		return nil
 	}, n.Notify, time.Second)

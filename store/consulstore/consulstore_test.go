@@ -347,7 +347,7 @@ func TestUnavailableWhenAgentGone(t *testing.T) {
 
 	listenCtx, cancel := context.WithCancel(ctx)
 	listening := make(chan error, 1)
-	go func() { listening <- s.Listen(listenCtx, func(string) {}) }()
+	go func() { listening <- s.Listen(listenCtx, func(store.Notice) {}) }()
 
 	require.NoError(t, agent.Stop())
 
@@ -411,9 +411,9 @@ type recorder struct{ names chan string }
 func listen(t *testing.T, s *consulstore.Store) *recorder {
 	t.Helper()
 	r := &recorder{names: make(chan string, 1024)}
-	testutil.RunListener(t, t.Context(), s.Listen, func(name string) {
+	testutil.RunListener(t, t.Context(), s.Listen, func(n store.Notice) {
 		select {
-		case r.names <- name:
+		case r.names <- n.Name:
 		default:
 		}
 	}, eventTimeout)

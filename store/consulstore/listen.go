@@ -34,13 +34,13 @@ const (
 // before it cannot be told (see [store.Notifier]). It returns
 // ctx's error when ctx is done and an error matching [store.ErrClosed]
 // when the store is closed.
-func (s *Store) Listen(ctx context.Context, notify func(name string)) error {
+func (s *Store) Listen(ctx context.Context, notify func(store.Notice)) error {
 	return s.gate.Listen(ctx, notify, s.watch)
 }
 
 // watch is the loop of [Store.Listen]: one blocking query after another
 // until ctx is done.
-func (s *Store) watch(ctx context.Context, notify func(name string)) {
+func (s *Store) watch(ctx context.Context, notify func(store.Notice)) {
 	var (
 		index   uint64
 		seen    map[string]snapshot // nil until the first query succeeds
@@ -58,13 +58,13 @@ func (s *Store) watch(ctx context.Context, notify func(name string)) {
 			if err == nil {
 				now := snapshots(leases)
 				if seen == nil {
-					notify("") // the first view: what changed before it is unknown
+					notify(store.Notice{}) // the first view: what changed before it is unknown
 				}
 				for name := range changed(seen, now) {
 					if ctx.Err() != nil {
 						break
 					}
-					notify(name)
+					notify(store.Notice{Name: name})
 				}
 				seen = now
 				index = nextIndex(index, meta.LastIndex)

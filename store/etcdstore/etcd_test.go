@@ -421,7 +421,7 @@ func TestListen(t *testing.T) {
 		t.Parallel()
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error, 1)
-		go func() { done <- b.store.Listen(ctx, func(string) {}) }()
+		go func() { done <- b.store.Listen(ctx, func(store.Notice) {}) }()
 		cancel()
 		select {
 		case err := <-done:

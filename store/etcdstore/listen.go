@@ -7,6 +7,8 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/tenure-dev/tenure/store"
 )
 
 // Bounds of the pause between two watches when one ends with an error.
@@ -31,13 +33,13 @@ const (
 //
 // Listen returns ctx's error when ctx is done and an error matching
 // [store.ErrClosed] when the store is closed.
-func (s *Store) Listen(ctx context.Context, notify func(name string)) error {
+func (s *Store) Listen(ctx context.Context, notify func(store.Notice)) error {
 	return s.gate.Listen(ctx, notify, s.watch)
 }
 
 // watch is the loop of [Store.Listen]: one watch after another until ctx
 // is done.
-func (s *Store) watch(ctx context.Context, notify func(name string)) {
+func (s *Store) watch(ctx context.Context, notify func(store.Notice)) {
 	prefix := s.prefix + heldDir
 	var next int64 // the revision to watch from; 0: the current one
 	delay := minRewatchDelay
@@ -58,13 +60,13 @@ func (s *Store) watch(ctx context.Context, notify func(name string)) {
 				continue // the channel closes next
 			}
 			if resp.Created && fresh {
-				notify("")
+				notify(store.Notice{})
 			}
 			delay = minRewatchDelay
 			for _, ev := range resp.Events {
 				next = ev.Kv.ModRevision + 1
 				if ev.Type == clientv3.EventTypeDelete {
-					notify(strings.TrimPrefix(string(ev.Kv.Key), prefix))
+					notify(store.Notice{Name: strings.TrimPrefix(string(ev.Kv.Key), prefix)})
 				}
 			}
 		}

@@ -112,9 +112,9 @@ func TestSlowListenerDoesNotBlock(t *testing.T) {
 	var mu sync.Mutex
 	var got []string
 	delivered := make(chan struct{}, 1)
-	notify := func(name string) {
+	notify := func(n store.Notice) {
 		mu.Lock()
-		got = append(got, name)
+		got = append(got, n.Name)
 		first := len(got) == 1
 		mu.Unlock()
 		if first {
@@ -153,7 +153,7 @@ func TestSlowListenerDoesNotBlock(t *testing.T) {
 	for i := range 100 {
 		name := fmt.Sprintf("lease-%03d", i)
 		cycle(name)
-		want = append(want, name)
+		want = append(want, name, name) // acquired, released
 	}
 	close(unblock)
 
@@ -184,5 +184,5 @@ func TestListenInput(t *testing.T) {
 	require.ErrorIs(t, s.Listen(t.Context(), nil), store.ErrInvalid)
 	require.NoError(t, s.Close())
 	require.NoError(t, s.Close(), "closing twice is harmless")
-	require.ErrorIs(t, s.Listen(t.Context(), func(string) {}), store.ErrClosed)
+	require.ErrorIs(t, s.Listen(t.Context(), func(store.Notice) {}), store.ErrClosed)
 }

@@ -27,10 +27,18 @@
 //
 // # Notifications
 //
-// [Store.Listen] reports each release and each takeover (an acquisition that
-// replaced the holder of an expired lease). The store never waits for a
-// listener: it appends to the listener's unbounded queue, and the goroutine
-// that called Listen delivers from it.
+// [Store.Listen] reports each release ([store.NoticeReleased], naming the
+// next follower in line) and each acquisition ([store.NoticeAcquired], with
+// its holder and TTL). The store never waits for a listener: it appends to
+// the listener's unbounded queue, and the goroutine that called Listen
+// delivers from it.
+//
+// # Line
+//
+// The store keeps followers that ask to wait ([store.AcquireParams.Wait]) in
+// line per lease, first come first, and forgets one that has not asked again
+// within twice its TTL after the expiry it was told. A release keeps the
+// lease for the head of the line for [store.Handoff].
 //
 // # History
 //

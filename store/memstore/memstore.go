@@ -64,12 +64,24 @@ type lease struct {
 	acquiredAt time.Time
 	released   bool
 	payload    string
+
+	// line holds the followers waiting for the lease, first come first;
+	// a released lease is kept for keptFor until keptUntil.
+	line      []waiter
+	keptFor   store.Holder
+	keptUntil time.Time
+}
+
+// waiter is one follower in a lease's line, forgotten after until.
+type waiter struct {
+	holder store.Holder
+	until  time.Time
 }
 
 // listener is one [Store.Listen] call's queue. queue is guarded by
 // Store.mu; wake is buffered so that signalling it never blocks.
 type listener struct {
-	queue []string
+	queue []store.Notice
 	wake  chan struct{}
 }
 
@@ -107,14 +119,9 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (store.Grant
 	defer s.mu.Unlock()
 	now := s.clock()
 	l, known := s.leases[p.Name]
-	if known && l.heldAt(now) {
-		return store.Grant{}, &store.HeldError{
-			Name:      p.Name,
-			Holder:    l.holder,
-			Token:     l.token,
-			Seq:       l.seq,
-			Remaining: l.expires.Sub(now),
-			Payload:   l.payload,
+	if known {
+		if err := l.refuse(p, now); err != nil {
+			return store.Grant{}, err
 		}
 	}
 	takeover := known && !l.released
@@ -126,7 +133,7 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (store.Grant
 		ev.Kind = store.EventTakenOver
 	}
 	s.last++
-	l = &lease{
+	next := &lease{
 		holder:     p.Holder,
 		token:      s.last,
 		seq:        1,
@@ -134,13 +141,42 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (store.Grant
 		acquiredAt: now.Round(0),
 		payload:    p.Payload,
 	}
-	s.leases[p.Name] = l
-	ev.Holder, ev.Token, ev.At = l.holder, l.token, l.acquiredAt
-	s.recordLocked(ev)
-	if takeover {
-		s.notifyLocked(p.Name)
+	if known {
+		next.line = slices.DeleteFunc(l.line, func(w waiter) bool { return w.holder == p.Holder })
 	}
-	return l.grant(p.Name, now), nil
+	s.leases[p.Name] = next
+	ev.Holder, ev.Token, ev.At = next.holder, next.token, next.acquiredAt
+	s.recordLocked(ev)
+	s.notifyLocked(store.Notice{Name: p.Name, Kind: store.NoticeAcquired, Holder: p.Holder, Remaining: p.TTL})
+	return next.grant(p.Name, now), nil
+}
+
+// refuse returns the [*store.HeldError] that refuses p at now, or nil when
+// p may take the lease: when it is not held and not kept for another
+// follower. A refused p that asks to wait is put in line, or keeps its
+// place there.
+func (l *lease) refuse(p store.AcquireParams, now time.Time) error {
+	l.line = slices.DeleteFunc(l.line, func(w waiter) bool { return !now.Before(w.until) })
+	var he *store.HeldError
+	switch {
+	case l.heldAt(now):
+		he = &store.HeldError{Name: p.Name, Holder: l.holder, Token: l.token, Seq: l.seq, Remaining: l.expires.Sub(now), Payload: l.payload}
+	case now.Before(l.keptUntil) && l.keptFor != p.Holder:
+		he = &store.HeldError{Name: p.Name, Token: l.token, Next: l.keptFor, Remaining: l.keptUntil.Sub(now)}
+	default:
+		return nil
+	}
+	if p.Wait {
+		until := now.Add(he.Remaining + 2*p.TTL)
+		i := slices.IndexFunc(l.line, func(w waiter) bool { return w.holder == p.Holder })
+		if i < 0 {
+			i = len(l.line)
+			l.line = append(l.line, waiter{holder: p.Holder})
+		}
+		l.line[i].until = until
+		he.Position = i + 1
+	}
+	return he
 }
 
 // Renew implements [store.Store.Renew].
@@ -223,7 +259,13 @@ func (s *Store) releaseLocked(now time.Time, p store.ReleaseParams, kind store.E
 	l.released = true
 	l.expires = now
 	s.recordLocked(store.HistoryEvent{Name: p.Name, Kind: kind, Holder: l.holder, Token: l.token, At: now.Round(0)})
-	s.notifyLocked(p.Name)
+	n := store.Notice{Name: p.Name, Kind: store.NoticeReleased}
+	l.line = slices.DeleteFunc(l.line, func(w waiter) bool { return !now.Before(w.until) })
+	if len(l.line) > 0 {
+		l.keptFor, l.keptUntil = l.line[0].holder, now.Add(store.Handoff)
+		n.Next = l.keptFor
+	}
+	s.notifyLocked(n)
 	return nil
 }
 
@@ -295,12 +337,12 @@ func (s *Store) List(ctx context.Context) ([]store.Record, error) {
 // goroutine, one name at a time, in the order the store changed. Listen
 // returns ctx's error when ctx is done and an error matching
 // [store.ErrClosed] when the store is closed.
-func (s *Store) Listen(ctx context.Context, notify func(name string)) error {
+func (s *Store) Listen(ctx context.Context, notify func(store.Notice)) error {
 	return s.gate.Listen(ctx, notify, s.deliver)
 }
 
 // deliver is the loop of [Store.Listen].
-func (s *Store) deliver(ctx context.Context, notify func(name string)) {
+func (s *Store) deliver(ctx context.Context, notify func(store.Notice)) {
 	l := &listener{wake: make(chan struct{}, 1)}
 	s.mu.Lock()
 	s.listeners[l] = struct{}{}
@@ -310,7 +352,7 @@ func (s *Store) deliver(ctx context.Context, notify func(name string)) {
 		delete(s.listeners, l)
 		s.mu.Unlock()
 	}()
-	notify("") // subscribed: nothing announced from now on is missed
+	notify(store.Notice{}) // subscribed: nothing announced from now on is missed
 	for {
 		select {
 		case <-ctx.Done():
@@ -318,14 +360,14 @@ func (s *Store) deliver(ctx context.Context, notify func(name string)) {
 		case <-l.wake:
 		}
 		s.mu.Lock()
-		names := l.queue
+		notices := l.queue
 		l.queue = nil
 		s.mu.Unlock()
-		for _, name := range names {
+		for _, n := range notices {
 			if ctx.Err() != nil {
 				return
 			}
-			notify(name)
+			notify(n)
 		}
 	}
 }
@@ -338,10 +380,10 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// notifyLocked queues name for every listener. s.mu must be held.
-func (s *Store) notifyLocked(name string) {
+// notifyLocked queues n for every listener. s.mu must be held.
+func (s *Store) notifyLocked(n store.Notice) {
 	for l := range s.listeners {
-		l.queue = append(l.queue, name)
+		l.queue = append(l.queue, n)
 		select {
 		case l.wake <- struct{}{}:
 		default:

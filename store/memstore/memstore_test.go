@@ -20,7 +20,9 @@ func (harness) NewStore(tb testing.TB) store.Store {
 	return s
 }
 
-func (harness) Capabilities() storetest.Capabilities { return storetest.Capabilities{Notify: true} }
+func (harness) Capabilities() storetest.Capabilities {
+	return storetest.Capabilities{Notify: true, Line: true}
+}
 
 func TestConformance(t *testing.T) { storetest.Run(t, harness{}) }
 

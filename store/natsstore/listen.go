@@ -9,6 +9,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tenure-dev/tenure/store"
 )
 
 // relistenDelay is how long Listen waits before it watches again after a
@@ -19,7 +21,7 @@ const relistenDelay = time.Second
 // reports each deletion (a release, or the marker the server leaves when
 // a TTL runs out) and each new tenure (a takeover). After a reconnection,
 // or when the watch ends, it watches again and reports the empty name.
-func (s *Store) Listen(ctx context.Context, notify func(name string)) error {
+func (s *Store) Listen(ctx context.Context, notify func(store.Notice)) error {
 	if err := s.begin(); err != nil {
 		return err
 	}
@@ -42,7 +44,7 @@ func (s *Store) Listen(ctx context.Context, notify func(name string)) error {
 // a reconnection). The ordered consumer behind the watch would resume by
 // itself after a reconnection, but only once it has missed its heartbeats,
 // seconds later; a new watch (announced with the empty name) is quicker.
-func (s *Store) watch(ctx context.Context, notify func(name string)) bool {
+func (s *Store) watch(ctx context.Context, notify func(store.Notice)) bool {
 	nc := s.js.Conn()
 	reconnected := nc.StatusChanged(nats.CONNECTED)
 	defer nc.RemoveStatusListener(reconnected)
@@ -51,7 +53,7 @@ func (s *Store) watch(ctx context.Context, notify func(name string)) bool {
 		return false
 	}
 	defer func() { _ = w.Stop() }()
-	notify("")
+	notify(store.Notice{})
 	for {
 		select {
 		case <-ctx.Done():
@@ -68,7 +70,7 @@ func (s *Store) watch(ctx context.Context, notify func(name string)) bool {
 				continue
 			}
 			if name, ok := announced(e); ok {
-				notify(name)
+				notify(store.Notice{Name: name})
 			}
 		}
 	}

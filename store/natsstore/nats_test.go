@@ -171,7 +171,8 @@ func TestNotifyOnExpiry(t *testing.T) {
 	ctx, stop := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() {
-		done <- s.Listen(ctx, func(n string) {
+		done <- s.Listen(ctx, func(nt store.Notice) {
+			n := nt.Name
 			if n == "" {
 				select {
 				case subscribed <- struct{}{}:
@@ -222,9 +223,9 @@ func TestNotifyAfterRestart(t *testing.T) {
 	ctx, stop := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() {
-		done <- s.Listen(ctx, func(n string) {
+		done <- s.Listen(ctx, func(n store.Notice) {
 			select {
-			case heard <- n:
+			case heard <- n.Name:
 			default:
 			}
 		})

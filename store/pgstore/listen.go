@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tenure-dev/tenure/internal/reconnect"
+	"github.com/tenure-dev/tenure/store"
 )
 
 // Backoff between attempts to (re)establish the listening connection.
@@ -29,8 +30,8 @@ const (
 //
 // Listen returns ctx's error when ctx is done and an error matching
 // [store.ErrClosed] when the store is closed.
-func (s *Store) Listen(ctx context.Context, notify func(name string)) error {
-	return s.gate.Listen(ctx, notify, func(ctx context.Context, notify func(name string)) {
+func (s *Store) Listen(ctx context.Context, notify func(store.Notice)) error {
+	return s.gate.Listen(ctx, notify, func(ctx context.Context, notify func(store.Notice)) {
 		reconnect.Loop(ctx, listenBackoffMin, listenBackoffMax, func(ctx context.Context) bool {
 			return s.listenOnce(ctx, notify)
 		})
@@ -40,7 +41,7 @@ func (s *Store) Listen(ctx context.Context, notify func(name string)) error {
 // listenOnce takes a connection, listens and delivers notifications until
 // the connection or ctx fails. It reports whether LISTEN succeeded, so the
 // caller can reset its backoff.
-func (s *Store) listenOnce(ctx context.Context, notify func(name string)) bool {
+func (s *Store) listenOnce(ctx context.Context, notify func(store.Notice)) bool {
 	pc, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return false
@@ -54,7 +55,7 @@ func (s *Store) listenOnce(ctx context.Context, notify func(name string)) bool {
 	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{s.obj.Channel}.Sanitize()); err != nil {
 		return false
 	}
-	notify("") // subscribed; what was announced before this LISTEN is lost
+	notify(store.Notice{}) // subscribed; what was announced before this LISTEN is lost
 	s.hookMu.Lock()
 	hook := s.listenHook
 	s.hookMu.Unlock()
@@ -66,6 +67,6 @@ func (s *Store) listenOnce(ctx context.Context, notify func(name string)) bool {
 		if err != nil {
 			return true
 		}
-		notify(n.Payload)
+		notify(store.Notice{Name: n.Payload})
 	}
 }

@@ -302,9 +302,9 @@ func TestListen(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error, 1)
 		go func() {
-			done <- b.store.Listen(ctx, func(name string) {
+			done <- b.store.Listen(ctx, func(n store.Notice) {
 				select {
-				case names <- name:
+				case names <- n.Name:
 				default:
 				}
 			})
@@ -343,9 +343,9 @@ func TestListen(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error, 1)
 		go func() {
-			done <- b.store.Listen(ctx, func(name string) {
+			done <- b.store.Listen(ctx, func(n store.Notice) {
 				select {
-				case names <- name:
+				case names <- n.Name:
 				default:
 				}
 			})

@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tenure-dev/tenure/internal/reconnect"
+	"github.com/tenure-dev/tenure/store"
 )
 
 const (
@@ -33,8 +34,8 @@ const (
 //
 // Listen returns ctx's error when ctx is done and an error matching
 // [store.ErrClosed] when the store is closed.
-func (s *Store) Listen(ctx context.Context, notify func(name string)) error {
-	return s.gate.Listen(ctx, notify, func(ctx context.Context, notify func(name string)) {
+func (s *Store) Listen(ctx context.Context, notify func(store.Notice)) error {
+	return s.gate.Listen(ctx, notify, func(ctx context.Context, notify func(store.Notice)) {
 		reconnect.Loop(ctx, listenBackoffMin, listenBackoffMax, func(ctx context.Context) bool {
 			return s.listenOnce(ctx, notify)
 		})
@@ -44,7 +45,7 @@ func (s *Store) Listen(ctx context.Context, notify func(name string)) error {
 // listenOnce subscribes on a new connection and delivers messages until
 // the connection fails, goes silent, or ctx is done. It reports whether
 // the subscription worked at all, so the caller can reset its backoff.
-func (s *Store) listenOnce(ctx context.Context, notify func(name string)) bool {
+func (s *Store) listenOnce(ctx context.Context, notify func(store.Notice)) bool {
 	ps := s.client.Subscribe(ctx, s.keys.Channel)
 	// Receiving does not watch ctx; closing the subscription ends it.
 	stop := context.AfterFunc(ctx, func() { _ = ps.Close() })
@@ -63,10 +64,10 @@ func (s *Store) listenOnce(ctx context.Context, notify func(name string)) bool {
 			pinged = false
 			switch m := msg.(type) {
 			case *redis.Message:
-				notify(m.Payload)
+				notify(store.Notice{Name: m.Payload})
 			case *redis.Subscription:
 				if m.Kind == "subscribe" {
-					notify("") // subscribed; what was published before is lost
+					notify(store.Notice{}) // subscribed; what was published before is lost
 				}
 			}
 		case isTimeout(err) && !pinged && ctx.Err() == nil:

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"time"
+
+	"github.com/tenure-dev/tenure/store"
 )
 
 // Listen implements [store.Notifier.Listen] by polling, since SQLite
@@ -28,12 +30,12 @@ import (
 //
 // Listen returns ctx's error when ctx is done and an error matching
 // [store.ErrClosed] when the store is closed.
-func (s *Store) Listen(ctx context.Context, notify func(name string)) error {
+func (s *Store) Listen(ctx context.Context, notify func(store.Notice)) error {
 	return s.gate.Listen(ctx, notify, s.poll)
 }
 
 // poll is the loop of [Store.Listen].
-func (s *Store) poll(ctx context.Context, notify func(name string)) {
+func (s *Store) poll(ctx context.Context, notify func(store.Notice)) {
 	t := time.NewTicker(s.cfg.PollInterval)
 	defer t.Stop()
 	var w watcher
@@ -74,7 +76,7 @@ func (w *watcher) drop() {
 }
 
 // step polls once and reports what changed since the last step.
-func (w *watcher) step(ctx context.Context, db *sql.DB, notify func(name string)) error {
+func (w *watcher) step(ctx context.Context, db *sql.DB, notify func(store.Notice)) error {
 	if w.conn == nil {
 		c, err := db.Conn(ctx)
 		if err != nil {
@@ -100,7 +102,7 @@ func (w *watcher) step(ctx context.Context, db *sql.DB, notify func(name string)
 }
 
 // read reports the leases stamped after the last change seen.
-func (w *watcher) read(ctx context.Context, notify func(name string)) error {
+func (w *watcher) read(ctx context.Context, notify func(store.Notice)) error {
 	var last int64
 	err := w.conn.QueryRowContext(ctx, `SELECT last_change FROM tenure_counter WHERE id = 1`).Scan(&last)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -111,7 +113,7 @@ func (w *watcher) read(ctx context.Context, notify func(name string)) error {
 	}
 	if !w.subscribed || last < w.change {
 		w.change, w.subscribed = last, true
-		notify("") // from here on nothing is missed
+		notify(store.Notice{}) // from here on nothing is missed
 		return nil
 	}
 	if last == w.change {
@@ -139,7 +141,7 @@ func (w *watcher) read(ctx context.Context, notify func(name string)) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		notify(n)
+		notify(store.Notice{Name: n})
 	}
 	return nil
 }

@@ -25,7 +25,7 @@ func TestListenAcrossStores(t *testing.T) {
 	names := make(chan string, 100)
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
-	go func() { done <- listener.Listen(ctx, func(n string) { names <- n }) }()
+	go func() { done <- listener.Listen(ctx, func(n store.Notice) { names <- n.Name }) }()
 	defer func() {
 		cancel()
 		require.ErrorIs(t, <-done, context.Canceled)

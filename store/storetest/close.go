@@ -32,7 +32,7 @@ func testClose(t *testing.T, h Harness) {
 		}
 		if n, ok := b.store.(store.Notifier); ok {
 			done := make(chan error, 1)
-			go func() { done <- n.Listen(context.WithoutCancel(ctx), func(string) {}) }()
+			go func() { done <- n.Listen(context.WithoutCancel(ctx), func(store.Notice) {}) }()
 			select {
 			case err := <-done:
 				require.ErrorIs(t, err, store.ErrClosed, "Listen")

@@ -55,7 +55,7 @@ func testNotify(t *testing.T, h Harness) {
 		b := setup(t, h)
 		n := b.notifier(t)
 		done := make(chan error, 1)
-		go func() { done <- n.Listen(context.WithoutCancel(t.Context()), func(string) {}) }()
+		go func() { done <- n.Listen(context.WithoutCancel(t.Context()), func(store.Notice) {}) }()
 		require.NoError(t, b.store.Close())
 		select {
 		case <-done:

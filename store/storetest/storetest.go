@@ -32,6 +32,11 @@ type Capabilities struct {
 	// the suite should check its notifications.
 	Notify bool
 
+	// Line reports that the store keeps followers that ask to wait in
+	// line ([store.AcquireParams.Wait]) and keeps a released lease for the
+	// head of the line for [store.Handoff]; the suite checks the line.
+	Line bool
+
 	// ExpiryLag is how much longer than its TTL the store may take to expire
 	// a lease, or round a TTL up by: 0 for stores that expire exactly (for
 	// example PostgreSQL and SQLite), up to one TTL more for Consul.
@@ -81,6 +86,7 @@ func Run(t *testing.T, h Harness) {
 		{"ReleaseBatch", testReleaseBatch},
 		{"Token", testToken},
 		{"Notify", testNotify},
+		{"Line", testLine},
 		{"Input", testInput},
 		{"Get", testGet},
 		{"History", testHistory},

@@ -160,7 +160,7 @@ func (s renewReversed) Renew(ctx context.Context, ps []store.RenewParams) ([]sto
 // silentListener's Listen returns nil at once on a closed store.
 type silentListener struct{ *memstore.Store }
 
-func (s silentListener) Listen(ctx context.Context, notify func(string)) error {
+func (s silentListener) Listen(ctx context.Context, notify func(store.Notice)) error {
 	if _, err := s.Get(ctx, "probe"); errors.Is(err, store.ErrClosed) {
 		return nil
 	}

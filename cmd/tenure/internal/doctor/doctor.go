@@ -442,11 +442,11 @@ func checkLeaseCycle(ctx context.Context, o *storeurl.Opened, opts Options) []Fi
 	if isNotifier {
 		go func() {
 			defer close(listenDone)
-			_ = n.Listen(lctx, func(name string) { // It returns only when lctx ends.
+			_ = n.Listen(lctx, func(got store.Notice) { // It returns only when lctx ends.
 				ch := subscribed
-				if name == opts.Lease {
+				if got.Name == opts.Lease {
 					ch = announced
-				} else if name != "" {
+				} else if got.Name != "" {
 					return
 				}
 				select {

@@ -195,7 +195,7 @@ func (s *Server) Run(ctx context.Context) error {
 		wg.Go(func() {
 			// Listen returns only when lctx is done or the store is
 			// closed; notifications only make reads come sooner.
-			_ = n.Listen(lctx, func(string) {
+			_ = n.Listen(lctx, func(store.Notice) {
 				select {
 				case wake <- struct{}{}:
 				default:

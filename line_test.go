@@ -1,0 +1,135 @@
+package tenure_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tenure-dev/tenure"
+	"github.com/tenure-dev/tenure/store"
+	"github.com/tenure-dev/tenure/store/memstore"
+)
+
+// attemptCounter counts the acquisitions each holder label sends.
+type attemptCounter struct {
+	store.Store
+	mu       sync.Mutex
+	attempts map[string]int
+}
+
+func (s *attemptCounter) Acquire(ctx context.Context, p store.AcquireParams) (store.Grant, error) {
+	s.mu.Lock()
+	s.attempts[p.Holder.Label]++
+	s.mu.Unlock()
+	return s.Store.Acquire(ctx, p)
+}
+
+// take returns the attempts counted since the last call, and starts over.
+func (s *attemptCounter) take() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	got := s.attempts
+	s.attempts = make(map[string]int)
+	return got
+}
+
+// Listen passes the store's announcements on: the embedded interface alone
+// would hide them.
+func (s *attemptCounter) Listen(ctx context.Context, notify func(store.Notice)) error {
+	return s.Store.(store.Notifier).Listen(ctx, notify)
+}
+
+// lineup starts a holder of "billing" over holderStore (st when nil) and n
+// followers over st that campaign for it one after the other, so that the
+// store's line is follower-0 … follower-n-1. Each follower's lease arrives
+// on its channel.
+func lineup(t *testing.T, st *attemptCounter, holderStore store.Store, n int) (*tenure.Lease, []chan *tenure.Lease) {
+	t.Helper()
+	if holderStore == nil {
+		holderStore = st
+	}
+	holder := setup(t, holderStore, tenure.Config{TTL: ttl, Label: "holder"}).acquire(t, "billing")
+	won := make([]chan *tenure.Lease, n)
+	for i := range won {
+		f := setup(t, st, tenure.Config{TTL: ttl, Label: fmt.Sprintf("follower-%d", i)})
+		won[i] = make(chan *tenure.Lease, 1)
+		go func() {
+			l, err := f.client.Campaign(t.Context(), "billing")
+			if err == nil {
+				won[i] <- l
+			}
+		}()
+		synctest.Wait() // refused, and in line
+	}
+	// A client's listener announces its subscription, which brings its
+	// campaign forward once more (it may have missed a release): let those
+	// retries pass.
+	elapse(time.Second)
+	synctest.Wait()
+	return holder, won
+}
+
+// awaitLease returns the lease that arrives on won within two TTLs of
+// virtual time.
+func awaitLease(t *testing.T, won <-chan *tenure.Lease, who string) *tenure.Lease {
+	t.Helper()
+	select {
+	case l := <-won:
+		return l
+	case <-time.After(2 * ttl):
+		t.Fatalf("%s did not get the lease within %s", who, 2*ttl)
+		return nil
+	}
+}
+
+func newAttemptCounter(t *testing.T) *attemptCounter {
+	m := memstore.New(memstore.Config{})
+	t.Cleanup(func() { _ = m.Close() })
+	return &attemptCounter{Store: m, attempts: make(map[string]int)}
+}
+
+func TestReleaseHandsOverToTheNextInLineAlone(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		st := newAttemptCounter(t)
+		current, won := lineup(t, st, nil, 10)
+		for i := range 3 {
+			st.take()
+			start := time.Now()
+			require.NoError(t, current.Release(t.Context()))
+			next := awaitLease(t, won[i], fmt.Sprintf("follower-%d", i))
+			require.Zero(t, time.Since(start), "the next in line tries as soon as it hears of the release")
+			elapse(2 * store.Handoff)
+			synctest.Wait()
+			require.Equal(t, map[string]int{fmt.Sprintf("follower-%d", i): 1}, st.take(),
+				"a handover costs the next in line's acquisition and nothing else")
+			for _, w := range won[i+1:] {
+				require.Empty(t, w, "the others keep waiting")
+			}
+			current = next
+		}
+	})
+}
+
+func TestExpiryHandsOverToTheNextInLineAlone(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		st := newAttemptCounter(t)
+		crashing := &faultyStore{Store: st, held: make(chan struct{})}
+		start := time.Now() // the holder's acquisition: no virtual time passes before it
+		holder, won := lineup(t, st, crashing, 5)
+		st.take()
+		crashing.stallRenew.Store(true) // the holder's renewals never arrive
+		next := awaitLease(t, won[0], "follower-0")
+		require.Equal(t, ttl, time.Since(start), "the next in line tries exactly at the store's expiry")
+		elapse(2 * store.Handoff)
+		synctest.Wait()
+		require.Equal(t, map[string]int{"follower-0": 1}, st.take(), "the others hear of the new tenure and keep waiting")
+		require.Greater(t, next.Token(), tokenOf(holder))
+	})
+}
