@@ -170,12 +170,14 @@ func (h PostgresHarness) NewStore(tb testing.TB) store.Store {
 	return s
 }
 
-// Capabilities implements [storetest.Harness]: PostgreSQL notifies and
-// expires exactly; its round trip is `SELECT 1` on the store's pool.
+// Capabilities implements [storetest.Harness]: PostgreSQL notifies, keeps
+// followers in line and expires exactly; its round trip is `SELECT 1` on
+// the store's pool.
 func (h PostgresHarness) Capabilities() storetest.Capabilities {
 	pool := h.pool()
 	return storetest.Capabilities{
 		Notify: true,
+		Line:   true,
 		RoundTrip: func(ctx context.Context) error {
 			var one int
 			if err := pool.QueryRow(ctx, "SELECT 1").Scan(&one); err != nil {

@@ -56,6 +56,8 @@ const (
 	suffixRecordHistory = "record_history"
 	suffixHistoryRead   = "history_read"
 	suffixForceRelease  = "force_release"
+	suffixWaiters       = "waiters"
+	suffixWaitersLine   = "waiters_line"
 	longestSuffix       = len(suffixCheckLeaseStrict)
 )
 
@@ -139,6 +141,8 @@ type Objects struct {
 	// Settings holds the history's retention.
 	History  string
 	Settings string
+	// Waiters is the line of followers waiting for each lease.
+	Waiters string
 	// HistoryReadFunc reads the history; ForceReleaseFunc is release
 	// recorded as an operator's; RecordHistoryFunc is the trigger
 	// function that records events.
@@ -183,6 +187,7 @@ func (c Config) Objects() (Objects, error) {
 		FenceResets:          ns.Name(suffixFenceResets),
 		History:              ns.Name(suffixHistory),
 		Settings:             ns.Name(suffixSettings),
+		Waiters:              ns.Name(suffixWaiters),
 		HistoryReadFunc:      ns.Name(suffixHistoryRead),
 		ForceReleaseFunc:     ns.Name(suffixForceRelease),
 		RecordHistoryFunc:    ns.Name(suffixRecordHistory),
@@ -246,8 +251,10 @@ func (o Objects) renderer() func(sql string) string {
 		"history_read_fn":       o.HistoryReadFunc,
 		"force_release_fn":      o.ForceReleaseFunc,
 		"record_history_fn":     o.RecordHistoryFunc,
+		"waiters":               o.Waiters,
 	}, "{{channel_lit}}", pgkit.QuoteLiteral(o.Channel),
 		// Index names take no schema: an index lives in its table's.
 		"{{history_name_at_idx}}", pgkit.QuoteIdent(o.TablePrefix+suffixHistoryNameAt),
-		"{{history_at_idx}}", pgkit.QuoteIdent(o.TablePrefix+suffixHistoryAt))
+		"{{history_at_idx}}", pgkit.QuoteIdent(o.TablePrefix+suffixHistoryAt),
+		"{{waiters_line_idx}}", pgkit.QuoteIdent(o.TablePrefix+suffixWaitersLine))
 }

@@ -44,14 +44,32 @@
 //
 // Releases and acquisitions are announced with pg_notify on
 // [Objects.Channel] (schema.prefixleases, or a hash of both when that is
-// longer than 63 bytes), with the lease name as payload, in the same
-// statement, so a notification is sent exactly when the change commits.
+// longer than 63 bytes), in the same statement, so a notification is sent
+// exactly when the change commits. The payload is a small JSON object
+// (migration 007) that [Store.Listen] turns into a [store.Notice]: an
+// acquisition with its holder and TTL, a release with the follower the lease
+// is kept for.
 // Expiry is not announced: nothing runs at the moment a lease expires.
 // [Store.Listen] holds one connection of its own and reconnects with backoff
 // (50 ms growing to 5 s) when it dies, and calls notify with the empty name
 // after every LISTEN, since what was announced in between is lost.
 // Notifications are an optimisation only: one lost while reconnecting
 // delays a follower until the expiry it was told.
+//
+// # Line
+//
+// Followers that campaign ([store.AcquireParams.Wait]) wait in line in
+// <prefix>waiters, first come first by ticket; a refusal reports the
+// caller's place ([store.HeldError].Position). A release keeps the lease
+// for the head of the line for [store.Handoff] (250 ms) and names it in
+// its announcement, so that the next follower alone tries at once and the
+// others stay back: a handover costs the server one acquisition however
+// many wait. Anyone else's acquisition meanwhile is refused with a
+// [*store.HeldError] that has no holder and names the follower in Next. A
+// follower that stops asking is forgotten twice its TTL after the expiry it
+// was last told; a dead one at the head of the line delays the next
+// handover by at most [store.Handoff]. The line never grants a lease early
+// and never extends one.
 //
 // # History
 //
@@ -168,6 +186,12 @@
 // workers of an older library fail with "function does not exist"
 // (ErrNotMigrated) until they are upgraded.
 //
+// Migration 007 adds the line: the waiters table, three kept_* columns of
+// the leases table (never indexed, and untouched by renewals, which stay
+// HOT updates), acquire with a sixth argument (wait), and announcements in
+// JSON. Grants carry over as in 005. Listeners of an older library take
+// the JSON for a lease name they do not know, and wait for expiries.
+//
 // # Schema
 //
 // [Store.Migrate] applies the embedded migrations (migrations/NNN_name.up.sql)
@@ -179,8 +203,11 @@
 //
 //   - tenure_leases(name text PRIMARY KEY, holder_label text, holder_instance
 //     text, token bigint, seq bigint, acquired_at, renewed_at, expires_at
-//     timestamptz, released boolean, payload text): one row per lease name. Rows are never
+//     timestamptz, released boolean, payload text, kept_label, kept_instance
+//     text, kept_until timestamptz): one row per lease name. Rows are never
 //     deleted: a release sets released and expires_at = now.
+//   - tenure_waiters(name, holder_label, holder_instance, ticket, until):
+//     the line of followers of each lease (see Line).
 //   - tenure_token_seq: the bigint sequence every new tenure's token is
 //     drawn from.
 //   - tenure_fences(resource text PRIMARY KEY, token bigint, updated_at

@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -22,8 +23,9 @@ const (
 // Listen implements [store.Notifier.Listen]. It takes one connection out
 // of the pool for itself (the pool opens another in its place) and runs
 // LISTEN on the store's channel ([Objects.Channel]); notify runs on the
-// calling goroutine with the payload, a lease name, for every release and
-// acquisition. When the connection fails it is dropped and a new one is
+// calling goroutine with a [store.Notice] for every release (naming the
+// follower the lease is kept for) and acquisition (with its holder and
+// TTL). When the connection fails it is dropped and a new one is
 // made, after a backoff growing from 50ms to 5s; notifications sent in
 // between are lost, so after every LISTEN it calls notify with the empty
 // name (see [store.Notifier]).
@@ -67,6 +69,40 @@ func (s *Store) listenOnce(ctx context.Context, notify func(store.Notice)) bool 
 		if err != nil {
 			return true
 		}
-		notify(store.Notice{Name: n.Payload})
+		notify(decodeNotice(n.Payload))
 	}
+}
+
+// announcement is the JSON payload the acquire and release functions send
+// (migration 007): k is "a" (acquired by hl/hi for ttl microseconds) or
+// "r" (released, kept for nl/ni when they are not empty).
+type announcement struct {
+	Name     string `json:"n"`
+	Kind     string `json:"k"`
+	Label    string `json:"hl"`
+	Instance string `json:"hi"`
+	TTL      int64  `json:"ttl"`
+	NextL    string `json:"nl"`
+	NextI    string `json:"ni"`
+}
+
+// decodeNotice reads one announcement. A payload that is not one (sent by
+// an older library, which announced the bare name) is a notice of that
+// name that does not say what happened.
+func decodeNotice(payload string) store.Notice {
+	var a announcement
+	if err := json.Unmarshal([]byte(payload), &a); err != nil || a.Name == "" {
+		return store.Notice{Name: payload}
+	}
+	n := store.Notice{Name: a.Name}
+	switch {
+	case a.Kind == "a" && a.TTL > 0:
+		n.Kind = store.NoticeAcquired
+		n.Holder = store.Holder{Label: a.Label, Instance: a.Instance}
+		n.Remaining = time.Duration(a.TTL) * time.Microsecond
+	case a.Kind == "r":
+		n.Kind = store.NoticeReleased
+		n.Next = store.Holder{Label: a.NextL, Instance: a.NextI}
+	}
+	return n
 }

@@ -118,7 +118,7 @@ func (c Config) GrantSQL(role string) (string, error) {
 	ns := obj.namespace()
 	return ns.GrantSQL("pgstore", role,
 		"EXECUTE ON FUNCTION "+strings.Join([]string{
-			ns.Ident(obj.AcquireFunc) + "(text, text, text, bigint, text)",
+			ns.Ident(obj.AcquireFunc) + "(text, text, text, bigint, text, boolean)",
 			ns.Ident(obj.RenewFunc) + "(text[], text[], text[], bigint[], bigint[], bigint[])",
 			ns.Ident(obj.ReleaseFunc) + "(text, text, text, bigint)",
 			ns.Ident(obj.GetFunc) + "(text)",

@@ -120,10 +120,13 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (store.Grant
 			acquired    bool
 			g           = store.Grant{Name: p.Name}
 			remainingUS int64
+			position    int32
+			next        store.Holder
 		)
 		err := s.pool.QueryRow(ctx, s.acquireSQL,
-			p.Name, p.Holder.Label, p.Holder.Instance, p.TTL.Microseconds(), p.Payload,
-		).Scan(&acquired, &g.Holder.Label, &g.Holder.Instance, &g.Token, &g.Seq, &remainingUS, &g.Payload, &g.At)
+			p.Name, p.Holder.Label, p.Holder.Instance, p.TTL.Microseconds(), p.Payload, p.Wait,
+		).Scan(&acquired, &g.Holder.Label, &g.Holder.Instance, &g.Token, &g.Seq, &remainingUS, &g.Payload, &g.At,
+			&position, &next.Label, &next.Instance)
 		if errors.Is(err, pgx.ErrNoRows) {
 			continue
 		}
@@ -135,6 +138,7 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (store.Grant
 		if !acquired {
 			return store.Grant{}, &store.HeldError{
 				Name: p.Name, Holder: g.Holder, Token: g.Token, Seq: g.Seq, Remaining: g.Remaining, Payload: g.Payload,
+				Position: int(position), Next: next,
 			}
 		}
 		return g, nil

@@ -122,7 +122,7 @@ func TestRunTimeRoleCannotDefeatFencing(t *testing.T) {
 	b.denied(t, "forge an event", "INSERT INTO "+history+" (name, kind, holder_label, holder_instance, token, at) VALUES ('job', 'released', 'a', 'b', 1, now())")
 	b.denied(t, "shorten the retention", "UPDATE "+b.ident(b.obj.Settings)+" SET history_retention = interval '1 minute'")
 	b.denied(t, "call the trigger function", "SELECT "+b.ident(b.obj.RecordHistoryFunc)+"()")
-	_, err = b.pool.Exec(ctx, "SELECT * FROM "+b.ident(b.obj.AcquireFunc)+"('big', 'forger', 'x', 60000000, $1)", strings.Repeat("p", store.MaxPayloadLen+1))
+	_, err = b.pool.Exec(ctx, "SELECT * FROM "+b.ident(b.obj.AcquireFunc)+"('big', 'forger', 'x', 60000000, $1, false)", strings.Repeat("p", store.MaxPayloadLen+1))
 	require.Equal(t, "22023", pgkit.Code(err), "the acquire function itself bounds the payload: %v", err)
 
 	// A token nobody was issued is refused by the fence itself.

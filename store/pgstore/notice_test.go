@@ -1,0 +1,35 @@
+package pgstore_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tenure-dev/tenure/store"
+	"github.com/tenure-dev/tenure/store/pgstore"
+)
+
+func TestDecodeNotice(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, payload string
+		want          store.Notice
+	}{
+		{"Acquired", `{"n":"billing","k":"a","hl":"w","hi":"i1","ttl":3000000}`,
+			store.Notice{Name: "billing", Kind: store.NoticeAcquired, Holder: store.Holder{Label: "w", Instance: "i1"}, Remaining: 3 * time.Second}},
+		{"ReleasedKeptForNext", `{"n":"billing","k":"r","nl":"w","ni":"i2"}`,
+			store.Notice{Name: "billing", Kind: store.NoticeReleased, Next: store.Holder{Label: "w", Instance: "i2"}}},
+		{"ReleasedNobodyWaits", `{"n":"billing","k":"r","nl":"","ni":""}`,
+			store.Notice{Name: "billing", Kind: store.NoticeReleased}},
+		{"OlderLibrarysBareName", `billing`, store.Notice{Name: "billing"}},
+		{"AcquiredWithoutTTLSaysNothing", `{"n":"billing","k":"a","hl":"w","hi":"i1"}`, store.Notice{Name: "billing"}},
+		{"UnknownKind", `{"n":"billing","k":"x"}`, store.Notice{Name: "billing"}},
+		{"JSONWithoutName", `{"k":"r"}`, store.Notice{Name: `{"k":"r"}`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			require.Equal(t, tc.want, pgstore.DecodeNotice(tc.payload))
+		})
+	}
+}
