@@ -114,6 +114,7 @@ func (h RedisHarness) NewStore(tb testing.TB) store.Store {
 func (h RedisHarness) Capabilities() storetest.Capabilities {
 	return storetest.Capabilities{
 		Notify:    true,
+		Line:      true,
 		ExpiryLag: time.Millisecond,
 		RoundTrip: func(ctx context.Context) error { return h.Client.Ping(ctx).Err() },
 	}

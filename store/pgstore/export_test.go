@@ -33,6 +33,3 @@ func Versions() []int {
 	}
 	return vs
 }
-
-// DecodeNotice reads one announcement of the acquire and release functions.
-var DecodeNotice = decodeNotice

@@ -2,12 +2,12 @@ package pgstore
 
 import (
 	"context"
-	"encoding/json"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tenure-dev/tenure/internal/reconnect"
+	"github.com/tenure-dev/tenure/internal/storekit"
 	"github.com/tenure-dev/tenure/store"
 )
 
@@ -69,40 +69,6 @@ func (s *Store) listenOnce(ctx context.Context, notify func(store.Notice)) bool 
 		if err != nil {
 			return true
 		}
-		notify(decodeNotice(n.Payload))
+		notify(storekit.DecodeNotice(n.Payload))
 	}
-}
-
-// announcement is the JSON payload the acquire and release functions send
-// (migration 007): k is "a" (acquired by hl/hi for ttl microseconds) or
-// "r" (released, kept for nl/ni when they are not empty).
-type announcement struct {
-	Name     string `json:"n"`
-	Kind     string `json:"k"`
-	Label    string `json:"hl"`
-	Instance string `json:"hi"`
-	TTL      int64  `json:"ttl"`
-	NextL    string `json:"nl"`
-	NextI    string `json:"ni"`
-}
-
-// decodeNotice reads one announcement. A payload that is not one (sent by
-// an older library, which announced the bare name) is a notice of that
-// name that does not say what happened.
-func decodeNotice(payload string) store.Notice {
-	var a announcement
-	if err := json.Unmarshal([]byte(payload), &a); err != nil || a.Name == "" {
-		return store.Notice{Name: payload}
-	}
-	n := store.Notice{Name: a.Name}
-	switch {
-	case a.Kind == "a" && a.TTL > 0:
-		n.Kind = store.NoticeAcquired
-		n.Holder = store.Holder{Label: a.Label, Instance: a.Instance}
-		n.Remaining = time.Duration(a.TTL) * time.Microsecond
-	case a.Kind == "r":
-		n.Kind = store.NoticeReleased
-		n.Next = store.Holder{Label: a.NextL, Instance: a.NextI}
-	}
-	return n
 }

@@ -18,6 +18,7 @@ const MaxKeyPrefixLen = 128
 const (
 	suffixRecord  = "lease:"
 	suffixHeld    = "held:"
+	suffixLine    = "line:"
 	suffixCounter = "token"
 	suffixChannel = "notify"
 )
@@ -65,6 +66,10 @@ func (k Keys) Record(name string) string { return k.Prefix + suffixRecord + name
 // holding the tenure's token, whose TTL (PX) is the lease's expiry.
 func (k Keys) Held(name string) string { return k.Prefix + suffixHeld + name }
 
+// Line returns the key of the line of followers waiting for lease name: a
+// hash of "label\ninstance" to "ticket until" (server microseconds).
+func (k Keys) Line(name string) string { return k.Prefix + suffixLine + name }
+
 // Overlaps reports whether some key that starts with prefix could be one
 // of the store's keys (a record, a held key or the counter): a fence or
 // data key there would overwrite the store's state, and a store write would
@@ -78,7 +83,7 @@ func (k Keys) Held(name string) string { return k.Prefix + suffixHeld + name }
 // the other; "tenure:lease:" as a fence prefix does. An empty prefix
 // overlaps everything.
 func (k Keys) Overlaps(prefix string) bool {
-	for _, space := range []string{k.Prefix + suffixRecord, k.Prefix + suffixHeld} {
+	for _, space := range []string{k.Prefix + suffixRecord, k.Prefix + suffixHeld, k.Prefix + suffixLine} {
 		if strings.HasPrefix(space, prefix) || strings.HasPrefix(prefix, space) {
 			return true
 		}
@@ -91,7 +96,7 @@ func (k Keys) Overlaps(prefix string) bool {
 // keys a store owns.
 func (k Keys) Owns(key string) bool {
 	return strings.HasPrefix(key, k.Prefix+suffixRecord) || strings.HasPrefix(key, k.Prefix+suffixHeld) ||
-		key == k.Prefix+suffixCounter
+		strings.HasPrefix(key, k.Prefix+suffixLine) || key == k.Prefix+suffixCounter
 }
 
 // recordPattern is the SCAN pattern matching every record key, with the

@@ -55,12 +55,28 @@
 //
 // # Notifications
 //
-// The release script and the acquire script (when it takes over a lease
-// that expired) PUBLISH the lease name on [Keys.Channel], inside the same
-// atomic step. [Store.Listen] subscribes on a connection of its own and
+// The release and acquire scripts PUBLISH every release and every new
+// tenure on [Keys.Channel], inside the same atomic step, as a small JSON
+// object that [Store.Listen] turns into a [store.Notice]: an acquisition
+// with its holder and TTL, a release with the follower the lease is kept
+// for (see Line). [Store.Listen] subscribes on a connection of its own and
 // subscribes again, with backoff, when that connection fails. Redis keeps
 // no message for a subscriber that is away: one lost while reconnecting
 // only delays followers until the expiry they were told.
+//
+// # Line
+//
+// Followers that campaign ([store.AcquireParams.Wait]) wait in line in a
+// hash per lease, first come first by the server's TIME when they first
+// asked; a refusal reports the caller's place ([store.HeldError].Position).
+// A release keeps the lease for the head of the line for [store.Handoff]
+// (fields kept_label, kept_instance and kept_until of the record) and names
+// it in its announcement: the next follower alone tries at once, the others
+// stay back, and a handover costs the server one acquisition however many
+// wait. Anyone else's acquisition meanwhile is refused with a
+// [*store.HeldError] that has no holder and names the follower in Next. A
+// follower that stops asking is forgotten twice its TTL after the expiry it
+// was last told. The line never grants a lease early and never extends one.
 //
 // # History
 //
@@ -132,15 +148,20 @@
 //     label, instance, token, seq, acquired_s and acquired_us (the
 //     server's TIME when the tenure began), released ("0" or "1") and
 //     payload (what the holder published; a record written by an older
-//     library lacks it and reads as empty). It
+//     library lacks it and reads as empty), and kept_label, kept_instance
+//     and kept_until (the follower a released lease is kept for, and until
+//     when, in server microseconds; see Line). It
 //     names the current or last tenure and never expires: Get and List
 //     report expired and released leases from it.
 //   - tenure:held:<name>: exists while the lease is held; a string holding
 //     the tenure's token, whose TTL (PX, milliseconds) is the lease's
 //     expiry.
+//   - tenure:line:<name>: the followers waiting for the lease, a hash of
+//     "label\ninstance" to "ticket until" (server microseconds); absent
+//     when nobody waits.
 //   - tenure:token: the token counter, never deleted.
-//   - tenure:notify: the pub/sub channel of releases and takeovers; the
-//     message is the lease name.
+//   - tenure:notify: the pub/sub channel of releases and acquisitions; the
+//     message is a JSON object (see Notifications).
 //
 // Nothing else is written, and nothing but these scripts may write these
 // keys. Run the server with maxmemory-policy noeviction: any other policy

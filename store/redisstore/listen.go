@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tenure-dev/tenure/internal/reconnect"
+	"github.com/tenure-dev/tenure/internal/storekit"
 	"github.com/tenure-dev/tenure/store"
 )
 
@@ -64,7 +65,7 @@ func (s *Store) listenOnce(ctx context.Context, notify func(store.Notice)) bool 
 			pinged = false
 			switch m := msg.(type) {
 			case *redis.Message:
-				notify(store.Notice{Name: m.Payload})
+				notify(storekit.DecodeNotice(m.Payload))
 			case *redis.Subscription:
 				if m.Kind == "subscribe" {
 					notify(store.Notice{}) // subscribed; what was published before is lost

@@ -145,20 +145,29 @@ func TestKeyLayout(t *testing.T) {
 	require.NotEmpty(t, rec["acquired_us"])
 	require.Contains(t, rec, "payload")
 	require.Empty(t, rec["payload"])
-	require.Len(t, rec, 8)
+	require.Equal(t, "0", rec["kept_until"], "a tenure is kept for nobody")
+	require.Empty(t, rec["kept_label"])
+	require.Empty(t, rec["kept_instance"])
+	require.Len(t, rec, 11)
 	require.Equal(t, tok, b.client.Get(ctx, b.keys.Held(name)).Val(), "the held key holds the token")
 	pttl := b.client.PTTL(ctx, b.keys.Held(name)).Val()
 	require.Positive(t, pttl)
 	require.LessOrEqual(t, pttl, time.Minute, "the held key's TTL is the expiry")
 	require.Equal(t, tok, b.client.Get(ctx, b.keys.Counter).Val())
 
-	release(t, b.store, g)
 	msgCtx, cancel := context.WithTimeout(ctx, eventTimeout)
 	defer cancel()
 	msg, err := ps.ReceiveMessage(msgCtx)
 	require.NoError(t, err)
 	require.Equal(t, b.keys.Channel, msg.Channel)
-	require.Equal(t, name, msg.Payload, "a release is announced with the lease name")
+	require.JSONEq(t, fmt.Sprintf(`{"n":%q,"k":"a","hl":%q,"hi":%q,"ttl":60000000}`, name, g.Holder.Label, g.Holder.Instance),
+		msg.Payload, "an acquisition is announced with its holder and TTL")
+
+	release(t, b.store, g)
+	msg, err = ps.ReceiveMessage(msgCtx)
+	require.NoError(t, err)
+	require.JSONEq(t, fmt.Sprintf(`{"n":%q,"k":"r","nl":"","ni":""}`, name), msg.Payload,
+		"a release is announced with the follower it is kept for (none)")
 
 	require.Zero(t, b.client.Exists(ctx, b.keys.Held(name)).Val(), "release deletes the held key")
 	require.Equal(t, "1", b.client.HGet(ctx, b.keys.Record(name), "released").Val())

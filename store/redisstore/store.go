@@ -134,18 +134,20 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (store.Grant
 	op := fmt.Sprintf("acquire lease %q", p.Name)
 	floor := store.Token(s.highest.Load())
 	reply, err := acquireScript.Run(ctx, s.client,
-		[]string{s.keys.Record(p.Name), s.keys.Held(p.Name), s.keys.Counter},
-		p.Holder.Label, p.Holder.Instance, milliseconds(p.TTL), s.keys.Channel, p.Name, p.Payload,
+		[]string{s.keys.Record(p.Name), s.keys.Held(p.Name), s.keys.Counter, s.keys.Line(p.Name)},
+		p.Holder.Label, p.Holder.Instance, milliseconds(p.TTL), s.keys.Channel, p.Name, p.Payload, flag(p.Wait),
 	).Slice()
 	if err != nil {
 		return store.Grant{}, interpretError(op, err)
 	}
 	var (
-		acquired int64
-		g        = store.Grant{Name: p.Name}
-		rem, at  int64
+		acquired, place int64
+		g               = store.Grant{Name: p.Name}
+		rem, at         int64
+		next            store.Holder
 	)
-	if !scan(reply, &acquired, &g.Holder.Label, &g.Holder.Instance, &g.Token, &g.Seq, &rem, &g.Payload, &at) {
+	if !scan(reply, &acquired, &g.Holder.Label, &g.Holder.Instance, &g.Token, &g.Seq, &rem, &g.Payload, &at,
+		&place, &next.Label, &next.Instance) {
 		return store.Grant{}, unexpectedReply(op, reply)
 	}
 	if at > 0 {
@@ -156,6 +158,7 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (store.Grant
 	if acquired == 0 {
 		return store.Grant{}, &store.HeldError{
 			Name: p.Name, Holder: g.Holder, Token: g.Token, Seq: g.Seq, Remaining: g.Remaining, Payload: g.Payload,
+			Position: int(place), Next: next,
 		}
 	}
 	if g.Token <= floor {
@@ -301,11 +304,11 @@ func (s *Store) ReleaseBatch(ctx context.Context, ps []store.ReleaseParams) ([]e
 
 // release runs release.lua over ps, which are valid.
 func (s *Store) release(ctx context.Context, op string, ps []store.ReleaseParams) ([]error, error) {
-	keys := make([]string, 0, 2*len(ps))
-	args := make([]any, 0, 1+4*len(ps))
-	args = append(args, s.keys.Channel)
+	keys := make([]string, 0, 3*len(ps))
+	args := make([]any, 0, 2+4*len(ps))
+	args = append(args, s.keys.Channel, store.Handoff.Microseconds())
 	for _, p := range ps {
-		keys = append(keys, s.keys.Record(p.Name), s.keys.Held(p.Name))
+		keys = append(keys, s.keys.Record(p.Name), s.keys.Held(p.Name), s.keys.Line(p.Name))
 		args = append(args, p.Holder.Label, p.Holder.Instance, int64(p.Token), p.Name)
 	}
 	reply, err := releaseScript.Run(ctx, s.client, keys, args...).Int64Slice()
@@ -455,6 +458,14 @@ func milliseconds(d time.Duration) int64 {
 		ms++
 	}
 	return ms
+}
+
+// flag is b as a script argument: "1" or "0".
+func flag(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
 }
 
 // scan copies the elements of a script's array reply into dst (each a

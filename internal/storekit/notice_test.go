@@ -1,4 +1,4 @@
-package pgstore_test
+package storekit_test
 
 import (
 	"testing"
@@ -6,8 +6,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/tenure-dev/tenure/internal/storekit"
 	"github.com/tenure-dev/tenure/store"
-	"github.com/tenure-dev/tenure/store/pgstore"
 )
 
 func TestDecodeNotice(t *testing.T) {
@@ -29,7 +29,7 @@ func TestDecodeNotice(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			require.Equal(t, tc.want, pgstore.DecodeNotice(tc.payload))
+			require.Equal(t, tc.want, storekit.DecodeNotice(tc.payload))
 		})
 	}
 }

@@ -1,0 +1,43 @@
+package storekit
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/tenure-dev/tenure/store"
+)
+
+// announcement is the JSON message stores that can compose one (the
+// PostgreSQL functions, the Redis scripts) announce changes with: k is "a"
+// (acquired by hl/hi for ttl microseconds) or "r" (released, kept for
+// nl/ni when they are not empty).
+type announcement struct {
+	Name     string `json:"n"`
+	Kind     string `json:"k"`
+	Label    string `json:"hl"`
+	Instance string `json:"hi"`
+	TTL      int64  `json:"ttl"`
+	NextL    string `json:"nl"`
+	NextI    string `json:"ni"`
+}
+
+// DecodeNotice reads one announcement. A message that is not one (sent by
+// an older library, which announced the bare name) is a notice of that
+// name that does not say what happened.
+func DecodeNotice(message string) store.Notice {
+	var a announcement
+	if err := json.Unmarshal([]byte(message), &a); err != nil || a.Name == "" {
+		return store.Notice{Name: message}
+	}
+	n := store.Notice{Name: a.Name}
+	switch {
+	case a.Kind == "a" && a.TTL > 0:
+		n.Kind = store.NoticeAcquired
+		n.Holder = store.Holder{Label: a.Label, Instance: a.Instance}
+		n.Remaining = time.Duration(a.TTL) * time.Microsecond
+	case a.Kind == "r":
+		n.Kind = store.NoticeReleased
+		n.Next = store.Holder{Label: a.NextL, Instance: a.NextI}
+	}
+	return n
+}
