@@ -453,7 +453,7 @@ func (s *crashStore) Close() error { return nil }
 
 func (s *crashStore) MinTTL() time.Duration { return store.MinTTLOf(s.inner) }
 
-func (s *crashStore) Listen(ctx context.Context, notify func(name string)) error {
+func (s *crashStore) Listen(ctx context.Context, notify func(store.Notice)) error {
 	n, ok := s.inner.(store.Notifier)
 	if !ok {
 		<-ctx.Done()

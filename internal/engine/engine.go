@@ -54,6 +54,11 @@ type lease struct {
 	failures    int
 	reqHolder   store.Holder // identity the in-flight acquire was sent with
 	position    int          // place in the store's line of followers (1: next); 0: none known
+	// missed is the last announcement heard while an acquisition was in
+	// flight (hasMissed): the refusal may predate it, so it is heard again
+	// once the refusal is in.
+	missed    store.Notice
+	hasMissed bool
 
 	// held and releasing
 	holder       store.Holder
@@ -375,6 +380,8 @@ func (e *Engine) acquireDone(now Instant, d AcquireDone) {
 		return
 	}
 	l.phase = idle
+	missed, hasMissed := l.missed, l.hasMissed
+	l.missed, l.hasMissed = store.Notice{}, false
 	switch {
 	case d.Grant != nil:
 		e.granted(now, l, d)
@@ -395,6 +402,9 @@ func (e *Engine) acquireDone(now Instant, d AcquireDone) {
 		// store's clock no later than its remaining time from now: try
 		// then, not later.
 		l.nextAttempt = now.Mono + d.Held.Remaining + e.behind(l)
+		if hasMissed {
+			e.heard(now, l, missed)
+		}
 	case d.Permanent:
 		e.emit(AcquireFailed{Name: l.name, Err: d.Err})
 		e.remove(l)
@@ -499,6 +509,10 @@ func (e *Engine) storeClockAhead(now Instant, l *lease, at time.Time) bool {
 // however many wait. Without a line (or on a notice that says neither) every
 // follower tries now, plus a small spread.
 //
+// An announcement that arrives while the follower's acquisition is in
+// flight is kept and heard when the refusal is in: the store may have
+// refused before the release it announces.
+//
 // A held tenure asks the store who holds the lease now ([SendCheck]), so
 // that a holder whose lease an operator released, or someone took over,
 // learns of it within a round trip instead of at its next renewal; the
@@ -507,6 +521,8 @@ func (e *Engine) storeClockAhead(now Instant, l *lease, at time.Time) bool {
 func (e *Engine) heard(now Instant, l *lease, n store.Notice) {
 	switch {
 	case l.removed:
+	case l.phase == acquiring:
+		l.missed, l.hasMissed = n, true
 	case l.phase == idle && l.want:
 		switch {
 		case n.Name == "" || n.Kind == store.NoticeChanged:

@@ -680,3 +680,89 @@ func TestStoreClockAheadEndsTheTenure(t *testing.T) {
 		})
 	}
 }
+
+// TestFollowersInLine: what a waiting campaign does with its place in the
+// store's line and with each kind of announcement.
+func TestFollowersInLine(t *testing.T) {
+	t.Parallel()
+	other := store.Holder{Label: "worker", Instance: "other"}
+	const remaining = 12 * time.Second
+	// waiting returns a harness whose campaign for "billing" was refused
+	// with place.
+	waiting := func(t *testing.T, place int) *harness {
+		h := newHarness(t)
+		send := only[SendAcquire](t, h.step(Want{Name: "billing", Campaign: true}))
+		require.True(t, send.Wait, "a campaign asks to wait in line")
+		h.step(AcquireDone{Name: "billing", Holder: send.Holder, SentAt: send.SentAt,
+			Held: &store.HeldError{Holder: other, Token: 3, Seq: 4, Remaining: remaining, Position: place}})
+		return h
+	}
+	next := func(h *harness) time.Duration {
+		due, ok := h.e.Next()
+		require.True(h.t, ok)
+		return due - h.now.Mono
+	}
+	for _, tc := range []struct {
+		name   string
+		place  int
+		notice func(h *harness) store.Notice
+		want   time.Duration
+	}{
+		{"NextInLineRetriesAtTheExpiry", 1, nil, remaining},
+		{"OthersStayBackForTheHandoff", 2, nil, remaining + store.Handoff + spread/2},
+		{"NoLineSpreads", 0, nil, remaining + spread/2},
+		{"ReleaseNamingThisFollower", 2, func(h *harness) store.Notice {
+			return store.Notice{Name: "billing", Kind: store.NoticeReleased, Next: h.e.Holder()}
+		}, 0},
+		{"ReleaseNamingAnother", 1, func(*harness) store.Notice {
+			return store.Notice{Name: "billing", Kind: store.NoticeReleased, Next: other}
+		}, store.Handoff + spread/2},
+		{"ReleaseWithoutLine", 1, func(*harness) store.Notice {
+			return store.Notice{Name: "billing", Kind: store.NoticeReleased}
+		}, spread / 2},
+		{"ChangeOfUnknownKind", 1, func(*harness) store.Notice { return store.Notice{Name: "billing"} }, spread / 2},
+		{"NewTenureWaitsForItsExpiryOnePlaceUp", 2, func(*harness) store.Notice {
+			return store.Notice{Name: "billing", Kind: store.NoticeAcquired, Holder: other, Remaining: 20 * time.Second}
+		}, 20 * time.Second},
+		{"AnotherLeaseIsNoConcern", 1, func(*harness) store.Notice {
+			return store.Notice{Name: "payroll", Kind: store.NoticeReleased}
+		}, remaining},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h := waiting(t, tc.place)
+			if tc.notice == nil {
+				require.Equal(t, tc.want, next(h))
+				return
+			}
+			acts := h.step(Notified{tc.notice(h)})
+			if tc.want == 0 {
+				only[SendAcquire](t, acts)
+				return
+			}
+			none[SendAcquire](t, acts)
+			require.Equal(t, tc.want, next(h))
+		})
+	}
+
+	t.Run("ReleaseHeardWhileAcquiringIsHeardAfterTheRefusal", func(t *testing.T) {
+		t.Parallel()
+		h := newHarness(t)
+		send := only[SendAcquire](t, h.step(Want{Name: "billing", Campaign: true}))
+		h.advance(time.Millisecond)
+		none[SendAcquire](t, h.step(Notified{store.Notice{Name: "billing", Kind: store.NoticeReleased, Next: send.Holder}}))
+		h.advance(time.Millisecond)
+		// The store refused before the release it announced.
+		retry := only[SendAcquire](t, h.step(AcquireDone{Name: "billing", Holder: send.Holder, SentAt: send.SentAt,
+			Held: &store.HeldError{Holder: other, Token: 3, Seq: 4, Remaining: remaining, Position: 1}}))
+		require.Equal(t, send.Holder, retry.Holder, "the follower the release named tries at once")
+	})
+
+	t.Run("OwnTenuresAnnouncementNeedsNoCheck", func(t *testing.T) {
+		t.Parallel()
+		h := newHarness(t)
+		a := h.acquire("billing", 7, time.Millisecond)
+		none[SendCheck](t, h.step(Notified{store.Notice{Name: "billing", Kind: store.NoticeAcquired, Holder: a.Holder, Remaining: ttl}}))
+		only[SendCheck](t, h.step(Notified{store.Notice{Name: "billing", Kind: store.NoticeAcquired, Holder: other, Remaining: ttl}}))
+	})
+}
