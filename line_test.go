@@ -133,3 +133,67 @@ func TestExpiryHandsOverToTheNextInLineAlone(t *testing.T) {
 		require.Greater(t, next.Token(), tokenOf(holder))
 	})
 }
+
+// batchCounter records the sizes of the acquisition batches sent to it and
+// counts single acquisitions.
+type batchCounter struct {
+	*memstore.Store
+	mu      sync.Mutex
+	batches []int
+	singles int
+}
+
+func (s *batchCounter) Acquire(ctx context.Context, p store.AcquireParams) (store.Grant, error) {
+	s.mu.Lock()
+	s.singles++
+	s.mu.Unlock()
+	return s.Store.Acquire(ctx, p)
+}
+
+func (s *batchCounter) AcquireBatch(ctx context.Context, ps []store.AcquireParams) ([]store.AcquireResult, error) {
+	s.mu.Lock()
+	s.batches = append(s.batches, len(ps))
+	s.mu.Unlock()
+	return s.Store.AcquireBatch(ctx, ps)
+}
+
+func TestAttemptsDueTogetherGoInOneBatch(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		m := memstore.New(memstore.Config{})
+		t.Cleanup(func() { _ = m.Close() })
+		crashing := &faultyStore{Store: m, held: make(chan struct{})}
+		holder := setup(t, crashing, tenure.Config{TTL: ttl, Label: "holder"})
+		counted := &batchCounter{Store: m}
+		follower := setup(t, counted, tenure.Config{TTL: ttl, Label: "follower"})
+
+		const n = 50
+		names := make([]string, n)
+		for i := range names {
+			names[i] = fmt.Sprintf("shard-%02d", i)
+			holder.acquire(t, names[i])
+		}
+		won := make(chan *tenure.Lease, n)
+		for _, name := range names {
+			go func() {
+				l, err := follower.client.Campaign(t.Context(), name)
+				if err == nil {
+					won <- l
+				}
+			}()
+		}
+		synctest.Wait()
+		counted.mu.Lock()
+		counted.batches, counted.singles = nil, 0
+		counted.mu.Unlock()
+
+		crashing.stallRenew.Store(true) // every lease expires at once
+		for range n {
+			awaitLease(t, won, "the follower")
+		}
+		counted.mu.Lock()
+		defer counted.mu.Unlock()
+		require.Equal(t, []int{n}, counted.batches, "the attempts due at the common expiry go in one batch")
+		require.Zero(t, counted.singles)
+	})
+}

@@ -37,6 +37,7 @@ func (c *Client) Run(ctx context.Context) error {
 		obs:      newObserver(c.cfg.OnTransition),
 		tel:      newTelemetry(c),
 	}
+	r.batcher, _ = c.store.(store.BatchAcquirer)
 	r.wg.Go(r.obs.run)
 	if n, ok := c.store.(store.Notifier); ok {
 		r.wg.Go(func() {
@@ -61,6 +62,11 @@ type runner struct {
 	// gathered holds the releases of a shutdown until they go to the
 	// store together; nil when releases go out one by one.
 	gathered *[]engine.SendRelease
+	// batcher is the store's batch acquisition, if it has one; acquires
+	// holds the attempts the engine asked for since the loop last looked,
+	// which go to the store together.
+	batcher  store.BatchAcquirer
+	acquires []engine.SendAcquire
 
 	leases   map[string]*Lease             // the current tenure per name
 	waiters  map[string]chan acquireResult // Acquire and Campaign calls awaiting an answer
@@ -81,6 +87,7 @@ func (r *runner) loop() {
 	defer timer.Stop()
 	for {
 		r.drainInbox()
+		r.sendAcquires()
 		due, armed := r.c.eng.Next()
 		if armed {
 			_, mono := r.c.cfg.Clock.Now()
@@ -197,7 +204,13 @@ func (r *runner) do(a engine.Action) {
 			return
 		}
 		r.call(a)
-	case engine.SendAcquire, engine.SendRenew, engine.SendCheck:
+	case engine.SendAcquire:
+		if r.batcher != nil {
+			r.acquires = append(r.acquires, a)
+			return
+		}
+		r.call(a)
+	case engine.SendRenew, engine.SendCheck:
 		r.call(a)
 	case engine.Acquired:
 		r.acquired(a)
@@ -238,6 +251,31 @@ func (r *runner) call(a engine.Action) {
 		ev := drive.Call(ctx, r.c.store, a)
 		cancel()
 		r.replies <- ev
+	})
+}
+
+// sendAcquires sends the attempts gathered since the loop last looked: a
+// lone one as it is, several in batches of one round trip each (many
+// Acquire calls made at once, or campaigns retrying at one expiry).
+func (r *runner) sendAcquires() {
+	as := r.acquires
+	r.acquires = nil
+	if len(as) <= 1 {
+		for _, a := range as {
+			r.call(a)
+		}
+		return
+	}
+	_, mono := r.c.cfg.Clock.Now()
+	timeout := drive.Timeout(as[0], mono, r.c.cfg.RenewInterval)
+	r.inflight += len(as)
+	r.wg.Go(func() {
+		ctx, cancel := context.WithTimeout(r.ctx, timeout)
+		evs := drive.AcquireBatch(ctx, r.batcher, as)
+		cancel()
+		for _, ev := range evs {
+			r.replies <- ev
+		}
 	})
 }
 

@@ -124,6 +124,45 @@ type BatchReleaser interface {
 	ReleaseBatch(ctx context.Context, ps []ReleaseParams) (errs []error, err error)
 }
 
+// BatchAcquirer is implemented by stores that attempt many acquisitions
+// in one round trip. A client acquires through it when several attempts
+// are due at once (many Acquire calls made together, or many campaigns
+// retrying at one expiry), in batches of at most [MaxRenewBatch].
+type BatchAcquirer interface {
+	// AcquireBatch attempts each acquisition as [Store.Acquire] would and
+	// returns one result per params, in order: the grant, or the error
+	// Acquire would have returned for it (a [*HeldError] when the lease is
+	// held). An error for the whole call (results nil) means none or some
+	// may have been applied. Params are checked with
+	// [ValidateAcquireBatch].
+	AcquireBatch(ctx context.Context, ps []AcquireParams) ([]AcquireResult, error)
+}
+
+// AcquireResult is the outcome of one entry of an [BatchAcquirer.AcquireBatch].
+type AcquireResult struct {
+	Grant Grant // the new tenure, when Err is nil
+	Err   error
+}
+
+// ValidateAcquireBatch reports whether ps is a well-formed acquire batch:
+// at most [MaxRenewBatch] entries, each valid, no name twice.
+func ValidateAcquireBatch(ps []AcquireParams) error {
+	if len(ps) > MaxRenewBatch {
+		return fmt.Errorf("%w: acquire batch of %d leases exceeds the maximum of %d; split it", ErrInvalid, len(ps), MaxRenewBatch)
+	}
+	seen := make(map[string]struct{}, len(ps))
+	for _, p := range ps {
+		if err := p.Validate(); err != nil {
+			return err
+		}
+		if _, dup := seen[p.Name]; dup {
+			return fmt.Errorf("%w: lease %q appears twice in one acquire batch", ErrInvalid, p.Name)
+		}
+		seen[p.Name] = struct{}{}
+	}
+	return nil
+}
+
 // Holder identifies one holder instance (promise P5): a human label and an
 // instance id made in memory at start and regenerated whenever leadership is
 // lost or revoked. Two holders are the same only when both fields are equal.

@@ -87,8 +87,46 @@ func Permanent(err error) bool {
 }
 
 func acquire(ctx context.Context, s store.Store, a engine.SendAcquire) engine.AcquireDone {
+	g, err := s.Acquire(ctx, acquireParams(a))
+	return acquired(a, g, err)
+}
+
+func acquireParams(a engine.SendAcquire) store.AcquireParams {
+	return store.AcquireParams{Name: a.Name, Holder: a.Holder, TTL: a.TTL, Payload: a.Payload, Wait: a.Wait}
+}
+
+// AcquireBatch attempts the acquisitions of several [engine.SendAcquire]
+// actions through s, [store.MaxRenewBatch] at a time, and returns the
+// [engine.AcquireDone] that answers each, in order. When a call fails as a
+// whole, or answers with the wrong number of results, every attempt of
+// that call is answered with its error (one matching [store.ErrUnavailable]
+// for a miscount): its outcome is unknown, as a single attempt's would be.
+func AcquireBatch(ctx context.Context, s store.BatchAcquirer, as []engine.SendAcquire) []engine.Event {
+	evs := make([]engine.Event, 0, len(as))
+	for chunk := range slices.Chunk(as, store.MaxRenewBatch) {
+		ps := make([]store.AcquireParams, len(chunk))
+		for i, a := range chunk {
+			ps[i] = acquireParams(a)
+		}
+		res, err := s.AcquireBatch(ctx, ps)
+		if err == nil && len(res) != len(ps) {
+			err = fmt.Errorf("%w: the store answered %d results for an acquire batch of %d", store.ErrUnavailable, len(res), len(ps))
+		}
+		for i, a := range chunk {
+			if err != nil {
+				evs = append(evs, acquired(a, store.Grant{}, err))
+				continue
+			}
+			evs = append(evs, acquired(a, res[i].Grant, res[i].Err))
+		}
+	}
+	return evs
+}
+
+// acquired is the event that answers a, which the store answered with g or
+// err.
+func acquired(a engine.SendAcquire, g store.Grant, err error) engine.AcquireDone {
 	d := engine.AcquireDone{Name: a.Name, Holder: a.Holder, SentAt: a.SentAt}
-	g, err := s.Acquire(ctx, store.AcquireParams{Name: a.Name, Holder: a.Holder, TTL: a.TTL, Payload: a.Payload, Wait: a.Wait})
 	var held *store.HeldError
 	switch {
 	case err == nil:

@@ -1,6 +1,6 @@
 // Package memstore is the in-memory reference implementation of
-// [store.Store], [store.Notifier], [store.Lister], [store.Historian] and
-// [store.ForceReleaser].
+// [store.Store], [store.Notifier], [store.Lister], [store.Historian],
+// [store.ForceReleaser], [store.BatchReleaser] and [store.BatchAcquirer].
 //
 // It exists for tests, the deterministic simulation and runnable examples:
 // everything it knows is lost with the process, so it must never guard real

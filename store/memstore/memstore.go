@@ -117,7 +117,29 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (store.Grant
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.acquireLocked(s.clock(), p)
+}
+
+// AcquireBatch implements [store.BatchAcquirer.AcquireBatch].
+func (s *Store) AcquireBatch(ctx context.Context, ps []store.AcquireParams) ([]store.AcquireResult, error) {
+	if err := s.gate.Begin(ctx, "acquire"); err != nil {
+		return nil, err
+	}
+	if err := store.ValidateAcquireBatch(ps); err != nil {
+		return nil, fmt.Errorf("memstore: acquire: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	now := s.clock()
+	res := make([]store.AcquireResult, len(ps))
+	for i, p := range ps {
+		res[i].Grant, res[i].Err = s.acquireLocked(now, p)
+	}
+	return res, nil
+}
+
+// acquireLocked carries out p, which is valid, at now. s.mu must be held.
+func (s *Store) acquireLocked(now time.Time, p store.AcquireParams) (store.Grant, error) {
 	l, known := s.leases[p.Name]
 	if known {
 		if err := l.refuse(p, now); err != nil {

@@ -46,7 +46,7 @@ type Store struct {
 	// retention is Config.HistoryRetention, for Migrate.
 	retention time.Duration
 
-	acquireSQL, renewSQL, releaseSQL, releaseBatchSQL, getSQL, listSQL string
+	acquireSQL, acquireBatchSQL, renewSQL, releaseSQL, releaseBatchSQL, getSQL, listSQL string
 	historySQL, forceReleaseSQL                                        string
 
 	// gate is shut by Close; it ends every Listen.
@@ -87,6 +87,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 	}
 	if err := pgkit.Queries("pgstore", queryFS, "queries", render, map[string]*string{
 		"acquire.sql":       &s.acquireSQL,
+		"acquire_batch.sql": &s.acquireBatchSQL,
 		"renew.sql":         &s.renewSQL,
 		"release.sql":       &s.releaseSQL,
 		"release_batch.sql": &s.releaseBatchSQL,
@@ -114,37 +115,118 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (store.Grant
 	if err := p.Validate(); err != nil {
 		return store.Grant{}, fmt.Errorf("pgstore: acquire: %w", err)
 	}
+	return s.acquire(ctx, p)
+}
+
+// acquire carries out p, which is valid.
+func (s *Store) acquire(ctx context.Context, p store.AcquireParams) (store.Grant, error) {
 	op := fmt.Sprintf("acquire lease %q", p.Name)
 	for range acquireAttempts {
-		var (
-			acquired    bool
-			g           = store.Grant{Name: p.Name}
-			remainingUS int64
-			position    int32
-			next        store.Holder
-		)
+		var a acquireRow
 		err := s.pool.QueryRow(ctx, s.acquireSQL,
 			p.Name, p.Holder.Label, p.Holder.Instance, p.TTL.Microseconds(), p.Payload, p.Wait,
-		).Scan(&acquired, &g.Holder.Label, &g.Holder.Instance, &g.Token, &g.Seq, &remainingUS, &g.Payload, &g.At,
-			&position, &next.Label, &next.Instance)
+		).Scan(a.dest()...)
 		if errors.Is(err, pgx.ErrNoRows) {
 			continue
 		}
 		if err != nil {
 			return store.Grant{}, interpretError(op, err)
 		}
-		g.Remaining = time.Duration(remainingUS) * time.Microsecond
-		g.At = g.At.UTC()
-		if !acquired {
-			return store.Grant{}, &store.HeldError{
-				Name: p.Name, Holder: g.Holder, Token: g.Token, Seq: g.Seq, Remaining: g.Remaining, Payload: g.Payload,
-				Position: int(position), Next: next,
-			}
-		}
-		return g, nil
+		return a.result(p.Name)
 	}
 	return store.Grant{}, fmt.Errorf("pgstore: %s: %w: the lease row changed under %d attempts in a row; try again",
 		op, store.ErrUnavailable, acquireAttempts)
+}
+
+// AcquireBatch implements [store.BatchAcquirer.AcquireBatch]: one
+// statement that calls the acquire function once per lease, each
+// acquisition as [Store.Acquire] makes it. A lease whose row was inserted
+// meanwhile by a transaction the statement could not see is asked for
+// again alone.
+func (s *Store) AcquireBatch(ctx context.Context, ps []store.AcquireParams) ([]store.AcquireResult, error) {
+	if err := s.begin(ctx, "acquire"); err != nil {
+		return nil, err
+	}
+	if err := store.ValidateAcquireBatch(ps); err != nil {
+		return nil, fmt.Errorf("pgstore: acquire: %w", err)
+	}
+	var (
+		names     = make([]string, len(ps))
+		labels    = make([]string, len(ps))
+		instances = make([]string, len(ps))
+		ttls      = make([]int64, len(ps))
+		payloads  = make([]string, len(ps))
+		waits     = make([]bool, len(ps))
+	)
+	for i, p := range ps {
+		names[i], labels[i], instances[i] = p.Name, p.Holder.Label, p.Holder.Instance
+		ttls[i], payloads[i], waits[i] = p.TTL.Microseconds(), p.Payload, p.Wait
+	}
+	op := fmt.Sprintf("acquire %d leases", len(ps))
+	rows, err := s.pool.Query(ctx, s.acquireBatchSQL, names, labels, instances, ttls, payloads, waits)
+	if err != nil {
+		return nil, interpretError(op, err)
+	}
+	found, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (acquireRow, error) {
+		var a acquireRow
+		return a, row.Scan(a.nullable()...)
+	})
+	if err != nil {
+		return nil, interpretError(op, err)
+	}
+	if len(found) != len(ps) {
+		return nil, fmt.Errorf("pgstore: %s: %w: the server answered %d results for %d leases",
+			op, store.ErrUnavailable, len(found), len(ps))
+	}
+	res := make([]store.AcquireResult, len(ps))
+	for i, a := range found {
+		if a.missing() {
+			res[i].Grant, res[i].Err = s.acquire(ctx, ps[i])
+			continue
+		}
+		res[i].Grant, res[i].Err = a.result(ps[i].Name)
+	}
+	return res, nil
+}
+
+// acquireRow is one answer of the acquire function (queries/acquire.sql).
+type acquireRow struct {
+	acquired    *bool // nil: the function returned no row
+	g           store.Grant
+	remainingUS int64
+	position    int32
+	next        store.Holder
+}
+
+// dest returns where a row of queries/acquire.sql scans into.
+func (a *acquireRow) dest() []any {
+	a.acquired = new(bool)
+	return []any{a.acquired, &a.g.Holder.Label, &a.g.Holder.Instance, &a.g.Token, &a.g.Seq, &a.remainingUS, &a.g.Payload,
+		&a.g.At, &a.position, &a.next.Label, &a.next.Instance}
+}
+
+// nullable returns where a row of queries/acquire_batch.sql scans into:
+// acquired is null there when the function returned no row.
+func (a *acquireRow) nullable() []any {
+	d := a.dest()
+	d[0] = &a.acquired
+	return d
+}
+
+func (a *acquireRow) missing() bool { return a.acquired == nil }
+
+// result is the grant, or the refusal, the row reports.
+func (a *acquireRow) result(name string) (store.Grant, error) {
+	a.g.Name = name
+	a.g.Remaining = time.Duration(a.remainingUS) * time.Microsecond
+	a.g.At = a.g.At.UTC()
+	if !*a.acquired {
+		return store.Grant{}, &store.HeldError{
+			Name: name, Holder: a.g.Holder, Token: a.g.Token, Seq: a.g.Seq, Remaining: a.g.Remaining, Payload: a.g.Payload,
+			Position: int(a.position), Next: a.next,
+		}
+	}
+	return a.g, nil
 }
 
 // Renew implements [store.Store.Renew]: the whole batch (up to

@@ -81,6 +81,7 @@ func Run(t *testing.T, h Harness) {
 		run  func(*testing.T, Harness)
 	}{
 		{"Acquire", testAcquire},
+		{"AcquireBatch", testAcquireBatch},
 		{"Renew", testRenew},
 		{"Release", testRelease},
 		{"ReleaseBatch", testReleaseBatch},
