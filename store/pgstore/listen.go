@@ -20,23 +20,31 @@ const (
 	listenCloseTimeout = 5 * time.Second
 )
 
-// Listen implements [store.Notifier.Listen]. It takes one connection out
-// of the pool for itself (the pool opens another in its place) and runs
-// LISTEN on the store's channel ([Objects.Channel]); notify runs on the
-// calling goroutine with a [store.Notice] for every release (naming the
-// follower the lease is kept for) and acquisition (with its holder and
-// TTL). When the connection fails it is dropped and a new one is
-// made, after a backoff growing from 50ms to 5s; notifications sent in
-// between are lost, so after every LISTEN it calls notify with the empty
-// name (see [store.Notifier]).
+// Listen implements [store.Notifier.Listen]; notify runs on the calling
+// goroutine with a [store.Notice] for every release (naming the follower
+// the lease is kept for) and acquisition (with its holder and TTL).
+//
+// Every Listen call of one Store shares one listening connection: the
+// first takes one connection out of the pool for itself (the pool opens
+// another in its place) and runs LISTEN on the store's channel
+// ([Objects.Channel]); the last to return closes it. Clients that share a
+// Store so cost the server one listener per process. When the connection
+// fails it is dropped and a new one is made, after a backoff growing from
+// 50ms to 5s; notifications sent in between are lost, so after every
+// LISTEN every caller's notify gets the empty name (see [store.Notifier]),
+// as does a caller that falls a thousand notices behind.
 //
 // Listen returns ctx's error when ctx is done and an error matching
 // [store.ErrClosed] when the store is closed.
 func (s *Store) Listen(ctx context.Context, notify func(store.Notice)) error {
-	return s.gate.Listen(ctx, notify, func(ctx context.Context, notify func(store.Notice)) {
-		reconnect.Loop(ctx, listenBackoffMin, listenBackoffMax, func(ctx context.Context) bool {
-			return s.listenOnce(ctx, notify)
-		})
+	return s.gate.Listen(ctx, notify, s.hub.Listen)
+}
+
+// listenLoop is the shared loop behind every Listen call: one listening
+// connection at a time, remade with backoff when it fails.
+func (s *Store) listenLoop(ctx context.Context, notify func(store.Notice)) {
+	reconnect.Loop(ctx, listenBackoffMin, listenBackoffMax, func(ctx context.Context) bool {
+		return s.listenOnce(ctx, notify)
 	})
 }
 

@@ -329,6 +329,28 @@ func TestListen(t *testing.T) {
 		require.ErrorIs(t, receive(t, done, "Listen's return"), context.Canceled)
 	})
 
+	t.Run("OneConnectionForEveryListener", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, nil, true)
+		pids := make(chan uint32, 8)
+		pgstore.SetListenHook(b.store, func(pid uint32) { pids <- pid })
+		var heard []*testutil.Notifications
+		for range 3 {
+			r := testutil.NewNotifications()
+			testutil.RunListener(t, t.Context(), b.store.Listen, r.Notify, eventTimeout)
+			require.True(t, r.Wait("", eventTimeout), "each listener hears that it is subscribed")
+			heard = append(heard, r)
+		}
+		g := b.acquire(t, "job", testutil.Holder(t, "a"), time.Minute)
+		for _, r := range heard {
+			require.True(t, r.WaitFor(func(n store.Notice) bool {
+				return n.Name == "job" && n.Kind == store.NoticeAcquired && n.Holder == g.Holder
+			}, eventTimeout), "every listener hears the acquisition")
+		}
+		receive(t, pids, "the LISTEN")
+		require.Empty(t, pids, "the three listeners share one LISTEN connection")
+	})
+
 	t.Run("PrefixesAreSeparate", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, nil, true)

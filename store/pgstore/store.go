@@ -51,6 +51,8 @@ type Store struct {
 
 	// gate is shut by Close; it ends every Listen.
 	gate *storekit.Gate
+	// hub shares one listening connection among every Listen call.
+	hub *storekit.Hub
 
 	hookMu sync.Mutex
 	// listenHook, when set (by tests), is called with the backend pid of
@@ -85,6 +87,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 		seqName:   obj.namespace().Ident(obj.TokenSeq),
 		gate:      storekit.NewGate("pgstore", "pgstore.New"),
 	}
+	s.hub = storekit.NewHub(s.listenLoop)
 	if err := pgkit.Queries("pgstore", queryFS, "queries", render, map[string]*string{
 		"acquire.sql":       &s.acquireSQL,
 		"acquire_batch.sql": &s.acquireBatchSQL,
