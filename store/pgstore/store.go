@@ -47,7 +47,7 @@ type Store struct {
 	retention time.Duration
 
 	acquireSQL, acquireBatchSQL, renewSQL, releaseSQL, releaseBatchSQL, getSQL, listSQL string
-	historySQL, forceReleaseSQL                                        string
+	historySQL, forceReleaseSQL                                                         string
 
 	// gate is shut by Close; it ends every Listen.
 	gate *storekit.Gate
