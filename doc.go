@@ -124,12 +124,19 @@
 // # Followers
 //
 // A refused acquisition returns the current holder and its remaining time
-// by the store's clock ([HeldError]); a campaign retries when that time is
-// up (plus jitter), or at once when the store announces a release or
-// takeover (stores that implement [store.Notifier]), and also when the store's
-// listener has just (re)subscribed, since announcements made before then
-// are lost. Errors back off with jitter up to the renew interval; nothing
-// spins.
+// by the store's clock ([HeldError]). Campaigns wait in line where the
+// store keeps one (PostgreSQL, Redis, memstore; see [store.AcquireParams]
+// Wait): the follower at the head of the line retries exactly when that
+// time is up, or at once when the store announces the release and names
+// it; the store keeps a released lease for it for [store.Handoff], and the
+// other followers stay back until they hear of the new tenure, which sends
+// them back to waiting for its expiry. A handover so costs the store one
+// acquisition however many followers wait. Where the store keeps no line,
+// every follower retries at the expiry, or at once when a release or
+// takeover is announced, each after a small random spread. Every campaign
+// also looks again when the store's listener has just (re)subscribed,
+// since announcements made before then are lost. Errors back off with
+// jitter up to the renew interval; nothing spins.
 //
 // [Client.Observe] gives the follower's view without campaigning: it
 // calls a function with who holds a name (holder, token, remaining time
