@@ -94,16 +94,22 @@ func (s *Store) offer(notices []stamped) {
 	s.listenersMu.Lock()
 	defer s.listenersMu.Unlock()
 	for l := range s.listeners {
-		l.mu.Lock()
-		queued := false
-		for _, c := range notices {
-			queued = l.offerLocked(c) || queued
-		}
-		l.mu.Unlock()
-		if queued {
+		if l.offer(notices) {
 			l.signal()
 		}
 	}
+}
+
+// offer queues those of notices that were not queued already and whose
+// lease has no later change queued, and reports whether it queued any.
+func (l *listener) offer(notices []stamped) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	queued := false
+	for _, c := range notices {
+		queued = l.offerLocked(c) || queued
+	}
+	return queued
 }
 
 // poll is the loop of [Store.Listen].
@@ -193,12 +199,8 @@ func (w *watcher) step(ctx context.Context, s *Store, l *listener) error {
 		}
 		w.versionStmt = stmt
 	}
-	// The pragma reads the connection's shared memory and returns at once,
-	// so it needs no cancelling: without a context that can end, neither
-	// database/sql nor the driver starts a goroutine to watch it, which
-	// is most of what an idle poll would cost.
 	var v int64
-	if err := w.versionStmt.QueryRowContext(context.WithoutCancel(ctx)).Scan(&v); err != nil {
+	if err := w.versionStmt.QueryRowContext(ctx).Scan(&v); err != nil {
 		return err
 	}
 	if v == w.version && w.subscribed {
@@ -255,6 +257,13 @@ func (w *watcher) read(ctx context.Context, s *Store, l *listener) error {
 	if err := rows.Err(); err != nil {
 		return err
 	}
+	l.polled(changes, last)
+	return nil
+}
+
+// polled queues the changes a poll read, those up to last, unless they
+// were queued already or a later change of their lease was.
+func (l *listener) polled(changes []stamped, last int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, c := range changes {
@@ -266,5 +275,4 @@ func (w *watcher) read(ctx context.Context, s *Store, l *listener) error {
 			delete(l.latest, name)
 		}
 	}
-	return nil
 }
