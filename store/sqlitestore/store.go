@@ -53,12 +53,13 @@ type Config struct {
 	// leases that changed. A [github.com/tenure-dev/tenure.Client]
 	// listens for as long as it runs.
 	//
-	// Measured on a busy two-core machine (BenchmarkHandover and
-	// BenchmarkListenIdle, two runs each): a handover between clients of
-	// two Stores takes a median of 18–19 ms at 25 ms (90th percentile
-	// 28 ms), 9–12 ms at 10 ms (13–18 ms) and 6–8 ms at 5 ms (8–12 ms);
-	// between clients of one Store 4.5–5.6 ms, whatever the interval. An
-	// idle listener, alone in its
+	// Measured on a busy two-core machine (BenchmarkHandover,
+	// BenchmarkHandoverAcrossProcesses and BenchmarkListenIdle, two or
+	// three runs each): a handover between clients of two Stores takes a
+	// median of 18–19 ms at 25 ms (90th percentile 28 ms), 9–12 ms at
+	// 10 ms (13–18 ms) and 6–8 ms at 5 ms (8–12 ms); between two processes
+	// at 10 ms 10–11 ms (15–16 ms); between clients of one Store 3–6 ms,
+	// whatever the interval. An idle listener, alone in its
 	// process, costs about 1–1.6% of one core at 25 ms, 1.8–2.3% at 10 ms
 	// and 4–4.7% at 5 ms, most of it the process waking from idle; 20
 	// listeners in one process cost about 0.4%, 0.6% and 0.5–0.8% each.
