@@ -23,9 +23,10 @@ import (
 // asks, on a connection of its own, for PRAGMA data_version, which moves
 // whenever another connection has committed to the file. Only then does
 // it read the leases whose release or new tenure came after the last
-// change it read, in the order they happened. Each change is announced
-// once, whichever way it came first; when a lease changed more than once
-// between two polls, only its latest change is announced.
+// change it read, in the order they happened; when another Store changed
+// a lease more than once between two polls, only its latest change is
+// announced. Each change is announced once, whichever way came first, and
+// never after a later change of the same lease.
 //
 // notify runs on the calling goroutine, one notice at a time; the store's
 // other calls never wait for it. Listen calls notify with the empty name
