@@ -12,8 +12,8 @@ import (
 
 // prunePerWait is how many forgotten followers of any lease one follower
 // put in line deletes at most: the line of a lease nobody asks for again
-// is cleared a few rows at a time, and the table never holds many more
-// forgotten followers than followers were ever put in line at once.
+// is cleared a few rows at a time, and forgotten followers are deleted
+// faster than new ones get in line, with bounded work per call.
 const prunePerWait = 16
 
 // kept reports whether the released lease r is kept at now for a

@@ -2,6 +2,7 @@ package sqlitestore_test
 
 import (
 	"database/sql"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -70,6 +71,35 @@ func TestLineForgottenFollowersArePruned(t *testing.T) {
 	var left int
 	require.NoError(t, st.DB().QueryRowContext(t.Context(), `SELECT count(*) FROM tenure_waiters WHERE name = 'abandoned'`).Scan(&left))
 	require.Zero(t, left)
+}
+
+// TestLineForgottenFollowerAsksAgain: a follower the line forgot that
+// asks again goes to the end of the line, behind those who kept asking,
+// even while more followers forgotten longer ago wait to be pruned than
+// one call prunes.
+func TestLineForgottenFollowerAsksAgain(t *testing.T) {
+	t.Parallel()
+	st := openStore(t, filepath.Join(t.TempDir(), "tenure.db"), sqlitestore.Config{})
+	h := testutil.Holder(t, "holder")
+	for _, name := range []string{"l", "abandoned"} {
+		_, err := st.Acquire(t.Context(), store.AcquireParams{Name: name, Holder: h, TTL: time.Minute})
+		require.NoError(t, err)
+	}
+	for i := range 40 {
+		waitFor(t, st, "abandoned", testutil.Holder(t, fmt.Sprintf("gone-%d", i)))
+	}
+	late, patient := testutil.Holder(t, "late"), testutil.Holder(t, "patient")
+	require.Equal(t, 1, waitFor(t, st, "l", late).Position)
+	require.Equal(t, 2, waitFor(t, st, "l", patient).Position)
+	// Rather than wait two TTLs for the line to forget the late follower
+	// and those of the abandoned lease (before it), move the times they
+	// are forgotten at into the past.
+	_, err := st.DB().ExecContext(t.Context(), `UPDATE tenure_waiters SET until = 1 WHERE name = 'abandoned'`)
+	require.NoError(t, err)
+	_, err = st.DB().ExecContext(t.Context(), `UPDATE tenure_waiters SET until = 2 WHERE holder_label = ?`, late.Label)
+	require.NoError(t, err)
+	require.Equal(t, 2, waitFor(t, st, "l", late).Position)
+	require.Equal(t, 1, waitFor(t, st, "l", patient).Position)
 }
 
 // TestUpgradeFromSchema4 opens a file that a tenure before the line
