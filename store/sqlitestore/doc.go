@@ -48,20 +48,55 @@
 //
 // # Notifications
 //
-// SQLite cannot push, so [Store.Listen] polls, cheaply: every
-// [Config.PollInterval] (default [DefaultPollInterval], 25 ms) it reads
-// PRAGMA data_version on a connection of its own, which reads no table and
-// moves only when another connection, of this process or another, has
-// committed. Each new tenure and each release stamps its lease with the
-// next value of a change counter kept in the counter row; after a commit
-// the listener reads the leases stamped since the last poll and reports
-// their names in order. Renewals are not announced. A follower campaigning
-// through a [github.com/tenure-dev/tenure.Client] thus takes over within about one poll interval
-// of a release, in this process or another, instead of at the expiry it
-// was told. Polling costs CPU even when nothing happens, about 2% of one
-// core per listening Store at the default interval on a busy two-core
-// machine (see [Config.PollInterval]). Notifications remain an optimisation:
-// a follower that misses one still retries at the expiry.
+// [Store.Listen] announces each release ([store.NoticeReleased], naming
+// in Next the follower the lease is kept for) and each new tenure
+// ([store.NoticeAcquired], with its holder and the TTL it was granted);
+// renewals are not announced. Each new tenure and each release stamps its
+// lease with the next value of a change counter kept in the counter row,
+// and records on the lease what its notice says (migration 005).
+//
+// A change that a Store commits itself reaches that Store's listeners as
+// soon as it has committed, with no poll in between. SQLite cannot push
+// the changes of other connections and processes, so Listen also polls,
+// cheaply: every [Config.PollInterval] (default [DefaultPollInterval]) it
+// reads PRAGMA data_version on a connection of its own, which reads no
+// table and moves only when another connection has committed; after a
+// commit it reads the leases stamped since the last poll. A follower
+// campaigning through a [github.com/tenure-dev/tenure.Client] thus hears
+// of a release at once when its holder shares its Store, and within about
+// one poll interval when the holder uses another Store or process, instead
+// of at the expiry it was told.
+//
+// Both are there for handover time. Announcing a Store's own commits at
+// once costs nothing and makes a handover between two clients of one
+// Store about two commits long (3–6 ms measured). Between processes only
+// polling helps, and it costs CPU even when nothing happens: the default
+// interval was 25 ms, which made the median handover between two
+// processes about 18–19 ms, too close to the 20 ms we aim for on a busy
+// machine; at 10 ms it is 10–11 ms, for about one percentage point of a
+// core more per idle listening process (1.8–2.3% instead of 1–1.6%,
+// measured on a busy two-core machine); 5 ms would save 3–4 ms more and
+// double that cost. [Config.PollInterval] gives every figure and the
+// benchmarks that measure them. Notifications remain an optimisation: a
+// follower that misses one still retries at the expiry.
+//
+// # Line
+//
+// The store keeps followers that ask to wait ([store.AcquireParams.Wait])
+// in line per lease, first come first, in the table tenure_waiters
+// (migration 005), written in the refused acquisition's own transaction:
+// the refusal commits the follower's place and reports it
+// ([store.HeldError].Position). A follower that has not asked again within
+// twice its TTL after the expiry it was told is forgotten; one that
+// acquires the lease leaves the line. A release keeps the lease for the
+// head of the line for [store.Handoff]: meanwhile everyone else is refused
+// with a [*store.HeldError] naming that follower in Next, and the release
+// notice names it too, so the head tries at once and the others stay back.
+// The line only orders followers: an expired lease is free for anyone, and
+// a kept lease is free again after [store.Handoff]. Processes sharing the
+// file through a tenure older than migration 005 keep no line: their
+// changes are announced as [store.NoticeChanged] and keep nothing for the
+// head of the line.
 //
 // # History
 //

@@ -34,7 +34,7 @@ func (r refusals) Acquire(ctx context.Context, p store.AcquireParams) (store.Gra
 }
 
 // runClient runs a client on s until the test ends.
-func runClient(t *testing.T, s store.Store, label string) *tenure.Client {
+func runClient(t testing.TB, s store.Store, label string) *tenure.Client {
 	t.Helper()
 	c, err := tenure.New(s, tenure.Config{Label: label, TTL: time.Minute})
 	require.NoError(t, err)

@@ -1,6 +1,7 @@
 package sqlitestore_test
 
 import (
+	"bufio"
 	"context"
 	"crypto/rand"
 	"database/sql"
@@ -10,9 +11,11 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/tenure-dev/tenure"
 	"github.com/tenure-dev/tenure/store"
 
 	"github.com/tenure-dev/tenure/internal/testutil"
@@ -23,7 +26,7 @@ import (
 // test binary re-executed with childRole set runs one child body from
 // TestMain instead of the tests.
 const (
-	childRole  = "TENURE_SQLITESTORE_CHILD"  // "open", "openmany" or "race"
+	childRole  = "TENURE_SQLITESTORE_CHILD"  // "open", "openmany", "race" or "handover"
 	childPath  = "TENURE_SQLITESTORE_PATH"   // the database file
 	childIndex = "TENURE_SQLITESTORE_INDEX"  // 0, 1, ...
 	childWant  = "TENURE_SQLITESTORE_GRANTS" // tenures a "race" child must win
@@ -81,6 +84,8 @@ func runChild(role string) error {
 		}
 		defer st.Close()
 		return raceChild(ctx, st, holder, want)
+	case "handover":
+		return handoverChild(ctx, os.Getenv(childPath))
 	}
 	return fmt.Errorf("unknown role %q", role)
 }
@@ -183,4 +188,46 @@ func randomHex() string {
 	b := make([]byte, 8)
 	_, _ = rand.Read(b) // crypto/rand.Read never fails.
 	return hex.EncodeToString(b)
+}
+
+// handoverChild is the other process of BenchmarkHandover: a client of
+// its own Store that, for each line read, takes the lease "handover"
+// ("take", answering "held" once it holds it) or releases it ("release",
+// answering the wall clock time in unix nanoseconds just before the
+// release call).
+func handoverChild(ctx context.Context, path string) error {
+	st, err := sqlitestore.Open(ctx, path, sqlitestore.Config{})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	c, err := tenure.New(st, tenure.Config{Label: "child", TTL: time.Minute})
+	if err != nil {
+		return err
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer stop()
+	wg.Go(func() { _ = c.Run(runCtx) }) // Run returns nil once runCtx ends.
+	var lease *tenure.Lease
+	in := bufio.NewScanner(os.Stdin)
+	for in.Scan() {
+		switch in.Text() {
+		case "take":
+			if lease, err = c.Campaign(ctx, "handover"); err != nil {
+				return fmt.Errorf("campaign: %w", err)
+			}
+			fmt.Println("held")
+		case "release":
+			start := time.Now()
+			if err := lease.Release(ctx); err != nil {
+				return fmt.Errorf("release: %w", err)
+			}
+			fmt.Println(start.UnixNano())
+		default:
+			return fmt.Errorf("unknown command %q", in.Text())
+		}
+	}
+	return in.Err()
 }

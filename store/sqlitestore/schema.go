@@ -2,7 +2,6 @@ package sqlitestore
 
 import (
 	"context"
-	"database/sql"
 	"embed"
 	"fmt"
 	"path"
@@ -21,17 +20,19 @@ var migrationFiles = []string{
 	"002_changes.sql",
 	"003_history.sql",
 	"004_payload.sql",
+	"005_line.sql",
 }
 
 // SchemaVersion is the PRAGMA user_version of a database this package has
 // migrated.
-const SchemaVersion = 4
+const SchemaVersion = 5
 
 // migrate brings the schema to [SchemaVersion] in one IMMEDIATE transaction:
 // processes that open a fresh file at once queue on the write lock, and each
 // one after the first finds the work done.
 func (s *Store) migrate(ctx context.Context) error {
-	return s.writeTx(ctx, "migrate", func(tx *sql.Tx, _ int64) error {
+	return s.writeTx(ctx, "migrate", func(w *write) error {
+		tx := w.tx
 		var v int
 		if err := tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
 			return err

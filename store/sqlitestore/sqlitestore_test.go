@@ -26,7 +26,7 @@ func (harness) NewStore(tb testing.TB) store.Store {
 }
 
 func (h harness) Capabilities() storetest.Capabilities {
-	return storetest.Capabilities{Notify: true, RoundTrip: func(ctx context.Context) error {
+	return storetest.Capabilities{Notify: true, Line: true, RoundTrip: func(ctx context.Context) error {
 		var one int
 		return h.base.DB().QueryRowContext(ctx, "SELECT 1").Scan(&one)
 	}}
