@@ -125,7 +125,7 @@
 //
 // A refused acquisition returns the current holder and its remaining time
 // by the store's clock ([HeldError]). Campaigns wait in line where the
-// store keeps one (PostgreSQL, Redis, memstore; see [store.AcquireParams]
+// store keeps one (PostgreSQL, Redis, SQLite, memstore; see [store.AcquireParams]
 // Wait): the follower at the head of the line retries exactly when that
 // time is up, or at once when the store announces the release and names
 // it; the store keeps a released lease for it for [store.Handoff], and the
