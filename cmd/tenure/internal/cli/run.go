@@ -379,8 +379,7 @@ func (o *runOptions) acquire(ctx context.Context, e *env, client *tenure.Client,
 		r.lease, r.err = client.Acquire(actx, o.name)
 		var held *store.HeldError
 		if o.wait && errors.As(r.err, &held) {
-			e.errorf("lease %q is held by %s with token %d for another %s by the store's clock; waiting for it",
-				o.name, held.Holder, held.Token, remaining(held.Remaining))
+			e.errorf("%s; waiting for it", heldLine(o.name, held))
 		}
 		if o.wait && r.err != nil {
 			octx, stopObserving := context.WithCancel(actx)
@@ -428,8 +427,7 @@ wait:
 		if o.heldExit.set {
 			code = o.heldExit.code
 		}
-		return nil, &exitError{code: code, err: fmt.Errorf("lease %q is held by %s with token %d for another %s by the store's clock; not acquired (use --wait to wait for it)",
-			o.name, held.Holder, held.Token, remaining(held.Remaining))}
+		return nil, &exitError{code: code, err: fmt.Errorf("%s; not acquired (use --wait to wait for it)", heldLine(o.name, held))}
 	case ctx.Err() != nil:
 		o.out.Ended = endedInterrupted
 		return nil, fmt.Errorf("stopped while waiting for lease %q (%w); nothing was run", o.name, ctx.Err())
@@ -1049,4 +1047,15 @@ func (o *runOptions) endedWhy(lease *tenure.Lease, lost error, revoked, selfRele
 		return "lost: " + lossReason(lease.Err())
 	}
 	return "no renewal was seen in time"
+}
+
+// heldLine says who holds lease name, as the store refused it: a holder,
+// or, just after a release, the follower in line the store keeps it for.
+func heldLine(name string, held *store.HeldError) string {
+	if held.Holder == (store.Holder{}) && held.Next != (store.Holder{}) {
+		return fmt.Sprintf("lease %q was just released and is kept for the next follower in line, %s, for another %s by the store's clock",
+			name, held.Next, remaining(held.Remaining))
+	}
+	return fmt.Sprintf("lease %q is held by %s with token %d for another %s by the store's clock",
+		name, held.Holder, held.Token, remaining(held.Remaining))
 }
