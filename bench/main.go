@@ -91,7 +91,7 @@ func parseFlags(args []string, log io.Writer) (*options, error) {
 	fs.DurationVar(&o.churnDur, "churn-dur", 10*time.Second, "churn: time per subject and client count")
 	fs.IntVar(&o.churnRounds, "churn-rounds", 2, "churn: rounds the time is split into (subject order rotates)")
 	fs.IntVar(&o.scaleN, "scale-n", 10000, "scale: leases one tenure client holds on PostgreSQL (100000 for the issue's target)")
-	fs.IntVar(&o.scaleConc, "scale-conc", 16, "scale: acquisitions in flight")
+	fs.IntVar(&o.scaleConc, "scale-conc", 1000, "scale: Acquire calls in flight (the client sends those due together in one batch)")
 	fs.DurationVar(&o.scaleTTL, "scale-ttl", 30*time.Second, "scale: TTL (renew rounds every TTL/3)")
 	fs.DurationVar(&o.scaleWindow, "scale-window", 40*time.Second, "scale: time the renewal rounds are watched")
 	fs.DurationVar(&o.scaleLimit, "scale-limit", 120*time.Second, "scale: give up acquiring after this long")

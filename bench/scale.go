@@ -43,7 +43,7 @@ func phaseScale(ctx context.Context, be *tenureBackend, e *env, n, conc int, ttl
 		res.Errors = append(res.Errors, err.Error())
 		return res
 	}
-	inner, closeInner, err := be.open(ctx, nil, int32(conc)+1)
+	inner, closeInner, err := be.open(ctx, nil, int32(min(conc, 31))+1)
 	if err != nil {
 		return fail(err)
 	}
@@ -56,7 +56,7 @@ func phaseScale(ctx context.Context, be *tenureBackend, e *env, n, conc int, ttl
 		calls = append(calls, renewCall{start, end})
 		mu.Unlock()
 	}
-	cl, err := tenure.New(cs, tenure.Config{Label: "scale", TTL: ttl})
+	cl, err := tenure.New(withBatches(cs), tenure.Config{Label: "scale", TTL: ttl})
 	if err != nil {
 		return fail(err)
 	}

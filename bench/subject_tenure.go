@@ -246,7 +246,7 @@ func (t *tenureImpl) participant(ctx context.Context, id string, c *counter, cra
 		if !t.be.wire {
 			p.crashStore.calls = c
 		}
-		st = p.crashStore
+		st = withBatches(p.crashStore)
 	}
 	cl, err := tenure.New(st, tenure.Config{Label: id, TTL: t.ttl})
 	if err != nil {
@@ -446,6 +446,51 @@ func (s *crashStore) Get(ctx context.Context, name string) (store.Record, error)
 	}
 	s.calls.add(1)
 	return s.inner.Get(ctx, name)
+}
+
+// batchingCrashStore is a crashStore over a store that acquires and
+// releases in batches, and passes both on, so that a client over it
+// batches as it would over the store itself.
+type batchingCrashStore struct {
+	*crashStore
+	acquirer store.BatchAcquirer
+	releaser store.BatchReleaser
+}
+
+// withBatches returns cs, passing on its inner store's batch acquisitions
+// and releases when the store has both.
+func withBatches(cs *crashStore) store.Store {
+	ba, ok := cs.inner.(store.BatchAcquirer)
+	br, ok2 := cs.inner.(store.BatchReleaser)
+	if !ok || !ok2 {
+		return cs
+	}
+	return &batchingCrashStore{crashStore: cs, acquirer: ba, releaser: br}
+}
+
+func (s *batchingCrashStore) AcquireBatch(ctx context.Context, ps []store.AcquireParams) ([]store.AcquireResult, error) {
+	if s.dead.Load() {
+		return nil, errCrashed
+	}
+	s.calls.add(1)
+	res, err := s.acquirer.AcquireBatch(ctx, ps)
+	if err == nil && !s.dead.Load() {
+		now := time.Now()
+		for i, r := range res {
+			if r.Err == nil && i < len(ps) {
+				s.mark(ps[i].Name, now)
+			}
+		}
+	}
+	return res, err
+}
+
+func (s *batchingCrashStore) ReleaseBatch(ctx context.Context, ps []store.ReleaseParams) ([]error, error) {
+	if s.dead.Load() {
+		return nil, errCrashed
+	}
+	s.calls.add(1)
+	return s.releaser.ReleaseBatch(ctx, ps)
 }
 
 // Close does nothing: the participant closes the inner store.
