@@ -162,10 +162,11 @@ func TestListenAfterAnnouncementsDeleted(t *testing.T) {
 	awaitEmpty("after the announcements were deleted")
 }
 
-// A renewal of a lease this store acquired or last renewed sends its
-// compare-and-set without reading first: a session creation and one
-// transaction. Through another store (no write of its own to go by) it
-// reads first.
+// A renewal of exactly the leases of a session this store created renews
+// that session and sends its compare-and-set without reading first: two
+// requests, and the lease stays in its session. Through another store (no
+// write of its own to go by) it reads first and moves the lease to a new
+// session.
 func TestRenewRoundTrips(t *testing.T) {
 	t.Parallel()
 	b := setup(t, consulstore.Config{})
@@ -181,11 +182,16 @@ func TestRenewRoundTrips(t *testing.T) {
 		return rs[0]
 	}
 
+	acquired := b.session(t, b.key("lease"))
 	counted.take()
 	require.True(t, renew(s, 1).Renewed)
-	require.Equal(t, map[string]int{"PUT /v1/session/create": 1, "PUT /v1/txn": 1}, onCallersPath(counted.take()))
+	require.Equal(t, map[string]int{"PUT /v1/session/renew": 1, "PUT /v1/txn": 1}, onCallersPath(counted.take()))
 	require.True(t, renew(s, 2).Renewed)
-	require.Equal(t, map[string]int{"PUT /v1/session/create": 1, "PUT /v1/txn": 1}, onCallersPath(counted.take()))
+	require.Equal(t, map[string]int{"PUT /v1/session/renew": 1, "PUT /v1/txn": 1}, onCallersPath(counted.take()))
+	require.Equal(t, acquired, b.session(t, b.key("lease")), "renewed in place")
+	r, err := b.store.Get(t.Context(), b.name)
+	require.NoError(t, err)
+	require.Equal(t, int64(3), r.Seq, "each renewal in place advances the chain")
 
 	require.True(t, renew(other, 3).Renewed)
 	require.Equal(t, map[string]int{"PUT /v1/session/create": 1, "PUT /v1/txn": 2}, onCallersPath(otherCounted.take()),
@@ -207,8 +213,8 @@ func TestRenewRoundTrips(t *testing.T) {
 	require.NoError(t, err)
 	counted.take()
 	require.True(t, renew(s, 5).Renewed)
-	require.Equal(t, map[string]int{"PUT /v1/session/create": 1, "PUT /v1/txn": 3}, onCallersPath(counted.take()),
-		"a failed write, a read and a write")
+	require.Equal(t, map[string]int{"PUT /v1/session/renew": 1, "PUT /v1/session/create": 1, "PUT /v1/txn": 3}, onCallersPath(counted.take()),
+		"a failed write in place, a read, and a move")
 
 	// The counter is part of every renewal's compare-and-set.
 	_, err = b.client.KV().Delete(b.key("counter"), nil)
@@ -217,14 +223,19 @@ func TestRenewRoundTrips(t *testing.T) {
 }
 
 // onCallersPath drops the session destructions, which run in the
-// background, from a count.
+// background, from a count, and the session IDs from session renewals.
 func onCallersPath(n map[string]int) map[string]int {
-	for k := range n {
-		if strings.HasPrefix(k, "PUT /v1/session/destroy/") {
-			delete(n, k)
+	out := make(map[string]int)
+	for k, v := range n {
+		switch {
+		case strings.HasPrefix(k, "PUT /v1/session/destroy/"):
+		case strings.HasPrefix(k, "PUT /v1/session/renew/"):
+			out["PUT /v1/session/renew"] += v
+		default:
+			out[k] += v
 		}
 	}
-	return n
+	return out
 }
 
 // A session that holds none of the leases the store put into it any more
@@ -277,4 +288,8 @@ func TestSessionsDestroyedWhenEmpty(t *testing.T) {
 	rc, err := b.store.Get(ctx, c.Name)
 	require.NoError(t, err)
 	require.Equal(t, store.StateHeld, rc.State, "the lease left out of the renewal is still held")
+
+	// c is now alone in its session: it is renewed there.
+	renew(&c)
+	require.Equal(t, shared, b.session(t, leaseKey(c.Name)))
 }

@@ -24,10 +24,9 @@
 // across a leader change. No setting of Consul's or this store's changes
 // the multiplier; the only trade is the TTL itself: a shorter one (down to
 // the servers' session_ttl_min, see below) shortens how long a crashed
-// holder can keep a lease, at the cost of more renewals. This store never
-// renews a session: each renewal moves the lease to a new one (see
-// Sessions and round trips), so the bound runs from the last renewal's
-// session creation.
+// holder can keep a lease, at the cost of more renewals. The bound runs
+// from the last renewal: a renewal either renews the lease's session or
+// moves the lease to a session it creates (see Sessions and round trips).
 //
 // The remaining time the store reports is the session's TTL. For the
 // holder, right after an acquisition or renewal, that is a safe lower
@@ -154,42 +153,56 @@
 //
 // Every acquisition creates a session for the new tenure (holder, TTL,
 // [Config.LockDelay], release behaviour, no health checks: only its TTL or
-// an operator ends it). Every [Store.Renew] creates one new session per
-// distinct TTL in the batch and moves each lease it renews into it, in one
-// transaction per 32 leases: a check-index on the lease record and one on
-// the counter with the token (the compare-and-set on holder, token and
-// seq, promise P6), an unlock by the old session and a lock by the new one
-// writing seq+1. A lease left out of the batch stays in its old session,
-// which is no longer renewed, so it expires on time even while its holder
-// renews other leases.
+// an operator ends it). A renewal checks, for each lease, the record's
+// ModifyIndex and the counter's with the token (the compare-and-set on
+// holder, token and seq, promise P6) and writes seq+1, in one transaction
+// per batch of leases. It keeps each lease's expiry its own in one of two
+// ways:
+//
+//   - In place: when the batch is exactly the leases this store put into
+//     one session (the usual case: a holder renewing what it holds), it
+//     renews that session (/v1/session/renew, which Consul answers from
+//     the leader's timers without a Raft write) and then sends the
+//     compare-and-set, which keeps the record's lock.
+//   - Moved: otherwise it creates one new session per distinct TTL in the
+//     batch and moves each lease into it (an unlock by the old session and
+//     a lock by the new one in the same transaction). A lease left out of
+//     the batch stays in its old session, which is no longer renewed, so
+//     it expires on time even while its holder renews other leases.
 //
 // Consul cannot renew, create or destroy a session inside a transaction
 // (its /v1/txn takes KV, node, service and check operations only), and
-// cannot compare a key's value, only its ModifyIndex. So a renewal takes at
-// least two requests: one for the session, one transaction for the
-// compare-and-set. Renewing one long-lived session per holder instead of
-// creating one would not make it one request either, and would keep alive
-// every lease in that session, those left out of the batch included.
+// cannot compare a key's value, only its ModifyIndex, so a renewal takes
+// two requests at least: one for the session, one transaction for the
+// compare-and-set. The session comes first, so a renewal reported
+// renewed has its session extended after the call was sent.
 //
 // To skip the read a compare-and-set on a ModifyIndex would need, the
 // store remembers its own last write to each lease (the tenure, the
-// record's ModifyIndex, the session). A renewal that presents exactly
-// that tenure sends its compare-and-set on that index at once; the index
-// is a hint only: if the record changed in any way, the transaction fails,
-// and the store reads the lease and decides on what it read, as it does
-// for a lease it has no write of (acquired through another store, or
-// advanced by [Store.StrictTxn]).
+// record's ModifyIndex, the session) and which leases it put into each
+// session it created; it never puts a lease into a session it did not just
+// create. A renewal that presents exactly the tenure last written sends
+// its compare-and-set on that index at once. The index is a hint only: if
+// the record changed in any way, the transaction fails, and the store
+// reads the lease and decides on what it read, as it does for a lease it
+// has no write of (acquired through another store, or advanced by
+// [Store.StrictTxn]). What the store remembers of a session decides
+// whether a renewal may renew it in place, so it errs one way only: it may
+// count a lease in a session that left it (the renewal then moves the
+// batch), never miss one that is in it. A session a renewal may have
+// moved leases into without knowing (its transaction's outcome unknown)
+// is never renewed in place, and the leases of a session last written
+// more than twice its TTL ago are forgotten together. A copy of the
+// process (a fork, a restored snapshot) carries the same memory; it can
+// renew a shared session at most once before its compare-and-set fails
+// and its holder stands down.
 //
-// The store also knows which leases it put into each session it created,
-// and it never puts a lease into an existing session. A session none of
-// those leases is in any more (released, moved by a renewal, taken over) is
-// destroyed in the background, after the call returns; a session that
-// could not be destroyed (the agent unreachable, the store closed) expires
-// by itself within twice its TTL. A copy of the process (a fork, a restored
-// snapshot) carries the same knowledge and can only move leases out of
-// the sessions both know, so neither destroys a session that still holds a
-// lease. A store that did not create a session (a release through another
-// store) leaves it to expire.
+// A session none of whose leases is in it any more (released, moved by a
+// renewal, taken over) is destroyed in the background, after the call
+// returns; one that could not be destroyed (the agent unreachable, the
+// store closed) expires by itself within twice its TTL. A store that did
+// not create a session (a release through another store) leaves it to
+// expire.
 //
 // Round trips, each one HTTP request to the agent, on the caller's path:
 //
@@ -198,17 +211,17 @@
 //     more. A transaction that lost the race for the announcement key to
 //     another lease's acquisition or release costs a read and a
 //     transaction more, with the same session.
-//   - Renew of n leases with one TTL that this store acquired or last
-//     renewed: one session creation and ⌈n/32⌉ transactions; two round
-//     trips up to 32 leases, 33 for 1,000. Leases it has no matching write
-//     of add ⌈n/128⌉ consistent reads.
-//   - Release: one consistent read and one transaction.
+//   - Renew of n leases with one TTL, in place: one session renewal and
+//     ⌈n/64⌉ transactions; two round trips up to 64 leases, and one Raft
+//     write per transaction.
+//   - Renew, moved: one session creation and ⌈n/32⌉ transactions, plus
+//     ⌈n/128⌉ consistent reads for leases the store has no matching write
+//     of; and in the background, one destruction per session the leases
+//     left empty (Consul would otherwise spend the same Raft write
+//     invalidating it, up to twice its TTL later).
+//   - Release: one consistent read and one transaction, and the session's
+//     destruction in the background when it is empty.
 //   - Get and List: one consistent read.
-//
-// In the background, each session found empty costs one destruction: one
-// per release, and one per renewal for each session the renewed leases
-// left. Consul would otherwise spend the same Raft write invalidating it
-// when its timer fires, up to twice its TTL later.
 //
 // Reads use ?consistent, so a leader that lost its quorum cannot answer
 // them from stale state.

@@ -180,3 +180,84 @@ func TestNextIndex(t *testing.T) {
 	require.Equal(t, uint64(0), nextIndex(42, 7), "an index that went backwards starts again")
 	require.Equal(t, uint64(1), nextIndex(0, 0), "never wait on index 0")
 }
+
+func TestMemo(t *testing.T) {
+	t.Parallel()
+	const ttl = 10 * time.Second
+	h := store.Holder{Label: "l", Instance: "i"}
+	at := func(session string, seq int64, ends time.Time) written {
+		return written{token: 7, val: value{Label: h.Label, Instance: h.Instance, Seq: seq, TTLMillis: ttl.Milliseconds()}, index: 100 + uint64(seq), session: session, ends: ends}
+	}
+	later := time.Now().Add(time.Hour)
+
+	type bundle struct{ m *memo }
+	setup := func() *bundle {
+		m := newMemo()
+		require.Empty(t, m.wrote("a", at("S", 1, later), false))
+		require.Empty(t, m.wrote("b", at("S", 1, later), false))
+		return &bundle{m: m}
+	}
+
+	t.Run("Hint", func(t *testing.T) {
+		t.Parallel()
+		b := setup()
+		w, ok := b.m.hint(store.RenewParams{Name: "a", Holder: h, Token: 7, Seq: 1})
+		require.True(t, ok)
+		require.Equal(t, uint64(101), w.index)
+		for _, p := range []store.RenewParams{
+			{Name: "a", Holder: h, Token: 7, Seq: 2},
+			{Name: "a", Holder: h, Token: 8, Seq: 1},
+			{Name: "a", Holder: store.Holder{Label: "l", Instance: "j"}, Token: 7, Seq: 1},
+			{Name: "c", Holder: h, Token: 7, Seq: 1},
+		} {
+			_, ok := b.m.hint(p)
+			require.False(t, ok, "%+v", p)
+		}
+	})
+
+	t.Run("Reusable", func(t *testing.T) {
+		t.Parallel()
+		b := setup()
+		id, ok := b.m.reusable([]string{"a", "b"}, ttl)
+		require.True(t, ok)
+		require.Equal(t, "S", id)
+		_, ok = b.m.reusable([]string{"a"}, ttl)
+		require.False(t, ok, "b is in the session too and not in the batch")
+		_, ok = b.m.reusable([]string{"a", "b"}, 2*ttl)
+		require.False(t, ok, "another TTL")
+		_, ok = b.m.reusable([]string{"a", "b", "c"}, ttl)
+		require.False(t, ok, "c is not known")
+		b.m.taint("S")
+		_, ok = b.m.reusable([]string{"a", "b"}, ttl)
+		require.False(t, ok, "a tainted session may hold leases the memo does not know")
+	})
+
+	t.Run("EmptiedSessions", func(t *testing.T) {
+		t.Parallel()
+		b := setup()
+		b.m.taint("S")
+		require.Empty(t, b.m.wrote("a", at("N", 2, later), false), "b is still in S")
+		require.Empty(t, b.m.lost("b", "S"), "read in the session the memo has: kept")
+		require.Equal(t, "S", b.m.lost("b", ""), "b left S, which is now empty")
+		require.Empty(t, b.m.tainted, "the mark goes with the session's last lease")
+		require.Equal(t, "N", b.m.left("a"))
+		require.Empty(t, b.m.left("a"), "forgotten already")
+		require.Empty(t, b.m.members)
+	})
+
+	t.Run("SweepTakesWholeSessions", func(t *testing.T) {
+		t.Parallel()
+		b := setup()
+		past := time.Now().Add(-time.Second)
+		require.Empty(t, b.m.wrote("a", at("S", 2, past), true))
+		b.m.mu.Lock()
+		b.m.sweep(time.Now())
+		b.m.mu.Unlock()
+		require.Empty(t, b.m.leases, "b goes with a: the memo never counts fewer leases in S than it holds")
+		require.Empty(t, b.m.members)
+		require.Empty(t, b.m.wrote("b", at("S", 2, later), true), "a write in place does not bring a forgotten session back")
+		_, ok := b.m.reusable([]string{"b"}, ttl)
+		require.False(t, ok)
+		require.Empty(t, b.m.leases)
+	})
+}

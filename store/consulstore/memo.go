@@ -56,11 +56,55 @@ type memo struct {
 	mu      sync.Mutex
 	leases  map[string]written
 	members map[string]int // session ID → remembered leases it locks
+	// tainted holds the sessions a renewal may have moved leases into
+	// without knowing (its transaction's outcome was unknown): the memo
+	// cannot count their leases, so they are never renewed in place. A
+	// session the memo has no lease in cannot be renewed in place anyway,
+	// so the mark goes with its last lease.
+	tainted map[string]struct{}
 	sweepAt int
 }
 
 func newMemo() *memo {
-	return &memo{leases: make(map[string]written), members: make(map[string]int), sweepAt: memoSweepMin}
+	return &memo{leases: make(map[string]written), members: make(map[string]int), tainted: make(map[string]struct{}), sweepAt: memoSweepMin}
+}
+
+// reusable returns the session that locks every one of names, as
+// remembered, when it locks no other lease the store put into it and was
+// created with ttl: a renewal of exactly names may then renew that session
+// in place instead of moving them to a new one, since no lease is in it
+// that the renewal leaves out.
+func (m *memo) reusable(names []string, ttl time.Duration) (string, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(names) == 0 {
+		return "", false
+	}
+	session := m.leases[names[0]].session
+	for _, name := range names {
+		w, ok := m.leases[name]
+		if !ok || w.session != session || w.val.TTLMillis != ttl.Milliseconds() {
+			return "", false
+		}
+	}
+	_, tainted := m.tainted[session]
+	now := time.Now()
+	for _, name := range names {
+		if now.After(m.leases[name].ends) {
+			return "", false
+		}
+	}
+	return session, !tainted && session != "" && m.members[session] == len(names)
+}
+
+// taint records that leases may be in session id without the memo knowing
+// it.
+func (m *memo) taint(id string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.members[id] > 0 {
+		m.tainted[id] = struct{}{}
+	}
 }
 
 // hint returns the remembered write of lease name when it is the tenure p
@@ -74,10 +118,16 @@ func (m *memo) hint(p store.RenewParams) (written, bool) {
 
 // wrote records a write to lease name that left it locked by w.session. It
 // returns the session the lease left when no remembered lease is in it
-// any more ("" otherwise).
-func (m *memo) wrote(name string, w written) string {
+// any more ("" otherwise). inPlace says the write kept the lease in its
+// session: if the memo has forgotten that session meanwhile (see
+// [memo.sweep]) it does not learn it again, so that it never counts
+// fewer of a session's leases than the session holds.
+func (m *memo) wrote(name string, w written, inPlace bool) string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if inPlace && m.members[w.session] == 0 {
+		return m.drop(name)
+	}
 	m.members[w.session]++
 	emptied := m.drop(name)
 	m.leases[name] = w
@@ -120,14 +170,25 @@ func (m *memo) drop(name string) string {
 		return ""
 	}
 	delete(m.members, w.session)
+	delete(m.tainted, w.session)
 	return w.session
 }
 
-// sweep forgets the leases whose sessions have certainly ended; m.mu is
-// held.
+// sweep forgets the leases of every session one of whose leases was last
+// written longer ago than twice the session's TTL: the session has ended,
+// unless a change of Consul leader re-armed its timer. All of a session's
+// leases go at once, so the memo never counts fewer leases in a session
+// than it holds; a session it has no lease in is never renewed in place,
+// as no write names it again. m.mu is held.
 func (m *memo) sweep(now time.Time) {
-	for name, w := range m.leases {
+	ended := make(map[string]bool)
+	for _, w := range m.leases {
 		if now.After(w.ends) {
+			ended[w.session] = true
+		}
+	}
+	for name, w := range m.leases {
+		if ended[w.session] {
 			m.drop(name)
 		}
 	}

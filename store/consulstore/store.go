@@ -218,7 +218,7 @@ func (s *Store) tryAcquire(ctx context.Context, p store.AcquireParams, ttl time.
 	}
 	// The counter was written by the same transaction as the record: its
 	// ModifyIndex is the record's too.
-	s.reap(s.memo.wrote(p.Name, written{token: token, val: v, index: uint64(token), session: session, ends: time.Now().Add(2 * ttl)}))
+	s.reap(s.memo.wrote(p.Name, written{token: token, val: v, index: uint64(token), session: session, ends: time.Now().Add(2 * ttl)}, false))
 	return store.Grant{Name: p.Name, Holder: p.Holder, Token: token, Seq: 1, Remaining: ttl, Payload: p.Payload}, outcomeAcquired, nil
 }
 
@@ -236,16 +236,19 @@ func onlyAt(resp *api.TxnResponse, i int) bool {
 	return true
 }
 
-// Renew implements [store.Store.Renew]. Each renewed lease moves to a
-// session created for this call, so a lease left out of the batch keeps its
-// old session and expires on time. A batch of n leases with one TTL that
-// this store acquired or last renewed costs one session creation and
-// ⌈n/32⌉ transactions: two round trips up to 32 leases. Leases the store
-// has no matching write of (acquired through another store, or advanced
-// by [Store.StrictTxn]) cost ⌈n/128⌉ consistent reads more. An error
-// matching [store.ErrUnavailable] may come after some leases were renewed.
+// Renew implements [store.Store.Renew]. A batch that is exactly the
+// leases this store put into one session (a holder renewing what it holds)
+// renews that session and then, in ⌈n/64⌉ transactions, compares and
+// advances each lease: two round trips up to 64 leases. Otherwise each
+// renewed lease moves to a session created for this call, so a lease left
+// out of the batch keeps its old session and expires on time: a session
+// creation and ⌈n/32⌉ transactions, plus ⌈n/128⌉ consistent reads for
+// leases the store has no matching write of (acquired through another
+// store, or advanced by [Store.StrictTxn]). See "Sessions and round trips"
+// in the package documentation. An error matching [store.ErrUnavailable]
+// may come after some leases were renewed.
 //
-// The sessions the renewed leases left are destroyed in the background
+// The sessions that moved leases left are destroyed in the background
 // once none of the leases this store put into them is there any more.
 func (s *Store) Renew(ctx context.Context, ps []store.RenewParams) ([]store.RenewResult, error) {
 	const op = "renew"
@@ -279,7 +282,7 @@ func (s *Store) Renew(ctx context.Context, ps []store.RenewParams) ([]store.Rene
 	if err := s.readInto(ctx, ps, leases, unread); err != nil {
 		return nil, interpret(op, err)
 	}
-	r := &renewal{s: s, ps: ps, ttls: ttls, leases: leases, results: make([]store.RenewResult, len(ps)), sessions: make(map[time.Duration]*batchSession)}
+	r := &renewal{s: s, ps: ps, ttls: ttls, leases: leases, hinted: hinted, results: make([]store.RenewResult, len(ps)), sessions: make(map[time.Duration]*batchSession)}
 	defer r.done()
 	all := make([]int, len(ps))
 	for i := range ps {
@@ -299,6 +302,7 @@ func (s *Store) Renew(ctx context.Context, ps []store.RenewParams) ([]store.Rene
 		for _, i := range lost {
 			if hinted[i] {
 				again = append(again, i)
+				hinted[i] = false
 			}
 		}
 		failed, err := r.renew(ctx, again)
@@ -344,6 +348,7 @@ type renewal struct {
 	ps       []store.RenewParams
 	ttls     []time.Duration
 	leases   []lease
+	hinted   []bool // the lease is known from the store's own last write
 	results  []store.RenewResult
 	sessions map[time.Duration]*batchSession
 }
@@ -377,33 +382,75 @@ func (r *renewal) renew(ctx context.Context, idx []int) ([]int, error) {
 	}
 	var lost []int
 	for _, ttl := range slices.Sorted(maps.Keys(groups)) {
+		idx := groups[ttl]
+		if id, ok := r.inPlace(idx, ttl); ok {
+			entry, _, err := r.s.client.Session().Renew(id, (&api.WriteOptions{}).WithContext(ctx))
+			if err != nil {
+				return nil, fmt.Errorf("renew session: %w", err)
+			}
+			if entry != nil {
+				failed, err := r.group(ctx, idx, ttl, id, false)
+				if err != nil {
+					return nil, err
+				}
+				lost = append(lost, failed...)
+				continue
+			}
+			// The session is gone, and its leases are not held: the
+			// moves below fail and report them.
+		}
 		bs := r.sessions[ttl]
 		if bs == nil {
-			id, err := r.s.createSession(ctx, r.ps[groups[ttl][0]].Holder, ttl)
+			id, err := r.s.createSession(ctx, r.ps[idx[0]].Holder, ttl)
 			if err != nil {
 				return nil, err
 			}
 			bs = &batchSession{id: id}
 			r.sessions[ttl] = bs
 		}
-		failed, err := r.group(ctx, groups[ttl], ttl, bs)
+		failed, err := r.group(ctx, idx, ttl, bs.id, true)
 		if err != nil {
+			bs.moved = len(idx) // some may be in it: it is not destroyed
 			return nil, err
 		}
+		bs.moved += len(idx) - len(failed)
 		lost = append(lost, failed...)
 	}
 	return lost, nil
 }
 
-// group moves the leases idx (of one session TTL) to session bs, advancing
-// their seq, and fills in their results. It returns the leases whose
-// compare-and-set failed.
-func (r *renewal) group(ctx context.Context, idx []int, ttl time.Duration, bs *batchSession) ([]int, error) {
+// inPlace returns the session the leases idx may be renewed in: the one
+// every one of them is in, as the store last wrote them, when no other
+// lease the store put into it is there (see [memo.reusable]).
+func (r *renewal) inPlace(idx []int, ttl time.Duration) (string, bool) {
+	names := make([]string, len(idx))
+	for j, i := range idx {
+		if !r.hinted[i] {
+			return "", false
+		}
+		names[j] = r.ps[i].Name
+	}
+	return r.s.memo.reusable(names, ttl)
+}
+
+// group renews the leases idx (of one session TTL) into session target,
+// advancing their seq, and fills in their results. With move it moves
+// them there from their sessions (an unlock and a lock); without, they are
+// in target already, renewed just before, and a compare-and-set of the
+// record keeps its lock. Either way the record's ModifyIndex and the
+// counter's (the token) are checked. It returns the leases whose
+// compare-and-set failed. After an error, target may hold leases the
+// store does not know of, so it is never renewed in place.
+func (r *renewal) group(ctx context.Context, idx []int, ttl time.Duration, target string, move bool) ([]int, error) {
+	per := 2
+	if move {
+		per = renewOps
+	}
 	var failed []int
-	for chunk := range slices.Chunk(idx, maxTxnOps/renewOps) {
+	for chunk := range slices.Chunk(idx, maxTxnOps/per) {
 		pending := slices.Clone(chunk)
 		for len(pending) > 0 {
-			ops := make(api.TxnOps, 0, renewOps*len(pending))
+			ops := make(api.TxnOps, 0, per*len(pending))
 			vals := make([]value, len(pending))
 			for j, i := range pending {
 				l := r.leases[i]
@@ -416,15 +463,27 @@ func (r *renewal) group(ctx context.Context, idx []int, ttl time.Duration, bs *b
 					return nil, err
 				}
 				vals[j] = v
-				ops = append(ops,
-					&api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVCheckIndex, Key: k.lease, Index: l.index}},
-					&api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVCheckIndex, Key: k.counter, Index: uint64(l.token)}},
-					&api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVUnlock, Key: k.lease, Session: l.session, Value: body}},
-					&api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVLock, Key: k.lease, Session: bs.id, Value: body}},
-				)
+				counter := &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVCheckIndex, Key: k.counter, Index: uint64(l.token)}}
+				if move {
+					ops = append(ops,
+						&api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVCheckIndex, Key: k.lease, Index: l.index}},
+						counter,
+						&api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVUnlock, Key: k.lease, Session: l.session, Value: body}},
+						&api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVLock, Key: k.lease, Session: target, Value: body}},
+					)
+				} else {
+					ops = append(ops,
+						// A compare-and-set keeps the record's lock.
+						&api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVCAS, Key: k.lease, Index: l.index, Value: body}},
+						counter,
+					)
+				}
 			}
 			ok, resp, err := r.s.txn(ctx, ops, false)
 			if err != nil {
+				if move {
+					r.s.memo.taint(target)
+				}
 				return nil, err
 			}
 			if ok {
@@ -435,9 +494,8 @@ func (r *renewal) group(ctx context.Context, idx []int, ttl time.Duration, bs *b
 					r.results[i] = store.RenewResult{Renewed: true, Grant: store.Grant{
 						Name: l.name, Holder: l.val.holder(), Token: l.token, Seq: vals[j].Seq, Remaining: ttl,
 					}}
-					r.s.reap(r.s.memo.wrote(l.name, written{token: l.token, val: vals[j], index: index, session: bs.id, ends: ends}))
+					r.s.reap(r.s.memo.wrote(l.name, written{token: l.token, val: vals[j], index: index, session: target, ends: ends}, !move))
 				}
-				bs.moved += len(pending)
 				break
 			}
 			// The transaction was rolled back: drop the leases whose
@@ -445,7 +503,7 @@ func (r *renewal) group(ctx context.Context, idx []int, ttl time.Duration, bs *b
 			drop := make(map[int]bool)
 			for _, e := range resp.Errors {
 				if e.OpIndex >= 0 && e.OpIndex < len(ops) {
-					drop[e.OpIndex/renewOps] = true
+					drop[e.OpIndex/per] = true
 				}
 			}
 			if len(drop) == 0 {
