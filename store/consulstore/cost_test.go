@@ -293,3 +293,23 @@ func TestSessionsDestroyedWhenEmpty(t *testing.T) {
 	renew(&c)
 	require.Equal(t, shared, b.session(t, leaseKey(c.Name)))
 }
+
+// A renewal in place whose session is gone (its TTL ran out, an operator
+// destroyed it) reports the lease as not held, and renews nothing.
+func TestRenewInPlaceAfterSessionGone(t *testing.T) {
+	t.Parallel()
+	b := setup(t, consulstore.Config{})
+	holder := testutil.Holder(t, "holder")
+	g := b.acquire(t, holder, longTTL)
+	_, err := b.client.Session().Destroy(b.session(t, b.key("lease")), nil)
+	require.NoError(t, err)
+
+	rs, err := b.store.Renew(t.Context(), []store.RenewParams{{Name: b.name, Holder: holder, Token: g.Token, Seq: g.Seq, TTL: longTTL}})
+	require.NoError(t, err)
+	require.False(t, rs[0].Renewed)
+	require.Zero(t, rs[0].Grant.Holder, "nobody holds the lease")
+	r, err := b.store.Get(t.Context(), b.name)
+	require.NoError(t, err)
+	require.Equal(t, store.StateExpired, r.State)
+	require.Equal(t, g.Seq, r.Seq, "the chain did not move")
+}
