@@ -295,19 +295,24 @@ func TestSessionsDestroyedWhenEmpty(t *testing.T) {
 }
 
 // A renewal in place whose session is gone (its TTL ran out, an operator
-// destroyed it) reports the lease as not held, and renews nothing.
+// destroyed it) reports the lease as not held, and renews nothing: a
+// session renewal that finds no session, and a read.
 func TestRenewInPlaceAfterSessionGone(t *testing.T) {
 	t.Parallel()
 	b := setup(t, consulstore.Config{})
+	s, counted := countedStore(t, b.store.Config().KeyPrefix)
 	holder := testutil.Holder(t, "holder")
-	g := b.acquire(t, holder, longTTL)
-	_, err := b.client.Session().Destroy(b.session(t, b.key("lease")), nil)
+	g, err := s.Acquire(t.Context(), store.AcquireParams{Name: b.name, Holder: holder, TTL: longTTL})
+	require.NoError(t, err)
+	_, err = b.client.Session().Destroy(b.session(t, b.key("lease")), nil)
 	require.NoError(t, err)
 
-	rs, err := b.store.Renew(t.Context(), []store.RenewParams{{Name: b.name, Holder: holder, Token: g.Token, Seq: g.Seq, TTL: longTTL}})
+	counted.take()
+	rs, err := s.Renew(t.Context(), []store.RenewParams{{Name: b.name, Holder: holder, Token: g.Token, Seq: g.Seq, TTL: longTTL}})
 	require.NoError(t, err)
 	require.False(t, rs[0].Renewed)
 	require.Zero(t, rs[0].Grant.Holder, "nobody holds the lease")
+	require.Equal(t, map[string]int{"PUT /v1/session/renew": 1, "PUT /v1/txn": 1}, onCallersPath(counted.take()))
 	r, err := b.store.Get(t.Context(), b.name)
 	require.NoError(t, err)
 	require.Equal(t, store.StateExpired, r.State)

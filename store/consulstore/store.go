@@ -388,16 +388,18 @@ func (r *renewal) renew(ctx context.Context, idx []int) ([]int, error) {
 			if err != nil {
 				return nil, fmt.Errorf("renew session: %w", err)
 			}
-			if entry != nil {
-				failed, err := r.group(ctx, idx, ttl, id, false)
-				if err != nil {
-					return nil, err
-				}
-				lost = append(lost, failed...)
+			if entry == nil {
+				// The session is gone, and its leases with it: the
+				// caller reads and reports them.
+				lost = append(lost, idx...)
 				continue
 			}
-			// The session is gone, and its leases are not held: the
-			// moves below fail and report them.
+			failed, err := r.group(ctx, idx, ttl, id, false)
+			if err != nil {
+				return nil, err
+			}
+			lost = append(lost, failed...)
+			continue
 		}
 		bs := r.sessions[ttl]
 		if bs == nil {
