@@ -69,6 +69,48 @@ func (b *bundle) session(t *testing.T, key string) string {
 	return pair.Session
 }
 
+// awaitKey waits, with blocking queries, until key satisfies ok (p is nil
+// while the key does not exist).
+func (b *bundle) awaitKey(t *testing.T, key string, ok func(p *api.KVPair) bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), eventTimeout)
+	defer cancel()
+	var index uint64
+	for {
+		p, meta, err := b.client.KV().Get(key, (&api.QueryOptions{WaitIndex: index, WaitTime: eventTimeout}).WithContext(ctx))
+		require.NoError(t, err, "waiting for key %q", key)
+		if ok(p) {
+			return
+		}
+		index = meta.LastIndex
+	}
+}
+
+// awaitSessionGone waits, with blocking queries, until session id no
+// longer exists.
+func (b *bundle) awaitSessionGone(t *testing.T, id string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), eventTimeout)
+	defer cancel()
+	var index uint64
+	for {
+		info, meta, err := b.client.Session().Info(id, (&api.QueryOptions{WaitIndex: index, WaitTime: eventTimeout}).WithContext(ctx))
+		require.NoError(t, err, "session %s was not destroyed within %s", id, eventTimeout)
+		if info == nil {
+			return
+		}
+		index = meta.LastIndex
+	}
+}
+
+// requireSession checks that session id exists now.
+func (b *bundle) requireSession(t *testing.T, id string) {
+	t.Helper()
+	info, _, err := b.client.Session().Info(id, (&api.QueryOptions{RequireConsistent: true}).WithContext(t.Context()))
+	require.NoError(t, err)
+	require.NotNil(t, info, "session %s is gone", id)
+}
+
 func TestShortTTLRoundedUpToMinSessionTTL(t *testing.T) {
 	t.Parallel()
 	b := setup(t, consulstore.Config{MinSessionTTL: consulstore.DefaultMinSessionTTL})
@@ -131,12 +173,11 @@ func TestLockDelay(t *testing.T) {
 	t.Run("AfterExpiry", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, consulstore.Config{LockDelay: delay})
-		r := listen(t, b.store)
 		first := b.acquire(t, testutil.Holder(t, "first"), store.MinTTL)
 
-		// Listen reports the expiry as soon as Consul invalidates the
-		// session, which is when the lock-delay starts.
-		r.await(t, b.name)
+		// The lock-delay starts when Consul invalidates the session,
+		// which unlocks the record.
+		b.awaitKey(t, b.key("lease"), func(p *api.KVPair) bool { return p != nil && p.Session == "" })
 		rec, err := b.store.Get(t.Context(), b.name)
 		require.NoError(t, err)
 		require.Equal(t, store.StateExpired, rec.State)

@@ -17,9 +17,16 @@
 // (promise P1): when a session is invalidated, Consul releases its locks in
 // the same Raft write, and a lease whose record is not locked is not held.
 // Consul guarantees a session lives at least its TTL after its creation or
-// last renewal and invalidates it up to twice its TTL later (it arms its
-// timer with 2×TTL; a new leader re-arms every timer), so a lease may stay
-// held up to one TTL longer than asked.
+// last renewal, and invalidates it between TTL and twice its TTL after
+// that: the leader arms each session's timer with 2×TTL (its constant
+// SessionTTLMultiplier), and a new leader re-arms every timer from its own
+// start. So a lease may stay held up to one TTL longer than asked, more
+// across a leader change. No setting of Consul's or this store's changes
+// the multiplier; the only trade is the TTL itself: a shorter one (down to
+// the servers' session_ttl_min, see below) shortens how long a crashed
+// holder can keep a lease, at the cost of more renewals. The bound runs
+// from the last renewal: a renewal either renews the lease's session or
+// moves the lease to a session it creates (see Sessions and round trips).
 //
 // The remaining time the store reports is the session's TTL. For the
 // holder, right after an acquisition or renewal, that is a safe lower
@@ -27,7 +34,8 @@
 // that long. For anyone else (a [*store.HeldError], [Store.Get],
 // [Store.List]) it is an estimate, because Consul does not say when a
 // session was created: the lease may end any time within twice that.
-// Followers are woken earlier by [Store.Listen].
+// Followers are woken earlier by [Store.Listen] when the lease is released
+// or acquired, not when it expires.
 //
 // Consul refuses session TTLs below its servers' session_ttl_min (10 s by
 // default) and above 24 h. [Store.MinTTL] reports [Config.MinSessionTTL]
@@ -64,20 +72,37 @@
 //
 // # Notifications
 //
-// [Store.Listen] runs blocking queries on the key prefix and reports every
-// lease that was released, expired (Consul invalidated its session) or
-// began a new tenure. Every change under the prefix ends a blocking query,
-// renewals included, and each listener then reads the whole prefix, so the
-// cost grows with listeners × renewals × leases under the prefix; give
-// unrelated fleets their own prefixes. Notifications are an optimisation
-// only: one missed while the agent is unreachable delays a follower until
-// the expiry it was told.
+// Every acquisition and every release also rewrites one announcement key,
+// <prefix>.announce, in its own transaction: a compare-and-set that counts
+// the announcements under the prefix and keeps the latest eight (lease
+// name; released, or acquired with the holder and the session TTL).
+// [Store.Listen] runs blocking queries on that key alone and delivers each
+// announcement as a [store.NoticeAcquired] (with Holder, and Remaining the
+// TTL granted) or a [store.NoticeReleased]; when more came than the key
+// keeps since it last looked, it delivers the empty notice (look at
+// everything again). A listener costs one query per announcement and one
+// a minute when nothing happens, however many leases live under the prefix;
+// renewals do not wake it.
+//
+// Expiries are not announced: Consul invalidating a session runs no code of
+// this store's. A follower of an expired lease tries again at the expiry
+// it was told (up to one TTL late, since Consul may keep the session up to
+// twice its TTL); the acquisition that follows is announced. This store
+// keeps no line ([store.AcquireParams.Wait] is ignored), so its notices
+// name no [store.Notice].Next.
+//
+// Because the announcement key is a compare-and-set, acquisitions and
+// releases of different leases under one prefix are serialized: one that
+// loses the race reads and tries again (a round trip and a transaction
+// more). Give unrelated fleets their own prefixes. Notifications are an
+// optimisation only: one missed while the agent is unreachable delays a
+// follower until the expiry it was told.
 //
 // # History
 //
-// The Consul store keeps no history ([store.Historian]). It could write an
-// event key in the same transaction as each acquisition and release; it
-// does not now because an expiry is Consul invalidating the session, which
+// The Consul store keeps no history ([store.Historian]). The announcement
+// key keeps only the latest eight announcements, for listeners, and is no
+// history: an expiry is Consul invalidating the session, which
 // releases or deletes the key with no hook this store runs in, so a
 // takeover after expiry could not be told from a grant after a release,
 // and each event key would need a retention of its own (Consul keys do not
@@ -104,15 +129,18 @@
 //     its chain write as not applied; if it did apply, the holder's next
 //     renewal finds the seq moved and ends the tenure as a clone's.
 //   - [Store.Close] ends Listen and refuses later calls with
-//     [store.ErrClosed]; it destroys no session, so held leases stay held
-//     until released or expired.
+//     [store.ErrClosed]; it destroys no session that holds a lease, so held
+//     leases stay held until released or expired. It waits up to two
+//     seconds for the destruction of sessions already found empty.
 //
 // # Keys
 //
 // Each lease name has a directory under [Config.KeyPrefix]: the name with
 // every byte outside ASCII letters, digits, '-', '_' and '.' written as %XX
 // (and a leading '.' too), so "billing" lives in tenure/billing/ and "a/b"
-// in tenure/a%2Fb/. The directory holds two keys:
+// in tenure/a%2Fb/. The announcement key, <prefix>.announce, sits next to
+// the directories (no directory starts with '.'). Each directory holds two
+// keys:
 //
 //   - lease: the lease record, JSON with the holder's label and instance,
 //     seq, the session TTL in milliseconds (ttl_ms), acquired_at, released
@@ -125,26 +153,74 @@
 //
 // Every acquisition creates a session for the new tenure (holder, TTL,
 // [Config.LockDelay], release behaviour, no health checks: only its TTL or
-// an operator ends it). Every [Store.Renew] creates one new session per
-// distinct TTL in the batch and moves each lease it renews into it, with a
-// check-index on the lease record (the compare-and-set that advances seq,
-// promise P6), an unlock by the old session and a lock by the new one. A
-// lease left out of the batch stays in its old session, which is no longer
-// renewed, so it expires on time even while its holder renews other leases;
-// sessions emptied this way expire by themselves within twice their TTL.
-// Consul cannot renew a session inside a transaction, so this is what keeps
-// each lease's expiry its own without one session renewal per lease.
+// an operator ends it). A renewal checks, for each lease, the record's
+// ModifyIndex and the counter's with the token (the compare-and-set on
+// holder, token and seq, promise P6) and writes seq+1, in one transaction
+// per batch of leases. It keeps each lease's expiry its own in one of two
+// ways:
 //
-// Round trips, each one HTTP request to the agent:
+//   - In place: when the batch is exactly the leases this store put into
+//     one session (the usual case: a holder renewing what it holds), it
+//     renews that session (/v1/session/renew, which Consul answers from
+//     the leader's timers without a Raft write) and then sends the
+//     compare-and-set, which keeps the record's lock.
+//   - Moved: otherwise it creates one new session per distinct TTL in the
+//     batch and moves each lease into it (an unlock by the old session and
+//     a lock by the new one in the same transaction). A lease left out of
+//     the batch stays in its old session, which is no longer renewed, so
+//     it expires on time even while its holder renews other leases.
 //
-//   - Acquire: one consistent read; when the lease is free, one session
-//     creation and one transaction more (and a session destruction when a
-//     racing acquirer won).
-//   - Renew of n leases with one TTL: ⌈n/128⌉ consistent reads, one session
-//     creation and ⌈n/42⌉ transactions; three round trips up to 42 leases,
-//     33 for 1,000. Each renewal batch costs Consul three Raft writes (the
-//     session, the transaction, the old session's expiry), whatever n is.
-//   - Release: one consistent read and one transaction.
+// Consul cannot renew, create or destroy a session inside a transaction
+// (its /v1/txn takes KV, node, service and check operations only), and
+// cannot compare a key's value, only its ModifyIndex, so a renewal takes
+// two requests at least: one for the session, one transaction for the
+// compare-and-set. The session comes first, so a renewal reported
+// renewed has its session extended after the call was sent.
+//
+// To skip the read a compare-and-set on a ModifyIndex would need, the
+// store remembers its own last write to each lease (the tenure, the
+// record's ModifyIndex, the session) and which leases it put into each
+// session it created; it never puts a lease into a session it did not just
+// create. A renewal that presents exactly the tenure last written sends
+// its compare-and-set on that index at once. The index is a hint only: if
+// the record changed in any way, the transaction fails, and the store
+// reads the lease and decides on what it read, as it does for a lease it
+// has no write of (acquired through another store, or advanced by
+// [Store.StrictTxn]). What the store remembers of a session decides
+// whether a renewal may renew it in place, so it errs one way only: it may
+// count a lease in a session that left it (the renewal then moves the
+// batch), never miss one that is in it. A session a renewal may have
+// moved leases into without knowing (its transaction's outcome unknown)
+// is never renewed in place, and the leases of a session last written
+// more than twice its TTL ago are forgotten together. A copy of the
+// process (a fork, a restored snapshot) carries the same memory; it can
+// renew a shared session at most once before its compare-and-set fails
+// and its holder stands down.
+//
+// A session none of whose leases is in it any more (released, moved by a
+// renewal, taken over) is destroyed in the background, after the call
+// returns; one that could not be destroyed (the agent unreachable, the
+// store closed) expires by itself within twice its TTL. A store that did
+// not create a session (a release through another store) leaves it to
+// expire.
+//
+// Round trips, each one HTTP request to the agent, on the caller's path:
+//
+//   - Acquire: one consistent read (the lease and the announcement key);
+//     when the lease is free, one session creation and one transaction
+//     more. A transaction that lost the race for the announcement key to
+//     another lease's acquisition or release costs a read and a
+//     transaction more, with the same session.
+//   - Renew of n leases with one TTL, in place: one session renewal and
+//     ⌈n/64⌉ transactions; two round trips up to 64 leases, and one Raft
+//     write per transaction.
+//   - Renew, moved: one session creation and ⌈n/32⌉ transactions, plus
+//     ⌈n/128⌉ consistent reads for leases the store has no matching write
+//     of; and in the background, one destruction per session the leases
+//     left empty (Consul would otherwise spend the same Raft write
+//     invalidating it, up to twice its TTL later).
+//   - Release: one consistent read and one transaction, and the session's
+//     destruction in the background when it is empty.
 //   - Get and List: one consistent read.
 //
 // Reads use ?consistent, so a leader that lost its quorum cannot answer

@@ -1,13 +1,14 @@
 package consulstore
 
 import (
-	"slices"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/tenure-dev/tenure/store"
 
+	"github.com/hashicorp/consul/api"
 	"github.com/stretchr/testify/require"
 )
 
@@ -115,28 +116,60 @@ func TestSessionTTL(t *testing.T) {
 	require.ErrorIs(t, err, store.ErrInvalid)
 }
 
-func TestChanged(t *testing.T) {
+func TestNews(t *testing.T) {
 	t.Parallel()
-	held := snapshot{token: 5, held: true}
-	before := map[string]snapshot{
-		"renewed":  held,
-		"released": held,
-		"expired":  held,
-		"taken":    {token: 5},
-		"deleted":  held,
-		"idle":     {token: 3, released: true},
+	holder := store.Holder{Label: "l", Instance: "i"}
+	acquired := func(seq uint64, name string) announced {
+		return announced{Seq: seq, Name: name, Kind: kindAcquired, Label: holder.Label, Instance: holder.Instance, TTLMillis: 1500}
 	}
-	after := map[string]snapshot{
-		"renewed":  held,
-		"released": {token: 5, released: true},
-		"expired":  {token: 5},
-		"taken":    {token: 9, held: true},
-		"idle":     {token: 3, released: true},
-		"new":      {token: 11, held: true},
+	released := func(seq uint64, name string) announced { return announced{Seq: seq, Name: name, Kind: kindReleased} }
+	gotA := store.Notice{Name: "a", Kind: store.NoticeAcquired, Holder: holder, Remaining: 1500 * time.Millisecond}
+	gotB := store.Notice{Name: "b", Kind: store.NoticeReleased}
+	board := announcements{Seq: 5, Recent: []announced{released(3, "x"), acquired(4, "a"), released(5, "b")}}
+
+	for label, tc := range map[string]struct {
+		seen uint64
+		now  announcements
+		want []store.Notice
+	}{
+		"Nothing":       {seen: 5, now: board},
+		"One":           {seen: 4, now: board, want: []store.Notice{gotB}},
+		"AllKept":       {seen: 2, now: board, want: []store.Notice{{Name: "x", Kind: store.NoticeReleased}, gotA, gotB}},
+		"SomeNotKept":   {seen: 1, now: board, want: []store.Notice{{}, {Name: "x", Kind: store.NoticeReleased}, gotA, gotB}},
+		"Backwards":     {seen: 9, now: board, want: []store.Notice{{}}},
+		"Deleted":       {seen: 9, now: announcements{}, want: []store.Notice{{}}},
+		"UnknownKind":   {seen: 0, now: announcements{Seq: 1, Recent: []announced{{Seq: 1, Name: "c", Kind: "moved"}}}, want: []store.Notice{{Name: "c", Kind: store.NoticeChanged}}},
+		"NoneKeptAtAll": {seen: 0, now: announcements{Seq: 3}, want: []store.Notice{{}}},
+	} {
+		got, seq := news(tc.seen, tc.now)
+		require.Equal(t, tc.want, got, "case %s", label)
+		require.Equal(t, tc.now.Seq, seq, "case %s: the seq now seen", label)
 	}
-	got := slices.Sorted(changed(before, after))
-	require.Equal(t, []string{"deleted", "expired", "released", "taken"}, got)
-	require.Empty(t, slices.Collect(changed(after, after)), "nothing changed")
+}
+
+func TestBoardOp(t *testing.T) {
+	t.Parallel()
+	var b board
+	for i := range announceKept + 3 {
+		op, err := b.op("p/.announce", announced{Name: fmt.Sprintf("n%d", i), Kind: kindReleased})
+		require.NoError(t, err)
+		require.Equal(t, api.KVCAS, op.KV.Verb)
+		require.Equal(t, b.index, op.KV.Index, "the write is a compare-and-set on the index read")
+		next, err := parseBoard(&api.KVPair{Key: op.KV.Key, Value: op.KV.Value, ModifyIndex: b.index + 10})
+		require.NoError(t, err)
+		require.Equal(t, uint64(i+1), next.val.Seq, "announcements are numbered without gaps")
+		require.Len(t, next.val.Recent, min(i+1, announceKept))
+		last := next.val.Recent[len(next.val.Recent)-1]
+		require.Equal(t, announced{Seq: uint64(i + 1), Name: fmt.Sprintf("n%d", i), Kind: kindReleased}, last)
+		b = next
+	}
+	require.Equal(t, uint64(4), b.val.Recent[0].Seq, "only the latest are kept")
+
+	_, err := parseBoard(&api.KVPair{Key: "p/.announce", Value: []byte("not json"), ModifyIndex: 3})
+	require.ErrorContains(t, err, "KeyPrefix")
+	absent, err := parseBoard(&api.KVPair{Key: "p/.announce"})
+	require.NoError(t, err)
+	require.Zero(t, absent, "a get-or-empty of an absent key is an empty board")
 }
 
 func TestNextIndex(t *testing.T) {
@@ -146,4 +179,85 @@ func TestNextIndex(t *testing.T) {
 	require.Equal(t, uint64(42), nextIndex(42, 42), "a timed-out query waits on the same index")
 	require.Equal(t, uint64(0), nextIndex(42, 7), "an index that went backwards starts again")
 	require.Equal(t, uint64(1), nextIndex(0, 0), "never wait on index 0")
+}
+
+func TestMemo(t *testing.T) {
+	t.Parallel()
+	const ttl = 10 * time.Second
+	h := store.Holder{Label: "l", Instance: "i"}
+	at := func(session string, seq int64, ends time.Time) written {
+		return written{token: 7, val: value{Label: h.Label, Instance: h.Instance, Seq: seq, TTLMillis: ttl.Milliseconds()}, index: 100 + uint64(seq), session: session, ends: ends}
+	}
+	later := time.Now().Add(time.Hour)
+
+	type bundle struct{ m *memo }
+	setup := func() *bundle {
+		m := newMemo()
+		require.Empty(t, m.wrote("a", at("S", 1, later), false))
+		require.Empty(t, m.wrote("b", at("S", 1, later), false))
+		return &bundle{m: m}
+	}
+
+	t.Run("Hint", func(t *testing.T) {
+		t.Parallel()
+		b := setup()
+		w, ok := b.m.hint(store.RenewParams{Name: "a", Holder: h, Token: 7, Seq: 1})
+		require.True(t, ok)
+		require.Equal(t, uint64(101), w.index)
+		for _, p := range []store.RenewParams{
+			{Name: "a", Holder: h, Token: 7, Seq: 2},
+			{Name: "a", Holder: h, Token: 8, Seq: 1},
+			{Name: "a", Holder: store.Holder{Label: "l", Instance: "j"}, Token: 7, Seq: 1},
+			{Name: "c", Holder: h, Token: 7, Seq: 1},
+		} {
+			_, ok := b.m.hint(p)
+			require.False(t, ok, "%+v", p)
+		}
+	})
+
+	t.Run("Reusable", func(t *testing.T) {
+		t.Parallel()
+		b := setup()
+		id, ok := b.m.reusable([]string{"a", "b"}, ttl)
+		require.True(t, ok)
+		require.Equal(t, "S", id)
+		_, ok = b.m.reusable([]string{"a"}, ttl)
+		require.False(t, ok, "b is in the session too and not in the batch")
+		_, ok = b.m.reusable([]string{"a", "b"}, 2*ttl)
+		require.False(t, ok, "another TTL")
+		_, ok = b.m.reusable([]string{"a", "b", "c"}, ttl)
+		require.False(t, ok, "c is not known")
+		b.m.taint("S")
+		_, ok = b.m.reusable([]string{"a", "b"}, ttl)
+		require.False(t, ok, "a tainted session may hold leases the memo does not know")
+	})
+
+	t.Run("EmptiedSessions", func(t *testing.T) {
+		t.Parallel()
+		b := setup()
+		b.m.taint("S")
+		require.Empty(t, b.m.wrote("a", at("N", 2, later), false), "b is still in S")
+		require.Empty(t, b.m.lost("b", "S"), "read in the session the memo has: kept")
+		require.Equal(t, "S", b.m.lost("b", ""), "b left S, which is now empty")
+		require.Empty(t, b.m.tainted, "the mark goes with the session's last lease")
+		require.Equal(t, "N", b.m.left("a"))
+		require.Empty(t, b.m.left("a"), "forgotten already")
+		require.Empty(t, b.m.members)
+	})
+
+	t.Run("SweepTakesWholeSessions", func(t *testing.T) {
+		t.Parallel()
+		b := setup()
+		past := time.Now().Add(-time.Second)
+		require.Empty(t, b.m.wrote("a", at("S", 2, past), true))
+		b.m.mu.Lock()
+		b.m.sweep(time.Now())
+		b.m.mu.Unlock()
+		require.Empty(t, b.m.leases, "b goes with a: the memo never counts fewer leases in S than it holds")
+		require.Empty(t, b.m.members)
+		require.Empty(t, b.m.wrote("b", at("S", 2, later), true), "a write in place does not bring a forgotten session back")
+		_, ok := b.m.reusable([]string{"b"}, ttl)
+		require.False(t, ok)
+		require.Empty(t, b.m.leases)
+	})
 }

@@ -19,21 +19,31 @@ const (
 	listenBackoffMax = 5 * time.Second
 )
 
-// Listen implements [store.Notifier.Listen] with blocking queries on the
-// key prefix. It reports the name of each lease that was released, that
-// expired (its session was invalidated) or that began a new tenure (a
-// takeover, or an acquisition after a release), found by comparing what
-// each query returns with what the previous one did. notify runs on the
-// calling goroutine, one name at a time.
+// Listen implements [store.Notifier.Listen] with blocking queries on one
+// key, the announcement key <prefix>.announce, which every acquisition and
+// release rewrites in its own transaction: the number of announcements so
+// far and the latest eight (lease name; released, or acquired with the
+// holder and the TTL granted). Listen delivers each new one as a
+// [store.NoticeReleased] or a [store.NoticeAcquired] (Holder, and
+// Remaining the session TTL granted). When more came than the key keeps
+// since it last looked, or the count went backwards (the key deleted, the
+// cluster restored), it first delivers the empty notice: look at
+// everything again. A query costs the same however many leases live under
+// the prefix, and renewals do not wake it. notify runs on the calling
+// goroutine, one notice at a time.
 //
-// Every change under the prefix ends a blocking query, renewals included,
-// so each listener reads the whole prefix once per change. After a failed
-// query Listen waits (100 ms, doubling to 5 s, with jitter) and asks again;
-// changes made meanwhile are reported when it next succeeds. After its
-// first successful query it calls notify with the empty name: what changed
-// before it cannot be told (see [store.Notifier]). It returns
-// ctx's error when ctx is done and an error matching [store.ErrClosed]
-// when the store is closed.
+// Expiries are not announced: Consul invalidating a session runs no code
+// of this store's. A follower tries again at the expiry it was told; the
+// acquisition that follows an expiry is announced.
+//
+// After a failed query Listen waits (100 ms, doubling to 5 s, with jitter)
+// and asks again; announcements made meanwhile are delivered when it next
+// succeeds, if the key still keeps them. After its first successful query
+// it calls notify with the empty name: what changed before it cannot be
+// told (see [store.Notifier]). When the key does not exist yet, Listen
+// creates it (empty), so that its queries wait on that key alone. It
+// returns ctx's error when ctx is done and an error matching
+// [store.ErrClosed] when the store is closed.
 func (s *Store) Listen(ctx context.Context, notify func(store.Notice)) error {
 	return s.gate.Listen(ctx, notify, s.watch)
 }
@@ -42,35 +52,41 @@ func (s *Store) Listen(ctx context.Context, notify func(store.Notice)) error {
 // until ctx is done.
 func (s *Store) watch(ctx context.Context, notify func(store.Notice)) {
 	var (
-		index   uint64
-		seen    map[string]snapshot // nil until the first query succeeds
-		backoff = listenBackoffMin
+		index      uint64
+		seq        uint64 // the last announcement delivered
+		subscribed bool
+		backoff    = listenBackoffMin
+		key        = s.announceKey()
 	)
 	for {
 		q := &api.QueryOptions{WaitIndex: index, WaitTime: listenWait}
-		pairs, meta, err := s.client.KV().List(s.cfg.KeyPrefix, q.WithContext(ctx))
+		pair, meta, err := s.client.KV().Get(key, q.WithContext(ctx))
 		if ctx.Err() != nil {
 			return
 		}
+		var b board
 		if err == nil {
-			var leases map[string]lease
-			leases, err = s.parseTree(pairs)
-			if err == nil {
-				now := snapshots(leases)
-				if seen == nil {
-					notify(store.Notice{}) // the first view: what changed before it is unknown
-				}
-				for name := range changed(seen, now) {
-					if ctx.Err() != nil {
-						break
-					}
-					notify(store.Notice{Name: name})
-				}
-				seen = now
-				index = nextIndex(index, meta.LastIndex)
-				backoff = listenBackoffMin
-				continue
+			b, err = parseBoard(pair)
+		}
+		if err == nil && pair == nil {
+			err = s.plantBoard(ctx, key)
+		}
+		if err == nil {
+			if !subscribed {
+				notify(store.Notice{}) // the first view: what changed before it is unknown
+				subscribed, seq = true, b.val.Seq
 			}
+			var out []store.Notice
+			out, seq = news(seq, b.val)
+			for _, n := range out {
+				if ctx.Err() != nil {
+					break
+				}
+				notify(n)
+			}
+			index = nextIndex(index, meta.LastIndex)
+			backoff = listenBackoffMin
+			continue
 		}
 		timer := time.NewTimer(backoff/2 + rand.N(backoff/2+1))
 		select {
@@ -82,40 +98,11 @@ func (s *Store) watch(ctx context.Context, notify func(store.Notice)) {
 	}
 }
 
-// snapshot is what Listen compares of one lease between two queries.
-type snapshot struct {
-	token    store.Token
-	held     bool
-	released bool
-}
-
-func snapshots(leases map[string]lease) map[string]snapshot {
-	out := make(map[string]snapshot, len(leases))
-	for name, l := range leases {
-		if l.exists {
-			out[name] = snapshot{token: l.token, held: l.held(), released: l.val.Released}
-		}
-	}
-	return out
-}
-
-// changed yields the names whose lease was released, expired, began a new
-// tenure or disappeared between before and after.
-func changed(before, after map[string]snapshot) func(yield func(string) bool) {
-	return func(yield func(string) bool) {
-		for name, b := range before {
-			a, ok := after[name]
-			switch {
-			case !ok, // deleted
-				a.token != b.token,        // a new tenure
-				a.released && !b.released, // released
-				b.held && !a.held:         // released or expired
-				if !yield(name) {
-					return
-				}
-			}
-		}
-	}
+// plantBoard creates the announcement key, empty, unless it exists: a
+// blocking query on an absent key wakes at every write to the KV store.
+func (s *Store) plantBoard(ctx context.Context, key string) error {
+	_, _, err := s.client.KV().CAS(&api.KVPair{Key: key, Value: []byte(`{"seq":0}`)}, (&api.WriteOptions{}).WithContext(ctx))
+	return err
 }
 
 // nextIndex is the index of the next blocking query after one that

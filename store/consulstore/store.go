@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/tenure-dev/tenure/internal/storekit"
@@ -27,12 +28,15 @@ const (
 	// one transaction.
 	maxTxnOps = 128
 	// renewOps is how many operations one lease's renewal takes.
-	renewOps = 3
+	renewOps = 4
 	// maxAttempts bounds the read-then-write loops of Acquire and Release
-	// when a concurrent change invalidates what they read.
+	// when a concurrent change to the lease invalidates what they read.
 	maxAttempts = 8
-	// cleanupTimeout bounds the best-effort destruction of a session that
-	// ended up holding nothing.
+	// maxRaces bounds the same loops when only the announcement key
+	// changed (another lease under the prefix changed hands meanwhile).
+	maxRaces = 32
+	// cleanupTimeout bounds each best-effort destruction of a session that
+	// holds nothing, and how long Close waits for those still queued.
 	cleanupTimeout = 2 * time.Second
 )
 
@@ -44,6 +48,16 @@ type Store struct {
 	cfg    Config
 
 	gate *storekit.Gate
+	memo *memo
+
+	// The sessions waiting to be destroyed, and the goroutine that
+	// destroys them (see [Store.reap]).
+	reapMu     sync.Mutex
+	reapIDs    []string
+	reaping    bool
+	reapers    sync.WaitGroup
+	reapCtx    context.Context
+	reapCancel context.CancelFunc
 }
 
 // New returns a store that keeps its leases in the Consul cluster client
@@ -57,7 +71,9 @@ func New(client *api.Client, cfg Config) (*Store, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Store{client: client, cfg: cfg, gate: storekit.NewGate("consulstore", "consulstore.New")}, nil
+	s := &Store{client: client, cfg: cfg, gate: storekit.NewGate("consulstore", "consulstore.New"), memo: newMemo()}
+	s.reapCtx, s.reapCancel = context.WithCancel(context.Background())
+	return s, nil
 }
 
 // Config returns the configuration in force, defaults filled in.
@@ -73,7 +89,8 @@ func (s *Store) MinTTL() time.Duration { return s.cfg.MinSessionTTL }
 // three round trips (read, session create, transaction); a held one, one.
 // During Consul's lock-delay after an expiry (see [Config.LockDelay]) the
 // lease is reported held by its last holder, with the configured delay as
-// its remaining time.
+// its remaining time. The transaction that grants the lease also announces
+// it (see [Store.Listen]).
 func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (store.Grant, error) {
 	op := fmt.Sprintf("acquire lease %q", p.Name)
 	if err := s.begin(ctx, op); err != nil {
@@ -87,46 +104,65 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (store.Grant
 		return store.Grant{}, interpret(op, err)
 	}
 	k := s.keys(p.Name)
-	for range maxAttempts {
-		l, err := s.readOne(ctx, p.Name)
+	// session is created when the lease is first seen free and kept
+	// across attempts; it is destroyed unless the lease went into it.
+	var session string
+	defer func() { s.reap(session) }()
+	for changes, races := 0, 0; changes < maxAttempts && races < maxRaces; {
+		l, b, err := s.readForWrite(ctx, p.Name)
 		if err != nil {
 			return store.Grant{}, interpret(op, err)
 		}
 		if l.held() {
 			return store.Grant{}, l.heldError()
 		}
-		g, outcome, err := s.tryAcquire(ctx, p, ttl, k, l)
+		if session == "" {
+			if session, err = s.createSession(ctx, p.Holder, ttl); err != nil {
+				return store.Grant{}, interpret(op, err)
+			}
+		}
+		g, outcome, err := s.tryAcquire(ctx, p, ttl, k, l, b, session)
 		switch {
 		case err != nil:
 			return store.Grant{}, interpret(op, err)
 		case outcome == outcomeAcquired:
+			session = ""
 			return g, nil
 		case outcome == outcomeLockDelayed:
 			held := l.heldError()
 			held.Remaining = max(s.cfg.LockDelay, time.Second)
 			return store.Grant{}, held
+		case outcome == outcomeRaced:
+			races++
+		default:
+			changes++
 		}
-		// The lease changed between the read and the transaction: read
-		// it again.
+		// The lease, or only the announcement key, changed between the
+		// read and the transaction: read them again.
 	}
-	return store.Grant{}, fmt.Errorf("consulstore: %s: %w: the lease kept changing under %d attempts; retry", op, store.ErrUnavailable, maxAttempts)
+	return store.Grant{}, fmt.Errorf("consulstore: %s: %w: the lease kept changing under repeated attempts; retry", op, store.ErrUnavailable)
 }
 
 type acquireOutcome int
 
 const (
 	outcomeAcquired acquireOutcome = iota + 1
+	// outcomeChanged: the lease changed since it was read.
 	outcomeChanged
+	// outcomeRaced: only the announcement key changed since it was read.
+	outcomeRaced
 	outcomeLockDelayed
 )
 
-// tryAcquire creates a session and, in one transaction, bumps the counter
-// and locks the lease record, provided neither changed since l was read.
-func (s *Store) tryAcquire(ctx context.Context, p store.AcquireParams, ttl time.Duration, k keys, l lease) (store.Grant, acquireOutcome, error) {
-	session, err := s.createSession(ctx, p.Holder, ttl)
-	if err != nil {
-		return store.Grant{}, 0, err
-	}
+// acquireOps is how many operations of an acquisition come before its
+// announcement: the guard, the counter and the lock.
+const acquireOps = 3
+
+// tryAcquire, in one transaction, bumps the counter, locks the lease record
+// with session and announces the new tenure, provided neither the lease
+// nor the announcement key changed since l and b were read. On success the
+// lease is remembered as written; otherwise session holds nothing.
+func (s *Store) tryAcquire(ctx context.Context, p store.AcquireParams, ttl time.Duration, k keys, l lease, b board, session string) (store.Grant, acquireOutcome, error) {
 	v := value{
 		Label:      p.Holder.Label,
 		Instance:   p.Holder.Instance,
@@ -139,6 +175,12 @@ func (s *Store) tryAcquire(ctx context.Context, p store.AcquireParams, ttl time.
 	if err != nil {
 		return store.Grant{}, 0, err
 	}
+	announce, err := b.op(s.announceKey(), announced{
+		Name: p.Name, Kind: kindAcquired, Label: p.Holder.Label, Instance: p.Holder.Instance, TTLMillis: ttl.Milliseconds(),
+	})
+	if err != nil {
+		return store.Grant{}, 0, err
+	}
 	guard := &api.KVTxnOp{Verb: api.KVCheckNotExists, Key: k.lease}
 	if l.exists {
 		guard = &api.KVTxnOp{Verb: api.KVCheckIndex, Key: k.lease, Index: l.index}
@@ -148,18 +190,20 @@ func (s *Store) tryAcquire(ctx context.Context, p store.AcquireParams, ttl time.
 		// A ModifyIndex of 0 creates the counter only if it is absent.
 		{KV: &api.KVTxnOp{Verb: api.KVCAS, Key: k.counter, Index: uint64(l.token), Value: []byte(strconv.FormatUint(l.tenures+1, 10))}},
 		{KV: &api.KVTxnOp{Verb: api.KVLock, Key: k.lease, Session: session, Value: body}},
+		announce,
 	}
 	ok, resp, err := s.txn(ctx, ops, false)
 	if err != nil {
-		s.destroySession(ctx, session)
 		return store.Grant{}, 0, err
 	}
 	if !ok {
-		s.destroySession(ctx, session)
 		for _, e := range resp.Errors {
 			if strings.HasSuffix(e.What, "due to lock delay") {
 				return store.Grant{}, outcomeLockDelayed, nil
 			}
+		}
+		if onlyAt(resp, acquireOps) {
+			return store.Grant{}, outcomeRaced, nil
 		}
 		return store.Grant{}, outcomeChanged, nil
 	}
@@ -172,15 +216,40 @@ func (s *Store) tryAcquire(ctx context.Context, p store.AcquireParams, ttl time.
 	if token <= 0 {
 		return store.Grant{}, 0, fmt.Errorf("the transaction that acquired the lease did not report the counter's index; read the lease with Get")
 	}
+	// The counter was written by the same transaction as the record: its
+	// ModifyIndex is the record's too.
+	s.reap(s.memo.wrote(p.Name, written{token: token, val: v, index: uint64(token), session: session, ends: time.Now().Add(2 * ttl)}, false))
 	return store.Grant{Name: p.Name, Holder: p.Holder, Token: token, Seq: 1, Remaining: ttl, Payload: p.Payload}, outcomeAcquired, nil
 }
 
-// Renew implements [store.Store.Renew]. Each renewed lease moves to a
-// session created for this call, so a lease left out of the batch keeps its
-// old session and expires on time. A batch of n leases with one TTL costs
-// ⌈n/128⌉ reads, one session creation and ⌈n/42⌉ transactions: three
-// round trips up to 42 leases. An error matching [store.ErrUnavailable]
+// onlyAt reports whether a rolled-back transaction failed at operation i
+// and nowhere else.
+func onlyAt(resp *api.TxnResponse, i int) bool {
+	if resp == nil || len(resp.Errors) == 0 {
+		return false
+	}
+	for _, e := range resp.Errors {
+		if e.OpIndex != i {
+			return false
+		}
+	}
+	return true
+}
+
+// Renew implements [store.Store.Renew]. A batch that is exactly the
+// leases this store put into one session (a holder renewing what it holds)
+// renews that session and then, in ⌈n/64⌉ transactions, compares and
+// advances each lease: two round trips up to 64 leases. Otherwise each
+// renewed lease moves to a session created for this call, so a lease left
+// out of the batch keeps its old session and expires on time: a session
+// creation and ⌈n/32⌉ transactions, plus ⌈n/128⌉ consistent reads for
+// leases the store has no matching write of (acquired through another
+// store, or advanced by [Store.StrictTxn]). See "Sessions and round trips"
+// in the package documentation. An error matching [store.ErrUnavailable]
 // may come after some leases were renewed.
+//
+// The sessions that moved leases left are destroyed in the background
+// once none of the leases this store put into them is there any more.
 func (s *Store) Renew(ctx context.Context, ps []store.RenewParams) ([]store.RenewResult, error) {
 	const op = "renew"
 	if err := s.begin(ctx, op); err != nil {
@@ -200,65 +269,194 @@ func (s *Store) Renew(ctx context.Context, ps []store.RenewParams) ([]store.Rene
 	if len(ps) == 0 {
 		return []store.RenewResult{}, nil
 	}
-	names := make([]string, len(ps))
+	leases := make([]lease, len(ps))
+	hinted := make([]bool, len(ps))
+	var unread []int
 	for i, p := range ps {
-		names[i] = p.Name
+		if w, ok := s.memo.hint(p); ok {
+			leases[i], hinted[i] = w.lease(p.Name), true
+		} else {
+			unread = append(unread, i)
+		}
 	}
-	leases, err := s.read(ctx, names)
+	if err := s.readInto(ctx, ps, leases, unread); err != nil {
+		return nil, interpret(op, err)
+	}
+	r := &renewal{s: s, ps: ps, ttls: ttls, leases: leases, hinted: hinted, results: make([]store.RenewResult, len(ps)), sessions: make(map[time.Duration]*batchSession)}
+	defer r.done()
+	all := make([]int, len(ps))
+	for i := range ps {
+		all[i] = i
+	}
+	lost, err := r.renew(ctx, all)
 	if err != nil {
 		return nil, interpret(op, err)
 	}
-	results := make([]store.RenewResult, len(ps))
-	// groups holds, per session TTL, the indexes of the leases to renew.
-	groups := make(map[time.Duration][]int)
-	for i, p := range ps {
-		l := leases[i]
-		results[i] = store.RenewResult{Grant: l.grant()}
-		if l.held() && l.val.holder() == p.Holder && l.token == p.Token && l.val.Seq == p.Seq {
-			groups[ttls[i]] = append(groups[ttls[i]], i)
-		}
-	}
-	var lost []int // matched when read, changed before the transaction
-	for _, ttl := range slices.Sorted(maps.Keys(groups)) {
-		failed, err := s.renewGroup(ctx, ps, leases, groups[ttl], ttl, results)
-		if err != nil {
-			return nil, interpret(op, err)
-		}
-		lost = append(lost, failed...)
-	}
 	if len(lost) > 0 {
-		again := make([]string, len(lost))
-		for j, i := range lost {
-			again[j] = ps[i].Name
+		// Read what failed. A lease renewed on a remembered write that
+		// turns out stale gets one more try on what was read.
+		if err := s.readInto(ctx, ps, leases, lost); err != nil {
+			return nil, interpret(op, err)
 		}
-		now, err := s.read(ctx, again)
+		var again []int
+		for _, i := range lost {
+			if hinted[i] {
+				again = append(again, i)
+				hinted[i] = false
+			}
+		}
+		failed, err := r.renew(ctx, again)
 		if err != nil {
 			return nil, interpret(op, err)
 		}
-		for j, i := range lost {
-			results[i] = store.RenewResult{Grant: now[j].grant()}
+		if err := s.readInto(ctx, ps, leases, failed); err != nil {
+			return nil, interpret(op, err)
 		}
 	}
-	return results, nil
+	for i, res := range r.results {
+		if !res.Renewed {
+			r.results[i] = store.RenewResult{Grant: leases[i].grant()}
+			s.reap(s.memo.lost(ps[i].Name, leases[i].session))
+		}
+	}
+	return r.results, nil
 }
 
-// renewGroup moves the leases idx (of one session TTL) to a new session,
-// advancing their seq, and fills in their results. It returns the leases
-// whose compare-and-set failed.
-func (s *Store) renewGroup(ctx context.Context, ps []store.RenewParams, leases []lease, idx []int, ttl time.Duration, results []store.RenewResult) ([]int, error) {
-	session, err := s.createSession(ctx, ps[idx[0]].Holder, ttl)
+// readInto reads the leases ps[i] for i in idx into leases[i].
+func (s *Store) readInto(ctx context.Context, ps []store.RenewParams, leases []lease, idx []int) error {
+	if len(idx) == 0 {
+		return nil
+	}
+	names := make([]string, len(idx))
+	for j, i := range idx {
+		names[j] = ps[i].Name
+	}
+	read, err := s.read(ctx, names)
 	if err != nil {
-		return nil, err
+		return err
+	}
+	for j, i := range idx {
+		leases[i] = read[j]
+	}
+	return nil
+}
+
+// renewal is one [Store.Renew] call: its params, what it knows of each
+// lease, its results, and the sessions it created, one per TTL.
+type renewal struct {
+	s        *Store
+	ps       []store.RenewParams
+	ttls     []time.Duration
+	leases   []lease
+	hinted   []bool // the lease is known from the store's own last write
+	results  []store.RenewResult
+	sessions map[time.Duration]*batchSession
+}
+
+// batchSession is a session a renewal created and how many leases it moved
+// into it.
+type batchSession struct {
+	id    string
+	moved int
+}
+
+// done destroys the sessions the renewal created and moved nothing into.
+func (r *renewal) done() {
+	for _, bs := range r.sessions {
+		if bs.moved == 0 {
+			r.s.reap(bs.id)
+		}
+	}
+}
+
+// renew renews the leases idx whose lease, as known, matches their params,
+// grouped by TTL. It returns the matching leases whose compare-and-set
+// failed.
+func (r *renewal) renew(ctx context.Context, idx []int) ([]int, error) {
+	groups := make(map[time.Duration][]int)
+	for _, i := range idx {
+		p, l := r.ps[i], r.leases[i]
+		if l.held() && l.val.holder() == p.Holder && l.token == p.Token && l.val.Seq == p.Seq {
+			groups[r.ttls[i]] = append(groups[r.ttls[i]], i)
+		}
+	}
+	var lost []int
+	for _, ttl := range slices.Sorted(maps.Keys(groups)) {
+		idx := groups[ttl]
+		if id, ok := r.inPlace(idx, ttl); ok {
+			entry, _, err := r.s.client.Session().Renew(id, (&api.WriteOptions{}).WithContext(ctx))
+			if err != nil {
+				return nil, fmt.Errorf("renew session: %w", err)
+			}
+			if entry == nil {
+				// The session is gone, and its leases with it: the
+				// caller reads and reports them.
+				lost = append(lost, idx...)
+				continue
+			}
+			failed, err := r.group(ctx, idx, ttl, id, false)
+			if err != nil {
+				return nil, err
+			}
+			lost = append(lost, failed...)
+			continue
+		}
+		bs := r.sessions[ttl]
+		if bs == nil {
+			id, err := r.s.createSession(ctx, r.ps[idx[0]].Holder, ttl)
+			if err != nil {
+				return nil, err
+			}
+			bs = &batchSession{id: id}
+			r.sessions[ttl] = bs
+		}
+		failed, err := r.group(ctx, idx, ttl, bs.id, true)
+		if err != nil {
+			bs.moved = len(idx) // some may be in it: it is not destroyed
+			return nil, err
+		}
+		bs.moved += len(idx) - len(failed)
+		lost = append(lost, failed...)
+	}
+	return lost, nil
+}
+
+// inPlace returns the session the leases idx may be renewed in: the one
+// every one of them is in, as the store last wrote them, when no other
+// lease the store put into it is there (see [memo.reusable]).
+func (r *renewal) inPlace(idx []int, ttl time.Duration) (string, bool) {
+	names := make([]string, len(idx))
+	for j, i := range idx {
+		if !r.hinted[i] {
+			return "", false
+		}
+		names[j] = r.ps[i].Name
+	}
+	return r.s.memo.reusable(names, ttl)
+}
+
+// group renews the leases idx (of one session TTL) into session target,
+// advancing their seq, and fills in their results. With move it moves
+// them there from their sessions (an unlock and a lock); without, they are
+// in target already, renewed just before, and a compare-and-set of the
+// record keeps its lock. Either way the record's ModifyIndex and the
+// counter's (the token) are checked. It returns the leases whose
+// compare-and-set failed. After an error, target may hold leases the
+// store does not know of, so it is never renewed in place.
+func (r *renewal) group(ctx context.Context, idx []int, ttl time.Duration, target string, move bool) ([]int, error) {
+	per := 2
+	if move {
+		per = renewOps
 	}
 	var failed []int
-	moved := 0
-	for chunk := range slices.Chunk(idx, maxTxnOps/renewOps) {
+	for chunk := range slices.Chunk(idx, maxTxnOps/per) {
 		pending := slices.Clone(chunk)
 		for len(pending) > 0 {
-			ops := make(api.TxnOps, 0, renewOps*len(pending))
-			for _, i := range pending {
-				l := leases[i]
-				k := s.keys(l.name)
+			ops := make(api.TxnOps, 0, per*len(pending))
+			vals := make([]value, len(pending))
+			for j, i := range pending {
+				l := r.leases[i]
+				k := r.s.keys(l.name)
 				v := l.val
 				v.Seq++
 				v.TTLMillis = ttl.Milliseconds()
@@ -266,24 +464,40 @@ func (s *Store) renewGroup(ctx context.Context, ps []store.RenewParams, leases [
 				if err != nil {
 					return nil, err
 				}
-				ops = append(ops,
-					&api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVCheckIndex, Key: k.lease, Index: l.index}},
-					&api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVUnlock, Key: k.lease, Session: l.session, Value: body}},
-					&api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVLock, Key: k.lease, Session: session, Value: body}},
-				)
+				vals[j] = v
+				counter := &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVCheckIndex, Key: k.counter, Index: uint64(l.token)}}
+				if move {
+					ops = append(ops,
+						&api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVCheckIndex, Key: k.lease, Index: l.index}},
+						counter,
+						&api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVUnlock, Key: k.lease, Session: l.session, Value: body}},
+						&api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVLock, Key: k.lease, Session: target, Value: body}},
+					)
+				} else {
+					ops = append(ops,
+						// A compare-and-set keeps the record's lock.
+						&api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVCAS, Key: k.lease, Index: l.index, Value: body}},
+						counter,
+					)
+				}
 			}
-			ok, resp, err := s.txn(ctx, ops, false)
+			ok, resp, err := r.s.txn(ctx, ops, false)
 			if err != nil {
+				if move {
+					r.s.memo.taint(target)
+				}
 				return nil, err
 			}
 			if ok {
-				for _, i := range pending {
-					l := leases[i]
-					results[i] = store.RenewResult{Renewed: true, Grant: store.Grant{
-						Name: l.name, Holder: l.val.holder(), Token: l.token, Seq: l.val.Seq + 1, Remaining: ttl,
+				index := txnIndex(resp)
+				ends := time.Now().Add(2 * ttl)
+				for j, i := range pending {
+					l := r.leases[i]
+					r.results[i] = store.RenewResult{Renewed: true, Grant: store.Grant{
+						Name: l.name, Holder: l.val.holder(), Token: l.token, Seq: vals[j].Seq, Remaining: ttl,
 					}}
+					r.s.reap(r.s.memo.wrote(l.name, written{token: l.token, val: vals[j], index: index, session: target, ends: ends}, !move))
 				}
-				moved += len(pending)
 				break
 			}
 			// The transaction was rolled back: drop the leases whose
@@ -291,7 +505,7 @@ func (s *Store) renewGroup(ctx context.Context, ps []store.RenewParams, leases [
 			drop := make(map[int]bool)
 			for _, e := range resp.Errors {
 				if e.OpIndex >= 0 && e.OpIndex < len(ops) {
-					drop[e.OpIndex/renewOps] = true
+					drop[e.OpIndex/per] = true
 				}
 			}
 			if len(drop) == 0 {
@@ -310,17 +524,25 @@ func (s *Store) renewGroup(ctx context.Context, ps []store.RenewParams, leases [
 			pending = keep
 		}
 	}
-	if moved == 0 {
-		s.destroySession(ctx, session)
-	}
 	return failed, nil
 }
 
+// txnIndex returns the Raft index of an applied write transaction: the
+// ModifyIndex of every key it wrote, the greatest one among its results.
+func txnIndex(resp *api.TxnResponse) uint64 {
+	var index uint64
+	for _, e := range kvPairs(resp) {
+		index = max(index, e.ModifyIndex)
+	}
+	return index
+}
+
 // Release implements [store.Store.Release]: it marks the lease record
-// released and unlocks it in one transaction (two round trips with the
-// read). The counter is kept, and a clean release sets off no lock-delay.
-// The session that held the lease is left to expire, as it may hold other
-// leases of the same holder.
+// released, unlocks it and announces the release in one transaction (two
+// round trips with the read). The counter is kept, and a clean release
+// sets off no lock-delay. When the session that held the lease holds none
+// of the other leases this store put into it, it is destroyed in the
+// background; otherwise it is left to expire with them.
 func (s *Store) Release(ctx context.Context, p store.ReleaseParams) error {
 	op := fmt.Sprintf("release lease %q", p.Name)
 	if err := s.begin(ctx, op); err != nil {
@@ -330,8 +552,8 @@ func (s *Store) Release(ctx context.Context, p store.ReleaseParams) error {
 		return interpret(op, err)
 	}
 	k := s.keys(p.Name)
-	for range maxAttempts {
-		l, err := s.readOne(ctx, p.Name)
+	for changes, races := 0, 0; changes < maxAttempts && races < maxRaces; {
+		l, b, err := s.readForWrite(ctx, p.Name)
 		if err != nil {
 			return interpret(op, err)
 		}
@@ -345,19 +567,29 @@ func (s *Store) Release(ctx context.Context, p store.ReleaseParams) error {
 		if err != nil {
 			return interpret(op, err)
 		}
-		ok, _, err := s.txn(ctx, api.TxnOps{
+		announce, err := b.op(s.announceKey(), announced{Name: p.Name, Kind: kindReleased})
+		if err != nil {
+			return interpret(op, err)
+		}
+		ok, resp, err := s.txn(ctx, api.TxnOps{
 			{KV: &api.KVTxnOp{Verb: api.KVCheckIndex, Key: k.lease, Index: l.index}},
 			{KV: &api.KVTxnOp{Verb: api.KVUnlock, Key: k.lease, Session: l.session, Value: body}},
+			announce,
 		}, false)
 		if err != nil {
 			return interpret(op, err)
 		}
 		if ok {
+			s.reap(s.memo.left(p.Name))
 			return nil
 		}
-		// Renewed or lost since the read: look again.
+		if onlyAt(resp, 2) {
+			races++ // only the announcement key moved
+		} else {
+			changes++ // renewed or lost since the read
+		}
 	}
-	return fmt.Errorf("consulstore: %s: %w: the lease kept changing under %d attempts; retry", op, store.ErrUnavailable, maxAttempts)
+	return fmt.Errorf("consulstore: %s: %w: the lease kept changing under repeated attempts; retry", op, store.ErrUnavailable)
 }
 
 // Get implements [store.Store.Get], with one consistent read. The
@@ -409,16 +641,58 @@ func (s *Store) List(ctx context.Context) ([]store.Record, error) {
 
 // Close implements [store.Store.Close]: later calls fail with
 // [store.ErrClosed] and every [Store.Listen] returns. It destroys no
-// session, so leases stay held until they expire or are released. Closing
-// twice is harmless.
+// session that holds a lease, so leases stay held until they expire or are
+// released; it waits up to two seconds for the destruction of sessions
+// already found empty, and leaves the rest to expire. Closing twice is
+// harmless.
 func (s *Store) Close() error {
+	// Shut the gate under reapMu: a reap before it has queued, one after
+	// it queues nothing, so no goroutine starts once Wait has begun.
+	s.reapMu.Lock()
 	s.gate.Close()
+	s.reapMu.Unlock()
+	stop := time.AfterFunc(cleanupTimeout, s.reapCancel)
+	s.reapers.Wait()
+	stop.Stop()
+	s.reapCancel()
 	return nil
 }
 
 // begin refuses a call on a closed store or with a context already done,
 // before anything is attempted.
 func (s *Store) begin(ctx context.Context, op string) error { return s.gate.Begin(ctx, op) }
+
+// announceKey is the key of the announcements (see [Store.Listen]).
+func (s *Store) announceKey() string { return s.cfg.KeyPrefix + announceKeyName }
+
+// readForWrite reads one lease and the announcement key with one
+// consistent read, for a write that changes hands.
+func (s *Store) readForWrite(ctx context.Context, name string) (lease, board, error) {
+	k := s.keys(name)
+	_, resp, err := s.txn(ctx, api.TxnOps{
+		{KV: &api.KVTxnOp{Verb: api.KVGetTree, Key: k.dir}},
+		{KV: &api.KVTxnOp{Verb: api.KVGetOrEmpty, Key: s.announceKey()}},
+	}, true)
+	if err != nil {
+		return lease{}, board{}, err
+	}
+	var (
+		mine []*api.KVPair
+		b    board
+	)
+	for _, e := range kvPairs(resp) {
+		switch e.Key {
+		case k.lease, k.counter:
+			mine = append(mine, e)
+		case s.announceKey():
+			if b, err = parseBoard(e); err != nil {
+				return lease{}, board{}, err
+			}
+		}
+	}
+	l, err := parseLease(name, k, mine)
+	return l, b, err
+}
 
 // readOne reads one lease with a consistent read.
 func (s *Store) readOne(ctx context.Context, name string) (lease, error) {
@@ -565,12 +839,4 @@ func (s *Store) createSession(ctx context.Context, holder store.Holder, ttl time
 		return "", fmt.Errorf("create session: the agent answered without a session id")
 	}
 	return out.ID, nil
-}
-
-// destroySession destroys a session that holds nothing, best effort: it
-// would expire by itself within twice its TTL.
-func (s *Store) destroySession(ctx context.Context, id string) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-	defer cancel()
-	_, _ = s.client.Session().Destroy(id, (&api.WriteOptions{}).WithContext(ctx))
 }

@@ -1,0 +1,128 @@
+package consulstore
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/tenure-dev/tenure/store"
+
+	"github.com/hashicorp/consul/api"
+)
+
+const (
+	// announceKeyName is the key, right under [Config.KeyPrefix], that
+	// every acquisition and release rewrites in its own transaction. Lease
+	// directories never start with '.' (see escapeName), so it cannot be
+	// one.
+	announceKeyName = ".announce"
+	// announceKept is how many of the latest announcements the key keeps,
+	// so that a listener that missed a few (it was busy delivering, or two
+	// came within one blocking query) still delivers each of them.
+	announceKept = 8
+)
+
+// Announced kinds as stored in the announcement key.
+const (
+	kindReleased = "released"
+	kindAcquired = "acquired"
+)
+
+// announced is one announcement: lease name changed hands.
+type announced struct {
+	Seq       uint64 `json:"seq"`
+	Name      string `json:"name"`
+	Kind      string `json:"kind"`
+	Label     string `json:"holder_label,omitempty"`
+	Instance  string `json:"holder_instance,omitempty"`
+	TTLMillis int64  `json:"ttl_ms,omitempty"`
+}
+
+// notice is a as a [store.Notice]: NoticeAcquired with the holder and the
+// TTL granted, NoticeReleased, or NoticeChanged for a kind this version
+// does not know.
+func (a announced) notice() store.Notice {
+	switch a.Kind {
+	case kindAcquired:
+		return store.Notice{
+			Name: a.Name, Kind: store.NoticeAcquired,
+			Holder:    store.Holder{Label: a.Label, Instance: a.Instance},
+			Remaining: time.Duration(a.TTLMillis) * time.Millisecond,
+		}
+	case kindReleased:
+		return store.Notice{Name: a.Name, Kind: store.NoticeReleased}
+	}
+	return store.Notice{Name: a.Name, Kind: store.NoticeChanged}
+}
+
+// announcements is the value of the announcement key: the number of
+// announcements made so far under the prefix and the latest few of them,
+// oldest first.
+type announcements struct {
+	Seq    uint64      `json:"seq"`
+	Recent []announced `json:"recent"`
+}
+
+// board is the announcement key as read before a write: its value and
+// ModifyIndex (0 when absent), which the write's compare-and-set checks.
+type board struct {
+	index uint64
+	val   announcements
+}
+
+// parseBoard decodes the announcement key e (nil, or a get-or-empty entry
+// with ModifyIndex 0, when it is absent).
+func parseBoard(e *api.KVPair) (board, error) {
+	if e == nil || e.ModifyIndex == 0 {
+		return board{}, nil
+	}
+	var b board
+	if err := json.Unmarshal(e.Value, &b.val); err != nil {
+		return board{}, fmt.Errorf("key %q does not hold announcements written by consulstore; is another program writing under this KeyPrefix? %w", e.Key, err)
+	}
+	b.index = e.ModifyIndex
+	return b, nil
+}
+
+// op returns the transaction operation that adds a to the board: a
+// compare-and-set on the index read (0: only if the key is still absent),
+// so announcements are numbered without gaps.
+func (b board) op(key string, a announced) (*api.TxnOp, error) {
+	next := announcements{Seq: b.val.Seq + 1}
+	a.Seq = next.Seq
+	keep := b.val.Recent[max(0, len(b.val.Recent)-(announceKept-1)):]
+	next.Recent = append(append(make([]announced, 0, len(keep)+1), keep...), a)
+	body, err := json.Marshal(next)
+	if err != nil {
+		return nil, fmt.Errorf("encoding the announcements: %w", err)
+	}
+	return &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVCAS, Key: key, Index: b.index, Value: body}}, nil
+}
+
+// news returns what a listener that last saw announcement seq delivers on
+// reading now: each announcement after seq, oldest first, preceded by the
+// empty notice when some of them are no longer kept (or the count went
+// backwards: the key was deleted or the cluster restored), so that the
+// caller looks again at everything. It also returns the seq now seen.
+func news(seq uint64, now announcements) ([]store.Notice, uint64) {
+	if now.Seq == seq {
+		return nil, seq
+	}
+	var out []store.Notice
+	if now.Seq < seq {
+		return []store.Notice{{}}, now.Seq
+	}
+	first := now.Seq + 1 // the oldest announcement kept
+	for _, a := range now.Recent {
+		first = min(first, a.Seq)
+	}
+	if first > seq+1 {
+		out = append(out, store.Notice{})
+	}
+	for _, a := range now.Recent {
+		if a.Seq > seq {
+			out = append(out, a.notice())
+		}
+	}
+	return out, now.Seq
+}

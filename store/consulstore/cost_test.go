@@ -1,0 +1,320 @@
+package consulstore_test
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tenure-dev/tenure/store"
+
+	"github.com/hashicorp/consul/api"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testutil"
+	"github.com/tenure-dev/tenure/store/consulstore"
+)
+
+// counting is an http.RoundTripper that counts the requests it carries,
+// by method and path ("PUT /v1/txn").
+type counting struct {
+	next *http.Transport
+	mu   sync.Mutex
+	n    map[string]int
+}
+
+func (c *counting) RoundTrip(r *http.Request) (*http.Response, error) {
+	c.mu.Lock()
+	c.n[r.Method+" "+r.URL.Path]++
+	c.mu.Unlock()
+	return c.next.RoundTrip(r)
+}
+
+// take returns the requests counted since the last take, and forgets them.
+func (c *counting) take() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.n
+	c.n = make(map[string]int)
+	return n
+}
+
+// total returns how many requests were counted since the last take.
+func (c *counting) total() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	sum := 0
+	for _, v := range c.n {
+		sum += v
+	}
+	return sum
+}
+
+// countedStore is a store with a client of its own whose requests are
+// counted, on prefix.
+func countedStore(t *testing.T, prefix string) (*consulstore.Store, *counting) {
+	t.Helper()
+	tr := &http.Transport{Proxy: nil}
+	t.Cleanup(tr.CloseIdleConnections)
+	c := &counting{next: tr, n: make(map[string]int)}
+	client, err := api.NewClient(&api.Config{Address: testserver.SharedConsul(t).HTTPAddr, HttpClient: &http.Client{Transport: c}})
+	require.NoError(t, err)
+	s, err := consulstore.New(client, consulstore.Config{KeyPrefix: prefix, MinSessionTTL: testserver.ConsulSessionTTLMin})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, s.Close()) })
+	return s, c
+}
+
+// A listener's queries wait on the announcement key alone: renewals of
+// many leases under its prefix cost it nothing, and each release or
+// acquisition costs it one query, whatever lives under the prefix.
+func TestListenCostIsPerAnnouncement(t *testing.T) {
+	t.Parallel()
+	b := setup(t, consulstore.Config{})
+	listener, counted := countedStore(t, b.store.Config().KeyPrefix)
+	r := testutil.NewNotifications()
+	testutil.RunListener(t, t.Context(), listener.Listen, r.Notify, eventTimeout)
+	require.True(t, r.Wait("", eventTimeout), "Listen announces its subscription")
+
+	holder := testutil.Holder(t, "holder")
+	const leases, rounds = 20, 5
+	grants := make([]store.Grant, leases)
+	for i := range grants {
+		g, err := b.store.Acquire(t.Context(), store.AcquireParams{Name: fmt.Sprintf("%s_%d", b.name, i), Holder: holder, TTL: longTTL})
+		require.NoError(t, err)
+		grants[i] = g
+	}
+	require.True(t, r.Wait(grants[leases-1].Name, eventTimeout), "the last acquisition is announced")
+	counted.take()
+
+	for range rounds {
+		ps := make([]store.RenewParams, leases)
+		for i, g := range grants {
+			ps[i] = store.RenewParams{Name: g.Name, Holder: g.Holder, Token: g.Token, Seq: g.Seq, TTL: longTTL}
+		}
+		rs, err := b.store.Renew(t.Context(), ps)
+		require.NoError(t, err)
+		for i, res := range rs {
+			require.True(t, res.Renewed)
+			grants[i].Seq = res.Grant.Seq
+		}
+	}
+	g := grants[0]
+	require.NoError(t, b.store.Release(t.Context(), store.ReleaseParams{Name: g.Name, Holder: g.Holder, Token: g.Token}))
+	require.True(t, r.WaitFor(func(n store.Notice) bool { return n.Name == g.Name && n.Kind == store.NoticeReleased }, eventTimeout))
+	// One query returned with the release; the next is open. Renewals
+	// woke none.
+	require.LessOrEqual(t, counted.total(), 2, "listener requests during %d renewals of %d leases and one release: %v", rounds, leases, counted.take())
+}
+
+// Notices say what happened: an acquisition with its holder and the TTL
+// granted, a release as such.
+func TestListenNoticeKinds(t *testing.T) {
+	t.Parallel()
+	b := setup(t, consulstore.Config{})
+	r := testutil.NewNotifications()
+	testutil.RunListener(t, t.Context(), b.store.Listen, r.Notify, eventTimeout)
+	require.True(t, r.Wait("", eventTimeout))
+
+	holder := testutil.Holder(t, "holder")
+	g := b.acquire(t, holder, longTTL)
+	require.True(t, r.WaitFor(func(n store.Notice) bool {
+		return n.Name == b.name && n.Kind == store.NoticeAcquired && n.Holder == holder && n.Remaining == longTTL
+	}, eventTimeout), "no acquisition notice with holder and TTL; got %+v", r.Of(b.name))
+	require.NoError(t, b.store.Release(t.Context(), store.ReleaseParams{Name: b.name, Holder: holder, Token: g.Token}))
+	require.True(t, r.WaitFor(func(n store.Notice) bool {
+		return n.Name == b.name && n.Kind == store.NoticeReleased && n.Holder == (store.Holder{})
+	}, eventTimeout), "no release notice; got %+v", r.Of(b.name))
+}
+
+// A listener that finds the announcement count gone backwards (the key
+// deleted) cannot tell what it missed: it says so with the empty notice.
+func TestListenAfterAnnouncementsDeleted(t *testing.T) {
+	t.Parallel()
+	b := setup(t, consulstore.Config{})
+	r := testutil.NewNotifications()
+	empties := make(chan struct{}, 16)
+	testutil.RunListener(t, t.Context(), b.store.Listen, func(n store.Notice) {
+		r.Notify(n)
+		if n.Name == "" {
+			empties <- struct{}{}
+		}
+	}, eventTimeout)
+	awaitEmpty := func(msg string) {
+		t.Helper()
+		select {
+		case <-empties:
+		case <-time.After(eventTimeout):
+			t.Fatalf("no empty notice within %s: %s", eventTimeout, msg)
+		}
+	}
+	awaitEmpty("Listen announces its subscription")
+	holder := testutil.Holder(t, "holder")
+	b.acquire(t, holder, longTTL)
+	require.True(t, r.Wait(b.name, eventTimeout))
+	require.Empty(t, empties, "an announcement in sequence is not a gap")
+
+	_, err := b.client.KV().Delete(b.store.Config().KeyPrefix+".announce", nil)
+	require.NoError(t, err)
+	awaitEmpty("after the announcements were deleted")
+}
+
+// A renewal of exactly the leases of a session this store created renews
+// that session and sends its compare-and-set without reading first: two
+// requests, and the lease stays in its session. Through another store (no
+// write of its own to go by) it reads first and moves the lease to a new
+// session.
+func TestRenewRoundTrips(t *testing.T) {
+	t.Parallel()
+	b := setup(t, consulstore.Config{})
+	s, counted := countedStore(t, b.store.Config().KeyPrefix)
+	other, otherCounted := countedStore(t, b.store.Config().KeyPrefix)
+	holder := testutil.Holder(t, "holder")
+	g, err := s.Acquire(t.Context(), store.AcquireParams{Name: b.name, Holder: holder, TTL: longTTL})
+	require.NoError(t, err)
+	renew := func(s *consulstore.Store, seq int64) store.RenewResult {
+		t.Helper()
+		rs, err := s.Renew(t.Context(), []store.RenewParams{{Name: b.name, Holder: holder, Token: g.Token, Seq: seq, TTL: longTTL}})
+		require.NoError(t, err)
+		return rs[0]
+	}
+
+	acquired := b.session(t, b.key("lease"))
+	counted.take()
+	require.True(t, renew(s, 1).Renewed)
+	require.Equal(t, map[string]int{"PUT /v1/session/renew": 1, "PUT /v1/txn": 1}, onCallersPath(counted.take()))
+	require.True(t, renew(s, 2).Renewed)
+	require.Equal(t, map[string]int{"PUT /v1/session/renew": 1, "PUT /v1/txn": 1}, onCallersPath(counted.take()))
+	require.Equal(t, acquired, b.session(t, b.key("lease")), "renewed in place")
+	r, err := b.store.Get(t.Context(), b.name)
+	require.NoError(t, err)
+	require.Equal(t, int64(3), r.Seq, "each renewal in place advances the chain")
+
+	require.True(t, renew(other, 3).Renewed)
+	require.Equal(t, map[string]int{"PUT /v1/session/create": 1, "PUT /v1/txn": 2}, onCallersPath(otherCounted.take()),
+		"a read and a write transaction")
+
+	// The first store's write is no longer the record's: its
+	// compare-and-set fails, it reads and decides on what it read.
+	res := renew(s, 3)
+	require.False(t, res.Renewed, "seq 3 was renewed by the other store")
+	require.Equal(t, int64(4), res.Grant.Seq)
+	require.True(t, renew(s, 4).Renewed, "a renewal at the chain's head passes after a read")
+
+	// A write that changes the record but not the tenure (the same value
+	// put again) makes the remembered index stale: the renewal reads and
+	// tries again.
+	pair, _, err := b.client.KV().Get(b.key("lease"), nil)
+	require.NoError(t, err)
+	_, err = b.client.KV().Put(&api.KVPair{Key: pair.Key, Value: pair.Value}, nil)
+	require.NoError(t, err)
+	counted.take()
+	require.True(t, renew(s, 5).Renewed)
+	require.Equal(t, map[string]int{"PUT /v1/session/renew": 1, "PUT /v1/session/create": 1, "PUT /v1/txn": 3}, onCallersPath(counted.take()),
+		"a failed write in place, a read, and a move")
+
+	// The counter is part of every renewal's compare-and-set.
+	_, err = b.client.KV().Delete(b.key("counter"), nil)
+	require.NoError(t, err)
+	require.False(t, renew(s, 6).Renewed, "a renewal after the counter was deleted")
+}
+
+// onCallersPath drops the session destructions, which run in the
+// background, from a count, and the session IDs from session renewals.
+func onCallersPath(n map[string]int) map[string]int {
+	out := make(map[string]int)
+	for k, v := range n {
+		switch {
+		case strings.HasPrefix(k, "PUT /v1/session/destroy/"):
+		case strings.HasPrefix(k, "PUT /v1/session/renew/"):
+			out["PUT /v1/session/renew"] += v
+		default:
+			out[k] += v
+		}
+	}
+	return out
+}
+
+// A session that holds none of the leases the store put into it any more
+// is destroyed: after a release, and after a renewal moved its leases to a
+// new session. One that still holds a lease left out of a renewal stays.
+func TestSessionsDestroyedWhenEmpty(t *testing.T) {
+	t.Parallel()
+	b := setup(t, consulstore.Config{})
+	ctx := t.Context()
+	holder := testutil.Holder(t, "holder")
+	leaseKey := func(name string) string { return b.store.Config().KeyPrefix + name + "/lease" }
+	grant := func(name string) store.Grant {
+		g, err := b.store.Acquire(ctx, store.AcquireParams{Name: name, Holder: holder, TTL: longTTL})
+		require.NoError(t, err)
+		return g
+	}
+	renew := func(gs ...*store.Grant) {
+		ps := make([]store.RenewParams, len(gs))
+		for i, g := range gs {
+			ps[i] = store.RenewParams{Name: g.Name, Holder: g.Holder, Token: g.Token, Seq: g.Seq, TTL: longTTL}
+		}
+		rs, err := b.store.Renew(ctx, ps)
+		require.NoError(t, err)
+		for i, r := range rs {
+			require.True(t, r.Renewed, "lease %q", r.Grant.Name)
+			gs[i].Seq = r.Grant.Seq
+		}
+	}
+
+	g := grant(b.name)
+	acquired := b.session(t, leaseKey(g.Name))
+	require.NoError(t, b.store.Release(ctx, store.ReleaseParams{Name: g.Name, Holder: holder, Token: g.Token}))
+	b.awaitSessionGone(t, acquired)
+
+	a, c := grant(b.name+"_a"), grant(b.name+"_c")
+	sa, sc := b.session(t, leaseKey(a.Name)), b.session(t, leaseKey(c.Name))
+	renew(&a, &c)
+	b.awaitSessionGone(t, sa)
+	b.awaitSessionGone(t, sc)
+	shared := b.session(t, leaseKey(a.Name))
+
+	renew(&a)
+	moved := b.session(t, leaseKey(a.Name))
+	require.NoError(t, b.store.Release(ctx, store.ReleaseParams{Name: a.Name, Holder: holder, Token: a.Token}))
+	// Sessions are destroyed in the order they were found empty: once the
+	// session a left last is gone, a wrong destruction of the one c is
+	// still in would have happened.
+	b.awaitSessionGone(t, moved)
+	b.requireSession(t, shared)
+	rc, err := b.store.Get(ctx, c.Name)
+	require.NoError(t, err)
+	require.Equal(t, store.StateHeld, rc.State, "the lease left out of the renewal is still held")
+
+	// c is now alone in its session: it is renewed there.
+	renew(&c)
+	require.Equal(t, shared, b.session(t, leaseKey(c.Name)))
+}
+
+// A renewal in place whose session is gone (its TTL ran out, an operator
+// destroyed it) reports the lease as not held, and renews nothing: a
+// session renewal that finds no session, and a read.
+func TestRenewInPlaceAfterSessionGone(t *testing.T) {
+	t.Parallel()
+	b := setup(t, consulstore.Config{})
+	s, counted := countedStore(t, b.store.Config().KeyPrefix)
+	holder := testutil.Holder(t, "holder")
+	g, err := s.Acquire(t.Context(), store.AcquireParams{Name: b.name, Holder: holder, TTL: longTTL})
+	require.NoError(t, err)
+	_, err = b.client.Session().Destroy(b.session(t, b.key("lease")), nil)
+	require.NoError(t, err)
+
+	counted.take()
+	rs, err := s.Renew(t.Context(), []store.RenewParams{{Name: b.name, Holder: holder, Token: g.Token, Seq: g.Seq, TTL: longTTL}})
+	require.NoError(t, err)
+	require.False(t, rs[0].Renewed)
+	require.Zero(t, rs[0].Grant.Holder, "nobody holds the lease")
+	require.Equal(t, map[string]int{"PUT /v1/session/renew": 1, "PUT /v1/txn": 1}, onCallersPath(counted.take()))
+	r, err := b.store.Get(t.Context(), b.name)
+	require.NoError(t, err)
+	require.Equal(t, store.StateExpired, r.State)
+	require.Equal(t, g.Seq, r.Seq, "the chain did not move")
+}
