@@ -32,7 +32,9 @@ const (
 // Store is the one place leases live. Every expiry decision is taken by the
 // store, on the store's clock, inside one atomic operation (promise P1), and
 // every compare-and-set is spelled out in the params; a Store keeps no hidden
-// state between calls.
+// state that decides one. (A store may remember its own last writes as
+// hints that save round trips, as consulstore does to renew in place; a
+// hint never stands in for the store's own compare-and-set.)
 //
 // A call that returns an error matching [ErrUnavailable] may have been
 // applied: the client treats its outcome as unknown (promise P3).
