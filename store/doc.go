@@ -35,10 +35,15 @@
 //     token and seq that advances seq by one, so that of two clones only
 //     one can renew.
 //   - Every compare-and-set is spelled out in the params; a store keeps no
-//     hidden state between calls. Every answer reports the lease as it is
+//     hidden state that decides one. Every answer reports the lease as it is
 //     ([Grant]: holder, token, seq, remaining time by the store's clock),
 //     refusals included ([HeldError]), so that a follower retries exactly
 //     when the lease can expire.
+//   - Followers may wait in line ([AcquireParams].Wait): a store that keeps
+//     a line reports each follower's place and, after a release, keeps the
+//     lease for the head of the line for [Handoff] and announces it
+//     ([Notice]). The line orders followers; it never grants a lease early
+//     or extends one.
 //
 // # History
 //
