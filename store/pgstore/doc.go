@@ -186,6 +186,12 @@
 // workers of an older library fail with "function does not exist"
 // (ErrNotMigrated) until they are upgraded.
 //
+// Migration 008 makes the history's pruning read only what it deletes: its
+// cutoff was computed in the statement from the volatile clock_timestamp(),
+// which kept PostgreSQL from bounding the index scan with it, so every
+// acquisition and release read the whole history (13 ms each with 36,000
+// events recorded, against 1 ms).
+//
 // Migration 007 adds the line: the waiters table, three kept_* columns of
 // the leases table (never indexed, and untouched by renewals, which stay
 // HOT updates), acquire with a sixth argument (wait), and announcements in

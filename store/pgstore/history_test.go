@@ -47,6 +47,36 @@ func TestHistoryRenewalsStayHOT(t *testing.T) {
 	require.Equal(t, int64(1), events, "only the grant is recorded")
 }
 
+// TestHistoryPruningReadsOnlyWhatItDeletes: recording an event looks for
+// events past the retention through the index on at, bounded by the
+// cutoff, so that an acquisition costs the same however long the history
+// is (migration 008; before it the index was read whole).
+func TestHistoryPruningReadsOnlyWhatItDeletes(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil, true)
+	ctx := t.Context()
+	obj := b.store.Objects()
+	ident := func(name string) string { return pgx.Identifier{obj.Schema, name}.Sanitize() }
+	const kept = 5000
+	_, err := b.owner.Exec(ctx, "INSERT INTO "+ident(obj.History)+" (name, kind, holder_label, holder_instance, token, at) "+
+		"SELECT 'old-'||i, 'granted', 'w', 'i', i, now() - interval '1 minute' FROM generate_series(1, $1) AS i", kept)
+	require.NoError(t, err)
+
+	tx, err := b.owner.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }() // The test reads the transaction's own statistics; nothing is kept.
+	h := testutil.Holder(t, "holder")
+	_, err = tx.Exec(ctx, "SELECT * FROM "+ident(obj.AcquireFunc)+"('job', $1, $2, 60000000, '', false)", h.Label, h.Instance)
+	require.NoError(t, err)
+	var read, events int64
+	require.NoError(t, tx.QueryRow(ctx, "SELECT pg_stat_get_xact_tuples_fetched($1::regclass) + "+
+		"coalesce((SELECT sum(pg_stat_get_xact_tuples_returned(i.indexrelid)) FROM pg_index AS i WHERE i.indrelid = $1::regclass), 0)",
+		ident(obj.History)).Scan(&read))
+	require.Less(t, read, int64(100), "recording the grant read %d history rows or index entries of %d", read, kept)
+	require.NoError(t, tx.QueryRow(ctx, "SELECT count(*) FROM "+ident(obj.History)).Scan(&events))
+	require.Equal(t, int64(kept+1), events, "nothing within the retention is deleted")
+}
+
 // TestHistoryRetention: Migrate writes Config.HistoryRetention into the
 // schema; every recorded event deletes at most 16 events older than it,
 // oldest first, of any name, and keeps the younger ones.
