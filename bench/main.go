@@ -108,7 +108,7 @@ func parseFlags(args []string, log io.Writer) (*options, error) {
 		// Quick sizes, unless a flag was given explicitly.
 		quick := map[string]string{"ttls": "3s", "floor-n": "100", "acquire-n": "20", "renew-n": "20", "blocks": "2",
 			"handover-n": "3", "handover-par": "3", "failover-n": "1", "many": "20", "load-window": "2s",
-			"churn-dur": "1s", "churn-rounds": "1", "scale-n": "200", "scale-ttl": "3s", "scale-window": "2500ms", "scale-limit": "20s"}
+			"churn-dur": "1s", "churn-rounds": "1", "scale-n": "200", "scale-conc": "16", "scale-ttl": "3s", "scale-window": "2500ms", "scale-limit": "20s"}
 		for name, v := range quick {
 			if !set[name] {
 				if err := fs.Set(name, v); err != nil {
