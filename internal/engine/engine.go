@@ -55,10 +55,9 @@ type lease struct {
 	reqHolder   store.Holder // identity the in-flight acquire was sent with
 	position    int          // place in the store's line of followers (1: next); 0: none known
 	// missed is the last announcement heard while an acquisition was in
-	// flight (hasMissed): the refusal may predate it, so it is heard again
+	// flight, or nil: the refusal may predate it, so it is heard again
 	// once the refusal is in.
-	missed    store.Notice
-	hasMissed bool
+	missed *store.Notice
 
 	// held and releasing
 	holder       store.Holder
@@ -380,8 +379,8 @@ func (e *Engine) acquireDone(now Instant, d AcquireDone) {
 		return
 	}
 	l.phase = idle
-	missed, hasMissed := l.missed, l.hasMissed
-	l.missed, l.hasMissed = store.Notice{}, false
+	missed := l.missed
+	l.missed = nil
 	switch {
 	case d.Grant != nil:
 		e.granted(now, l, d)
@@ -402,8 +401,8 @@ func (e *Engine) acquireDone(now Instant, d AcquireDone) {
 		// store's clock no later than its remaining time from now: try
 		// then, not later.
 		l.nextAttempt = now.Mono + d.Held.Remaining + e.behind(l)
-		if hasMissed {
-			e.heard(now, l, missed)
+		if missed != nil {
+			e.heard(now, l, *missed)
 		}
 	case d.Permanent:
 		e.emit(AcquireFailed{Name: l.name, Err: d.Err})
@@ -522,7 +521,7 @@ func (e *Engine) heard(now Instant, l *lease, n store.Notice) {
 	switch {
 	case l.removed:
 	case l.phase == acquiring:
-		l.missed, l.hasMissed = n, true
+		l.missed = &n
 	case l.phase == idle && l.want:
 		switch {
 		case n.Name == "" || n.Kind == store.NoticeChanged:
