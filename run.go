@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tenure-dev/tenure/internal/drive"
@@ -63,10 +64,11 @@ type runner struct {
 	// store together; nil when releases go out one by one.
 	gathered *[]engine.SendRelease
 	// batcher is the store's batch acquisition, if it has one; acquires
-	// holds the attempts the engine asked for since the loop last looked,
-	// which go to the store together.
-	batcher  store.BatchAcquirer
-	acquires []engine.SendAcquire
+	// holds the attempts the engine asked for that have not gone to the
+	// store yet (see sendAcquires).
+	batcher        store.BatchAcquirer
+	acquires       []engine.SendAcquire
+	acquireFlights atomic.Int32 // acquisition round trips out; the loop adds, their goroutines subtract
 
 	leases   map[string]*Lease             // the current tenure per name
 	waiters  map[string]chan acquireResult // Acquire and Campaign calls awaiting an answer
@@ -254,25 +256,47 @@ func (r *runner) call(a engine.Action) {
 	})
 }
 
-// sendAcquires sends the attempts gathered since the loop last looked: a
-// lone one as it is, several in batches of one round trip each (many
-// Acquire calls made at once, or campaigns retrying at one expiry).
+// sendAcquires sends the attempts gathered since the loop last looked,
+// group-commit style: while fewer than maxAcquireFlights acquisition round
+// trips are out, a lone attempt goes at once and several go together;
+// attempts made while that many are out wait for one to come back and then
+// go together, up to maxAcquireBatch to a round trip. So one Acquire call
+// pays no wait, and thousands made at once (or campaigns retrying at one
+// expiry) take a few round trips each of many leases rather than one each.
+// An attempt's trust window starts when the engine asked for it, so the
+// wait only shortens it (promise P3).
 func (r *runner) sendAcquires() {
-	as := r.acquires
-	r.acquires = nil
-	if len(as) <= 1 {
-		for _, a := range as {
-			r.call(a)
-		}
-		return
+	for len(r.acquires) > 0 && r.acquireFlights.Load() < maxAcquireFlights {
+		n := min(len(r.acquires), maxAcquireBatch)
+		r.flyAcquires(r.acquires[:n:n])
+		r.acquires = r.acquires[n:]
 	}
+	if len(r.acquires) == 0 {
+		r.acquires = nil
+	}
+}
+
+// Group commit of acquisitions (see sendAcquires).
+const (
+	maxAcquireFlights = 2
+	maxAcquireBatch   = 1000
+)
+
+func (r *runner) flyAcquires(as []engine.SendAcquire) {
 	_, mono := r.c.cfg.Clock.Now()
 	timeout := drive.Timeout(as[0], mono, r.c.cfg.RenewInterval)
 	r.inflight += len(as)
+	r.acquireFlights.Add(1)
 	r.wg.Go(func() {
 		ctx, cancel := context.WithTimeout(r.ctx, timeout)
-		evs := drive.AcquireBatch(ctx, r.batcher, as)
+		var evs []engine.Event
+		if len(as) == 1 {
+			evs = []engine.Event{drive.Call(ctx, r.c.store, as[0])}
+		} else {
+			evs = drive.AcquireBatch(ctx, r.batcher, as)
+		}
 		cancel()
+		r.acquireFlights.Add(-1) // before the answers: the loop looks again when it takes the first
 		for _, ev := range evs {
 			r.replies <- ev
 		}

@@ -19,6 +19,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"sort"
 	"strconv"
@@ -52,6 +53,7 @@ type options struct {
 	scaleN, scaleConc                 int
 	scaleTTL, scaleWindow, scaleLimit time.Duration
 	quick                             bool
+	cpuProfile                        string
 }
 
 func main() {
@@ -95,6 +97,7 @@ func parseFlags(args []string, log io.Writer) (*options, error) {
 	fs.DurationVar(&o.scaleTTL, "scale-ttl", 30*time.Second, "scale: TTL (renew rounds every TTL/3)")
 	fs.DurationVar(&o.scaleWindow, "scale-window", 40*time.Second, "scale: time the renewal rounds are watched")
 	fs.DurationVar(&o.scaleLimit, "scale-limit", 120*time.Second, "scale: give up acquiring after this long")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof reads it)")
 	fs.BoolVar(&o.quick, "quick", false, "smoke run of about a minute: TTL 3s only, tiny sample sizes (the numbers mean nothing)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -195,6 +198,17 @@ func run(ctx context.Context, args []string, log io.Writer) error {
 	o, err := parseFlags(args, log)
 	if err != nil {
 		return err
+	}
+	if o.cpuProfile != "" {
+		f, err := os.Create(o.cpuProfile)
+		if err != nil {
+			return fmt.Errorf("-cpuprofile: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("-cpuprofile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
 	}
 	phase := map[string]bool{}
 	for _, p := range o.phases {
