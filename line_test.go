@@ -197,3 +197,66 @@ func TestAttemptsDueTogetherGoInOneBatch(t *testing.T) {
 		require.Zero(t, counted.singles)
 	})
 }
+
+// gatedBatches is a memstore whose acquisitions wait at a gate: each
+// round trip (a lone Acquire or an AcquireBatch) is counted, then held
+// until the test opens the gate.
+type gatedBatches struct {
+	batchCounter
+	gate chan struct{}
+}
+
+func (s *gatedBatches) Acquire(ctx context.Context, p store.AcquireParams) (store.Grant, error) {
+	s.mu.Lock()
+	s.singles++
+	s.mu.Unlock()
+	<-s.gate
+	return s.Store.Acquire(ctx, p)
+}
+
+func (s *gatedBatches) AcquireBatch(ctx context.Context, ps []store.AcquireParams) ([]store.AcquireResult, error) {
+	s.mu.Lock()
+	s.batches = append(s.batches, len(ps))
+	s.mu.Unlock()
+	<-s.gate
+	return s.Store.AcquireBatch(ctx, ps)
+}
+
+func TestAcquireCallsMadeMeanwhileGoTogether(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		m := memstore.New(memstore.Config{})
+		t.Cleanup(func() { _ = m.Close() })
+		gated := &gatedBatches{batchCounter: batchCounter{Store: m}, gate: make(chan struct{})}
+		b := setup(t, gated, tenure.Config{TTL: ttl, Label: "many"})
+
+		const n = 300
+		won := make(chan *tenure.Lease, n)
+		acquire := func(i int) {
+			l, err := b.client.Acquire(t.Context(), fmt.Sprintf("shard-%03d", i))
+			if err == nil {
+				won <- l
+			}
+		}
+		go acquire(0)
+		synctest.Wait()
+		go acquire(1)
+		synctest.Wait()
+		for i := 2; i < n; i++ {
+			go acquire(i)
+		}
+		synctest.Wait()
+		gated.mu.Lock()
+		require.Equal(t, 2, gated.singles, "the first two calls go at once, each alone")
+		require.Empty(t, gated.batches, "the others wait while two round trips are out")
+		gated.mu.Unlock()
+
+		close(gated.gate)
+		for range n {
+			awaitLease(t, won, "the client")
+		}
+		gated.mu.Lock()
+		defer gated.mu.Unlock()
+		require.Equal(t, []int{n - 2}, gated.batches, "the calls made meanwhile go in one round trip")
+	})
+}
