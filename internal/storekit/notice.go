@@ -2,6 +2,8 @@ package storekit
 
 import (
 	"encoding/json"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/tenure-dev/tenure/store"
@@ -29,6 +31,28 @@ func DecodeNotice(message string) store.Notice {
 	if err := json.Unmarshal([]byte(message), &a); err != nil || a.Name == "" {
 		return store.Notice{Name: message}
 	}
+	return a.notice()
+}
+
+// DecodeNotices reads one message that may carry several announcements: a
+// JSON array of them (the acquisitions of one batch), or one as
+// [DecodeNotice] reads it.
+func DecodeNotices(message string) []store.Notice {
+	if strings.HasPrefix(message, "[") {
+		var as []announcement
+		if err := json.Unmarshal([]byte(message), &as); err == nil && len(as) > 0 &&
+			!slices.ContainsFunc(as, func(a announcement) bool { return a.Name == "" }) {
+			ns := make([]store.Notice, len(as))
+			for i, a := range as {
+				ns[i] = a.notice()
+			}
+			return ns
+		}
+	}
+	return []store.Notice{DecodeNotice(message)}
+}
+
+func (a announcement) notice() store.Notice {
 	n := store.Notice{Name: a.Name}
 	switch {
 	case a.Kind == "a" && a.TTL > 0:

@@ -33,3 +33,26 @@ func TestDecodeNotice(t *testing.T) {
 		})
 	}
 }
+
+func TestDecodeNotices(t *testing.T) {
+	t.Parallel()
+	acquired := func(name, instance string) store.Notice {
+		return store.Notice{Name: name, Kind: store.NoticeAcquired, Holder: store.Holder{Label: "w", Instance: instance}, Remaining: time.Second}
+	}
+	for _, tc := range []struct {
+		name, payload string
+		want          []store.Notice
+	}{
+		{"BatchOfAcquisitions", `[{"n":"a","k":"a","hl":"w","hi":"i1","ttl":1000000},{"n":"b","k":"a","hl":"w","hi":"i2","ttl":1000000}]`,
+			[]store.Notice{acquired("a", "i1"), acquired("b", "i2")}},
+		{"One", `{"n":"a","k":"a","hl":"w","hi":"i1","ttl":1000000}`, []store.Notice{acquired("a", "i1")}},
+		{"BareNameLikeAnArray", `[1]`, []store.Notice{{Name: "[1]"}}},
+		{"ArrayWithANameless", `[{"n":"a","k":"r"},{"k":"r"}]`, []store.Notice{{Name: `[{"n":"a","k":"r"},{"k":"r"}]`}}},
+		{"EmptyArray", `[]`, []store.Notice{{Name: "[]"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			require.Equal(t, tc.want, storekit.DecodeNotices(tc.payload))
+		})
+	}
+}

@@ -36,6 +36,7 @@ const (
 	suffixCheckLease       = "check_lease"
 	suffixCheckLeaseStrict = "check_lease_strict"
 	suffixAcquire          = "acquire"
+	suffixAcquireBatch     = "acquire_batch"
 	suffixRenew            = "renew"
 	suffixRelease          = "release"
 	suffixGet              = "get_lease"
@@ -149,14 +150,15 @@ type Objects struct {
 	HistoryReadFunc   string
 	ForceReleaseFunc  string
 	RecordHistoryFunc string
-	// AcquireFunc, RenewFunc, ReleaseFunc, GetFunc and ListFunc are the
-	// functions the store calls: the run-time role's only way to the
-	// leases (see the package documentation).
-	AcquireFunc string
-	RenewFunc   string
-	ReleaseFunc string
-	GetFunc     string
-	ListFunc    string
+	// AcquireFunc, AcquireBatchFunc, RenewFunc, ReleaseFunc, GetFunc and
+	// ListFunc are the functions the store calls: the run-time role's only
+	// way to the leases (see the package documentation).
+	AcquireFunc      string
+	AcquireBatchFunc string
+	RenewFunc        string
+	ReleaseFunc      string
+	GetFunc          string
+	ListFunc         string
 	// FenceFunc, CheckLeaseFunc and CheckLeaseStrictFunc are the fence
 	// functions, FenceForeignFunc the fence for tokens of another store
 	// and FenceResetFunc the operator's repair (see the package
@@ -192,6 +194,7 @@ func (c Config) Objects() (Objects, error) {
 		ForceReleaseFunc:     ns.Name(suffixForceRelease),
 		RecordHistoryFunc:    ns.Name(suffixRecordHistory),
 		AcquireFunc:          ns.Name(suffixAcquire),
+		AcquireBatchFunc:     ns.Name(suffixAcquireBatch),
 		RenewFunc:            ns.Name(suffixRenew),
 		ReleaseFunc:          ns.Name(suffixRelease),
 		GetFunc:              ns.Name(suffixGet),
@@ -235,6 +238,7 @@ func (o Objects) renderer() func(sql string) string {
 		"migrations":            o.Migrations,
 		"fence_resets":          o.FenceResets,
 		"acquire_fn":            o.AcquireFunc,
+		"acquire_batch_fn":      o.AcquireBatchFunc,
 		"renew_fn":              o.RenewFunc,
 		"release_fn":            o.ReleaseFunc,
 		"get_fn":                o.namespace().Name(suffixGet003),

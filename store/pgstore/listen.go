@@ -22,7 +22,9 @@ const (
 
 // Listen implements [store.Notifier.Listen]; notify runs on the calling
 // goroutine with a [store.Notice] for every release (naming the follower
-// the lease is kept for) and acquisition (with its holder and TTL).
+// the lease is kept for) and acquisition (with its holder and TTL); a
+// batch announces its acquisitions in few notifications, each a JSON
+// array of them.
 //
 // Every Listen call of one Store shares one listening connection: the
 // first takes one connection out of the pool for itself (the pool opens
@@ -77,6 +79,8 @@ func (s *Store) listenOnce(ctx context.Context, notify func(store.Notice)) bool 
 		if err != nil {
 			return true
 		}
-		notify(storekit.DecodeNotice(n.Payload))
+		for _, notice := range storekit.DecodeNotices(n.Payload) {
+			notify(notice)
+		}
 	}
 }

@@ -100,12 +100,12 @@ func (c Config) MigrationSQL() (string, error) {
 
 // GrantSQL returns the GRANT statements that let role use a store
 // configured by c at run time, and nothing more: USAGE on the schema and
-// EXECUTE on the functions of the lease protocol (acquire, renew, release,
-// get, list, history_read, force_release) and of fencing (fence,
-// check_lease, check_lease_strict). The
-// functions run as their owner; the role gets no privilege on the tables or
-// the token sequence, so it cannot rewind a fence, forge or extend a lease
-// or move the sequence: it can do only what the protocol does. Not
+// EXECUTE on the functions of the lease protocol (acquire, acquire_batch,
+// renew, release, get, list, history_read, force_release) and of fencing
+// (fence, check_lease, check_lease_strict). The functions run as their
+// owner; the role gets no privilege on the tables or the token sequence,
+// so it cannot rewind a fence, forge or extend a lease or move the
+// sequence: it can do only what the protocol does. Not
 // granted: fence_foreign (fences for tokens of another store, which can
 // raise any fence to any value; grant it by hand where that is what you
 // want) and fence_reset (the operator's repair, which needs the owner).
@@ -119,6 +119,7 @@ func (c Config) GrantSQL(role string) (string, error) {
 	return ns.GrantSQL("pgstore", role,
 		"EXECUTE ON FUNCTION "+strings.Join([]string{
 			ns.Ident(obj.AcquireFunc) + "(text, text, text, bigint, text, boolean)",
+			ns.Ident(obj.AcquireBatchFunc) + "(text[], text[], text[], bigint[], text[], boolean[])",
 			ns.Ident(obj.RenewFunc) + "(text[], text[], text[], bigint[], bigint[], bigint[])",
 			ns.Ident(obj.ReleaseFunc) + "(text, text, text, bigint)",
 			ns.Ident(obj.GetFunc) + "(text)",

@@ -142,10 +142,11 @@ func (s *Store) acquire(ctx context.Context, p store.AcquireParams) (store.Grant
 }
 
 // AcquireBatch implements [store.BatchAcquirer.AcquireBatch]: one
-// statement that calls the acquire function once per lease, each
-// acquisition as [Store.Acquire] makes it. A lease whose row was inserted
-// meanwhile by a transaction the statement could not see is asked for
-// again alone.
+// statement, the acquire_batch function, which takes the free leases of
+// the batch with one UPDATE and creates the missing ones with one INSERT,
+// with the same rules as [Store.Acquire] (see migration 009). A lease
+// whose row another transaction had locked, or that became free while the
+// statement ran, is asked for again alone.
 func (s *Store) AcquireBatch(ctx context.Context, ps []store.AcquireParams) ([]store.AcquireResult, error) {
 	if err := s.begin(ctx, "acquire"); err != nil {
 		return nil, err

@@ -2,6 +2,7 @@ package pgstore_test
 
 import (
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -275,7 +276,7 @@ ORDER BY p.proname`, pgx.Identifier{b.obj.Schema}.Sanitize())
 		require.False(t, f.publicCalls, "%s: PUBLIC may execute it", f.name)
 	}
 	require.ElementsMatch(t, []string{
-		b.obj.AcquireFunc, b.obj.RenewFunc, b.obj.ReleaseFunc, b.obj.GetFunc, b.obj.ListFunc,
+		b.obj.AcquireFunc, b.obj.AcquireBatchFunc, b.obj.RenewFunc, b.obj.ReleaseFunc, b.obj.GetFunc, b.obj.ListFunc,
 		b.obj.FenceFunc, b.obj.FenceForeignFunc, b.obj.FenceResetFunc, b.obj.CheckLeaseFunc, b.obj.CheckLeaseStrictFunc,
 		b.obj.HistoryReadFunc, b.obj.ForceReleaseFunc, b.obj.RecordHistoryFunc,
 	}, names)
@@ -314,6 +315,15 @@ func TestUpgradeKeepsPayloadGrants(t *testing.T) {
 	g, err := ws.Acquire(ctx, store.AcquireParams{Name: "new", Holder: testutil.Holder(t, "a"), TTL: time.Minute, Payload: "db-1:5432"})
 	require.NoError(t, err, "the writer keeps acquire")
 	require.Equal(t, "db-1:5432", g.Payload)
+	batch := []store.AcquireParams{
+		{Name: "batch-1", Holder: testutil.Holder(t, "a"), TTL: time.Minute},
+		{Name: "batch-2", Holder: testutil.Holder(t, "a"), TTL: time.Minute},
+	}
+	got, err := ws.AcquireBatch(ctx, batch)
+	require.NoError(t, err, "whoever may acquire may acquire in batches (migration 009)")
+	for _, r := range got {
+		require.NoError(t, r.Err)
+	}
 	old, err := ws.Get(ctx, "old")
 	require.NoError(t, err, "the writer keeps get")
 	require.Equal(t, store.StateHeld, old.State)
@@ -322,10 +332,14 @@ func TestUpgradeKeepsPayloadGrants(t *testing.T) {
 	rs := newStore(t, testserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, reader), cfg)
 	all, err := rs.List(ctx)
 	require.NoError(t, err, "the reader keeps list")
-	require.Len(t, all, 2)
-	require.Equal(t, "db-1:5432", all[0].Payload)
+	require.Len(t, all, 4)
+	i := slices.IndexFunc(all, func(r store.Record) bool { return r.Name == "new" })
+	require.NotEqual(t, -1, i)
+	require.Equal(t, "db-1:5432", all[i].Payload)
 	_, err = rs.Acquire(ctx, store.AcquireParams{Name: "other", Holder: testutil.Holder(t, "b"), TTL: time.Minute})
 	require.Equal(t, "42501", pgkit.Code(err), "the reader gets no acquire from the upgrade: %v", err)
+	_, err = rs.AcquireBatch(ctx, batch)
+	require.Equal(t, "42501", pgkit.Code(err), "nor acquire_batch: %v", err)
 
 	var n int
 	require.NoError(t, owner.QueryRow(ctx, "SELECT count(*) FROM pg_catalog.pg_proc WHERE pronamespace = $1::regnamespace AND proname = ANY($2)",
