@@ -15,7 +15,8 @@
 --      for rows that are taken or created, so tokens skip no values here
 --      (acquire's nextval in VALUES is evaluated on conflict too);
 --   2. forget the waiters of the leases taken, and those whose time ran
---      out;
+--      out, skipping rows another transaction has locked (so batches never
+--      wait for each other here either);
 --   3. announce the acquisitions in as few notifications as fit: a JSON
 --      array of acquisitions (the objects of 007) per notification, each
 --      under 8,000 bytes, PostgreSQL's limit;
@@ -121,13 +122,18 @@ BEGIN
     SELECT coalesce(array_agg(w.name), '{}') INTO won
     FROM (SELECT t.name FROM taken AS t UNION ALL SELECT c.name FROM created AS c) AS w;
 
-    -- 2. Forget the winners' places and the waiters whose time ran out.
+    -- 2. Forget the winners' places and the waiters whose time ran out
+    -- (rows another transaction is changing are left to it).
     DELETE FROM {{waiters}} AS w
-    USING unnest(p_names, p_holder_labels, p_holder_instances) AS u(name, hl, hi)
-    LEFT JOIN unnest(won) AS m(name) ON m.name = u.name
-    WHERE w.name = u.name
-      AND (w.until <= clock_timestamp()
-           OR (m.name IS NOT NULL AND w.holder_label = u.hl AND w.holder_instance = u.hi));
+    WHERE (w.name, w.holder_label, w.holder_instance) IN (
+        SELECT x.name, x.holder_label, x.holder_instance
+        FROM {{waiters}} AS x
+        JOIN unnest(p_names, p_holder_labels, p_holder_instances) AS u(name, hl, hi) ON u.name = x.name
+        LEFT JOIN unnest(won) AS m(name) ON m.name = u.name
+        WHERE x.until <= clock_timestamp()
+           OR (m.name IS NOT NULL AND x.holder_label = u.hl AND x.holder_instance = u.hi)
+        FOR UPDATE OF x SKIP LOCKED
+    );
 
     -- 3. Announce the acquisitions, each notification under 8,000 bytes
     -- (an element is at most about 1,000: see the length limits of
