@@ -99,6 +99,12 @@ func (c *Client) Config() Config { return c.cfg }
 // Acquire tries once to take the lease name. It returns the tenure, a
 // [*HeldError] naming the current holder and its remaining time when the
 // lease is held, or the store's error.
+//
+// Acquire calls made at once share round trips on a store that acquires
+// in batches ([store.BatchAcquirer]): the client keeps at most two
+// acquisition round trips out, and the attempts made meanwhile go together
+// in the next, up to 1,000 to a round trip (group commit). A lone call
+// goes at once.
 func (c *Client) Acquire(ctx context.Context, name string) (*Lease, error) {
 	return c.want(ctx, name, false)
 }

@@ -251,7 +251,15 @@
 // CTE that, when the lease is held, returns the holder, token, seq and
 // remaining time instead (two round trips when it races with the first
 // ever insert of the same name). [Store.Renew] calls renew, which renews a
-// whole batch with one UPDATE over unnest'ed arrays. [Store.Release] calls
+// whole batch with one UPDATE over unnest'ed arrays. [Store.AcquireBatch]
+// calls acquire_batch (migration 009), which takes the free leases of a
+// batch with one UPDATE and creates the missing ones with one INSERT, in
+// name order, so that batches of several clients never wait for each
+// other in a cycle; a row another transaction has locked is skipped and
+// its lease asked for again alone, and the batch's acquisitions are
+// announced in as few notifications as fit under PostgreSQL's 8,000 bytes
+// (a JSON array each). The client sends many acquisitions made at once
+// this way (see [tenure.Client.Acquire]). [Store.Release] calls
 // release, which expires the lease now and keeps its row;
 // [Store.ReleaseBatch] calls it once per tenure in one statement over
 // unnest'ed arrays (a client's shutdown: one round trip per 10,000 leases).
