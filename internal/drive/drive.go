@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/tenure-dev/tenure/internal/engine"
@@ -156,24 +157,50 @@ func checkGrant(a engine.SendAcquire, g store.Grant) error {
 	return nil
 }
 
+// renewFlights is how many of a large renewal's batches are out at once.
+// Two keep a store that works on both (PostgreSQL on two cores, say)
+// busy, and a round of 100,000 leases, ten batches, takes half as long.
+const renewFlights = 2
+
 func renew(ctx context.Context, s store.Store, a engine.SendRenew) engine.RenewDone {
-	d := engine.RenewDone{SentAt: a.SentAt, Items: a.Items, Results: make([]store.RenewResult, 0, len(a.Items))}
-	for ps := a.Items; len(ps) > 0; {
-		n := min(len(ps), store.MaxRenewBatch)
-		res, err := s.Renew(ctx, ps[:n])
+	d := engine.RenewDone{SentAt: a.SentAt, Items: a.Items}
+	results := make([]store.RenewResult, len(a.Items))
+	errs := make([]error, (len(a.Items)+store.MaxRenewBatch-1)/store.MaxRenewBatch)
+	renewChunk := func(i int) {
+		from := i * store.MaxRenewBatch
+		ps := a.Items[from:min(from+store.MaxRenewBatch, len(a.Items))]
+		res, err := s.Renew(ctx, ps)
 		if err == nil {
-			err = checkRenewed(ps[:n], res)
+			err = checkRenewed(ps, res)
 		}
 		if err != nil {
-			d.Results, d.Err = nil, err
-			return d
+			errs[i] = err
+			return
 		}
-		for i, r := range res {
-			r.Renewed = renewed(ps[i], r)
-			d.Results = append(d.Results, r)
+		for j, r := range res {
+			r.Renewed = renewed(ps[j], r)
+			results[from+j] = r
 		}
-		ps = ps[n:]
 	}
+	if len(errs) == 1 {
+		renewChunk(0)
+	} else {
+		slots := make(chan struct{}, renewFlights)
+		var wg sync.WaitGroup
+		for i := range errs {
+			slots <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-slots }()
+				renewChunk(i)
+			})
+		}
+		wg.Wait()
+	}
+	if err := errors.Join(errs...); err != nil {
+		d.Err = err
+		return d
+	}
+	d.Results = results
 	return d
 }
 

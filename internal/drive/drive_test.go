@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -108,6 +109,60 @@ func TestRenewSplitsBatches(t *testing.T) {
 	}
 	require.False(t, d.Results[n-1].Renewed, "a seq mismatch is not a renewal")
 	require.Equal(t, int64(1), d.Results[n-1].Grant.Seq, "the lease as it is")
+}
+
+// gatedRenewals holds every Renew call at a gate, and records how many
+// were out at once.
+type gatedRenewals struct {
+	store.Store
+	entered chan struct{}
+	gate    chan struct{}
+	out     atomic.Int32
+	most    atomic.Int32
+}
+
+func (g *gatedRenewals) Renew(ctx context.Context, ps []store.RenewParams) ([]store.RenewResult, error) {
+	n := g.out.Add(1)
+	defer g.out.Add(-1)
+	for m := g.most.Load(); n > m && !g.most.CompareAndSwap(m, n); m = g.most.Load() {
+	}
+	g.entered <- struct{}{}
+	<-g.gate
+	return g.Store.Renew(ctx, ps)
+}
+
+// TestRenewSendsTwoBatchesAtOnce: the batches of a large renewal go two at
+// a time, not one after another, and their answers keep the input order.
+func TestRenewSendsTwoBatchesAtOnce(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	n := 2*store.MaxRenewBatch + 1
+	items := make([]store.RenewParams, n)
+	for i := range items {
+		name := fmt.Sprintf("lease-%05d", i)
+		g := acquire(t, s, name, alice)
+		require.NotNil(t, g.Grant, name)
+		items[i] = store.RenewParams{Name: name, Holder: alice, Token: g.Grant.Token, Seq: 1, TTL: ttl}
+	}
+	gated := &gatedRenewals{Store: s, entered: make(chan struct{}, 3), gate: make(chan struct{})}
+	done := make(chan engine.RenewDone, 1)
+	go func() { done <- drive.Call(t.Context(), gated, engine.SendRenew{Items: items}).(engine.RenewDone) }()
+	for i := range 2 {
+		select {
+		case <-gated.entered:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("only %d of the renewal's batches went out before the first came back", i)
+		}
+	}
+	close(gated.gate)
+	d := <-done
+	require.NoError(t, d.Err)
+	require.Equal(t, int32(2), gated.most.Load(), "two batches out at once, never more")
+	require.Len(t, d.Results, n)
+	for i, r := range d.Results {
+		require.True(t, r.Renewed, items[i].Name)
+		require.Equal(t, items[i].Name, r.Grant.Name)
+	}
 }
 
 // misreporting answers renewals wrongly in one of several ways.
