@@ -309,6 +309,17 @@ func holdWithWaiter(ctx context.Context, e *env, s *subject, what string, crasha
 		_ = a.close()
 		return nil, nil, nil, nil, err
 	}
+	// Warm both, as a service's long-lived connections are: each takes
+	// and gives back a name of its own first (on PostgreSQL a session's
+	// first call of a PL/pgSQL function plans its statements, a few
+	// milliseconds that a real holder pays once, not per handover).
+	for _, p := range []participant{a, b} {
+		if err := warm(ctx, p, e.key(what+"-warm")); err != nil {
+			_ = a.close()
+			_ = b.close()
+			return nil, nil, nil, nil, err
+		}
+	}
 	name := e.key(what)
 	la, err = a.acquire(ctx, name)
 	if err != nil {
@@ -330,6 +341,18 @@ func holdWithWaiter(ctx context.Context, e *env, s *subject, what string, crasha
 	default:
 	}
 	return a, b, la, wait, nil
+}
+
+// warm has p take name and give it back.
+func warm(ctx context.Context, p participant, name string) error {
+	l, err := p.acquire(ctx, name)
+	if err != nil {
+		return fmt.Errorf("warm-up acquire: %w", err)
+	}
+	if err := l.release(ctx); err != nil {
+		return fmt.Errorf("warm-up release: %w", err)
+	}
+	return nil
 }
 
 // handoverTrial: A holds, B waits; A releases. The time from A's release
