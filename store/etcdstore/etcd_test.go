@@ -409,12 +409,36 @@ func TestListen(t *testing.T) {
 		require.ErrorIs(t, err, store.ErrInvalid)
 	})
 
-	t.Run("OnExpiry", func(t *testing.T) {
+	t.Run("ExpiryAnnouncedByTakeover", func(t *testing.T) {
+		t.Parallel()
+		g := b.acquire(t, testutil.UniqueName(t), testutil.Holder(t, "holder"), etcdstore.MinTTL)
+		rec := listen(t, b)
+		waitExpiry(g.Remaining)
+		require.Equal(t, store.StateExpired, b.get(t, g.Name).State)
+		next := testutil.Holder(t, "next")
+		b.acquire(t, g.Name, next, longTTL)
+		require.True(t, rec.Wait(g.Name, eventTimeout), "no notification for lease %q within %s", g.Name, eventTimeout)
+		require.Equal(t, []store.Notice{{Name: g.Name, Kind: store.NoticeAcquired, Holder: next, Remaining: longTTL}}, rec.Of(g.Name),
+			"etcd expiring the lease is not announced by itself (it says nothing of the line); the takeover is")
+	})
+
+	t.Run("RenewalsAndLineUnannounced", func(t *testing.T) {
 		t.Parallel()
 		rec := listen(t, b)
-		g := b.acquire(t, testutil.UniqueName(t), testutil.Holder(t, "holder"), etcdstore.MinTTL)
-		require.True(t, rec.Wait(g.Name, eventTimeout), "no notification for lease %q within %s", g.Name, eventTimeout)
-		require.Equal(t, store.StateExpired, b.get(t, g.Name).State, "the notification came when etcd expired the lease")
+		g := b.acquire(t, testutil.UniqueName(t), testutil.Holder(t, "holder"), longTTL)
+		rs, err := b.store.Renew(t.Context(), []store.RenewParams{renewParams(g, longTTL)})
+		require.NoError(t, err)
+		require.True(t, rs[0].Renewed)
+		next := testutil.Holder(t, "next")
+		_, err = b.store.Acquire(t.Context(), store.AcquireParams{Name: g.Name, Holder: next, TTL: longTTL, Wait: true})
+		require.ErrorIs(t, err, store.ErrHeld)
+		require.NoError(t, b.store.Release(t.Context(), store.ReleaseParams{Name: g.Name, Holder: g.Holder, Token: g.Token}))
+		require.True(t, rec.WaitFor(func(n store.Notice) bool { return n.Name == g.Name && n.Kind == store.NoticeReleased }, eventTimeout),
+			"no release notice within %s", eventTimeout)
+		require.Equal(t, []store.Notice{
+			{Name: g.Name, Kind: store.NoticeAcquired, Holder: g.Holder, Remaining: longTTL},
+			{Name: g.Name, Kind: store.NoticeReleased, Next: next},
+		}, rec.Of(g.Name), "only the acquisition and the release are announced, in order")
 	})
 
 	t.Run("ContextDone", func(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/tenure-dev/tenure/internal/storekit"
 	"github.com/tenure-dev/tenure/store"
 )
 
@@ -17,11 +18,15 @@ const (
 	maxRewatchDelay = 5 * time.Second
 )
 
-// Listen implements [store.Notifier.Listen] with an etcd watch on the
-// held/ keys: it calls notify with a lease's name each time its held/ key
-// is deleted, that is when the lease is released or when etcd expires it.
-// A takeover needs the expired key gone first, so it is announced by that
-// deletion, before it happens. notify runs on the calling goroutine.
+// Listen implements [store.Notifier.Listen] with one etcd watch on the
+// puts under announce/, which only [Store.Acquire] and [Store.Release]
+// write, each in the transaction that makes the change: notify hears of
+// every new tenure (NoticeAcquired, with its holder and granted TTL) and
+// every release (NoticeReleased, naming the head of the line in Next).
+// Renewals, the line and etcd expiring a lease write nothing there, so a
+// listener's cost grows with handovers only. An expiry is not announced
+// by itself: the takeover that follows it is. notify runs on the calling
+// goroutine.
 //
 // The watch requires a leader: when the member the client talks to loses
 // its leader, or the watch ends for any other reason, Listen watches again
@@ -40,11 +45,11 @@ func (s *Store) Listen(ctx context.Context, notify func(store.Notice)) error {
 // watch is the loop of [Store.Listen]: one watch after another until ctx
 // is done.
 func (s *Store) watch(ctx context.Context, notify func(store.Notice)) {
-	prefix := s.prefix + heldDir
+	prefix := s.prefix + announceDir
 	var next int64 // the revision to watch from; 0: the current one
 	delay := minRewatchDelay
 	for {
-		opts := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithFilterPut(), clientv3.WithCreatedNotify()}
+		opts := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithFilterDelete(), clientv3.WithCreatedNotify()}
 		// A watch from the current revision misses what came before it;
 		// one from the revision after the last event delivered misses
 		// nothing.
@@ -65,8 +70,8 @@ func (s *Store) watch(ctx context.Context, notify func(store.Notice)) {
 			delay = minRewatchDelay
 			for _, ev := range resp.Events {
 				next = ev.Kv.ModRevision + 1
-				if ev.Type == clientv3.EventTypeDelete {
-					notify(store.Notice{Name: strings.TrimPrefix(string(ev.Kv.Key), prefix)})
+				if ev.Type == clientv3.EventTypePut {
+					notify(announced(strings.TrimPrefix(string(ev.Kv.Key), prefix), ev.Kv.Value))
 				}
 			}
 		}
@@ -81,4 +86,13 @@ func (s *Store) watch(ctx context.Context, notify func(store.Notice)) {
 		}
 		delay = min(2*delay, maxRewatchDelay)
 	}
+}
+
+// announced reads the announcement put under announce/name. One this store
+// did not write announces that the lease changed, without saying how.
+func announced(name string, value []byte) store.Notice {
+	if n := storekit.DecodeNotice(string(value)); n.Name == name {
+		return n
+	}
+	return store.Notice{Name: name}
 }
