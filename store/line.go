@@ -54,7 +54,7 @@ type Notice struct {
 	// unless they hear of a release.
 	Remaining time.Duration
 	// Next is the follower at the head of the line, for whom the store
-	// keeps the released lease for [Handoff] (NoticeReleased); zero when
-	// the store keeps no line or nobody waits.
+	// keeps the released lease for [Handoff] when it keeps a hold
+	// (NoticeReleased); zero when the store keeps no line or nobody waits.
 	Next Holder
 }

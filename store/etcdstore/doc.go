@@ -1,5 +1,6 @@
 // Package etcdstore keeps tenure leases in etcd v3: a [store.Store],
-// [store.Notifier] and [store.Lister] over a [clientv3.Client] the caller
+// [store.Notifier] and [store.Lister] that keeps followers in line
+// (without a hold; see The line), over a [clientv3.Client] the caller
 // creates and closes. For data kept in etcd it also gives the fence inside
 // the caller's own transaction: a token check ([Store.IsOwner]) and the
 // strict, chain-advancing write ([Store.StrictTxn]).
@@ -64,13 +65,62 @@
 //
 // # Notifications
 //
-// [Store.Listen] watches the held/ keys and reports each deletion: a
-// release, or etcd expiring the lease. A takeover needs the previous
-// tenure's key gone, so it is announced by that deletion, earlier than the
-// takeover itself. The watch requires a leader and is renewed from the
-// last revision it delivered whenever it ends; if that revision was
-// compacted meanwhile, the events in between are lost. Correctness never
-// depends on notifications.
+// [Store.Acquire] and [Store.Release] announce each change in the
+// transaction that makes it, by putting the announcement under
+// announce/<name>: a new tenure with its holder and granted TTL
+// ([store.NoticeAcquired]), a release with the head of the line
+// ([store.NoticeReleased], Next). [Store.Listen] keeps one etcd watch on
+// the puts under announce/ and nothing else, so a listener hears of
+// handovers only: renewals, followers joining the line and deletions cost
+// it nothing. The watch requires a leader and is renewed from the last
+// revision it delivered whenever it ends; if that revision was compacted
+// meanwhile, the events in between are lost. Correctness never depends on
+// notifications.
+//
+// etcd expiring a lease writes no announcement (the lessor deletes the
+// held/ key and nothing else runs), and a listener that told its followers
+// of that deletion could not say who is next in line: every follower would
+// try at once. An expiry is announced by the takeover that follows it; the
+// followers come back at the expiry they were told (see The line).
+//
+// # The line
+//
+// A follower that asks to wait ([store.AcquireParams.Wait]) and is refused
+// gets a key wait/<name>\x00<holder>, and keeps it when it asks again: its
+// place is the key's create revision, first come first, and
+// [store.HeldError].Position counts the keys created no later. The key
+// lives on an etcd lease that ends twice the follower's TTL after the
+// expiry it was told, so etcd forgets a follower that stops asking; an
+// acquisition deletes the acquirer's key, whether it waited or not, and
+// one that does not wait takes no place. A release names the head of the
+// line (the oldest key) in its announcement; that follower tries at once,
+// the others stay back for [store.Handoff] and hear of its new tenure
+// meanwhile. A handover after a release so costs the store the release
+// and the head's acquisition, however many wait.
+//
+// The store keeps no hold: a released lease is free at once, for anyone,
+// and a refusal never names a follower in [store.HeldError].Next. A hold
+// needs a time that ends it, decided inside a transaction, and etcd has no
+// clock a transaction can compare; the only timer it offers, an etcd
+// lease, lasts at least 2 s (its minimum TTL) and ends up to 500 ms late,
+// which would keep a lease whose next follower died from everyone for
+// three seconds instead of a quarter of one. Without it, a follower that
+// does not wait may take the lease before the head of the line, and so
+// may a follower behind the head whose timer runs out in the [store.Handoff]
+// before the head's new tenure is announced; either takes the lease as it
+// would without a line, with a greater token, and the line is never
+// needed for correctness.
+//
+// After an expiry followers rely on the expiry they were told, and etcd
+// tells it in whole seconds: a refusal reports the holder's remaining
+// time rounded up (see Clock) plus the 500 ms in which etcd's lessor
+// deletes an expired lease's keys, so that the head does not come back
+// before the key is gone, and a follower behind the head one second more,
+// so that it does not come back before the head, who may have been told up
+// to a second later. The line so delays a takeover after expiry by at most
+// 1.5 s for the head and 2.5 s plus [store.Handoff] for the others, beyond
+// etcd's own lag; it never extends a tenure: a follower is told more time,
+// the holder never is.
 //
 // # History
 //
@@ -108,9 +158,9 @@
 //
 // # Keys
 //
-// Every lease name has up to four keys under [Config.KeyPrefix], each
-// written by one kind of call, so that every call is one transaction that
-// never reads before it writes:
+// Every lease name has up to six keys under [Config.KeyPrefix], and one
+// per follower in its line, each written only by the calls named, so
+// that every change is one transaction that never reads before it writes:
 //
 //   - held/<name>: the holder, attached to an etcd lease. It exists exactly
 //     while the lease is held. Its create revision is the token, its version
@@ -122,6 +172,12 @@
 //     reports it.
 //   - released/<name>: present when the last tenure was released rather
 //     than expired.
+//   - announce/<name>: the last announcement, put by [Store.Acquire] and
+//     [Store.Release] (see Notifications).
+//   - wait/<name>\x00<holder>: one follower in line, attached to an etcd
+//     lease of its own, written by [Store.Acquire] (see The line). Names
+//     hold no NUL, so wait/<name>\x00 is the prefix of that name's line
+//     alone.
 //
 // # etcd leases
 //
@@ -139,12 +195,17 @@
 // that finds the lease held revokes the etcd lease it granted.
 //
 // Round trips: Acquire 2 (grant, transaction), 4 when the lease is held
-// (also revoke and ask the holder's remaining time). Renew 1 grant per
-// distinct TTL, then the transactions of the batch, sent concurrently, each
+// (also ask the holder's remaining time, and revoke), 6 when the caller
+// also waits in line (grant the etcd lease of its wait/ key, then put the
+// key and count its place in one transaction). Renew 1 grant per distinct
+// TTL, then the transactions of the batch, sent concurrently, each
 // carrying up to [Config.MaxTxnOps]−3 leases, plus 1 per distinct etcd
-// lease of the current holders of entries that did not match. Release 1.
-// Get 1, plus 1 when held. List 1, plus 1 per distinct etcd lease among the
-// held leases.
+// lease of the current holders of entries that did not match. Release 1,
+// 2 when someone waits in line (the first transaction finds the line not
+// empty and reads its head; the second releases naming it). Get 1, plus 1
+// when held. List 1, plus 1 per distinct etcd lease among the held leases.
+// Nothing here grows with the number of followers but the count of the
+// keys ahead of a waiting follower, which the server does.
 //
 // # Renewal chain
 //

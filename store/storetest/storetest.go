@@ -34,7 +34,8 @@ type Capabilities struct {
 
 	// Line reports that the store keeps followers that ask to wait in
 	// line ([store.AcquireParams.Wait]) and keeps a released lease for the
-	// head of the line for [store.Handoff]; the suite checks the line.
+	// head of the line for [store.Handoff] (unless NoHandoff); the suite
+	// checks the line.
 	Line bool
 
 	// NoHandoff reports, with Line, that the store keeps the line but no
