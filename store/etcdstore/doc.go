@@ -37,7 +37,8 @@
 //     LeaseTimeToLive, which answers in whole seconds rounded down; the
 //     store reports that plus one second (capped at the granted TTL), an
 //     upper bound, so that a follower waiting for it does not come back
-//     early.
+//     early. A refused acquisition adds the time etcd takes to delete an
+//     expired lease's keys (see The line).
 //   - etcd has no clock a client can read: [store.Record.AcquiredAt] is the
 //     acquiring process's wall clock, for people to read.
 //
