@@ -18,8 +18,9 @@ const Handoff = 250 * time.Millisecond
 type NoticeKind int
 
 const (
-	// NoticeChanged: the lease was released or taken over; the store does
-	// not say which. Every follower of the lease may try now.
+	// NoticeChanged: the lease was released, taken over or expired at the
+	// store (etcd announces an expiry so); the store does not say which, or
+	// who is next. Every follower of the lease may try now.
 	NoticeChanged NoticeKind = iota
 	// NoticeReleased: the lease was released. Next names the follower it
 	// is kept for, if the store keeps followers in line.

@@ -38,7 +38,9 @@
 //     store reports that plus one second (capped at the granted TTL), an
 //     upper bound, so that a follower waiting for it does not come back
 //     early. A refused acquisition adds the time etcd takes to delete an
-//     expired lease's keys (see The line).
+//     expired lease's keys (see The line); followers hear of that
+//     deletion anyway, and only wait for the expiry they were told when
+//     the notice is lost (see Notifications).
 //   - etcd has no clock a client can read: [store.Record.AcquiredAt] is the
 //     acquiring process's wall clock, for people to read.
 //
@@ -70,19 +72,29 @@
 // transaction that makes it, by putting the announcement under
 // announce/<name>: a new tenure with its holder and granted TTL
 // ([store.NoticeAcquired]), a release with the head of the line
-// ([store.NoticeReleased], Next). [Store.Listen] keeps one etcd watch on
-// the puts under announce/ and nothing else, so a listener hears of
-// handovers only: renewals, followers joining the line and deletions cost
-// it nothing. The watch requires a leader and is renewed from the last
-// revision it delivered whenever it ends; if that revision was compacted
-// meanwhile, the events in between are lost. Correctness never depends on
+// ([store.NoticeReleased], Next). etcd expiring a lease writes no
+// announcement (its lessor deletes the held/ key, and no code of this
+// store runs then), so [Store.Listen] also watches the deletions under
+// claim/ and held/: a release deletes its lease's claim/ key with the
+// held/ key, in one revision, and a held/ key deleted alone was deleted by
+// the lessor. That deletion is announced as it arrives, as
+// [store.NoticeChanged]. Listen keeps these two watches and nothing else:
+// renewals (puts of held/ keys), followers joining the line and the
+// claim/ puts cost a listener nothing; it hears of handovers and expiries.
+// The watches require a leader and are renewed from the last revision each
+// delivered whenever one ends; if that revision was compacted meanwhile,
+// the events in between are lost. Correctness never depends on
 // notifications.
 //
-// etcd expiring a lease writes no announcement (the lessor deletes the
-// held/ key and nothing else runs), and a listener that told its followers
-// of that deletion could not say who is next in line: every follower would
-// try at once. An expiry is announced by the takeover that follows it; the
-// followers come back at the expiry they were told (see The line).
+// An expiry's notice names nobody: to name the head of the line, each
+// listener would read the line at each expiry. Every follower of the
+// lease so tries at once (spread over at most 10 ms), one of them takes
+// the lease and the others are refused and wait for its new tenure: one
+// acquisition per follower, a herd, but only when a holder crashed or
+// stalled, never on a clean handover, where the release names the head.
+// A lease acquired by a version of this store that wrote no claim/ key
+// has none to delete: its release reaches listeners as a release and as
+// an expiry, that once.
 //
 // # The line
 //
@@ -112,16 +124,26 @@
 // would without a line, with a greater token, and the line is never
 // needed for correctness.
 //
-// After an expiry followers rely on the expiry they were told, and etcd
-// tells it in whole seconds: a refusal reports the holder's remaining
-// time rounded up (see Clock) plus the 500 ms in which etcd's lessor
-// deletes an expired lease's keys, so that the head does not come back
-// before the key is gone, and a follower behind the head one second more,
-// so that it does not come back before the head, who may have been told up
-// to a second later. The line so delays a takeover after expiry by at most
-// 1.5 s for the head and 2.5 s plus [store.Handoff] for the others, beyond
-// etcd's own lag; it never extends a tenure: a follower is told more time,
-// the holder never is.
+// After an expiry the line keeps no order: followers hear of the expiry
+// when etcd deletes the held/ key (see Notifications), all try at once,
+// and the first to arrive takes the lease. A takeover after a crash so
+// comes when etcd deletes the key: at the TTL of the holder's last
+// renewal (counted from its LeaseGrant, sent just before the renewal's
+// transaction), plus up to the lessor's 500 ms sweep and a raft round,
+// the watch event and the new holder's acquisition (two round trips).
+//
+// The expiry a refusal reports only matters when that notice is lost (a
+// watch down or compacted past at that moment): it is the latest the
+// held/ key may still exist, the holder's remaining time rounded up (see
+// Clock) plus the lessor's 500 ms sweep, so that a follower comes back no
+// earlier (it would only be refused again) and no later than 1.5 s after
+// the TTL ran out (later only when a leader change extended the lease); a
+// follower behind the head comes [store.Handoff] after that. Followers
+// told at different times are told in whole seconds, so one behind the
+// head may be told an earlier expiry than the head and take the lease
+// first: without a hold, the line orders handovers after a release, not
+// after an expiry. The reported expiry never extends a tenure: a follower
+// is told more time, the holder never is.
 //
 // # History
 //
@@ -159,13 +181,17 @@
 //
 // # Keys
 //
-// Every lease name has up to six keys under [Config.KeyPrefix], and one
+// Every lease name has up to seven keys under [Config.KeyPrefix], and one
 // per follower in its line, each written only by the calls named, so
 // that every change is one transaction that never reads before it writes:
 //
 //   - held/<name>: the holder, attached to an etcd lease. It exists exactly
 //     while the lease is held. Its create revision is the token, its version
 //     the renewal seq.
+//   - claim/<name>: empty and on no etcd lease, put by [Store.Acquire] and
+//     deleted by [Store.Release], each in the transaction that changes
+//     held/<name>; an expiry leaves it. It tells listeners a release from
+//     an expiry (see Notifications).
 //   - start/<name>: the holder, start time and payload of the last tenure,
 //     written by [Store.Acquire] in the transaction that creates
 //     held/<name>.

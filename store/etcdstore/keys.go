@@ -11,7 +11,7 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 )
 
-// Every lease name has up to six keys under the store's prefix, and one
+// Every lease name has up to seven keys under the store's prefix, and one
 // more per follower in its line, each written only by the calls named
 // here, so that every change is one transaction that never has to read a
 // value before writing it:
@@ -19,6 +19,13 @@ import (
 //	held/<name>      the holder; attached to an etcd lease, so it exists only
 //	                 while the tenure is held. Its create revision is the
 //	                 token, its version the seq.
+//	claim/<name>     empty, on no etcd lease: put by Acquire, deleted by
+//	                 Release, each in the transaction that changes held/<name>,
+//	                 and left alone by an expiry. A listener watches the
+//	                 deletions in claim/ and held/ (adjacent ranges: nothing
+//	                 this store writes sorts between them) and tells a
+//	                 release, which deletes both keys in one revision, from
+//	                 etcd expiring the lease, which deletes held/<name> alone.
 //	start/<name>     the holder and acquisition time of the last tenure,
 //	                 written only by Acquire, in the transaction that creates
 //	                 held/<name>: its mod revision is that tenure's token.
@@ -40,6 +47,7 @@ import (
 //	                 prefix wait/<name>\x00 holds that name's line alone.
 const (
 	heldDir     = "held/"
+	claimDir    = "claim/"
 	startDir    = "start/"
 	seqDir      = "seq/"
 	releasedDir = "released/"
@@ -49,7 +57,7 @@ const (
 
 // keys are the keys of one lease name.
 type keys struct {
-	held, start, seq, released, announce string
+	held, claim, start, seq, released, announce string
 	// line is the prefix of the keys of the followers in line.
 	line string
 }
@@ -57,6 +65,7 @@ type keys struct {
 func (s *Store) keys(name string) keys {
 	return keys{
 		held:     s.prefix + heldDir + name,
+		claim:    s.prefix + claimDir + name,
 		start:    s.prefix + startDir + name,
 		seq:      s.prefix + seqDir + name,
 		released: s.prefix + releasedDir + name,

@@ -29,15 +29,10 @@ const acquireAttempts = 3
 
 // lessorSweep is how often etcd's lessor looks for expired etcd leases
 // before it deletes their keys. A refusal reports the holder's remaining
-// time plus this, so that a follower does not come back before the held/
-// key is gone.
+// time plus this: the longest the held/ key may still exist, so that a
+// follower that hears no announcement of the expiry does not come back
+// before the key is gone.
 const lessorSweep = 500 * time.Millisecond
-
-// remainingQuantum is the precision of the remaining time etcd reports:
-// whole seconds. Two followers told of one expiry may be told up to this
-// much apart, so a follower behind the head of the line is told this much
-// more, and the head comes first.
-const remainingQuantum = time.Second
 
 // Store is a [store.Store] on etcd. Its methods are safe for concurrent
 // use. Create it with [New].
@@ -69,12 +64,13 @@ func New(client *clientv3.Client, cfg Config) (*Store, error) {
 
 // Acquire implements [store.Store.Acquire] in two round trips: it grants
 // an etcd lease of p.TTL rounded up to whole seconds, then creates the
-// held/ key on it in a transaction that requires the key to be absent,
-// takes the caller out of the line and announces the new tenure. The
-// token is that transaction's revision. When the lease is held, Acquire
-// asks the server how long the holder's etcd lease has left and revokes
-// the one it granted: two more round trips, and two more to take or keep
-// a place in line when p.Wait asks for one (see [Store.wait]).
+// held/ key on it (and the claim/ key a release deletes) in a transaction
+// that requires the key to be absent, takes the caller out of the line
+// and announces the new tenure. The token is that transaction's
+// revision. When the lease is held, Acquire asks the server how long the
+// holder's etcd lease has left and revokes the one it granted: two more
+// round trips, and two more to take or keep a place in line when p.Wait
+// asks for one (see [Store.wait]).
 //
 // A TTL below [MinTTL] or above [MaxTTL] is refused with an error matching
 // [store.ErrInvalid].
@@ -103,6 +99,7 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (store.Grant
 			If(clientv3.Compare(clientv3.CreateRevision(k.held), "=", 0)).
 			Then(
 				clientv3.OpPut(k.held, holder, clientv3.WithLease(lease.ID)),
+				clientv3.OpPut(k.claim, ""),
 				clientv3.OpPut(k.start, start),
 				clientv3.OpDelete(k.seq),
 				clientv3.OpDelete(k.released),
@@ -154,9 +151,6 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (store.Grant
 		if p.Wait {
 			if he.Position, err = s.wait(ctx, p, first(rs[2].GetResponseRange().Kvs), remaining); err != nil {
 				return store.Grant{}, err
-			}
-			if he.Position > 1 {
-				he.Remaining += remainingQuantum
 			}
 		}
 		return store.Grant{}, he
@@ -350,14 +344,15 @@ func (s *Store) renewOp(p store.RenewParams, id clientv3.LeaseID) clientv3.Op {
 
 // Release implements [store.Store.Release] in one round trip when nobody
 // waits in line: it deletes the held/ key if its create revision is
-// p.Token and its value p.Holder, marks the lease released and announces
-// the release, all in a transaction that also requires the line to be
-// empty. When someone waits, that transaction reads the head of the line
-// instead, and a second one releases and announces the release naming
-// the head ([store.Notice].Next). The lease is free at once: this store
-// keeps no released lease for the head (see the package doc, The line).
-// The etcd lease stays (it may carry other leases of the same renewal) and
-// expires by itself.
+// p.Token and its value p.Holder, deletes the claim/ key with it (so that
+// listeners do not take the release for an expiry), marks the lease
+// released and announces the release, all in a transaction that also
+// requires the line to be empty. When someone waits, that transaction
+// reads the head of the line instead, and a second one releases and
+// announces the release naming the head ([store.Notice].Next). The lease
+// is free at once: this store keeps no released lease for the head (see
+// the package doc, The line). The etcd lease stays (it may carry other
+// leases of the same renewal) and expires by itself.
 func (s *Store) Release(ctx context.Context, p store.ReleaseParams) error {
 	if err := s.begin("release"); err != nil {
 		return err
@@ -374,6 +369,7 @@ func (s *Store) Release(ctx context.Context, p store.ReleaseParams) error {
 	release := func(next store.Holder) []clientv3.Op {
 		return []clientv3.Op{
 			clientv3.OpDelete(k.held),
+			clientv3.OpDelete(k.claim),
 			clientv3.OpPut(k.released, ""),
 			clientv3.OpPut(k.announce, storekit.EncodeNotice(store.Notice{Name: p.Name, Kind: store.NoticeReleased, Next: next})),
 		}
