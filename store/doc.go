@@ -40,10 +40,11 @@
 //     refusals included ([HeldError]), so that a follower retries exactly
 //     when the lease can expire.
 //   - Followers may wait in line ([AcquireParams].Wait): a store that keeps
-//     a line reports each follower's place and, after a release, keeps the
-//     lease for the head of the line for [Handoff] and announces it
-//     ([Notice]). The line orders followers; it never grants a lease early
-//     or extends one.
+//     a line reports each follower's place and, after a release, announces
+//     the head of the line ([Notice]) and keeps the lease for it for
+//     [Handoff] (where the store can end a hold by its own clock; etcd
+//     cannot, and keeps none). The line orders followers; it never grants
+//     a lease early or extends one.
 //
 // # History
 //

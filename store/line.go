@@ -18,8 +18,9 @@ const Handoff = 250 * time.Millisecond
 type NoticeKind int
 
 const (
-	// NoticeChanged: the lease was released or taken over; the store does
-	// not say which. Every follower of the lease may try now.
+	// NoticeChanged: the lease was released, taken over or expired at the
+	// store (etcd announces an expiry so); the store does not say which, or
+	// who is next. Every follower of the lease may try now.
 	NoticeChanged NoticeKind = iota
 	// NoticeReleased: the lease was released. Next names the follower it
 	// is kept for, if the store keeps followers in line.
@@ -54,7 +55,7 @@ type Notice struct {
 	// unless they hear of a release.
 	Remaining time.Duration
 	// Next is the follower at the head of the line, for whom the store
-	// keeps the released lease for [Handoff] (NoticeReleased); zero when
-	// the store keeps no line or nobody waits.
+	// keeps the released lease for [Handoff] when it keeps a hold
+	// (NoticeReleased); zero when the store keeps no line or nobody waits.
 	Next Holder
 }

@@ -205,8 +205,9 @@ type AcquireParams struct {
 	// follower that has not asked again within twice the TTL after the
 	// lease's expiry it was told. When the lease is released, the store
 	// announces the head of the line ([Notice].Next) and keeps the lease
-	// for it for [Handoff]; the refusal reports the follower's place
-	// ([HeldError].Position). Stores that keep no line ignore Wait. The
+	// for it for [Handoff] (a store whose transactions cannot read its
+	// clock, etcd, keeps no hold and only announces); the refusal reports
+	// the follower's place ([HeldError].Position). Stores that keep no line ignore Wait. The
 	// line only orders followers: it never grants a lease before its
 	// expiry, and a lease kept for a follower that does not come is free
 	// again after [Handoff].

@@ -10,7 +10,8 @@ import (
 )
 
 // announcement is the JSON message stores that can compose one (the
-// PostgreSQL functions, the Redis scripts) announce changes with: k is "a"
+// PostgreSQL functions, the Redis scripts, the etcd store's announce/
+// keys) announce changes with: k is "a"
 // (acquired by hl/hi for ttl microseconds) or "r" (released, kept for
 // nl/ni when they are not empty).
 type announcement struct {
@@ -64,4 +65,26 @@ func (a announcement) notice() store.Notice {
 		n.Next = store.Holder{Label: a.NextL, Instance: a.NextI}
 	}
 	return n
+}
+
+// EncodeNotice writes n as the announcement [DecodeNotice] reads: an
+// acquisition with its holder and remaining time (whole microseconds), or
+// a release with the follower next in line. Any other kind is written as a
+// bare name, which reads back as [store.NoticeChanged].
+func EncodeNotice(n store.Notice) string {
+	a := announcement{Name: n.Name}
+	switch n.Kind {
+	case store.NoticeAcquired:
+		a.Kind, a.Label, a.Instance, a.TTL = "a", n.Holder.Label, n.Holder.Instance, n.Remaining.Microseconds()
+	case store.NoticeReleased:
+		a.Kind, a.NextL, a.NextI = "r", n.Next.Label, n.Next.Instance
+	default:
+		return n.Name
+	}
+	b, err := json.Marshal(a)
+	if err != nil {
+		// Marshalling strings and an integer cannot fail.
+		return n.Name
+	}
+	return string(b)
 }

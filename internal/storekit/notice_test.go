@@ -56,3 +56,16 @@ func TestDecodeNotices(t *testing.T) {
 		})
 	}
 }
+
+func TestEncodeNoticeReadsBack(t *testing.T) {
+	t.Parallel()
+	for _, n := range []store.Notice{
+		{Name: "billing", Kind: store.NoticeAcquired, Holder: store.Holder{Label: "w", Instance: "i1"}, Remaining: 3 * time.Second},
+		{Name: "billing", Kind: store.NoticeReleased, Next: store.Holder{Label: "w", Instance: "i2"}},
+		{Name: "billing", Kind: store.NoticeReleased},
+		{Name: "billing", Kind: store.NoticeChanged},
+		{Name: `"quoted" / name`, Kind: store.NoticeReleased, Next: store.Holder{Label: "l\\", Instance: "ü"}},
+	} {
+		require.Equal(t, n, storekit.DecodeNotice(storekit.EncodeNotice(n)), "encoded as %s", storekit.EncodeNotice(n))
+	}
+}

@@ -1,5 +1,6 @@
 // Package etcdstore keeps tenure leases in etcd v3: a [store.Store],
-// [store.Notifier] and [store.Lister] over a [clientv3.Client] the caller
+// [store.Notifier] and [store.Lister] that keeps followers in line
+// (without a hold; see The line), over a [clientv3.Client] the caller
 // creates and closes. For data kept in etcd it also gives the fence inside
 // the caller's own transaction: a token check ([Store.IsOwner]) and the
 // strict, chain-advancing write ([Store.StrictTxn]).
@@ -36,7 +37,10 @@
 //     LeaseTimeToLive, which answers in whole seconds rounded down; the
 //     store reports that plus one second (capped at the granted TTL), an
 //     upper bound, so that a follower waiting for it does not come back
-//     early.
+//     early. A refused acquisition adds the time etcd takes to delete an
+//     expired lease's keys (see The line); followers hear of that
+//     deletion anyway, and only wait for the expiry they were told when
+//     the notice is lost (see Notifications).
 //   - etcd has no clock a client can read: [store.Record.AcquiredAt] is the
 //     acquiring process's wall clock, for people to read.
 //
@@ -64,13 +68,82 @@
 //
 // # Notifications
 //
-// [Store.Listen] watches the held/ keys and reports each deletion: a
-// release, or etcd expiring the lease. A takeover needs the previous
-// tenure's key gone, so it is announced by that deletion, earlier than the
-// takeover itself. The watch requires a leader and is renewed from the
-// last revision it delivered whenever it ends; if that revision was
-// compacted meanwhile, the events in between are lost. Correctness never
-// depends on notifications.
+// [Store.Acquire] and [Store.Release] announce each change in the
+// transaction that makes it, by putting the announcement under
+// announce/<name>: a new tenure with its holder and granted TTL
+// ([store.NoticeAcquired]), a release with the head of the line
+// ([store.NoticeReleased], Next). etcd expiring a lease writes no
+// announcement (its lessor deletes the held/ key, and no code of this
+// store runs then), so [Store.Listen] also watches the deletions under
+// claim/ and held/: a release deletes its lease's claim/ key with the
+// held/ key, in one revision, and a held/ key deleted alone was deleted by
+// the lessor. That deletion is announced as it arrives, as
+// [store.NoticeChanged]. Listen keeps these two watches and nothing else:
+// renewals (puts of held/ keys), followers joining the line and the
+// claim/ puts cost a listener nothing; it hears of handovers and expiries.
+// The watches require a leader and are renewed from the last revision each
+// delivered whenever one ends; if that revision was compacted meanwhile,
+// the events in between are lost. Correctness never depends on
+// notifications.
+//
+// An expiry's notice names nobody: to name the head of the line, each
+// listener would read the line at each expiry. Every follower of the
+// lease so tries at once (spread over at most 10 ms), one of them takes
+// the lease and the others are refused and wait for its new tenure: one
+// acquisition per follower, a herd, but only when a holder crashed or
+// stalled, never on a clean handover, where the release names the head.
+// A lease acquired by a version of this store that wrote no claim/ key
+// has none to delete: its release reaches listeners as a release and as
+// an expiry, that once.
+//
+// # The line
+//
+// A follower that asks to wait ([store.AcquireParams.Wait]) and is refused
+// gets a key wait/<name>\x00<holder>, and keeps it when it asks again: its
+// place is the key's create revision, first come first, and
+// [store.HeldError].Position counts the keys created no later. The key
+// lives on an etcd lease that ends twice the follower's TTL after the
+// expiry it was told, so etcd forgets a follower that stops asking; an
+// acquisition deletes the acquirer's key, whether it waited or not, and
+// one that does not wait takes no place. A release names the head of the
+// line (the oldest key) in its announcement; that follower tries at once,
+// the others stay back for [store.Handoff] and hear of its new tenure
+// meanwhile. A handover after a release so costs the store the release
+// and the head's acquisition, however many wait.
+//
+// The store keeps no hold: a released lease is free at once, for anyone,
+// and a refusal never names a follower in [store.HeldError].Next. A hold
+// needs a time that ends it, decided inside a transaction, and etcd has no
+// clock a transaction can compare; the only timer it offers, an etcd
+// lease, lasts at least 2 s (its minimum TTL) and ends up to 500 ms late,
+// which would keep a lease whose next follower died from everyone for
+// three seconds instead of a quarter of one. Without it, a follower that
+// does not wait may take the lease before the head of the line, and so
+// may a follower behind the head whose timer runs out in the [store.Handoff]
+// before the head's new tenure is announced; either takes the lease as it
+// would without a line, with a greater token, and the line is never
+// needed for correctness.
+//
+// After an expiry the line keeps no order: followers hear of the expiry
+// when etcd deletes the held/ key (see Notifications), all try at once,
+// and the first to arrive takes the lease. A takeover after a crash so
+// comes when etcd deletes the key: at the TTL of the holder's last
+// renewal (counted from its LeaseGrant, sent just before the renewal's
+// transaction), plus up to the lessor's 500 ms sweep and a raft round,
+// the watch event and the new holder's acquisition (two round trips).
+//
+// The expiry a refusal reports only matters when that notice is lost (a
+// watch down or compacted past at that moment): it is the latest the
+// held/ key may still exist, the holder's remaining time rounded up (see
+// Clock) plus the lessor's 500 ms sweep, so that a follower comes back no
+// earlier (it would only be refused again) and no later than 1.5 s after
+// the TTL ran out (later only when a leader change extended the lease); a
+// follower behind the head comes [store.Handoff] after that. Followers
+// told at different times are told in whole seconds, so one behind the
+// head may be told an earlier expiry than the head and take the lease
+// first: without a hold, the line orders handovers after a release, not
+// after an expiry. The reported expiry never extends a tenure: a follower
+// is told more time, the holder never is.
 //
 // # History
 //
@@ -108,13 +181,17 @@
 //
 // # Keys
 //
-// Every lease name has up to four keys under [Config.KeyPrefix], each
-// written by one kind of call, so that every call is one transaction that
-// never reads before it writes:
+// Every lease name has up to seven keys under [Config.KeyPrefix], and one
+// per follower in its line, each written only by the calls named, so
+// that every change is one transaction that never reads before it writes:
 //
 //   - held/<name>: the holder, attached to an etcd lease. It exists exactly
 //     while the lease is held. Its create revision is the token, its version
 //     the renewal seq.
+//   - claim/<name>: empty and on no etcd lease, put by [Store.Acquire] and
+//     deleted by [Store.Release], each in the transaction that changes
+//     held/<name>; an expiry leaves it. It tells listeners a release from
+//     an expiry (see Notifications).
 //   - start/<name>: the holder, start time and payload of the last tenure,
 //     written by [Store.Acquire] in the transaction that creates
 //     held/<name>.
@@ -122,6 +199,12 @@
 //     reports it.
 //   - released/<name>: present when the last tenure was released rather
 //     than expired.
+//   - announce/<name>: the last announcement, put by [Store.Acquire] and
+//     [Store.Release] (see Notifications).
+//   - wait/<name>\x00<holder>: one follower in line, attached to an etcd
+//     lease of its own, written by [Store.Acquire] (see The line). Names
+//     hold no NUL, so wait/<name>\x00 is the prefix of that name's line
+//     alone.
 //
 // # etcd leases
 //
@@ -139,12 +222,17 @@
 // that finds the lease held revokes the etcd lease it granted.
 //
 // Round trips: Acquire 2 (grant, transaction), 4 when the lease is held
-// (also revoke and ask the holder's remaining time). Renew 1 grant per
-// distinct TTL, then the transactions of the batch, sent concurrently, each
+// (also ask the holder's remaining time, and revoke), 6 when the caller
+// also waits in line (grant the etcd lease of its wait/ key, then put the
+// key and count its place in one transaction). Renew 1 grant per distinct
+// TTL, then the transactions of the batch, sent concurrently, each
 // carrying up to [Config.MaxTxnOps]−3 leases, plus 1 per distinct etcd
-// lease of the current holders of entries that did not match. Release 1.
-// Get 1, plus 1 when held. List 1, plus 1 per distinct etcd lease among the
-// held leases.
+// lease of the current holders of entries that did not match. Release 1,
+// 2 when someone waits in line (the first transaction finds the line not
+// empty and reads its head; the second releases naming it). Get 1, plus 1
+// when held. List 1, plus 1 per distinct etcd lease among the held leases.
+// Nothing here grows with the number of followers but the count of the
+// keys ahead of a waiting follower, which the server does.
 //
 // # Renewal chain
 //

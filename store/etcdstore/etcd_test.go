@@ -91,7 +91,7 @@ func TestDefaultKeyPrefix(t *testing.T) {
 		require.NoError(t, s.Close())
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(t.Context()), 5*time.Second)
 		defer cancel()
-		for _, dir := range []string{"held/", "start/", "seq/", "released/"} {
+		for _, dir := range []string{"held/", "claim/", "start/", "seq/", "released/", "announce/"} {
 			_, err := cli.Delete(ctx, etcdstore.DefaultKeyPrefix+dir+name)
 			require.NoError(t, err)
 		}
@@ -409,12 +409,61 @@ func TestListen(t *testing.T) {
 		require.ErrorIs(t, err, store.ErrInvalid)
 	})
 
-	t.Run("OnExpiry", func(t *testing.T) {
+	t.Run("ExpiryAnnounced", func(t *testing.T) {
 		t.Parallel()
 		rec := listen(t, b)
-		g := b.acquire(t, testutil.UniqueName(t), testutil.Holder(t, "holder"), etcdstore.MinTTL)
-		require.True(t, rec.Wait(g.Name, eventTimeout), "no notification for lease %q within %s", g.Name, eventTimeout)
-		require.Equal(t, store.StateExpired, b.get(t, g.Name).State, "the notification came when etcd expired the lease")
+		// One lease is left to expire; the other is renewed and released
+		// meanwhile. The deletions of both reach the listener in revision
+		// order, so by the time it hears of the expiry it has seen the
+		// release's deletion too.
+		g := b.acquire(t, testutil.UniqueName(t), testutil.Holder(t, "crashed"), etcdstore.MinTTL)
+		other := b.acquire(t, testutil.UniqueName(t)+"_other", testutil.Holder(t, "holder"), longTTL)
+		rs, err := b.store.Renew(t.Context(), []store.RenewParams{renewParams(other, longTTL)})
+		require.NoError(t, err)
+		require.True(t, rs[0].Renewed)
+		require.NoError(t, b.store.Release(t.Context(), store.ReleaseParams{Name: other.Name, Holder: other.Holder, Token: other.Token}))
+
+		require.True(t, rec.WaitFor(func(n store.Notice) bool { return n.Name == g.Name && n.Kind == store.NoticeChanged }, eventTimeout),
+			"no notification of the expiry of lease %q within %s", g.Name, eventTimeout)
+		require.Equal(t, store.StateExpired, b.get(t, g.Name).State, "the notification came when etcd deleted the expired lease")
+		acquired := store.Notice{Name: g.Name, Kind: store.NoticeAcquired, Holder: g.Holder, Remaining: etcdstore.MinTTL}
+		require.Equal(t, []store.Notice{acquired, {Name: g.Name, Kind: store.NoticeChanged}}, rec.Of(g.Name),
+			"etcd expiring a lease is announced once, naming nobody")
+		require.True(t, rec.WaitFor(func(n store.Notice) bool { return n.Name == other.Name && n.Kind == store.NoticeReleased }, eventTimeout),
+			"no release notice within %s", eventTimeout)
+		require.Equal(t, []store.Notice{
+			{Name: other.Name, Kind: store.NoticeAcquired, Holder: other.Holder, Remaining: longTTL},
+			{Name: other.Name, Kind: store.NoticeReleased},
+		}, rec.Of(other.Name), "the renewal is not announced, and the release is not taken for an expiry")
+
+		next := testutil.Holder(t, "next")
+		b.acquire(t, g.Name, next, longTTL)
+		require.True(t, rec.WaitFor(func(n store.Notice) bool { return n.Name == g.Name && n.Holder == next }, eventTimeout),
+			"no notice of the takeover within %s", eventTimeout)
+		require.Equal(t, []store.Notice{
+			acquired,
+			{Name: g.Name, Kind: store.NoticeChanged},
+			{Name: g.Name, Kind: store.NoticeAcquired, Holder: next, Remaining: longTTL},
+		}, rec.Of(g.Name), "the takeover is announced after the expiry")
+	})
+
+	t.Run("RenewalsAndLineUnannounced", func(t *testing.T) {
+		t.Parallel()
+		rec := listen(t, b)
+		g := b.acquire(t, testutil.UniqueName(t), testutil.Holder(t, "holder"), longTTL)
+		rs, err := b.store.Renew(t.Context(), []store.RenewParams{renewParams(g, longTTL)})
+		require.NoError(t, err)
+		require.True(t, rs[0].Renewed)
+		next := testutil.Holder(t, "next")
+		_, err = b.store.Acquire(t.Context(), store.AcquireParams{Name: g.Name, Holder: next, TTL: longTTL, Wait: true})
+		require.ErrorIs(t, err, store.ErrHeld)
+		require.NoError(t, b.store.Release(t.Context(), store.ReleaseParams{Name: g.Name, Holder: g.Holder, Token: g.Token}))
+		require.True(t, rec.WaitFor(func(n store.Notice) bool { return n.Name == g.Name && n.Kind == store.NoticeReleased }, eventTimeout),
+			"no release notice within %s", eventTimeout)
+		require.Equal(t, []store.Notice{
+			{Name: g.Name, Kind: store.NoticeAcquired, Holder: g.Holder, Remaining: longTTL},
+			{Name: g.Name, Kind: store.NoticeReleased, Next: next},
+		}, rec.Of(g.Name), "only the acquisition and the release are announced, in order")
 	})
 
 	t.Run("ContextDone", func(t *testing.T) {

@@ -42,6 +42,8 @@ func (h harness) NewStore(tb testing.TB) store.Store {
 func (h harness) Capabilities() storetest.Capabilities {
 	return storetest.Capabilities{
 		Notify:    true,
+		Line:      true,
+		NoHandoff: true,
 		ExpiryLag: expiryLag,
 		RoundTrip: func(ctx context.Context) error {
 			_, err := h.base.Get(ctx, "tenure-test/round-trip")

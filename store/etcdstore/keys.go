@@ -11,39 +11,71 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 )
 
-// Every lease name has up to four keys under the store's prefix, each
-// written by exactly one kind of call, so that every call is one
-// transaction that never has to read a value before writing it:
+// Every lease name has up to seven keys under the store's prefix, and one
+// more per follower in its line, each written only by the calls named
+// here, so that every change is one transaction that never has to read a
+// value before writing it:
 //
 //	held/<name>      the holder; attached to an etcd lease, so it exists only
 //	                 while the tenure is held. Its create revision is the
 //	                 token, its version the seq.
+//	claim/<name>     empty, on no etcd lease: put by Acquire, deleted by
+//	                 Release, each in the transaction that changes held/<name>,
+//	                 and left alone by an expiry. A listener watches the
+//	                 deletions in claim/ and held/ (adjacent ranges: nothing
+//	                 this store writes sorts between them) and tells a
+//	                 release, which deletes both keys in one revision, from
+//	                 etcd expiring the lease, which deletes held/<name> alone.
 //	start/<name>     the holder and acquisition time of the last tenure,
 //	                 written only by Acquire, in the transaction that creates
 //	                 held/<name>: its mod revision is that tenure's token.
 //	seq/<name>       the seq the last renewal set; deleted by Acquire.
 //	released/<name>  present when the last tenure was released; deleted by
 //	                 Acquire.
+//	announce/<name>  the last announcement of the lease, as
+//	                 [storekit.EncodeNotice] writes it: put by Acquire (the
+//	                 new tenure) and Release (the follower next in line) in
+//	                 the transaction that makes the change. Listeners watch
+//	                 the puts under announce/ and nothing else.
+//	wait/<name>\x00<holder>
+//	                 one follower in line, its value the holder; attached to
+//	                 an etcd lease that ends twice the follower's TTL after
+//	                 the expiry it was told, so etcd forgets a follower that
+//	                 stops asking. Its create revision is its place: asking
+//	                 again moves the key to a new etcd lease and keeps it.
+//	                 A name holds no NUL (store.ValidateName), so the
+//	                 prefix wait/<name>\x00 holds that name's line alone.
 const (
 	heldDir     = "held/"
+	claimDir    = "claim/"
 	startDir    = "start/"
 	seqDir      = "seq/"
 	releasedDir = "released/"
+	announceDir = "announce/"
+	waitDir     = "wait/"
 )
 
 // keys are the keys of one lease name.
 type keys struct {
-	held, start, seq, released string
+	held, claim, start, seq, released, announce string
+	// line is the prefix of the keys of the followers in line.
+	line string
 }
 
 func (s *Store) keys(name string) keys {
 	return keys{
 		held:     s.prefix + heldDir + name,
+		claim:    s.prefix + claimDir + name,
 		start:    s.prefix + startDir + name,
 		seq:      s.prefix + seqDir + name,
 		released: s.prefix + releasedDir + name,
+		announce: s.prefix + announceDir + name,
+		line:     s.prefix + waitDir + name + "\x00",
 	}
 }
+
+// waiter is the key of holder h in the line.
+func (k keys) waiter(h store.Holder) string { return k.line + encodeHolder(h) }
 
 // holderValue is the value of a held/ key. Renewals and releases compare
 // it byte for byte, so it must encode a holder in exactly one way:
@@ -70,6 +102,15 @@ func encodeHolder(h store.Holder) string {
 		return ""
 	}
 	return string(b)
+}
+
+// decodeHolder reads the value of a held/ or wait/ key.
+func decodeHolder(kv *mvccpb.KeyValue) (store.Holder, error) {
+	var v holderValue
+	if err := json.Unmarshal(kv.Value, &v); err != nil {
+		return store.Holder{}, err
+	}
+	return store.Holder{Label: v.Label, Instance: v.Instance}, nil
 }
 
 func encodeStart(h store.Holder, at time.Time, payload string) string {
@@ -102,11 +143,11 @@ func corrupt(name string, kv *mvccpb.KeyValue, err error) error {
 
 // holder decodes the holder of a held/ key.
 func (sn snapshot) holder(name string) (store.Holder, error) {
-	var v holderValue
-	if err := json.Unmarshal(sn.held.Value, &v); err != nil {
+	h, err := decodeHolder(sn.held)
+	if err != nil {
 		return store.Holder{}, corrupt(name, sn.held, err)
 	}
-	return store.Holder{Label: v.Label, Instance: v.Instance}, nil
+	return h, nil
 }
 
 // last decodes the start/ key: the last tenure's holder and start.

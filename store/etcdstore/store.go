@@ -27,6 +27,13 @@ var (
 // held expired before the store could ask how long it had left.
 const acquireAttempts = 3
 
+// lessorSweep is how often etcd's lessor looks for expired etcd leases
+// before it deletes their keys. A refusal reports the holder's remaining
+// time plus this: the longest the held/ key may still exist, so that a
+// follower that hears no announcement of the expiry does not come back
+// before the key is gone.
+const lessorSweep = 500 * time.Millisecond
+
 // Store is a [store.Store] on etcd. Its methods are safe for concurrent
 // use. Create it with [New].
 type Store struct {
@@ -57,10 +64,13 @@ func New(client *clientv3.Client, cfg Config) (*Store, error) {
 
 // Acquire implements [store.Store.Acquire] in two round trips: it grants
 // an etcd lease of p.TTL rounded up to whole seconds, then creates the
-// held/ key on it in a transaction that requires the key to be absent. The
-// token is that transaction's revision. When the lease is held, Acquire
-// revokes the etcd lease it granted and asks the server how long the
-// holder's has left: two more round trips.
+// held/ key on it (and the claim/ key a release deletes) in a transaction
+// that requires the key to be absent, takes the caller out of the line
+// and announces the new tenure. The token is that transaction's
+// revision. When the lease is held, Acquire asks the server how long the
+// holder's etcd lease has left and revokes the one it granted: two more
+// round trips, and two more to take or keep a place in line when p.Wait
+// asks for one (see [Store.wait]).
 //
 // A TTL below [MinTTL] or above [MaxTTL] is refused with an error matching
 // [store.ErrInvalid].
@@ -80,18 +90,23 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (store.Grant
 		return store.Grant{}, classify(fmt.Sprintf("acquire %q: grant etcd lease", p.Name), err)
 	}
 	k := s.keys(p.Name)
+	granted := time.Duration(lease.TTL) * time.Second
 	holder := encodeHolder(p.Holder)
 	start := encodeStart(p.Holder, time.Now(), p.Payload)
+	announce := storekit.EncodeNotice(store.Notice{Name: p.Name, Kind: store.NoticeAcquired, Holder: p.Holder, Remaining: granted})
 	for range acquireAttempts {
 		resp, err := s.client.Txn(ctx).
 			If(clientv3.Compare(clientv3.CreateRevision(k.held), "=", 0)).
 			Then(
 				clientv3.OpPut(k.held, holder, clientv3.WithLease(lease.ID)),
+				clientv3.OpPut(k.claim, ""),
 				clientv3.OpPut(k.start, start),
 				clientv3.OpDelete(k.seq),
 				clientv3.OpDelete(k.released),
+				clientv3.OpDelete(k.waiter(p.Holder)),
+				clientv3.OpPut(k.announce, announce),
 			).
-			Else(clientv3.OpGet(k.held), clientv3.OpGet(k.start)).
+			Else(clientv3.OpGet(k.held), clientv3.OpGet(k.start), clientv3.OpGet(k.waiter(p.Holder))).
 			Commit()
 		if err != nil {
 			return store.Grant{}, classify(fmt.Sprintf("acquire %q", p.Name), err)
@@ -102,13 +117,14 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (store.Grant
 				Holder:    p.Holder,
 				Token:     store.Token(resp.Header.Revision),
 				Seq:       1,
-				Remaining: time.Duration(lease.TTL) * time.Second,
+				Remaining: granted,
 				Payload:   p.Payload,
 			}, nil
 		}
+		rs := resp.Responses
 		sn := snapshot{
-			held:  first(resp.Responses[0].GetResponseRange().Kvs),
-			start: first(resp.Responses[1].GetResponseRange().Kvs),
+			held:  first(rs[0].GetResponseRange().Kvs),
+			start: first(rs[1].GetResponseRange().Kvs),
 		}
 		if sn.held == nil {
 			continue // the compare saw the key, so the read in the same transaction does too
@@ -131,11 +147,58 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (store.Grant
 		if err != nil {
 			return store.Grant{}, err
 		}
-		return store.Grant{}, &store.HeldError{Name: p.Name, Holder: g.Holder, Token: g.Token, Seq: g.Seq, Remaining: g.Remaining, Payload: last.Payload}
+		he := &store.HeldError{Name: p.Name, Holder: g.Holder, Token: g.Token, Seq: g.Seq, Remaining: g.Remaining + lessorSweep, Payload: last.Payload}
+		if p.Wait {
+			if he.Position, err = s.wait(ctx, p, first(rs[2].GetResponseRange().Kvs), remaining); err != nil {
+				return store.Grant{}, err
+			}
+		}
+		return store.Grant{}, he
 	}
 	s.revoke(ctx, lease.ID)
 	return store.Grant{}, fmt.Errorf("etcdstore: acquire %q: %w: the lease was held, then expired, %d times in a row while the store looked; retry",
 		p.Name, store.ErrUnavailable, acquireAttempts)
+}
+
+// wait puts p.Holder in the line of lease p.Name, or keeps its place there,
+// and returns its place (1: next). in is the caller's wait/ key as the
+// refusal read it (nil when it was not in line); remaining is the time
+// the holder has left. Two round trips: it grants an etcd lease that ends
+// twice p.TTL after that expiry, then moves the key onto it (creating it
+// at the end of the line when it is not there) and counts the keys ahead
+// of it in the same transaction. The etcd lease the key had before
+// expires by itself.
+func (s *Store) wait(ctx context.Context, p store.AcquireParams, in *mvccpb.KeyValue, remaining time.Duration) (int, error) {
+	op := fmt.Sprintf("acquire %q: wait in line", p.Name)
+	forget := min(remaining+2*p.TTL, MaxTTL)
+	lease, err := s.client.Grant(ctx, int64((forget+time.Second-1)/time.Second))
+	if err != nil {
+		return 0, classify(op+": grant etcd lease", err)
+	}
+	k := s.keys(p.Name)
+	key := k.waiter(p.Holder)
+	put := clientv3.OpPut(key, encodeHolder(p.Holder), clientv3.WithLease(lease.ID))
+	// A new key is the last in line: every key there is ahead of it.
+	last := []clientv3.Op{put, clientv3.OpGet(k.line, clientv3.WithPrefix(), clientv3.WithCountOnly())}
+	txn := s.client.Txn(ctx)
+	if in != nil {
+		// A key kept is where it was: ahead of it are the keys created
+		// no later. Unless etcd forgot it meanwhile, and it is new.
+		txn = txn.If(clientv3.Compare(clientv3.CreateRevision(key), "=", in.CreateRevision)).
+			Then(put, clientv3.OpGet(k.line, clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithMaxCreateRev(in.CreateRevision))).
+			Else(last...)
+	} else {
+		txn = txn.Then(last...)
+	}
+	resp, err := txn.Commit()
+	if err != nil {
+		return 0, classify(op, err)
+	}
+	ahead := resp.Responses[1].GetResponseRange()
+	if in != nil && resp.Succeeded {
+		return len(ahead.Kvs), nil
+	}
+	return int(ahead.Count), nil
 }
 
 // Renew implements [store.Store.Renew]. It grants one new etcd lease per
@@ -279,9 +342,16 @@ func (s *Store) renewOp(p store.RenewParams, id clientv3.LeaseID) clientv3.Op {
 	)
 }
 
-// Release implements [store.Store.Release] in one round trip: it deletes
-// the held/ key if its create revision is p.Token and its value p.Holder,
-// and marks the lease released. The etcd lease stays (it may carry other
+// Release implements [store.Store.Release] in one round trip when nobody
+// waits in line: it deletes the held/ key if its create revision is
+// p.Token and its value p.Holder, deletes the claim/ key with it (so that
+// listeners do not take the release for an expiry), marks the lease
+// released and announces the release, all in a transaction that also
+// requires the line to be empty. When someone waits, that transaction
+// reads the head of the line instead, and a second one releases and
+// announces the release naming the head ([store.Notice].Next). The lease
+// is free at once: this store keeps no released lease for the head (see
+// the package doc, The line). The etcd lease stays (it may carry other
 // leases of the same renewal) and expires by itself.
 func (s *Store) Release(ctx context.Context, p store.ReleaseParams) error {
 	if err := s.begin("release"); err != nil {
@@ -291,15 +361,43 @@ func (s *Store) Release(ctx context.Context, p store.ReleaseParams) error {
 		return fmt.Errorf("etcdstore: release: %w", err)
 	}
 	k := s.keys(p.Name)
+	op := fmt.Sprintf("release %q", p.Name)
+	ours := []clientv3.Cmp{
+		clientv3.Compare(clientv3.CreateRevision(k.held), "=", int64(p.Token)),
+		clientv3.Compare(clientv3.Value(k.held), "=", encodeHolder(p.Holder)),
+	}
+	release := func(next store.Holder) []clientv3.Op {
+		return []clientv3.Op{
+			clientv3.OpDelete(k.held),
+			clientv3.OpDelete(k.claim),
+			clientv3.OpPut(k.released, ""),
+			clientv3.OpPut(k.announce, storekit.EncodeNotice(store.Notice{Name: p.Name, Kind: store.NoticeReleased, Next: next})),
+		}
+	}
 	resp, err := s.client.Txn(ctx).
-		If(
-			clientv3.Compare(clientv3.CreateRevision(k.held), "=", int64(p.Token)),
-			clientv3.Compare(clientv3.Value(k.held), "=", encodeHolder(p.Holder)),
-		).
-		Then(clientv3.OpDelete(k.held), clientv3.OpPut(k.released, "")).
+		If(ours...).
+		Then(clientv3.OpTxn(
+			[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(k.line), "=", 0).WithPrefix()},
+			release(store.Holder{}),
+			[]clientv3.Op{clientv3.OpGet(k.line, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(1))},
+		)).
 		Commit()
 	if err != nil {
-		return classify(fmt.Sprintf("release %q", p.Name), err)
+		return classify(op, err)
+	}
+	if resp.Succeeded {
+		inner := resp.Responses[0].GetResponseTxn()
+		if inner.Succeeded {
+			return nil
+		}
+		head := first(inner.Responses[0].GetResponseRange().Kvs)
+		next, err := decodeHolder(head)
+		if err != nil {
+			return corrupt(p.Name, head, err)
+		}
+		if resp, err = s.client.Txn(ctx).If(ours...).Then(release(next)...).Commit(); err != nil {
+			return classify(op, err)
+		}
 	}
 	if !resp.Succeeded {
 		return fmt.Errorf("etcdstore: release of lease %q by %s with token %d refused: %w",

@@ -29,6 +29,9 @@ func testLine(t *testing.T, h Harness) {
 
 	t.Run("ReleaseKeepsLeaseForNext", func(t *testing.T) {
 		t.Parallel()
+		if h.Capabilities().NoHandoff {
+			t.Skip("storetest: the backend keeps no released lease for the next in line (Capabilities.NoHandoff)")
+		}
 		b, g := setupHeld(t, h)
 		first, second := testutil.Holder(t, "first"), testutil.Holder(t, "second")
 		b.wait(t, g.Name, first, longTTL)
@@ -47,8 +50,30 @@ func testLine(t *testing.T, h Harness) {
 		require.Equal(t, 1, b.wait(t, g.Name, second, longTTL).Position, "the new holder left the line")
 	})
 
+	t.Run("ReleaseFreesLeaseAtOnce", func(t *testing.T) {
+		t.Parallel()
+		if !h.Capabilities().NoHandoff {
+			t.Skip("storetest: the backend keeps a released lease for the next in line (see ReleaseKeepsLeaseForNext)")
+		}
+		b, g := setupHeld(t, h)
+		first, second := testutil.Holder(t, "first"), testutil.Holder(t, "second")
+		b.wait(t, g.Name, first, longTTL)
+		b.wait(t, g.Name, second, longTTL)
+		b.release(t, g)
+
+		next := b.acquireWait(t, g.Name, second, longTTL)
+		require.Greater(t, next.Token, g.Token, "a released lease is free at once, for any follower")
+		held := b.wait(t, g.Name, first, longTTL)
+		require.Equal(t, 1, held.Position, "the new holder left the line, the others kept their places")
+		require.Equal(t, second, held.Holder)
+		require.Zero(t, held.Next, "a store without a hold names no follower in a refusal")
+	})
+
 	t.Run("KeptOnlyForHandoff", func(t *testing.T) {
 		t.Parallel()
+		if h.Capabilities().NoHandoff {
+			t.Skip("storetest: the backend keeps no released lease for the next in line (Capabilities.NoHandoff)")
+		}
 		b, g := setupHeld(t, h)
 		b.wait(t, g.Name, testutil.Holder(t, "gone"), longTTL)
 		b.release(t, g)
@@ -72,6 +97,11 @@ func testLine(t *testing.T, h Harness) {
 			require.True(t, r.Renewed)
 			held.Seq = r.Grant.Seq
 			time.Sleep(b.short() / 4) // the store's own timer is the event waited for
+		}
+		if b.caps.NoHandoff {
+			require.Equal(t, 1, b.wait(t, n, testutil.Holder(t, "other"), longTTL).Position,
+				"a forgotten follower leaves the line")
+			return
 		}
 		b.release(t, held)
 		b.acquire(t, n, testutil.Holder(t, "other"), longTTL)

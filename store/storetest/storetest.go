@@ -34,8 +34,16 @@ type Capabilities struct {
 
 	// Line reports that the store keeps followers that ask to wait in
 	// line ([store.AcquireParams.Wait]) and keeps a released lease for the
-	// head of the line for [store.Handoff]; the suite checks the line.
+	// head of the line for [store.Handoff] (unless NoHandoff); the suite
+	// checks the line.
 	Line bool
+
+	// NoHandoff reports, with Line, that the store keeps the line but no
+	// released lease for its head: a release frees the lease at once and
+	// only names the head in its announcement (etcd has no server clock a
+	// transaction could end a hold by). The suite then checks that a
+	// release refuses nobody, and that a forgotten follower leaves the line.
+	NoHandoff bool
 
 	// ExpiryLag is how much longer than its TTL the store may take to expire
 	// a lease, or round a TTL up by: 0 for stores that expire exactly (for
