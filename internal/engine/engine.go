@@ -401,7 +401,10 @@ func (e *Engine) acquireDone(now Instant, d AcquireDone) {
 		// store's clock no later than its remaining time from now: try
 		// then, not later.
 		l.nextAttempt = now.Mono + d.Held.Remaining + e.behind(l)
-		if missed != nil {
+		// An announcement heard meanwhile is heard now, unless it is of the
+		// tenure that refused: the place and time the refusal gave count
+		// that tenure already.
+		if missed != nil && (missed.Kind != store.NoticeAcquired || missed.Holder != d.Held.Holder) {
 			e.heard(now, l, *missed)
 		}
 	case d.Permanent:

@@ -758,6 +758,20 @@ func TestFollowersInLine(t *testing.T) {
 		require.Equal(t, send.Holder, retry.Holder, "the follower the release named tries at once")
 	})
 
+	t.Run("NewTenureHeardWhileAcquiringIsCountedOnce", func(t *testing.T) {
+		t.Parallel()
+		h := newHarness(t)
+		send := only[SendAcquire](t, h.step(Want{Name: "billing", Campaign: true}))
+		h.advance(time.Millisecond)
+		none[SendAcquire](t, h.step(Notified{store.Notice{Name: "billing", Kind: store.NoticeAcquired, Holder: other, Remaining: remaining}}))
+		h.advance(time.Millisecond)
+		// The refusal comes from the tenure just announced: the place it
+		// gives already counts it.
+		none[SendAcquire](t, h.step(AcquireDone{Name: "billing", Holder: send.Holder, SentAt: send.SentAt,
+			Held: &store.HeldError{Holder: other, Token: 3, Seq: 1, Remaining: remaining, Position: 2}}))
+		require.Equal(t, remaining+store.Handoff+spread/2, next(h), "second in line stays back for the handoff")
+	})
+
 	t.Run("OwnTenuresAnnouncementNeedsNoCheck", func(t *testing.T) {
 		t.Parallel()
 		h := newHarness(t)
