@@ -31,7 +31,7 @@ func TestMySQLStore(t *testing.T) {
 	require.Equal(t, 0, p.code, p.stderr.all())
 	printed := p.stdout.rest()
 	require.Contains(t, printed, "CREATE PROCEDURE IF NOT EXISTS")
-	require.Contains(t, printed, "GRANT EXECUTE ON PROCEDURE `"+cfg.Database+"`.`"+cfg.TablePrefix+"acquire_lease` TO 'worker';")
+	require.Contains(t, printed, "GRANT EXECUTE ON PROCEDURE `"+cfg.Database+"`.`"+cfg.TablePrefix+"acquire_or_wait` TO 'worker';")
 	require.NotContains(t, printed, "GRANT SELECT", "the run-time account gets no table privileges")
 
 	m := run(t, env, "migrate")

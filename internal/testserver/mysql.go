@@ -250,11 +250,14 @@ func (h MySQLHarness) NewStore(tb testing.TB) store.Store {
 }
 
 // Capabilities implements [storetest.Harness]: MySQL has no
-// notifications and expires exactly, to the microsecond; its round trip is
-// `SELECT 1` on the store's handle.
+// notifications and expires exactly, to the microsecond; it keeps a line
+// of followers without holding a released lease for the first; its round
+// trip is `SELECT 1` on the store's handle.
 func (h MySQLHarness) Capabilities() storetest.Capabilities {
 	db := h.db()
 	return storetest.Capabilities{
+		Line:      true,
+		NoHandoff: true,
 		RoundTrip: func(ctx context.Context) error {
 			var one int
 			if err := db.QueryRowContext(ctx, "SELECT 1").Scan(&one); err != nil {

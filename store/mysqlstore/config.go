@@ -24,7 +24,8 @@ const (
 	suffixFences     = "fences"
 	suffixTokens     = "tokens"
 	suffixMigrations = "migrations"
-	suffixAcquire    = "acquire_lease"
+	suffixAcquire    = "acquire_or_wait"
+	suffixWaiters    = "waiters"
 	suffixRenew      = "renew"
 	suffixRelease    = "release"
 	suffixGet        = "get_lease"
@@ -33,7 +34,11 @@ const (
 	// procedures of migration 001, which migration 002 replaces with
 	// AcquireProc, GetProc and ListProc (their parameters or answers
 	// gained the payload, which a procedure cannot change in place).
-	suffixAcquire001       = "acquire"
+	suffixAcquire001 = "acquire"
+	// suffixAcquire002 names the procedure of migration 002, which
+	// migration 003 keeps for older libraries beside AcquireProc (which
+	// gained the wait argument and the caller's place in line).
+	suffixAcquire002       = "acquire_lease"
 	suffixGet001           = "get"
 	suffixList001          = "list"
 	suffixFence            = "fence"
@@ -67,8 +72,8 @@ type Config struct {
 
 	// TablePrefix is put in front of every object's name: with the default
 	// [DefaultTablePrefix] they are the tables tenure_leases, tenure_fences,
-	// tenure_tokens and tenure_migrations and the procedures
-	// tenure_acquire_lease, tenure_renew, tenure_release, tenure_get_lease,
+	// tenure_tokens, tenure_waiters and tenure_migrations and the procedures
+	// tenure_acquire_or_wait, tenure_renew, tenure_release, tenure_get_lease,
 	// tenure_list_leases, tenure_fence,
 	// tenure_check_lease and tenure_check_lease_strict. Several prefixes
 	// can live side by side in one database, each with its own leases,
@@ -90,6 +95,8 @@ type Objects struct {
 	Tokens string
 	// Migrations records which migrations were applied.
 	Migrations string
+	// Waiters is the line of followers waiting for each lease.
+	Waiters string
 	// The procedures the store calls.
 	AcquireProc, RenewProc, ReleaseProc, GetProc, ListProc string
 	// The fence procedures (see the package documentation).
@@ -120,6 +127,7 @@ func (c Config) Objects() (Objects, error) {
 		Fences:               prefix + suffixFences,
 		Tokens:               prefix + suffixTokens,
 		Migrations:           prefix + suffixMigrations,
+		Waiters:              prefix + suffixWaiters,
 		AcquireProc:          prefix + suffixAcquire,
 		RenewProc:            prefix + suffixRenew,
 		ReleaseProc:          prefix + suffixRelease,
@@ -192,7 +200,9 @@ func (o Objects) render(sql string) string {
 		"{{tokens}}", o.Ident(o.Tokens),
 		"{{migrations}}", o.Ident(o.Migrations),
 		"{{acquire}}", o.Ident(o.TablePrefix+suffixAcquire001),
-		"{{acquire_lease}}", o.Ident(o.AcquireProc),
+		"{{acquire_lease}}", o.Ident(o.TablePrefix+suffixAcquire002),
+		"{{acquire_or_wait}}", o.Ident(o.AcquireProc),
+		"{{waiters}}", o.Ident(o.Waiters),
 		"{{renew}}", o.Ident(o.RenewProc),
 		"{{release}}", o.Ident(o.ReleaseProc),
 		"{{get}}", o.Ident(o.TablePrefix+suffixGet001),

@@ -63,6 +63,20 @@
 // time: after a clean release a follower takes over when the released
 // lease's old expiry passes, at most one TTL later, not at once.
 //
+// # The line
+//
+// Followers that ask to wait ([store.AcquireParams.Wait], as every
+// campaign does) are kept in line, first come first (the waiters table,
+// migration 003): a refusal reports the caller's place, and an
+// acquisition takes the winner out of the line. Told the same expiry, the
+// first in line comes back at that moment and the others a moment later
+// ([store.Handoff] and a small spread), so an expiry costs the store one
+// acquisition however many follow. A follower that stops asking is
+// forgotten twice its TTL after the expiry it was last told. A released
+// lease is free at once: nothing would tell the first in line of the
+// release before the expiry it waits for, so keeping the lease for it
+// would only keep it from a follower that asks sooner.
+//
 // # History
 //
 // The MySQL store keeps no history ([store.Historian]) yet. It can keep
@@ -136,12 +150,17 @@
 //   - tenure_tokens(id = 1, value): the token counter.
 //   - tenure_fences(resource VARBINARY(255) PRIMARY KEY, token,
 //     updated_us): the highest token each fenced resource accepted.
-//   - the procedures tenure_acquire_lease, tenure_renew, tenure_release,
+//   - tenure_waiters(name, holder_label, holder_instance, ticket,
+//     until_us): the followers waiting in line for each lease (see The
+//     line).
+//   - the procedures tenure_acquire_or_wait, tenure_renew, tenure_release,
 //     tenure_get_lease and tenure_list_leases (migration 002 replaced
 //     001's tenure_acquire, tenure_get and tenure_list to add the holder's
-//     payload; an account granted those needs the GRANTs of
-//     [Config.GrantSQL] again), and the fence procedures tenure_fence,
-//     tenure_check_lease and tenure_check_lease_strict (below).
+//     payload, and 003 added tenure_acquire_or_wait beside 002's
+//     tenure_acquire_lease, which older libraries call; an account granted
+//     those needs the GRANTs of [Config.GrantSQL] again), and the fence
+//     procedures tenure_fence, tenure_check_lease and
+//     tenure_check_lease_strict (below).
 //
 // Every name is [Config.TablePrefix] followed by a fixed suffix, in
 // [Config.Database] (the connection's default database when empty). Names

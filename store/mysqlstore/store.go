@@ -60,7 +60,7 @@ func New(db *sql.DB, cfg Config) (*Store, error) {
 	return &Store{
 		db:         db,
 		obj:        obj,
-		acquireSQL: "CALL " + obj.Ident(obj.AcquireProc) + "(?, ?, ?, ?, ?)",
+		acquireSQL: "CALL " + obj.Ident(obj.AcquireProc) + "(?, ?, ?, ?, ?, ?)",
 		renewSQL:   "CALL " + obj.Ident(obj.RenewProc) + "(?)",
 		releaseSQL: "CALL " + obj.Ident(obj.ReleaseProc) + "(?, ?, ?, ?)",
 		getSQL:     "CALL " + obj.Ident(obj.GetProc) + "(?)",
@@ -91,19 +91,20 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (store.Grant
 	}
 	op := fmt.Sprintf("acquire lease %q", p.Name)
 	var (
-		acquired               bool
-		g                      = store.Grant{Name: p.Name}
-		remainingUS, decidedUS int64
+		acquired                         bool
+		g                                = store.Grant{Name: p.Name}
+		remainingUS, decidedUS, position int64
 	)
-	err := s.queryRow(ctx, s.acquireSQL, []any{p.Name, p.Holder.Label, p.Holder.Instance, micros(p.TTL), p.Payload},
-		&acquired, &g.Holder.Label, &g.Holder.Instance, &g.Token, &g.Seq, &remainingUS, &decidedUS, &g.Payload)
+	err := s.queryRow(ctx, s.acquireSQL, []any{p.Name, p.Holder.Label, p.Holder.Instance, micros(p.TTL), p.Payload, p.Wait},
+		&acquired, &g.Holder.Label, &g.Holder.Instance, &g.Token, &g.Seq, &remainingUS, &decidedUS, &g.Payload, &position)
 	if err != nil {
 		return store.Grant{}, interpretError(op, err)
 	}
 	g.Remaining = fromMicros(remainingUS)
 	g.At = time.UnixMicro(decidedUS).UTC()
 	if !acquired {
-		return store.Grant{}, &store.HeldError{Name: p.Name, Holder: g.Holder, Token: g.Token, Seq: g.Seq, Remaining: g.Remaining, Payload: g.Payload}
+		return store.Grant{}, &store.HeldError{Name: p.Name, Holder: g.Holder, Token: g.Token, Seq: g.Seq, Remaining: g.Remaining,
+			Payload: g.Payload, Position: int(position)}
 	}
 	return g, nil
 }
