@@ -86,7 +86,10 @@ func (s *Store) Config() Config { return s.cfg }
 func (s *Store) MinTTL() time.Duration { return s.cfg.MinSessionTTL }
 
 // Acquire implements [store.Store.Acquire]. A lease that is free costs
-// three round trips (read, session create, transaction); a held one, one.
+// three round trips (read, session create, transaction); a held one, one,
+// and when p.Wait asks for a place in line one more to keep it or two more
+// to take it (see [Store.wait]). The acquirer leaves the line in the
+// transaction that grants it the lease.
 // During Consul's lock-delay after an expiry (see [Config.LockDelay]) the
 // lease is reported held by its last holder, with the configured delay as
 // its remaining time. The transaction that grants the lease also announces
@@ -543,8 +546,10 @@ func txnIndex(resp *api.TxnResponse) uint64 {
 }
 
 // Release implements [store.Store.Release]: it marks the lease record
-// released, unlocks it and announces the release in one transaction (two
-// round trips with the read). The counter is kept, and a clean release
+// released, unlocks it and announces the release, naming the head of the
+// line as the read found it, in one transaction (two round trips with the
+// read). The lease is free at once: this store keeps no released lease
+// for the head (see The line in the package documentation). The counter is kept, and a clean release
 // sets off no lock-delay. When the session that held the lease holds none
 // of the other leases this store put into it, it is destroyed in the
 // background; otherwise it is left to expire with them.
