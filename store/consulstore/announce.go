@@ -3,8 +3,8 @@ package consulstore
 import (
 	"encoding/json"
 	"fmt"
-	"time"
 
+	"github.com/tenure-dev/tenure/internal/storekit"
 	"github.com/tenure-dev/tenure/store"
 
 	"github.com/hashicorp/consul/api"
@@ -22,37 +22,30 @@ const (
 	announceKept = 8
 )
 
-// Announced kinds as stored in the announcement key.
-const (
-	kindReleased = "released"
-	kindAcquired = "acquired"
-)
-
-// announced is one announcement: lease name changed hands.
+// announced is one announcement: lease Name changed hands. Notice is the
+// announcement as [storekit.EncodeNotice] writes it (an acquisition with
+// its holder and TTL, a release with the head of the line); Name is
+// repeated for the older versions of this store, which read an entry
+// without the kind they knew as a change of that lease.
 type announced struct {
-	Seq       uint64 `json:"seq"`
-	Name      string `json:"name"`
-	Kind      string `json:"kind"`
-	Label     string `json:"holder_label,omitempty"`
-	Instance  string `json:"holder_instance,omitempty"`
-	TTLMillis int64  `json:"ttl_ms,omitempty"`
+	Seq    uint64 `json:"seq"`
+	Name   string `json:"name"`
+	Notice string `json:"notice,omitempty"`
 }
 
-// notice is a as a [store.Notice]: NoticeAcquired with the holder and the
-// TTL granted, NoticeReleased, or NoticeChanged for a kind this version
-// does not know.
+// newAnnounced returns the announcement of n.
+func newAnnounced(n store.Notice) announced {
+	return announced{Name: n.Name, Notice: storekit.EncodeNotice(n)}
+}
+
+// notice is a as a [store.Notice]. An entry written by an older version of
+// this store carries no Notice and reads as a [store.NoticeChanged] of its
+// lease.
 func (a announced) notice() store.Notice {
-	switch a.Kind {
-	case kindAcquired:
-		return store.Notice{
-			Name: a.Name, Kind: store.NoticeAcquired,
-			Holder:    store.Holder{Label: a.Label, Instance: a.Instance},
-			Remaining: time.Duration(a.TTLMillis) * time.Millisecond,
-		}
-	case kindReleased:
-		return store.Notice{Name: a.Name, Kind: store.NoticeReleased}
+	if a.Notice == "" {
+		return store.Notice{Name: a.Name, Kind: store.NoticeChanged}
 	}
-	return store.Notice{Name: a.Name, Kind: store.NoticeChanged}
+	return storekit.DecodeNotice(a.Notice)
 }
 
 // announcements is the value of the announcement key: the number of

@@ -1,5 +1,6 @@
-// Package consulstore is a [store.Store] on Consul's KV store and sessions.
-// It also implements [store.Notifier] and [store.Lister], and gives Consul
+// Package consulstore is a [store.Store] on Consul's KV store and sessions
+// that keeps followers in line (without a hold; see The line). It also
+// implements [store.Notifier] and [store.Lister], and gives Consul
 // users the fence in their own transactions: a token check
 // ([Store.FenceOps]) and the strict, chain-advancing write
 // ([Store.StrictTxn]).
@@ -73,23 +74,26 @@
 // # Notifications
 //
 // Every acquisition and every release also rewrites one announcement key,
-// <prefix>.announce, in its own transaction: a compare-and-set that counts
-// the announcements under the prefix and keeps the latest eight (lease
-// name; released, or acquired with the holder and the session TTL).
-// [Store.Listen] runs blocking queries on that key alone and delivers each
-// announcement as a [store.NoticeAcquired] (with Holder, and Remaining the
-// TTL granted) or a [store.NoticeReleased]; when more came than the key
-// keeps since it last looked, it delivers the empty notice (look at
-// everything again). A listener costs one query per announcement and one
+// <prefix>.announce, in the transaction that makes the change: a
+// compare-and-set that counts the announcements under the prefix and keeps
+// the latest eight, each the lease name and the notice as tenure's other
+// stores write it: a new tenure with its holder and session TTL
+// ([store.NoticeAcquired]), a release with the head of the line
+// ([store.NoticeReleased], Next; see The line). [Store.Listen] runs
+// blocking queries on that key alone and delivers each announcement as
+// written; an entry written by an older version of this store, which
+// recorded no notice, reads as a [store.NoticeChanged] of its lease. When
+// more came than the key keeps since it last looked, it delivers the empty
+// notice (look at everything again). A listener costs one query per announcement and one
 // a minute when nothing happens, however many leases live under the prefix;
 // renewals do not wake it.
 //
 // Expiries are not announced: Consul invalidating a session runs no code of
-// this store's. A follower of an expired lease tries again at the expiry
-// it was told (up to one TTL late, since Consul may keep the session up to
-// twice its TTL); the acquisition that follows is announced. This store
-// keeps no line ([store.AcquireParams.Wait] is ignored), so its notices
-// name no [store.Notice].Next.
+// this store's, and nothing a listener could watch tells an invalidation
+// from a release short of a query per lease. A follower of an expired
+// lease tries again at the expiry it was told (up to one TTL late, since
+// Consul may keep the session up to twice its TTL); the acquisition that
+// follows is announced.
 //
 // Because the announcement key is a compare-and-set, acquisitions and
 // releases of different leases under one prefix are serialized: one that
@@ -97,6 +101,60 @@
 // more). Give unrelated fleets their own prefixes. Notifications are an
 // optimisation only: one missed while the agent is unreachable delays a
 // follower until the expiry it was told.
+//
+// # The line
+//
+// A follower that asks to wait ([store.AcquireParams.Wait]) and is refused
+// gets a key wait/<holder> in the lease's directory, and keeps it when it
+// asks again: its place is the key's CreateIndex, first come first, and
+// [store.HeldError].Position counts the keys created no later. The key is
+// locked by a session of the follower's own, with no health checks, no
+// lock-delay and behaviour delete, so that Consul deletes the key when the
+// session ends and no clock of a client decides anything. Its TTL is half
+// of the holder's remaining time (as the refusal reported it) plus the
+// follower's TTL: Consul arms a session's timer with twice its TTL, so a
+// follower that stops asking is forgotten twice its TTL after the expiry
+// it was told. By Consul's weaker promise alone (a session lives at least
+// its TTL) it is kept half as long, which is still past that expiry unless
+// the holder's remaining time exceeds twice the follower's TTL (followers
+// of one [github.com/tenure-dev/tenure.Config] share the holder's TTL).
+// The session's TTL is at least [Config.MinSessionTTL] and at most
+// [MaxSessionTTL]. A follower that asks again
+// renews that session, without a Raft write, and keeps its key; one whose
+// session ended takes a new place at the end. An acquisition deletes the
+// acquirer's key in its transaction, whether it waited or not, and
+// destroys the session that kept it in the background; one that does not
+// wait takes no place. A session per follower rather than a deadline in
+// the key, pruned by whoever reads the line, keeps the clocks of the
+// followers out of it and costs a follower one session while it waits; a
+// single session for every follower of a process could not forget one
+// follower without the others.
+//
+// A release names the head of the line (the oldest key) in its
+// announcement, found by the read the release makes anyway; that follower
+// tries at once, the others stay back for [store.Handoff] and hear of its
+// new tenure meanwhile. A handover after a release so costs the store the
+// release and the head's acquisition, however many wait.
+//
+// The store keeps no hold: a released lease is free at once, for anyone,
+// and a refusal never names a follower in [store.HeldError].Next. A hold
+// needs a time that ends it, decided inside a transaction, and Consul's
+// transactions read no clock (they take KV, node, service and check
+// operations, none of which compares a time); the only timer it offers, a
+// session, lasts at least the servers' session_ttl_min (10 s by default)
+// and ends anywhere up to twice its TTL, so a lease kept for a head of the
+// line that died while waiting would be kept from everyone for seconds
+// instead of a quarter of one. Without it, a follower that does not wait
+// may take the lease before the head, and so may a follower behind the
+// head whose timer runs out before the head's new tenure is announced;
+// either takes the lease as it would without a line, with a greater token,
+// and the line is never needed for correctness. Nor does the line ever
+// lengthen a tenure or delay a takeover: it is read only for a refusal's
+// Position and a release's Next, and no acquisition or renewal checks it.
+//
+// After an expiry the line keeps no order: Consul announces no expiry (see
+// Notifications), followers come back at the expiries they were told, and
+// the first to arrive takes the lease.
 //
 // # History
 //
@@ -140,7 +198,7 @@
 // (and a leading '.' too), so "billing" lives in tenure/billing/ and "a/b"
 // in tenure/a%2Fb/. The announcement key, <prefix>.announce, sits next to
 // the directories (no directory starts with '.'). Each directory holds two
-// keys:
+// keys, and one more per follower in line:
 //
 //   - lease: the lease record, JSON with the holder's label and instance,
 //     seq, the session TTL in milliseconds (ttl_ms), acquired_at, released
@@ -148,6 +206,10 @@
 //   - counter: the token counter. Its value is the number of tenures so
 //     far; its ModifyIndex is the current tenure's token. The store never
 //     deletes it.
+//   - wait/<holder>: one follower in line (see The line), JSON with its
+//     label and instance, locked by the session that keeps its place. The
+//     segment is the label and the instance joined by a NUL, escaped as a
+//     name is, so that every holder has a key of its own.
 //
 // # Sessions and round trips
 //
@@ -206,11 +268,18 @@
 //
 // Round trips, each one HTTP request to the agent, on the caller's path:
 //
-//   - Acquire: one consistent read (the lease and the announcement key);
-//     when the lease is free, one session creation and one transaction
-//     more. A transaction that lost the race for the announcement key to
-//     another lease's acquisition or release costs a read and a
-//     transaction more, with the same session.
+//   - Acquire: one consistent read (the lease, its line and the
+//     announcement key); when the lease is free, one session creation and
+//     one transaction more, which also takes the acquirer out of the line
+//     (three round trips, as without a line; the session that kept its
+//     place is destroyed in the background). A transaction that lost the
+//     race for the announcement key to another lease's acquisition or
+//     release costs a read and a transaction more, with the same session.
+//     Refused, the read alone; refused when it waits in line, one session
+//     renewal more to keep its place (two round trips), or one session
+//     creation and one transaction, which locks its key and reads the line
+//     for its place, to take one (three). Nothing here grows with the
+//     number of followers but the size of the reads that list the line.
 //   - Renew of n leases with one TTL, in place: one session renewal and
 //     ⌈n/64⌉ transactions; two round trips up to 64 leases, and one Raft
 //     write per transaction.
@@ -219,8 +288,9 @@
 //     of; and in the background, one destruction per session the leases
 //     left empty (Consul would otherwise spend the same Raft write
 //     invalidating it, up to twice its TTL later).
-//   - Release: one consistent read and one transaction, and the session's
-//     destruction in the background when it is empty.
+//   - Release: one consistent read (which also finds the head of the line)
+//     and one transaction, and the session's destruction in the background
+//     when it is empty.
 //   - Get and List: one consistent read.
 //
 // Reads use ?consistent, so a leader that lost its quorum cannot answer

@@ -119,13 +119,25 @@ func TestSessionTTL(t *testing.T) {
 func TestNews(t *testing.T) {
 	t.Parallel()
 	holder := store.Holder{Label: "l", Instance: "i"}
+	next := store.Holder{Label: "n", Instance: "j"}
 	acquired := func(seq uint64, name string) announced {
-		return announced{Seq: seq, Name: name, Kind: kindAcquired, Label: holder.Label, Instance: holder.Instance, TTLMillis: 1500}
+		a := newAnnounced(store.Notice{Name: name, Kind: store.NoticeAcquired, Holder: holder, Remaining: 1500 * time.Millisecond})
+		a.Seq = seq
+		return a
 	}
-	released := func(seq uint64, name string) announced { return announced{Seq: seq, Name: name, Kind: kindReleased} }
+	released := func(seq uint64, name string) announced {
+		a := newAnnounced(store.Notice{Name: name, Kind: store.NoticeReleased, Next: next})
+		a.Seq = seq
+		return a
+	}
 	gotA := store.Notice{Name: "a", Kind: store.NoticeAcquired, Holder: holder, Remaining: 1500 * time.Millisecond}
-	gotB := store.Notice{Name: "b", Kind: store.NoticeReleased}
+	gotB := store.Notice{Name: "b", Kind: store.NoticeReleased, Next: next}
+	gotX := store.Notice{Name: "x", Kind: store.NoticeReleased, Next: next}
 	board := announcements{Seq: 5, Recent: []announced{released(3, "x"), acquired(4, "a"), released(5, "b")}}
+	// An announcement key as an older version of this store wrote it.
+	older, err := parseBoard(&api.KVPair{Key: "p/.announce", ModifyIndex: 7, Value: []byte(
+		`{"seq":2,"recent":[{"seq":1,"name":"c","kind":"acquired","holder_label":"l","holder_instance":"i","ttl_ms":1500},{"seq":2,"name":"d","kind":"released"}]}`)})
+	require.NoError(t, err)
 
 	for label, tc := range map[string]struct {
 		seen uint64
@@ -134,11 +146,11 @@ func TestNews(t *testing.T) {
 	}{
 		"Nothing":       {seen: 5, now: board},
 		"One":           {seen: 4, now: board, want: []store.Notice{gotB}},
-		"AllKept":       {seen: 2, now: board, want: []store.Notice{{Name: "x", Kind: store.NoticeReleased}, gotA, gotB}},
-		"SomeNotKept":   {seen: 1, now: board, want: []store.Notice{{}, {Name: "x", Kind: store.NoticeReleased}, gotA, gotB}},
+		"AllKept":       {seen: 2, now: board, want: []store.Notice{gotX, gotA, gotB}},
+		"SomeNotKept":   {seen: 1, now: board, want: []store.Notice{{}, gotX, gotA, gotB}},
 		"Backwards":     {seen: 9, now: board, want: []store.Notice{{}}},
 		"Deleted":       {seen: 9, now: announcements{}, want: []store.Notice{{}}},
-		"UnknownKind":   {seen: 0, now: announcements{Seq: 1, Recent: []announced{{Seq: 1, Name: "c", Kind: "moved"}}}, want: []store.Notice{{Name: "c", Kind: store.NoticeChanged}}},
+		"OlderLibrary":  {seen: 0, now: older.val, want: []store.Notice{{Name: "c", Kind: store.NoticeChanged}, {Name: "d", Kind: store.NoticeChanged}}},
 		"NoneKeptAtAll": {seen: 0, now: announcements{Seq: 3}, want: []store.Notice{{}}},
 	} {
 		got, seq := news(tc.seen, tc.now)
@@ -151,7 +163,7 @@ func TestBoardOp(t *testing.T) {
 	t.Parallel()
 	var b board
 	for i := range announceKept + 3 {
-		op, err := b.op("p/.announce", announced{Name: fmt.Sprintf("n%d", i), Kind: kindReleased})
+		op, err := b.op("p/.announce", newAnnounced(store.Notice{Name: fmt.Sprintf("n%d", i), Kind: store.NoticeReleased}))
 		require.NoError(t, err)
 		require.Equal(t, api.KVCAS, op.KV.Verb)
 		require.Equal(t, b.index, op.KV.Index, "the write is a compare-and-set on the index read")
@@ -160,7 +172,8 @@ func TestBoardOp(t *testing.T) {
 		require.Equal(t, uint64(i+1), next.val.Seq, "announcements are numbered without gaps")
 		require.Len(t, next.val.Recent, min(i+1, announceKept))
 		last := next.val.Recent[len(next.val.Recent)-1]
-		require.Equal(t, announced{Seq: uint64(i + 1), Name: fmt.Sprintf("n%d", i), Kind: kindReleased}, last)
+		require.Equal(t, uint64(i+1), last.Seq)
+		require.Equal(t, store.Notice{Name: fmt.Sprintf("n%d", i), Kind: store.NoticeReleased}, last.notice())
 		b = next
 	}
 	require.Equal(t, uint64(4), b.val.Recent[0].Seq, "only the latest are kept")

@@ -1,8 +1,10 @@
 package consulstore
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -16,6 +18,8 @@ import (
 const (
 	suffixLease   = "lease"
 	suffixCounter = "counter"
+	// suffixLine is the directory of the followers in line, one key each.
+	suffixLine = "wait/"
 )
 
 // escapeName turns a lease name into one key segment: ASCII letters,
@@ -76,14 +80,37 @@ func unescapeName(seg string) (string, bool) {
 
 // keys are the KV keys of one lease name.
 type keys struct {
-	dir     string // <prefix><escaped name>/, the prefix of both keys
+	dir     string // <prefix><escaped name>/, the prefix of every key
 	lease   string // the lease record, locked by the holder's session
 	counter string // the token counter; its ModifyIndex is the token
+	line    string // the prefix of the followers' keys, one per follower
 }
 
 func (s *Store) keys(name string) keys {
 	dir := s.cfg.KeyPrefix + escapeName(name) + "/"
-	return keys{dir: dir, lease: dir + suffixLease, counter: dir + suffixCounter}
+	return keys{dir: dir, lease: dir + suffixLease, counter: dir + suffixCounter, line: dir + suffixLine}
+}
+
+// waiter is the key of follower h in the line: its label and instance,
+// joined by a NUL (which neither may hold) and escaped as a name is, so
+// that every holder has a key of its own.
+func (k keys) waiter(h store.Holder) string {
+	return k.line + escapeName(h.Label+"\x00"+h.Instance)
+}
+
+// follower is one follower in the line, as read: its holder, its key's
+// CreateIndex (its place: first come first) and the session that keeps
+// the key (see [Store.wait]).
+type follower struct {
+	holder  store.Holder
+	created uint64
+	session string
+}
+
+// waitValue is what a follower's key holds, as JSON.
+type waitValue struct {
+	Label    string `json:"holder_label"`
+	Instance string `json:"holder_instance"`
 }
 
 // value is what the lease record holds, as JSON. The token is not in it:
@@ -128,6 +155,8 @@ type lease struct {
 	// checks; tenures is the counter's value, the number of tenures so far.
 	token   store.Token
 	tenures uint64
+	// line is the followers in line, first come first.
+	line []follower
 }
 
 // held reports whether the lease is held: its record is locked by a
@@ -166,6 +195,25 @@ func (l lease) record() store.Record {
 	return r
 }
 
+// head is the follower at the head of the line (zero when nobody waits).
+func (l lease) head() store.Holder {
+	if len(l.line) == 0 {
+		return store.Holder{}
+	}
+	return l.line[0].holder
+}
+
+// place returns h's place in the line (1: next) and the session that
+// keeps its key, or 0 when h is not in line.
+func (l lease) place(h store.Holder) (int, string) {
+	for i, f := range l.line {
+		if f.holder == h {
+			return i + 1, f.session
+		}
+	}
+	return 0, ""
+}
+
 // heldError reports the lease as held, for a refused acquisition.
 func (l lease) heldError() *store.HeldError {
 	return &store.HeldError{Name: l.name, Holder: l.val.holder(), Token: l.token, Seq: l.val.Seq, Remaining: l.val.ttl(), Payload: l.val.Payload}
@@ -191,7 +239,26 @@ func parseLease(name string, k keys, entries []*api.KVPair) (lease, error) {
 			}
 			l.token = store.Token(e.ModifyIndex)
 			l.tenures, _ = strconv.ParseUint(string(e.Value), 10, 64)
+		default:
+			if !strings.HasPrefix(e.Key, k.line) || e.ModifyIndex == 0 {
+				continue
+			}
+			f, err := parseFollower(e)
+			if err != nil {
+				return lease{}, err
+			}
+			l.line = append(l.line, f)
 		}
 	}
+	slices.SortFunc(l.line, func(a, b follower) int { return cmp.Compare(a.created, b.created) })
 	return l, nil
+}
+
+// parseFollower decodes the key of one follower in line.
+func parseFollower(e *api.KVPair) (follower, error) {
+	var v waitValue
+	if err := json.Unmarshal(e.Value, &v); err != nil {
+		return follower{}, fmt.Errorf("key %q does not hold a follower written by consulstore; is another program writing under this KeyPrefix? %w", e.Key, err)
+	}
+	return follower{holder: store.Holder{Label: v.Label, Instance: v.Instance}, created: e.CreateIndex, session: e.Session}, nil
 }

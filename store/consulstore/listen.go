@@ -21,11 +21,12 @@ const (
 
 // Listen implements [store.Notifier.Listen] with blocking queries on one
 // key, the announcement key <prefix>.announce, which every acquisition and
-// release rewrites in its own transaction: the number of announcements so
-// far and the latest eight (lease name; released, or acquired with the
-// holder and the TTL granted). Listen delivers each new one as a
-// [store.NoticeReleased] or a [store.NoticeAcquired] (Holder, and
-// Remaining the session TTL granted). When more came than the key keeps
+// release rewrites in the transaction that makes the change: the number of
+// announcements so far and the latest eight. Listen delivers each new one
+// as a [store.NoticeReleased] (Next, the head of the line) or a
+// [store.NoticeAcquired] (Holder, and Remaining the session TTL granted);
+// one written by an older version of this store as a
+// [store.NoticeChanged]. When more came than the key keeps
 // since it last looked, or the count went backwards (the key deleted, the
 // cluster restored), it first delivers the empty notice: look at
 // everything again. A query costs the same however many leases live under

@@ -86,7 +86,10 @@ func (s *Store) Config() Config { return s.cfg }
 func (s *Store) MinTTL() time.Duration { return s.cfg.MinSessionTTL }
 
 // Acquire implements [store.Store.Acquire]. A lease that is free costs
-// three round trips (read, session create, transaction); a held one, one.
+// three round trips (read, session create, transaction); a held one, one,
+// and when p.Wait asks for a place in line one more to keep it or two more
+// to take it (see [Store.wait]). The acquirer leaves the line in the
+// transaction that grants it the lease.
 // During Consul's lock-delay after an expiry (see [Config.LockDelay]) the
 // lease is reported held by its last holder, with the configured delay as
 // its remaining time. The transaction that grants the lease also announces
@@ -114,7 +117,7 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (store.Grant
 			return store.Grant{}, interpret(op, err)
 		}
 		if l.held() {
-			return store.Grant{}, l.heldError()
+			return store.Grant{}, s.refuse(ctx, op, p, ttl, l, l.heldError())
 		}
 		if session == "" {
 			if session, err = s.createSession(ctx, p.Holder, ttl); err != nil {
@@ -131,7 +134,7 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (store.Grant
 		case outcome == outcomeLockDelayed:
 			held := l.heldError()
 			held.Remaining = max(s.cfg.LockDelay, time.Second)
-			return store.Grant{}, held
+			return store.Grant{}, s.refuse(ctx, op, p, ttl, l, held)
 		case outcome == outcomeRaced:
 			races++
 		default:
@@ -175,9 +178,7 @@ func (s *Store) tryAcquire(ctx context.Context, p store.AcquireParams, ttl time.
 	if err != nil {
 		return store.Grant{}, 0, err
 	}
-	announce, err := b.op(s.announceKey(), announced{
-		Name: p.Name, Kind: kindAcquired, Label: p.Holder.Label, Instance: p.Holder.Instance, TTLMillis: ttl.Milliseconds(),
-	})
+	announce, err := b.op(s.announceKey(), newAnnounced(store.Notice{Name: p.Name, Kind: store.NoticeAcquired, Holder: p.Holder, Remaining: ttl}))
 	if err != nil {
 		return store.Grant{}, 0, err
 	}
@@ -191,6 +192,8 @@ func (s *Store) tryAcquire(ctx context.Context, p store.AcquireParams, ttl time.
 		{KV: &api.KVTxnOp{Verb: api.KVCAS, Key: k.counter, Index: uint64(l.token), Value: []byte(strconv.FormatUint(l.tenures+1, 10))}},
 		{KV: &api.KVTxnOp{Verb: api.KVLock, Key: k.lease, Session: session, Value: body}},
 		announce,
+		// The new holder leaves the line, if it was in it.
+		{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: k.waiter(p.Holder)}},
 	}
 	ok, resp, err := s.txn(ctx, ops, false)
 	if err != nil {
@@ -215,6 +218,11 @@ func (s *Store) tryAcquire(ctx context.Context, p store.AcquireParams, ttl time.
 	}
 	if token <= 0 {
 		return store.Grant{}, 0, fmt.Errorf("the transaction that acquired the lease did not report the counter's index; read the lease with Get")
+	}
+	// The session that kept the new holder's place in line keeps nothing
+	// now.
+	if _, waited := l.place(p.Holder); waited != "" {
+		s.reap(waited)
 	}
 	// The counter was written by the same transaction as the record: its
 	// ModifyIndex is the record's too.
@@ -538,8 +546,10 @@ func txnIndex(resp *api.TxnResponse) uint64 {
 }
 
 // Release implements [store.Store.Release]: it marks the lease record
-// released, unlocks it and announces the release in one transaction (two
-// round trips with the read). The counter is kept, and a clean release
+// released, unlocks it and announces the release, naming the head of the
+// line as the read found it, in one transaction (two round trips with the
+// read). The lease is free at once: this store keeps no released lease
+// for the head (see The line in the package documentation). The counter is kept, and a clean release
 // sets off no lock-delay. When the session that held the lease holds none
 // of the other leases this store put into it, it is destroyed in the
 // background; otherwise it is left to expire with them.
@@ -567,7 +577,7 @@ func (s *Store) Release(ctx context.Context, p store.ReleaseParams) error {
 		if err != nil {
 			return interpret(op, err)
 		}
-		announce, err := b.op(s.announceKey(), announced{Name: p.Name, Kind: kindReleased})
+		announce, err := b.op(s.announceKey(), newAnnounced(store.Notice{Name: p.Name, Kind: store.NoticeReleased, Next: l.head()}))
 		if err != nil {
 			return interpret(op, err)
 		}
@@ -665,7 +675,7 @@ func (s *Store) begin(ctx context.Context, op string) error { return s.gate.Begi
 // announceKey is the key of the announcements (see [Store.Listen]).
 func (s *Store) announceKey() string { return s.cfg.KeyPrefix + announceKeyName }
 
-// readForWrite reads one lease and the announcement key with one
+// readForWrite reads one lease, its line and the announcement key with one
 // consistent read, for a write that changes hands.
 func (s *Store) readForWrite(ctx context.Context, name string) (lease, board, error) {
 	k := s.keys(name)
@@ -681,10 +691,10 @@ func (s *Store) readForWrite(ctx context.Context, name string) (lease, board, er
 		b    board
 	)
 	for _, e := range kvPairs(resp) {
-		switch e.Key {
-		case k.lease, k.counter:
+		switch {
+		case e.Key == k.lease, e.Key == k.counter, strings.HasPrefix(e.Key, k.line):
 			mine = append(mine, e)
-		case s.announceKey():
+		case e.Key == s.announceKey():
 			if b, err = parseBoard(e); err != nil {
 				return lease{}, board{}, err
 			}
@@ -831,6 +841,11 @@ func (s *Store) createSession(ctx context.Context, holder store.Holder, ttl time
 		Checks:     []string{},
 		NodeChecks: []string{},
 	}
+	return s.newSession(ctx, req)
+}
+
+// newSession creates the session req describes and returns its id.
+func (s *Store) newSession(ctx context.Context, req sessionRequest) (string, error) {
 	var out struct{ ID string }
 	if _, err := s.client.Raw().Write("/v1/session/create", req, &out, (&api.WriteOptions{}).WithContext(ctx)); err != nil {
 		return "", fmt.Errorf("create session: %w", err)
