@@ -190,15 +190,11 @@ func TestExpiryHandsOverAtOnce(t *testing.T) {
 	require.True(t, time.Now().Before(told),
 		"the takeover came when etcd expired the lease, before the earliest expiry a follower was told (%s)", told.Format(time.StampMilli))
 	require.Greater(t, next.Token(), g.Token)
-	for i, f := range fs {
-		if label := fmt.Sprintf("follower-%d", i); label != next.Holder().Label {
-			require.Equal(t, 1, testutil.Receive(t, f.placed, label+"'s refusal after the expiry", eventTimeout),
-				"the new holder left the line")
-		}
-	}
+	// An expiry is announced as a change: every follower may try, once;
+	// one that hears of the new tenure before its try comes does not.
 	attempts := counts.take()
-	require.Len(t, attempts, followers, "every follower tried when it heard of the expiry: %v", attempts)
+	require.Equal(t, 1, attempts[next.Holder().Label], "the new holder tried once: %v", attempts)
 	for label, n := range attempts {
-		require.Equal(t, 1, n, "%s tried once after the expiry: %v", label, attempts)
+		require.LessOrEqual(t, n, 1, "%s tried at most once after the expiry: %v", label, attempts)
 	}
 }
