@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/consul/api"
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -67,4 +68,50 @@ func TestEtcdClusterSurvivesItsLeader(t *testing.T) {
 	put()
 	require.NoError(t, c.Members[second].Restart(t.Context()))
 	put()
+}
+
+// TestConsulClusterSurvivesItsLeader pauses the leader of three server
+// agents, then kills and restarts the next one, and checks that writes go
+// on through a member that runs and that modify indexes (tenure's Consul
+// tokens) only grow.
+func TestConsulClusterSurvivesItsLeader(t *testing.T) {
+	t.Parallel()
+	c := testserver.OwnConsulCluster(t)
+	require.Len(t, c.Members, testserver.ClusterSize)
+	var index uint64
+	// put writes through member i, which must run.
+	put := func(i int) {
+		t.Helper()
+		kv := testserver.ConsulClient(t, c.Members[i].HTTPAddr).KV()
+		// Until a new leader is elected the write fails ("No cluster
+		// leader") or waits.
+		require.Eventually(t, func() bool {
+			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+			defer cancel()
+			if _, err := kv.Put(&api.KVPair{Key: "k", Value: []byte("v")}, (&api.WriteOptions{}).WithContext(ctx)); err != nil {
+				return false
+			}
+			p, _, err := kv.Get("k", (&api.QueryOptions{RequireConsistent: true}).WithContext(ctx))
+			if err != nil || p == nil {
+				return false
+			}
+			require.Greater(t, p.ModifyIndex, index, "the modify index went back")
+			index = p.ModifyIndex
+			return true
+		}, 30*time.Second, 10*time.Millisecond)
+	}
+	first, err := c.Leader(t.Context())
+	require.NoError(t, err)
+	put(first)
+
+	c.Members[first].Pause()
+	second := leaderChange(t, c.Leader, first)
+	put(second)
+	c.Members[first].Resume()
+
+	c.Members[second].Kill()
+	third := leaderChange(t, c.Leader, second)
+	put(third)
+	require.NoError(t, c.Members[second].Restart(t.Context()))
+	put(second)
 }

@@ -19,6 +19,11 @@ import (
 // the smallest that keeps a quorum with one member paused or down.
 const ClusterSize = 3
 
+// leaderProbeTimeout bounds each member's answer to a question about the
+// leader: a paused member never answers, and the time it is waited for
+// is the resolution of a watch for a new leader.
+const leaderProbeTimeout = 300 * time.Millisecond
+
 // EtcdCluster is a three-member etcd cluster this process started on
 // loopback, bootstrapped statically (each member is told every member's
 // peer URL), each member with free ports and a data directory of its own.
@@ -101,42 +106,41 @@ func (c *EtcdCluster) Addrs() []string {
 // Leader returns the index in Members of the member the cluster's
 // members agree leads it, asking each running member for its status
 // (the maintenance API's Status, which a member answers from its own
-// state). It returns an error when no member answers or they disagree
-// (an election is under way).
+// state; a paused or killed member does not answer within [leaderProbeTimeout]
+// and is left out). It returns an error when no member answers, one that
+// answers follows no leader, or they disagree: an election is under way.
 func (c *EtcdCluster) Leader(ctx context.Context) (int, error) {
 	ids := make([]uint64, len(c.Members))
-	leaders := map[uint64]int{}
-	var errs []error
+	followed := make([]uint64, len(c.Members))
+	errs := make([]error, len(c.Members))
+	var wg sync.WaitGroup
 	for i, m := range c.Members {
-		id, leader, err := m.status(ctx)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		ids[i] = id
-		if leader != 0 {
-			leaders[leader]++
+		wg.Go(func() { ids[i], followed[i], errs[i] = m.status(ctx) })
+	}
+	wg.Wait()
+	leaders := map[uint64]bool{}
+	for i := range c.Members {
+		if errs[i] == nil {
+			leaders[followed[i]] = true
 		}
 	}
-	if len(leaders) != 1 {
+	if len(leaders) != 1 || leaders[0] {
 		return -1, fmt.Errorf("testserver: no etcd leader agreed on: %v (%w)", leaders, errors.Join(errs...))
 	}
-	for leader := range leaders {
-		for i, id := range ids {
-			if id == leader {
-				return i, nil
-			}
+	for i, id := range ids {
+		if errs[i] == nil && leaders[id] {
+			return i, nil
 		}
 	}
-	return -1, fmt.Errorf("testserver: the etcd leader is none of the members that answered (%w)", errors.Join(errs...))
+	return -1, fmt.Errorf("testserver: the etcd leader %v is none of the members that answered (%w)", leaders, errors.Join(errs...))
 }
 
 // status asks the member for its own id and the leader it follows (0:
-// none), within a short time of its own: a paused member never answers.
+// none), within [leaderProbeTimeout]: a paused member never answers.
 func (e *Etcd) status(ctx context.Context) (id, leader uint64, err error) {
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	ctx, cancel := context.WithTimeout(ctx, leaderProbeTimeout)
 	defer cancel()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{e.Endpoint}, DialTimeout: time.Second, Logger: zap.NewNop(), Context: ctx})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{e.Endpoint}, DialTimeout: leaderProbeTimeout, Logger: zap.NewNop(), Context: ctx})
 	if err != nil {
 		return 0, 0, fmt.Errorf("testserver: etcd client for %s: %w", e.Endpoint, err)
 	}
