@@ -2,6 +2,7 @@ package testserver_test
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -42,6 +43,7 @@ func TestEtcdClusterSurvivesItsLeader(t *testing.T) {
 		t.Helper()
 		// A call that reached the faulty member fails at its deadline;
 		// the next goes to another.
+		var got int64
 		require.Eventually(t, func() bool {
 			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
 			defer cancel()
@@ -49,10 +51,11 @@ func TestEtcdClusterSurvivesItsLeader(t *testing.T) {
 			if err != nil {
 				return false
 			}
-			require.Greater(t, resp.Header.Revision, rev, "the revision went back")
-			rev = resp.Header.Revision
+			got = resp.Header.Revision
 			return true
 		}, 30*time.Second, 10*time.Millisecond)
+		require.Greater(t, got, rev, "the revision went back")
+		rev = got
 	}
 	put()
 	first, err := c.Leader(t.Context())
@@ -85,20 +88,24 @@ func TestConsulClusterSurvivesItsLeader(t *testing.T) {
 		kv := testserver.ConsulClient(t, c.Members[i].HTTPAddr).KV()
 		// Until a new leader is elected the write fails ("No cluster
 		// leader") or waits.
+		var got uint64
 		require.Eventually(t, func() bool {
 			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
 			defer cancel()
-			if _, err := kv.Put(&api.KVPair{Key: "k", Value: []byte("v")}, (&api.WriteOptions{}).WithContext(ctx)); err != nil {
+			// Consul keeps the index of a key set to the value it has.
+			value := []byte(strconv.FormatUint(index, 10))
+			if _, err := kv.Put(&api.KVPair{Key: "k", Value: value}, (&api.WriteOptions{}).WithContext(ctx)); err != nil {
 				return false
 			}
 			p, _, err := kv.Get("k", (&api.QueryOptions{RequireConsistent: true}).WithContext(ctx))
 			if err != nil || p == nil {
 				return false
 			}
-			require.Greater(t, p.ModifyIndex, index, "the modify index went back")
-			index = p.ModifyIndex
+			got = p.ModifyIndex
 			return true
 		}, 30*time.Second, 10*time.Millisecond)
+		require.Greater(t, got, index, "the modify index went back")
+		index = got
 	}
 	first, err := c.Leader(t.Context())
 	require.NoError(t, err)
