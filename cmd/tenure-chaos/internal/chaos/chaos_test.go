@@ -260,20 +260,26 @@ func TestMemberOutcomes(t *testing.T) {
 	t.Parallel()
 	h := &hb{}
 	h.add(Event{Kind: kindAcquired, Proc: "1:1", Token: 1})
+	h.add(Event{Kind: kindTry, Proc: "1:1", Res: resFenced, Token: 1, WID: "1:1/1"})
 	h.add(Event{Kind: kindFault, Fault: faultFollowerPause, Target: targetFollower, Token: 1})
-	h.add(Event{Kind: kindDone, Proc: "1:1", Res: resFenced, Token: 1, WID: "1:1/1", Result: resultOK})
+	h.add(Event{Kind: kindDone, Proc: "1:1", Res: resFenced, Token: 1, WID: "1:1/1", Result: resultOK}) // in flight
+	h.add(Event{Kind: kindTry, Proc: "1:1", Res: resFenced, Token: 1, WID: "1:1/2"})
+	h.add(Event{Kind: kindDone, Proc: "1:1", Res: resFenced, Token: 1, WID: "1:1/2", Result: resultOK})
 	h.add(Event{Kind: kindFault, Fault: faultLeaderPause, Target: targetStore, Token: 1})
-	h.add(Event{Kind: kindDone, Proc: "1:1", Res: resFenced, Token: 1, WID: "1:1/2", Result: resultUnknown})
+	h.add(Event{Kind: kindTry, Proc: "1:1", Res: resFenced, Token: 1, WID: "1:1/3"})
+	h.add(Event{Kind: kindDone, Proc: "1:1", Res: resFenced, Token: 1, WID: "1:1/3", Result: resultUnknown})
 	h.add(Event{Kind: kindLeader, Target: targetStore})
 	h.add(Event{Kind: kindAcquired, Proc: "2:1", Token: 7})
+	h.add(Event{Kind: kindTry, Proc: "2:1", Res: resTwin, Token: 7, WID: "2:1/1"})
 	h.add(Event{Kind: kindDone, Proc: "2:1", Res: resTwin, Token: 7, WID: "2:1/1", Result: resultOK})
+	h.add(Event{Kind: kindTry, Proc: "2:1", Res: resFenced, Token: 7, WID: "2:1/2"})
 	h.add(Event{Kind: kindDone, Proc: "2:1", Res: resFenced, Token: 7, WID: "2:1/2", Result: resultOK})
 	h.add(Event{Kind: kindFault, Fault: faultLeaderKill, Target: targetStore, Token: 7})
 	h.add(Event{Kind: kindFault, Fault: faultFollowerKill, Target: targetFollower, Token: 7})
 	h.add(Event{Kind: kindLeader, Target: targetStore}) // after the next fault: not the kill's election
 	require.Equal(t, []MemberFault{
-		{Fault: faultFollowerPause, Token: 1, Stall: time.Second, Kept: true},
-		{Fault: faultLeaderPause, Token: 1, Election: 2 * time.Second, Stall: 5 * time.Second, Takeover: 3 * time.Second},
+		{Fault: faultFollowerPause, Token: 1, Stall: 3 * time.Second, Kept: true},
+		{Fault: faultLeaderPause, Token: 1, Election: 3 * time.Second, Stall: 8 * time.Second, Takeover: 4 * time.Second},
 		{Fault: faultLeaderKill, Token: 7},
 		{Fault: faultFollowerKill, Token: 7},
 	}, memberOutcomes(h.evs))

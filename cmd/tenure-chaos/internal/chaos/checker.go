@@ -81,8 +81,9 @@ type MemberFault struct {
 	// Election is the time from a fault on the leader to the cluster's
 	// agreeing on another (0: none seen, or a follower's fault).
 	Election time.Duration
-	// Stall is the time from the fault to the next acknowledged fenced
-	// write (0: none came).
+	// Stall is the time from the fault to the acknowledgement of the
+	// first fenced write begun after it (0: none came): writes in flight
+	// when it struck do not count.
 	Stall time.Duration
 	// Kept says that write carried Token: the holder's tenure outlived
 	// the fault.
@@ -175,8 +176,9 @@ func check(events []Event, fenced, twin []Row, ttl time.Duration) Verdict {
 }
 
 // memberOutcomes follows each fault of a clustered store's member (events
-// in time order) to the cluster's next leader, the next acknowledged
-// fenced write and, when that write carried another token, its grant.
+// in time order) to the cluster's next leader, the first acknowledged
+// fenced write begun after it and, when that write carried another token,
+// its grant.
 func memberOutcomes(events []Event) []MemberFault {
 	var out []MemberFault
 	for i, f := range events {
@@ -188,15 +190,18 @@ func memberOutcomes(events []Event) []MemberFault {
 		// next member fault.
 		electing := f.Target == targetStore
 		granted := map[int64]int64{}
+		tried := map[string]bool{} // fenced writes begun after the fault
 		for _, e := range events[i+1:] {
 			switch {
+			case e.Kind == kindTry && e.Res == resFenced:
+				tried[e.WID] = true
 			case e.Kind == kindFault && slices.Contains(memberFaults, e.Fault):
 				electing = false
 			case e.Kind == kindLeader && electing:
 				m.Election, electing = time.Duration(e.T-f.T), false
 			case e.Kind == kindAcquired:
 				granted[e.Token] = e.T
-			case e.Kind == kindDone && e.Res == resFenced && e.Result == resultOK && m.Stall == 0:
+			case e.Kind == kindDone && e.Res == resFenced && e.Result == resultOK && m.Stall == 0 && tried[e.WID]:
 				m.Stall = time.Duration(e.T - f.T)
 				m.Kept = f.Token != 0 && e.Token == f.Token
 				if t, ok := granted[e.Token]; ok && !m.Kept {

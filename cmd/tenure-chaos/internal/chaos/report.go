@@ -222,13 +222,15 @@ func memberSummary(ms []MemberFault) string {
 }
 
 const memberNotes = `
-Columns: *holder kept its tenure* counts the faults after which the next
-acknowledged fenced write still carried the token held when the fault
-struck, out of those that struck while a lease was held; *election* is
-the time from the fault to the members that answer agreeing on another
-leader (polled, within 300 ms); *write stall* is the time from the fault
-to the next acknowledged fenced write, by anyone; *takeover* is the time
-from the fault to the grant of the next write's token, when it was not
+Columns: *holder kept its tenure* counts the faults after which the first
+fenced write begun after the fault and acknowledged still carried the
+token held when the fault struck, out of those that struck while a lease
+was held; *election* is the time from the fault to the members that
+answer agreeing on another leader (polled: a probe waits up to 300 ms for
+the paused member, so it lags the election by up to a third of a
+second); *write stall* is the time from the fault to the acknowledgement
+of the first fenced write begun after it, by anyone; *takeover* is the
+time from the fault to the grant of that write's token, when it was not
 the one held.
 `
 
