@@ -30,15 +30,26 @@ func TestMain(m *testing.M) { testutil.VerifyTestMain(m) }
 // takeovers are the slowest (its sessions outlive their TTL by up to the
 // TTL again, and a restarted server gives every session a fresh TTL), and
 // its twin bites least, so its cell runs three times as long. The
-// etcd-cluster cell's twin bites less often than the single server's
-// (1 to 6 violations in 50 s over four seeds): every fault of the leader
-// stalls the writes for 4 to 5 s, so holders write a third as much, and
-// a pause lands between a lease check and its write that much less
-// often; at 80 s it expects four.
+// etcd-cluster cell's twin bites less often still: over seven cells of 50
+// or 60 s it found 0 to 6 violations, none in three of them. Its holders
+// write about a third as often as on one server (each write crosses the
+// cluster, and every fault of the leader stalls the writes for 4 to 5 s),
+// so a pause lands between a lease check and its write that much less
+// often: about 1.5 bites a minute. At 120 s a cell expects about three,
+// and finds none about one time in 18; with the rerun, CI fails on a
+// correct run about once in 300. (150 s would make that once in 1,500,
+// but cost the package another half minute; it takes about ten minutes
+// with this cell.)
+//
+// The consul-cluster cell stays out of CI: it is valid at 150 s (two of
+// two cells passed, with 17 and 18 cycles and 21 and 7 twin violations; at
+// 90 s its twin found none), but another 150 s would take the package's
+// cells to about 13 minutes on the two-core machine CI runs on, over its
+// budget of 12. Run it by hand (RELIABILITY.md, "Clusters under fault").
 const (
 	ciCell            = 50 * time.Second
 	ciConsulCell      = 150 * time.Second
-	ciEtcdClusterCell = 80 * time.Second
+	ciEtcdClusterCell = 120 * time.Second
 	ciFaultEvery      = time.Second
 )
 
@@ -73,6 +84,9 @@ func TestCells(t *testing.T) {
 		seed, seed, ciCell, ciFaultEvery, ciConsulCell, ciEtcdClusterCell)
 	for _, b := range Backends {
 		t.Run(b, func(t *testing.T) {
+			if b == "consul-cluster" {
+				t.Skipf("out of CI: valid at 150 s, which would take the package's cells over their 12-minute budget; by hand: tenure-chaos -backend consul-cluster -seed %d -duration 150s -fault-every %s", seed, ciFaultEvery)
+			}
 			needBackend(t, b)
 			dir := t.TempDir()
 			d := ciDuration(b)
