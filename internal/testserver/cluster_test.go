@@ -14,6 +14,20 @@ import (
 	"github.com/tenure-dev/tenure/internal/testserver"
 )
 
+// healthy waits until the cluster can lose a member again.
+func healthy(t *testing.T, check func(context.Context) error) {
+	t.Helper()
+	require.Eventually(t, func() bool { return check(t.Context()) == nil }, 60*time.Second, 100*time.Millisecond,
+		"the cluster did not recover")
+}
+
+// degraded waits until the cluster says it cannot lose another member.
+func degraded(t *testing.T, check func(context.Context) error) {
+	t.Helper()
+	require.Eventually(t, func() bool { return check(t.Context()) != nil }, 30*time.Second, 100*time.Millisecond,
+		"the cluster still says it is healthy")
+}
+
 // leaderChange waits until the cluster agrees on a leader other than old.
 func leaderChange(t *testing.T, leader func(context.Context) (int, error), old int) int {
 	t.Helper()
@@ -34,15 +48,14 @@ func TestEtcdClusterSurvivesItsLeader(t *testing.T) {
 	t.Parallel()
 	c := testserver.OwnEtcdCluster(t)
 	require.Len(t, c.Members, testserver.ClusterSize)
-	cli, err := clientv3.New(clientv3.Config{Endpoints: c.Endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
-		DialKeepAliveTime: time.Second, DialKeepAliveTimeout: time.Second})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: c.Endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	require.NoError(t, err)
 	defer func() { _ = cli.Close() }()
 	var rev int64
 	put := func() {
 		t.Helper()
-		// A call that reached the faulty member fails at its deadline;
-		// the next goes to another.
+		// A call sent to the paused member fails at its deadline; the
+		// client sends the next to another.
 		var got int64
 		require.Eventually(t, func() bool {
 			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
@@ -58,19 +71,24 @@ func TestEtcdClusterSurvivesItsLeader(t *testing.T) {
 		rev = got
 	}
 	put()
+	healthy(t, c.Healthy)
 	first, err := c.Leader(t.Context())
 	require.NoError(t, err)
 
 	c.Members[first].Pause()
+	degraded(t, c.Healthy)
 	second := leaderChange(t, c.Leader, first)
 	put()
 	c.Members[first].Resume()
+	healthy(t, c.Healthy)
 
 	c.Members[second].Kill()
+	degraded(t, c.Healthy)
 	leaderChange(t, c.Leader, second)
 	put()
 	require.NoError(t, c.Members[second].Restart(t.Context()))
 	put()
+	healthy(t, c.Healthy)
 }
 
 // TestConsulClusterSurvivesItsLeader pauses the leader of three server
@@ -107,18 +125,25 @@ func TestConsulClusterSurvivesItsLeader(t *testing.T) {
 		require.Greater(t, got, index, "the modify index went back")
 		index = got
 	}
+	healthy(t, c.Healthy)
 	first, err := c.Leader(t.Context())
 	require.NoError(t, err)
 	put(first)
 
 	c.Members[first].Pause()
+	degraded(t, c.Healthy)
 	second := leaderChange(t, c.Leader, first)
 	put(second)
 	c.Members[first].Resume()
+	// Autopilot took the paused server out of the Raft configuration, and
+	// takes it back as a voter only after it has been healthy for a while.
+	healthy(t, c.Healthy)
 
 	c.Members[second].Kill()
+	degraded(t, c.Healthy)
 	third := leaderChange(t, c.Leader, second)
 	put(third)
 	require.NoError(t, c.Members[second].Restart(t.Context()))
 	put(second)
+	healthy(t, c.Healthy)
 }

@@ -118,6 +118,36 @@ func (c *ConsulCluster) Leader(ctx context.Context) (int, error) {
 	return -1, fmt.Errorf("testserver: the consul leader %v is none of the members", leaders)
 }
 
+// Healthy returns nil when the cluster can lose any one server and keep
+// its quorum: all three are voters and healthy, as autopilot reports it
+// (/v1/operator/autopilot/health through the leader). Autopilot removes
+// a server that stops answering from the Raft configuration within
+// seconds and takes it back as a non-voter, promoted only after it has
+// been healthy for its stabilization time (10 s): until then the cluster
+// has two voters, and losing either loses the quorum.
+func (c *ConsulCluster) Healthy(ctx context.Context) error {
+	i, err := c.Leader(ctx)
+	if err != nil {
+		return err
+	}
+	hctx, cancel := context.WithTimeout(ctx, leaderProbeTimeout)
+	defer cancel()
+	h, err := c.Members[i].client.Operator().AutopilotServerHealth((&api.QueryOptions{}).WithContext(hctx))
+	if err != nil {
+		return fmt.Errorf("testserver: consul autopilot health: %w", err)
+	}
+	voters := 0
+	for _, s := range h.Servers {
+		if s.Voter && s.Healthy {
+			voters++
+		}
+	}
+	if !h.Healthy || voters != len(c.Members) {
+		return fmt.Errorf("testserver: consul cluster not healthy: %d of %d servers healthy voters, failure tolerance %d", voters, len(c.Members), h.FailureTolerance)
+	}
+	return nil
+}
+
 // Stop kills every member and removes their data. Stopping twice is
 // harmless.
 func (c *ConsulCluster) Stop() error {

@@ -135,6 +135,27 @@ func (c *EtcdCluster) Leader(ctx context.Context) (int, error) {
 	return -1, fmt.Errorf("testserver: the etcd leader %v is none of the members that answered (%w)", leaders, errors.Join(errs...))
 }
 
+// Healthy returns nil when the cluster can lose any one member and keep
+// its quorum: every member answers and follows the same leader.
+func (c *EtcdCluster) Healthy(ctx context.Context) error {
+	errs := make([]error, len(c.Members))
+	followed := make([]uint64, len(c.Members))
+	var wg sync.WaitGroup
+	for i, m := range c.Members {
+		wg.Go(func() { _, followed[i], errs[i] = m.status(ctx) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	for _, l := range followed {
+		if l == 0 || l != followed[0] {
+			return fmt.Errorf("testserver: etcd members follow different leaders: %v", followed)
+		}
+	}
+	return nil
+}
+
 // status asks the member for its own id and the leader it follows (0:
 // none), within [leaderProbeTimeout]: a paused member never answers.
 func (e *Etcd) status(ctx context.Context) (id, leader uint64, err error) {

@@ -174,16 +174,19 @@ func openWorker(ctx context.Context, sp spec) (store.Store, resource, func(), er
 }
 
 // etcdClient returns a client of the etcd members at addrs (host:port).
-// With more than one it sends keepalive pings every second and gives up
-// on a connection whose ping is not answered within a second, so that a
-// paused member's connection is dropped and calls go to the others.
+// The client sends its calls to the members in turn (gRPC's round robin).
+// With more than one member it pings each connection that has been idle
+// for 10 s, the least gRPC allows, and drops a connection whose ping goes
+// unanswered for a second, so that a paused member's connection is
+// dropped about 11 s into the pause; until then the calls sent to it wait
+// for their deadlines.
 func etcdClient(addrs []string) (*clientv3.Client, error) {
 	cfg := clientv3.Config{DialTimeout: time.Second, Logger: zap.NewNop()}
 	for _, a := range addrs {
 		cfg.Endpoints = append(cfg.Endpoints, "http://"+a)
 	}
 	if len(addrs) > 1 {
-		cfg.DialKeepAliveTime, cfg.DialKeepAliveTimeout = time.Second, time.Second
+		cfg.DialKeepAliveTime, cfg.DialKeepAliveTimeout = 10*time.Second, time.Second
 	}
 	cli, err := clientv3.New(cfg)
 	if err != nil {

@@ -39,9 +39,10 @@
 //     the harness starts on loopback (internal/testserver: etcd bootstrapped
 //     statically, Consul as three server agents with -bootstrap-expect 3
 //     and -retry-join, their Raft logs on disk). Each worker has one proxy
-//     per member and its client gets all three: etcd's client balances
-//     over them and drops a connection whose keepalive ping goes
-//     unanswered for a second; the Consul API client takes one address,
+//     per member and its client gets all three: etcd's client sends its
+//     calls to them in turn and drops a connection whose keepalive ping
+//     (after 10 s idle, gRPC's least) goes unanswered for a second; the
+//     Consul API client takes one address,
 //     so the worker's transport sends each request to one member and moves
 //     to the next after a request fails on its way.
 //

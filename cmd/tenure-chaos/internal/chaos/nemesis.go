@@ -269,9 +269,11 @@ func (c *cell) inject(ctx context.Context, d draw) {
 }
 
 // memberFault pauses or kills the leader of a clustered store, or a
-// follower, unless another member is paused or down already (so the
-// cluster keeps its quorum) or no leader is agreed on (an election is
-// under way). tok is the token held when it strikes. After a leader
+// follower, unless another member is paused or down already, or the
+// cluster has not yet recovered from the last fault so that it could lose
+// a member (a Consul server that comes back is a non-voter for a while),
+// or no leader is agreed on: each fault is one member's, and the cluster
+// keeps its quorum. tok is the token held when it strikes. After a leader
 // fault it watches for the next leader ([cell.watchElection]).
 func (c *cell) memberFault(ctx context.Context, d draw, tok int64) {
 	c.mu.Lock()
@@ -287,7 +289,11 @@ func (c *cell) memberFault(ctx context.Context, d draw, tok int64) {
 		c.mu.Unlock()
 	}
 	lctx, cancel := context.WithTimeout(ctx, c.cfg.TTL)
-	leader, err := c.server.leader(lctx)
+	err := c.server.healthy(lctx)
+	leader := -1
+	if err == nil {
+		leader, err = c.server.leader(lctx)
+	}
 	cancel()
 	if err != nil {
 		free()

@@ -33,6 +33,9 @@ type server struct {
 	// leader returns the index of the cluster's current leader in
 	// members; nil for a single server.
 	leader func(context.Context) (int, error)
+	// healthy returns nil when the cluster can lose any one member and
+	// keep its quorum; nil for a single server.
+	healthy func(context.Context) error
 }
 
 // startRedis starts a redis-server that appends every write to its log
@@ -68,7 +71,7 @@ func startEtcdCluster(ctx context.Context) (*server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("chaos: %w", err)
 	}
-	s := &server{addrs: c.Addrs(), leader: c.Leader}
+	s := &server{addrs: c.Addrs(), leader: c.Leader, healthy: c.Healthy}
 	for _, m := range c.Members {
 		s.members = append(s.members, m.Process)
 	}
@@ -92,7 +95,7 @@ func startConsulCluster(ctx context.Context) (*server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("chaos: %w", err)
 	}
-	s := &server{addrs: c.HTTPAddrs(), leader: c.Leader}
+	s := &server{addrs: c.HTTPAddrs(), leader: c.Leader, healthy: c.Healthy}
 	for _, m := range c.Members {
 		s.members = append(s.members, m.Process)
 	}
