@@ -123,8 +123,10 @@ func (c *ConsulCluster) Leader(ctx context.Context) (int, error) {
 // (/v1/operator/autopilot/health through the leader). Autopilot removes
 // a server that stops answering from the Raft configuration within
 // seconds and takes it back as a non-voter, promoted only after it has
-// been healthy for its stabilization time (10 s): until then the cluster
-// has two voters, and losing either loses the quorum.
+// been healthy for autopilot's stabilization time (10 s by default; a
+// server paused for 15 s was still a non-voter 15 s after it resumed):
+// until then the cluster has two voters, and losing either loses the
+// quorum.
 func (c *ConsulCluster) Healthy(ctx context.Context) error {
 	i, err := c.Leader(ctx)
 	if err != nil {

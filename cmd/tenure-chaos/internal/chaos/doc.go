@@ -61,8 +61,10 @@
 // sessions (postgres); a restart of the store server (redis,
 // etcd, consul: the servers the harness starts); a ±1–4 week jump of the holder's library wall
 // clock (tenure.Config.Clock); on a cluster, instead of the restart,
-// faults of one member at a time (never two, so the cluster keeps its
-// quorum): SIGSTOP of the store's leader (asked of the members: etcd's
+// faults of one member at a time, each once the cluster could lose a
+// member again (every etcd member answering one leader; three healthy
+// Consul voters by autopilot, which takes a server back as a non-voter
+// after a long pause), so that the cluster keeps its quorum: SIGSTOP of the store's leader (asked of the members: etcd's
 // Status, Consul's /v1/status/leader) for 1–3 × TTL, SIGKILL of the leader
 // and a restart with its data after 0.5–2 × TTL, and the same two faults
 // of a follower; after a fault on the leader the harness logs when the
