@@ -35,8 +35,10 @@
 //     or the chaos harness may pause ([Process.Pause], SIGSTOP), kill and
 //     restart; etcd bootstrapped statically ([StartEtcdCluster]), Consul
 //     as three server agents with -bootstrap-expect 3 and -retry-join
-//     ([StartConsulCluster]). Leader asks every member which one leads;
-//     Healthy says whether the cluster could lose a member now.
+//     ([StartConsulCluster]). [EtcdCluster.Leader] and
+//     [ConsulCluster.Leader] ask every member which one leads;
+//     [EtcdCluster.Healthy] and [ConsulCluster.Healthy] say whether the
+//     cluster could lose a member now.
 //   - TLS (tls.go): servers for one test each that speak TLS only, with
 //     certificates of a throwaway CA ([testca]): a private PostgreSQL
 //     cluster with hostssl lines only ([OwnPostgresTLS]; initdb and
