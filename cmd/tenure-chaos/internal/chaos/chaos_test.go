@@ -3,7 +3,11 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -314,4 +318,38 @@ func TestClusterFaults(t *testing.T) {
 	}
 	require.Contains(t, faultKinds("etcd"), faultRestart)
 	require.NotContains(t, faultKinds("etcd"), faultLeaderPause)
+}
+
+// TestFailoverMovesOn checks that the Consul workers' transport sends
+// requests to one server and moves to the next after one fails on its
+// way.
+func TestFailoverMovesOn(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "up") }))
+	defer srv.Close()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	down := l.Addr().String()
+	require.NoError(t, l.Close()) // nothing listens there now
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	f := &failover{base: tr, addrs: []string{down, srv.Listener.Addr().String()}}
+	get := func() (string, error) {
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://placeholder/v1/status/leader", nil)
+		require.NoError(t, err)
+		resp, err := f.RoundTrip(req)
+		if err != nil {
+			return "", err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		return string(b), err
+	}
+	_, err = get()
+	require.Error(t, err, "the first server is down")
+	for range 2 {
+		body, err := get()
+		require.NoError(t, err)
+		require.Equal(t, "up", body)
+	}
 }
