@@ -57,6 +57,9 @@ type Consul struct {
 	Node string
 	// HTTPAddr is the host:port of its HTTP API.
 	HTTPAddr string
+	// ServerAddr is the host:port of its server RPC (and Raft) port, by
+	// which /v1/status/leader names a server.
+	ServerAddr string
 
 	client *api.Client // for readiness checks and RoundTrip
 	tr     *http.Transport
@@ -76,41 +79,50 @@ func StartConsul(ctx context.Context, cfg ConsulConfig) (*Consul, error) {
 		return nil, err
 	}
 	return OnFreePorts(ctx, 4, func(ports []int) (*Consul, error) {
-		dir, err := os.MkdirTemp("", "tenure-consul-")
-		if err != nil {
-			return nil, fmt.Errorf("testserver: consul data directory: %w", err)
-		}
-		c := &Consul{
-			Node:     "tenure-test-" + randomHex(6),
-			HTTPAddr: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0])),
-		}
-		if c.client, c.tr, err = newConsulClient(c.HTTPAddr); err != nil {
-			return nil, errors.Join(err, os.RemoveAll(dir))
-		}
 		args := []string{"agent", "-dev"}
 		if cfg.Server {
 			args = []string{"agent", "-server", "-bootstrap-expect", "1", "-hcl", "performance { raft_multiplier = 1 }"}
 		}
-		args = append(args,
-			"-bind", "127.0.0.1", "-client", "127.0.0.1",
-			"-http-port", strconv.Itoa(ports[0]),
-			"-serf-lan-port", strconv.Itoa(ports[1]),
-			"-serf-wan-port", strconv.Itoa(ports[2]),
-			"-server-port", strconv.Itoa(ports[3]),
-			"-dns-port", "-1", "-grpc-port", "-1", "-grpc-tls-port", "-1", "-https-port", "-1",
-			"-data-dir", filepath.Join(dir, "data"),
-			"-node", c.Node,
-			"-log-level", "info",
-			"-hcl", fmt.Sprintf("session_ttl_min = %q", ConsulSessionTTLMin.String()),
-			"-hcl", "disable_update_check = true",
-		)
-		c.Process, err = Start(ctx, Config{Name: "consul", Bin: bin, Args: args, Dir: dir, Ready: c.ready})
-		if err != nil {
-			c.tr.CloseIdleConnections()
-			return nil, err
-		}
-		return c, nil
+		return startConsulAgent(ctx, bin, "tenure-test-"+randomHex(6), ports, args)
 	})
+}
+
+// startConsulAgent starts one agent with args followed by the loopback
+// binding, its four ports (HTTP, Serf LAN, Serf WAN, server RPC, in that
+// order), a data directory of its own and node name node, and returns
+// once it answers as itself.
+func startConsulAgent(ctx context.Context, bin, node string, ports []int, args []string) (*Consul, error) {
+	dir, err := os.MkdirTemp("", "tenure-consul-")
+	if err != nil {
+		return nil, fmt.Errorf("testserver: consul data directory: %w", err)
+	}
+	c := &Consul{
+		Node:       node,
+		HTTPAddr:   net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0])),
+		ServerAddr: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[3])),
+	}
+	if c.client, c.tr, err = newConsulClient(c.HTTPAddr); err != nil {
+		return nil, errors.Join(err, os.RemoveAll(dir))
+	}
+	args = append(args,
+		"-bind", "127.0.0.1", "-client", "127.0.0.1",
+		"-http-port", strconv.Itoa(ports[0]),
+		"-serf-lan-port", strconv.Itoa(ports[1]),
+		"-serf-wan-port", strconv.Itoa(ports[2]),
+		"-server-port", strconv.Itoa(ports[3]),
+		"-dns-port", "-1", "-grpc-port", "-1", "-grpc-tls-port", "-1", "-https-port", "-1",
+		"-data-dir", filepath.Join(dir, "data"),
+		"-node", c.Node,
+		"-log-level", "info",
+		"-hcl", fmt.Sprintf("session_ttl_min = %q", ConsulSessionTTLMin.String()),
+		"-hcl", "disable_update_check = true",
+	)
+	c.Process, err = Start(ctx, Config{Name: "consul", Bin: bin, Args: args, Dir: dir, Ready: c.ready})
+	if err != nil {
+		c.tr.CloseIdleConnections()
+		return nil, err
+	}
+	return c, nil
 }
 
 // OwnConsul starts a dev agent for tb alone ([StartConsul]) and stops it

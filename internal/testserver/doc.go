@@ -30,6 +30,15 @@
 //     package's TestMain calls [Main] to share one server among its tests
 //     ([SharedEtcd], [SharedConsul]); a test that stops or restarts its
 //     server starts its own ([OwnEtcd], [OwnConsul]).
+//   - Clusters of etcd and Consul (etcdcluster.go, consulcluster.go):
+//     three members on loopback, each a [Process] of its own that a test
+//     or the chaos harness may pause ([Process.Pause], SIGSTOP), kill and
+//     restart; etcd bootstrapped statically ([StartEtcdCluster]), Consul
+//     as three server agents with -bootstrap-expect 3 and -retry-join
+//     ([StartConsulCluster]). [EtcdCluster.Leader] and
+//     [ConsulCluster.Leader] ask every member which one leads;
+//     [EtcdCluster.Healthy] and [ConsulCluster.Healthy] say whether the
+//     cluster could lose a member now.
 //   - TLS (tls.go): servers for one test each that speak TLS only, with
 //     certificates of a throwaway CA ([testca]): a private PostgreSQL
 //     cluster with hostssl lines only ([OwnPostgresTLS]; initdb and

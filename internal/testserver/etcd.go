@@ -53,35 +53,42 @@ func StartEtcd(ctx context.Context, cfg EtcdConfig) (*Etcd, error) {
 		return nil, err
 	}
 	return OnFreePorts(ctx, 2, func(ports []int) (*Etcd, error) {
-		dir, err := os.MkdirTemp("", "tenure-etcd-")
-		if err != nil {
-			return nil, fmt.Errorf("testserver: etcd data directory: %w", err)
-		}
 		name := "tenure-test-" + randomHex(6)
 		client := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
 		peer := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
-		args := []string{
-			"--name", name,
-			"--data-dir", filepath.Join(dir, "data"),
-			"--listen-client-urls", client,
-			"--advertise-client-urls", client,
-			"--listen-peer-urls", peer,
-			"--initial-advertise-peer-urls", peer,
-			"--initial-cluster", name + "=" + peer,
-			"--initial-cluster-token", name,
-			"--initial-cluster-state", "new",
-			"--log-level", "warn",
-		}
-		if !cfg.Fsync {
-			args = append(args, "--unsafe-no-fsync")
-		}
-		e := &Etcd{Name: name, Endpoint: client}
-		e.Process, err = Start(ctx, Config{Name: "etcd", Bin: bin, Args: args, Dir: dir, Ready: e.ready})
-		if err != nil {
-			return nil, err
-		}
-		return e, nil
+		return startEtcdMember(ctx, bin, cfg, name, client, peer, name+"="+peer, name)
 	})
+}
+
+// startEtcdMember starts one member of the cluster initial describes
+// (name=peer-url pairs) under a data directory of its own, and returns
+// once it answers as itself.
+func startEtcdMember(ctx context.Context, bin string, cfg EtcdConfig, name, client, peer, initial, token string) (*Etcd, error) {
+	dir, err := os.MkdirTemp("", "tenure-etcd-")
+	if err != nil {
+		return nil, fmt.Errorf("testserver: etcd data directory: %w", err)
+	}
+	args := []string{
+		"--name", name,
+		"--data-dir", filepath.Join(dir, "data"),
+		"--listen-client-urls", client,
+		"--advertise-client-urls", client,
+		"--listen-peer-urls", peer,
+		"--initial-advertise-peer-urls", peer,
+		"--initial-cluster", initial,
+		"--initial-cluster-token", token,
+		"--initial-cluster-state", "new",
+		"--log-level", "warn",
+	}
+	if !cfg.Fsync {
+		args = append(args, "--unsafe-no-fsync")
+	}
+	e := &Etcd{Name: name, Endpoint: client}
+	e.Process, err = Start(ctx, Config{Name: "etcd", Bin: bin, Args: args, Dir: dir, Ready: e.ready})
+	if err != nil {
+		return nil, err
+	}
+	return e, nil
 }
 
 // OwnEtcd starts a server for tb alone ([StartEtcd]) and stops it when tb

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -113,6 +114,30 @@ func (p *Process) Kill() {
 		kill(r.cmd)
 	}
 	<-r.exited
+}
+
+// Pause stops the server (SIGSTOP to its process group) without ending
+// it: its sockets stay open and connections to it hang, as with a
+// machine that froze. [Process.Resume] lets it go on; [Process.Kill]
+// ends it paused or not. Pausing a server that is down does nothing.
+func (p *Process) Pause() { p.signal(syscall.SIGSTOP) }
+
+// Resume continues a server [Process.Pause] stopped.
+func (p *Process) Resume() { p.signal(syscall.SIGCONT) }
+
+// signal sends sig to the running server's process group, unless it has
+// been reaped already (its pid may name another process by then).
+func (p *Process) signal(sig syscall.Signal) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.run == nil {
+		return
+	}
+	select {
+	case <-p.run.exited:
+	default:
+		signalGroup(p.run.cmd, sig)
+	}
 }
 
 // Restart crashes the server if it runs and starts it again with the same

@@ -30,3 +30,10 @@ func kill(cmd *exec.Cmd) {
 		_ = cmd.Process.Kill() // The group is gone; the process may be too.
 	}
 }
+
+// signalGroup sends sig to cmd's process group.
+func signalGroup(cmd *exec.Cmd, sig syscall.Signal) {
+	if err := syscall.Kill(-cmd.Process.Pid, sig); err != nil {
+		_ = cmd.Process.Signal(sig)
+	}
+}

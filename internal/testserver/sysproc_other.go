@@ -14,3 +14,5 @@ func sysProcAttr() *syscall.SysProcAttr { return nil }
 func startProcess(cmd *exec.Cmd) error { return cmd.Start() }
 
 func kill(cmd *exec.Cmd) { _ = cmd.Process.Kill() }
+
+func signalGroup(cmd *exec.Cmd, sig syscall.Signal) { _ = cmd.Process.Signal(sig) }

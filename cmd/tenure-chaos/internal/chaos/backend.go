@@ -27,25 +27,32 @@ import (
 )
 
 // Backends the harness runs cells on.
-var Backends = []string{"postgres", "redis", "etcd", "consul", "mysql"}
+var Backends = []string{"postgres", "redis", "etcd", "consul", "mysql", "etcd-cluster", "consul-cluster"}
+
+// clustered reports whether a backend runs on a three-member cluster of
+// the store, whose members the nemesis pauses and kills.
+func clustered(backend string) bool { return backend == "etcd-cluster" || backend == "consul-cluster" }
 
 // spec is what a worker process needs to reach its cell: passed as JSON
 // on its command line, so a forked child inherits it with the rest.
 type spec struct {
-	Backend   string        `json:"backend"`
-	StoreAddr string        `json:"store"` // the slot's faultnet proxy
-	PGURL     string        `json:"pg,omitempty"`
-	RedisAddr string        `json:"redis,omitempty"`
-	MySQLURL  string        `json:"mysql,omitempty"`
-	Schema    string        `json:"schema,omitempty"`
-	Prefix    string        `json:"prefix,omitempty"`
-	Lease     string        `json:"lease"`
-	TTL       time.Duration `json:"ttl"`
-	Gap       time.Duration `json:"gap"`
-	Work      time.Duration `json:"work"`
-	History   string        `json:"history"`
-	Slot      int           `json:"slot"`
-	App       string        `json:"app"`
+	Backend   string `json:"backend"`
+	StoreAddr string `json:"store"` // the slot's faultnet proxy (of the first member, on a cluster)
+	// StoreAddrs are the slot's proxies, one per member of the store, in
+	// member order: StoreAddr alone for a single server.
+	StoreAddrs []string      `json:"stores"`
+	PGURL      string        `json:"pg,omitempty"`
+	RedisAddr  string        `json:"redis,omitempty"`
+	MySQLURL   string        `json:"mysql,omitempty"`
+	Schema     string        `json:"schema,omitempty"`
+	Prefix     string        `json:"prefix,omitempty"`
+	Lease      string        `json:"lease"`
+	TTL        time.Duration `json:"ttl"`
+	Gap        time.Duration `json:"gap"`
+	Work       time.Duration `json:"work"`
+	History    string        `json:"history"`
+	Slot       int           `json:"slot"`
+	App        string        `json:"app"`
 
 	// DataPrefix is where the etcd and consul cells keep their chains.
 	DataPrefix string `json:"data,omitempty"`
@@ -136,10 +143,10 @@ func openWorker(ctx context.Context, sp spec) (store.Store, resource, func(), er
 			return nil, nil, nil, err
 		}
 		return st, res, func() { _ = st.Close(); _ = rdb.Close(); res.close() }, nil
-	case "etcd":
-		cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"http://" + sp.StoreAddr}, DialTimeout: time.Second, Logger: zap.NewNop()})
+	case "etcd", "etcd-cluster":
+		cli, err := etcdClient(sp.StoreAddrs)
 		if err != nil {
-			return nil, nil, nil, fmt.Errorf("chaos: etcd client: %w", err)
+			return nil, nil, nil, err
 		}
 		st, err := etcdstore.New(cli, etcdstore.Config{KeyPrefix: sp.Prefix})
 		if err != nil {
@@ -148,8 +155,8 @@ func openWorker(ctx context.Context, sp spec) (store.Store, resource, func(), er
 		}
 		res := &etcdResource{cli: cli, st: st, prefix: sp.DataPrefix}
 		return st, res, func() { _ = st.Close(); _ = cli.Close() }, nil
-	case "consul":
-		cli, tr, err := consulClient(sp.StoreAddr)
+	case "consul", "consul-cluster":
+		cli, tr, err := consulClient(sp.StoreAddrs...)
 		if err != nil {
 			return nil, nil, nil, err
 		}
@@ -164,6 +171,28 @@ func openWorker(ctx context.Context, sp spec) (store.Store, resource, func(), er
 		return openMySQLWorker(ctx, sp)
 	}
 	return nil, nil, nil, fmt.Errorf("chaos: %w: unknown backend %q (want one of %v)", store.ErrInvalid, sp.Backend, Backends)
+}
+
+// etcdClient returns a client of the etcd members at addrs (host:port).
+// The client sends its calls to the members in turn (gRPC's round robin).
+// With more than one member it pings each connection that has been idle
+// for 10 s, the least gRPC allows, and drops a connection whose ping goes
+// unanswered for a second, so that a paused member's connection is
+// dropped about 11 s into the pause; until then the calls sent to it wait
+// for their deadlines.
+func etcdClient(addrs []string) (*clientv3.Client, error) {
+	cfg := clientv3.Config{DialTimeout: time.Second, Logger: zap.NewNop()}
+	for _, a := range addrs {
+		cfg.Endpoints = append(cfg.Endpoints, "http://"+a)
+	}
+	if len(addrs) > 1 {
+		cfg.DialKeepAliveTime, cfg.DialKeepAliveTimeout = 10*time.Second, time.Second
+	}
+	cli, err := clientv3.New(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("chaos: etcd client: %w", err)
+	}
+	return cli, nil
 }
 
 // pgResource keeps both chains in PostgreSQL tables (n primary key). A

@@ -3,7 +3,11 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -29,12 +33,42 @@ func TestMain(m *testing.M) { testutil.VerifyTestMain(m) }
 // consul's 80-second cell once found none twice in a row. Consul's
 // takeovers are the slowest (its sessions outlive their TTL by up to the
 // TTL again, and a restarted server gives every session a fresh TTL), and
-// its twin bites least, so its cell runs three times as long.
+// its twin bites least, so its cell runs three times as long. The
+// etcd-cluster cell's twin bites less often still: over seven cells of 50
+// or 60 s it found 0 to 6 violations, none in three of them. Its holders
+// write about a third as often as on one server (each write crosses the
+// cluster, and every fault of the leader stalls the writes for 4 to 5 s),
+// so a pause lands between a lease check and its write that much less
+// often: about 1.5 bites a minute. At 120 s a cell expects about three,
+// and finds none about one time in 18; with the rerun, CI fails on a
+// correct run about once in 300. (150 s would make that once in 1,500,
+// but cost the package another half minute; it took 8 min 9 s with this
+// cell, 122 s of it, on the two-core machine.)
+//
+// The consul-cluster cell stays out of CI. At 150 s three of four cells
+// were valid (13 to 18 cycles; 21, 7, 5 and 0 twin violations; at 90 s
+// the twin found none either), so it would fail now and then as "not
+// exercising" even with the rerun; and it would add 150 s (300 s when
+// rerun), taking the package to 10.7 to 13.2 minutes on the two-core
+// machine CI runs on, against a budget of 12. Run it by hand
+// (RELIABILITY.md, "Clusters under fault").
 const (
-	ciCell       = 50 * time.Second
-	ciConsulCell = 150 * time.Second
-	ciFaultEvery = time.Second
+	ciCell            = 50 * time.Second
+	ciConsulCell      = 150 * time.Second
+	ciEtcdClusterCell = 120 * time.Second
+	ciFaultEvery      = time.Second
 )
+
+// ciDuration is the length of backend b's cell in CI.
+func ciDuration(b string) time.Duration {
+	switch b {
+	case "consul":
+		return ciConsulCell
+	case "etcd-cluster":
+		return ciEtcdClusterCell
+	}
+	return ciCell
+}
 
 // TestCells builds tenure-chaos and runs one short cell per backend. The
 // cells run one after another, not in parallel: each is five processes
@@ -52,15 +86,16 @@ func TestCells(t *testing.T) {
 	out, err := build.CombinedOutput()
 	require.NoError(t, err, "build tenure-chaos: %s", out)
 	seed := rand.Uint64N(1_000_000_000) + 1
-	t.Logf("seed %d (replay a cell: tenure-chaos -backend B -seed %d -duration %s -fault-every %s; consul: -duration %s)", seed, seed, ciCell, ciFaultEvery, ciConsulCell)
+	t.Logf("seed %d (replay a cell: tenure-chaos -backend B -seed %d -duration %s -fault-every %s; consul: -duration %s; etcd-cluster: -duration %s)",
+		seed, seed, ciCell, ciFaultEvery, ciConsulCell, ciEtcdClusterCell)
 	for _, b := range Backends {
 		t.Run(b, func(t *testing.T) {
+			if b == "consul-cluster" {
+				t.Skipf("out of CI: at 150 s, 3 of 4 cells were valid (one twin showed nothing), and 150 s more would take the package's cells over their 12-minute budget; by hand: tenure-chaos -backend consul-cluster -seed %d -duration 150s -fault-every %s", seed, ciFaultEvery)
+			}
 			needBackend(t, b)
 			dir := t.TempDir()
-			d := ciCell
-			if b == "consul" {
-				d = ciConsulCell
-			}
+			d := ciDuration(b)
 			// A run whose faults did not bite, or whose negative control
 			// shows nothing, proves nothing either way: it is invalid, and
 			// is run once more with the next seed. A violation at the fenced
@@ -104,10 +139,10 @@ func needBackend(t *testing.T, b string) {
 	case "redis":
 		_, err := testserver.RedisBinary()
 		testutil.NeedServer(t, "redis-server ("+RedisBinEnv+")", err)
-	case "etcd":
+	case "etcd", "etcd-cluster":
 		_, err := testserver.EtcdBinary()
 		testutil.NeedServer(t, "etcd ("+EtcdBinEnv+")", err)
-	case "consul":
+	case "consul", "consul-cluster":
 		_, err := testserver.ConsulBinary()
 		testutil.NeedServer(t, "consul ("+ConsulBinEnv+")", err)
 	case "mysql":
@@ -237,4 +272,84 @@ func TestSchedule(t *testing.T) {
 	require.Equal(t, a, Schedule(42, "postgres", 2*time.Second, 20))
 	require.NotEqual(t, a, Schedule(43, "postgres", 2*time.Second, 20))
 	require.True(t, strings.HasPrefix(a[0], "+"))
+}
+
+// TestMemberOutcomes checks how a fault of a cluster's member is followed
+// to the next leader, write and takeover.
+func TestMemberOutcomes(t *testing.T) {
+	t.Parallel()
+	h := &hb{}
+	h.add(Event{Kind: kindAcquired, Proc: "1:1", Token: 1})
+	h.add(Event{Kind: kindTry, Proc: "1:1", Res: resFenced, Token: 1, WID: "1:1/1"})
+	h.add(Event{Kind: kindFault, Fault: faultFollowerPause, Target: targetFollower, Token: 1})
+	h.add(Event{Kind: kindDone, Proc: "1:1", Res: resFenced, Token: 1, WID: "1:1/1", Result: resultOK}) // in flight
+	h.add(Event{Kind: kindTry, Proc: "1:1", Res: resFenced, Token: 1, WID: "1:1/2"})
+	h.add(Event{Kind: kindDone, Proc: "1:1", Res: resFenced, Token: 1, WID: "1:1/2", Result: resultOK})
+	h.add(Event{Kind: kindFault, Fault: faultLeaderPause, Target: targetStore, Token: 1})
+	h.add(Event{Kind: kindTry, Proc: "1:1", Res: resFenced, Token: 1, WID: "1:1/3"})
+	h.add(Event{Kind: kindDone, Proc: "1:1", Res: resFenced, Token: 1, WID: "1:1/3", Result: resultUnknown})
+	h.add(Event{Kind: kindLeader, Target: targetStore})
+	h.add(Event{Kind: kindAcquired, Proc: "2:1", Token: 7})
+	h.add(Event{Kind: kindTry, Proc: "2:1", Res: resTwin, Token: 7, WID: "2:1/1"})
+	h.add(Event{Kind: kindDone, Proc: "2:1", Res: resTwin, Token: 7, WID: "2:1/1", Result: resultOK})
+	h.add(Event{Kind: kindTry, Proc: "2:1", Res: resFenced, Token: 7, WID: "2:1/2"})
+	h.add(Event{Kind: kindDone, Proc: "2:1", Res: resFenced, Token: 7, WID: "2:1/2", Result: resultOK})
+	h.add(Event{Kind: kindFault, Fault: faultLeaderKill, Target: targetStore, Token: 7})
+	h.add(Event{Kind: kindFault, Fault: faultFollowerKill, Target: targetFollower, Token: 7})
+	h.add(Event{Kind: kindLeader, Target: targetStore}) // after the next fault: not the kill's election
+	require.Equal(t, []MemberFault{
+		{Fault: faultFollowerPause, Token: 1, Stall: 3 * time.Second, Kept: true},
+		{Fault: faultLeaderPause, Token: 1, Election: 3 * time.Second, Stall: 8 * time.Second, Takeover: 4 * time.Second},
+		{Fault: faultLeaderKill, Token: 7},
+		{Fault: faultFollowerKill, Token: 7},
+	}, memberOutcomes(h.evs))
+}
+
+// TestClusterFaults checks that cluster cells get faults of one member at
+// a time in place of the restart of the whole store.
+func TestClusterFaults(t *testing.T) {
+	t.Parallel()
+	for _, b := range []string{"etcd-cluster", "consul-cluster"} {
+		k := faultKinds(b)
+		require.NotContains(t, k, faultRestart)
+		for _, f := range memberFaults {
+			require.Contains(t, k, f)
+		}
+	}
+	require.Contains(t, faultKinds("etcd"), faultRestart)
+	require.NotContains(t, faultKinds("etcd"), faultLeaderPause)
+}
+
+// TestFailoverMovesOn checks that the Consul workers' transport sends
+// requests to one server and moves to the next after one fails on its
+// way.
+func TestFailoverMovesOn(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "up") }))
+	defer srv.Close()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	down := l.Addr().String()
+	require.NoError(t, l.Close()) // nothing listens there now
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	f := &failover{base: tr, addrs: []string{down, srv.Listener.Addr().String()}}
+	get := func() (string, error) {
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://placeholder/v1/status/leader", nil)
+		require.NoError(t, err)
+		resp, err := f.RoundTrip(req)
+		if err != nil {
+			return "", err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		return string(b), err
+	}
+	_, err = get()
+	require.Error(t, err, "the first server is down")
+	for range 2 {
+		body, err := get()
+		require.NoError(t, err)
+		require.Equal(t, "up", body)
+	}
 }

@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 )
@@ -66,6 +67,30 @@ type Verdict struct {
 	Writes map[string]map[string]int
 	Grants int
 	Clones int
+	// Members holds, per fault of a clustered store's member, what it
+	// did to the lease.
+	Members []MemberFault `json:",omitempty"`
+}
+
+// MemberFault is what a fault of one member of a clustered store did to
+// the lease held when it struck.
+type MemberFault struct {
+	Fault string
+	// Token is the token held when the fault struck (0: none known).
+	Token int64
+	// Election is the time from a fault on the leader to the cluster's
+	// agreeing on another (0: none seen, or a follower's fault).
+	Election time.Duration
+	// Stall is the time from the fault to the acknowledgement of the
+	// first fenced write begun after it (0: none came): writes in flight
+	// when it struck do not count.
+	Stall time.Duration
+	// Kept says that write carried Token: the holder's tenure outlived
+	// the fault.
+	Kept bool
+	// Takeover is the time from the fault to the grant of the token the
+	// next write carried, when the holder did not keep its tenure.
+	Takeover time.Duration
 }
 
 // lineage records, for each clone, the process it was cloned from and the
@@ -146,7 +171,50 @@ func check(events []Event, fenced, twin []Row, ttl time.Duration) Verdict {
 	checkRows(&v.Fenced, fenced, lin, acked[resFenced])
 	checkRows(&v.Twin, twin, lin, acked[resTwin])
 	v.Cycles, v.Takeovers = cycles(byTime(events), ttl)
+	v.Members = memberOutcomes(byTime(events))
 	return v
+}
+
+// memberOutcomes follows each fault of a clustered store's member (events
+// in time order) to the cluster's next leader, the first acknowledged
+// fenced write begun after it and, when that write carried another token,
+// its grant.
+func memberOutcomes(events []Event) []MemberFault {
+	var out []MemberFault
+	for i, f := range events {
+		if f.Kind != kindFault || !slices.Contains(memberFaults, f.Fault) {
+			continue
+		}
+		m := MemberFault{Fault: f.Fault, Token: f.Token}
+		// A fault on the leader is followed by an election, until the
+		// next member fault.
+		electing := f.Target == targetStore
+		granted := map[int64]int64{}
+		tried := map[string]bool{} // fenced writes begun after the fault
+		for _, e := range events[i+1:] {
+			switch {
+			case e.Kind == kindTry && e.Res == resFenced:
+				tried[e.WID] = true
+			case e.Kind == kindFault && slices.Contains(memberFaults, e.Fault):
+				electing = false
+			case e.Kind == kindLeader && electing:
+				m.Election, electing = time.Duration(e.T-f.T), false
+			case e.Kind == kindAcquired:
+				granted[e.Token] = e.T
+			case e.Kind == kindDone && e.Res == resFenced && e.Result == resultOK && m.Stall == 0 && tried[e.WID]:
+				m.Stall = time.Duration(e.T - f.T)
+				m.Kept = f.Token != 0 && e.Token == f.Token
+				if t, ok := granted[e.Token]; ok && !m.Kept {
+					m.Takeover = time.Duration(t - f.T)
+				}
+			}
+			if m.Stall != 0 && !electing {
+				break
+			}
+		}
+		out = append(out, m)
+	}
+	return out
 }
 
 // checkRows checks one resource: no stale acceptance, one writer per

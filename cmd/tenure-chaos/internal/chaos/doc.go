@@ -7,7 +7,8 @@
 //
 // # A cell
 //
-// A cell is one backend (postgres, redis, etcd, consul, mysql), N worker
+// A cell is one backend (postgres, redis, etcd, consul, mysql,
+// etcd-cluster, consul-cluster), N worker
 // processes (default 5: re-executions of tenure-chaos in the worker role),
 // TTL 2 s, a duration and a seed. Each worker reaches its store through a
 // faultnet proxy of its own, campaigns for the cell's lease, and while it
@@ -34,6 +35,16 @@
 //     through the proxy, the fenced one written with the store's StrictTxn
 //     (etcdstore, consulstore: the strict check on the lease's own keys,
 //     which advances the renewal chain, so clones are safe).
+//   - etcd-cluster, consul-cluster: the same, on a three-member cluster
+//     the harness starts on loopback (internal/testserver: etcd bootstrapped
+//     statically, Consul as three server agents with -bootstrap-expect 3
+//     and -retry-join, their Raft logs on disk). Each worker has one proxy
+//     per member and its client gets all three: etcd's client sends its
+//     calls to them in turn and drops a connection whose keepalive ping
+//     (after 10 s idle, gRPC's least) goes unanswered for a second; the
+//     Consul API client takes one address,
+//     so the worker's transport sends each request to one member and moves
+//     to the next after a request fails on its way.
 //
 // The twin is written whatever the fence said, with the same token: the
 // negative control of the same run.
@@ -49,7 +60,15 @@
 // faultnet.Proxy.LoseReplies); pg_terminate_backend of the holder's
 // sessions (postgres); a restart of the store server (redis,
 // etcd, consul: the servers the harness starts); a ±1–4 week jump of the holder's library wall
-// clock (tenure.Config.Clock); a clone: a second process that adopts the
+// clock (tenure.Config.Clock); on a cluster, instead of the restart,
+// faults of one member at a time, each once the cluster could lose a
+// member again (every etcd member answering one leader; three healthy
+// Consul voters by autopilot, which takes a server back as a non-voter
+// after a long pause), so that the cluster keeps its quorum: SIGSTOP of the store's leader (asked of the members: etcd's
+// Status, Consul's /v1/status/leader) for 1–3 × TTL, SIGKILL of the leader
+// and a restart with its data after 0.5–2 × TTL, and the same two faults
+// of a follower; after a fault on the leader the harness logs when the
+// members agree on the next one; a clone: a second process that adopts the
 // holder's tenure state (internal/snapshot; every cell's fence is strict,
 // so clones are in play everywhere); and a fork:
 // the holder starts a child with its environment, command line and history
@@ -73,6 +92,11 @@
 //   - no token granted twice, store restarts included;
 //   - no acknowledged write lost: every write a worker saw commit is in
 //     the chain, with its token.
+//
+// On a cluster the checker also follows each member fault to the next
+// leader, the next acknowledged fenced write (the write stall) and, when
+// that write carried another token, its grant (the takeover): whether the
+// holder's tenure outlived the fault ([MemberFault]).
 //
 // A run with fewer than [MinCycles] "fault → lease lost → new holder"
 // cycles is invalid ("faults did not bite"), and a run whose twin shows no

@@ -20,8 +20,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
 	"github.com/tenure-dev/tenure/internal/faultnet"
 	"github.com/tenure-dev/tenure/store/consulstore"
@@ -66,14 +64,18 @@ func (r *CellResult) Passed() bool { return len(r.Failures) == 0 }
 // Summary is one line about the cell.
 func (r *CellResult) Summary() string {
 	v := r.Verdict
+	members := ""
+	if len(v.Members) > 0 {
+		members = memberSummary(v.Members)
+	}
 	status := "PASS"
 	if !r.Passed() {
 		status = "FAIL: " + strings.Join(r.Failures, "; ")
 	}
-	return fmt.Sprintf("%s seed %d: %d faults, %d cycles, %d grants, %d clones, fenced writes %d ok / %d fenced / %d unknown, violations %d, twin violations %d (%s): %s",
+	return fmt.Sprintf("%s seed %d: %d faults, %d cycles, %d grants, %d clones, fenced writes %d ok / %d fenced / %d unknown, violations %d, twin violations %d (%s)%s: %s",
 		r.Config.Backend, r.Config.Seed, sum(v.Faults), v.Cycles, v.Grants, v.Clones,
 		v.Writes[resFenced][resultOK], v.Writes[resFenced][resultFenced], v.Writes[resFenced][resultUnknown],
-		v.Fenced.Total(), v.Twin.Total(), formatCounts(v.Twin.Count), status)
+		v.Fenced.Total(), v.Twin.Total(), formatCounts(v.Twin.Count), members, status)
 }
 
 func sum(m map[string]int) int {
@@ -104,7 +106,7 @@ type cell struct {
 	hist   *historyWriter
 	store  store.Store // the harness's own, direct connection
 	reader resource    // direct, to read the chains back
-	server *server     // redis, etcd or consul: the harness starts them
+	server *server     // redis, etcd or consul, single or clustered: the harness starts them
 	pgPool *pgxpool.Pool
 	logf   *os.File
 	slots  []*slot
@@ -113,14 +115,19 @@ type cell struct {
 	procs  map[string]*procInfo
 	tokens map[int64]string
 	ending bool
-	wg     sync.WaitGroup // heals, restarts, readers
+	// storeFault is set while a member of a clustered store is paused or
+	// down: the nemesis strikes one member at a time, so the cluster
+	// keeps its quorum.
+	storeFault bool
+	wg         sync.WaitGroup // heals, restarts, readers
 }
 
-// slot is one worker position: a proxy and the current main process.
+// slot is one worker position: its proxies (one per member of the
+// store) and the current main process.
 type slot struct {
-	i     int
-	proxy *faultnet.Proxy
-	app   string
+	i       int
+	proxies []*faultnet.Proxy
+	app     string
 
 	mu      sync.Mutex
 	cmd     *exec.Cmd
@@ -157,18 +164,21 @@ func RunCell(ctx context.Context, cfg CellConfig) (*CellResult, error) {
 	id := randomHex(4)
 	c.spec = spec{Backend: cfg.Backend, PGURL: cfg.PGURL, Lease: "chaos-" + id,
 		TTL: cfg.TTL, Gap: cfg.Gap, Work: cfg.Work, History: histPath}
-	target, cleanup, err := c.setup(ctx, id)
+	targets, cleanup, err := c.setup(ctx, id)
 	if err != nil {
 		return nil, err
 	}
 	defer cleanup()
 	for i := 1; i <= cfg.Workers; i++ {
-		p, err := faultnet.Listen(target)
-		if err != nil {
-			return nil, fmt.Errorf("chaos: proxy: %w", err)
+		s := &slot{i: i, app: fmt.Sprintf("chaos_%s_w%d", id, i), replies: make(chan string, 1)}
+		for _, target := range targets {
+			p, err := faultnet.Listen(target)
+			if err != nil {
+				return nil, fmt.Errorf("chaos: proxy: %w", err)
+			}
+			defer p.Close()
+			s.proxies = append(s.proxies, p)
 		}
-		defer p.Close()
-		s := &slot{i: i, proxy: p, app: fmt.Sprintf("chaos_%s_w%d", id, i), replies: make(chan string, 1)}
 		c.slots = append(c.slots, s)
 		if err := c.startMain(s); err != nil {
 			return nil, err
@@ -223,16 +233,16 @@ func writeJSON(path string, v any) error {
 }
 
 // setup prepares the backend: namespaces, migrations, tables, servers,
-// the harness's own store and reader. It returns the address the proxies
-// forward to and a cleanup.
-func (c *cell) setup(ctx context.Context, id string) (string, func(), error) {
+// the harness's own store and reader. It returns the addresses the
+// proxies forward to (one per member of a clustered store) and a cleanup.
+func (c *cell) setup(ctx context.Context, id string) ([]string, func(), error) {
 	var cleanups []func()
 	cleanup := func() {
 		for i := len(cleanups) - 1; i >= 0; i-- {
 			cleanups[i]()
 		}
 	}
-	fail := func(err error) (string, func(), error) { cleanup(); return "", nil, err }
+	fail := func(err error) ([]string, func(), error) { cleanup(); return nil, nil, err }
 	b := c.cfg.Backend
 	if b == "postgres" {
 		c.spec.Schema = "chaos_" + id
@@ -270,7 +280,7 @@ func (c *cell) setup(ctx context.Context, id string) (string, func(), error) {
 		if err != nil {
 			return fail(err)
 		}
-		return host, cleanup, nil
+		return []string{host}, cleanup, nil
 	}
 	switch b {
 	case "mysql":
@@ -278,7 +288,7 @@ func (c *cell) setup(ctx context.Context, id string) (string, func(), error) {
 		if err != nil {
 			return fail(err)
 		}
-		return target, cleanup, nil
+		return []string{target}, cleanup, nil
 	case "redis":
 		c.spec.Prefix = "tenure-chaos:" + id + ":"
 		s, err := startRedis(ctx)
@@ -286,32 +296,36 @@ func (c *cell) setup(ctx context.Context, id string) (string, func(), error) {
 			return fail(err)
 		}
 		c.server = s
-		c.spec.RedisAddr = s.addr
+		c.spec.RedisAddr = s.addrs[0]
 		cleanups = append(cleanups, func() { _ = s.stop() })
-		rdb := redis.NewClient(&redis.Options{Addr: s.addr, ContextTimeoutEnabled: true})
+		rdb := redis.NewClient(&redis.Options{Addr: s.addrs[0], ContextTimeoutEnabled: true})
 		cleanups = append(cleanups, func() { _ = rdb.Close() })
 		st, err := redisstore.New(rdb, redisstore.Config{KeyPrefix: c.spec.Prefix + "lease:"})
 		if err != nil {
 			return fail(err)
 		}
-		res, err := newRedisResource(s.addr, c.spec.Prefix, c.spec.Prefix+"lease:")
+		res, err := newRedisResource(s.addrs[0], c.spec.Prefix, c.spec.Prefix+"lease:")
 		if err != nil {
 			return fail(err)
 		}
 		cleanups = append(cleanups, res.close)
 		c.store, c.reader = st, res
-		return s.addr, cleanup, nil
-	case "etcd":
+		return s.addrs, cleanup, nil
+	case "etcd", "etcd-cluster":
 		c.spec.Prefix, c.spec.DataPrefix = "chaos/"+id+"/", dataPrefix(id)
-		s, err := startEtcd(ctx)
+		start := startEtcd
+		if b == "etcd-cluster" {
+			start = startEtcdCluster
+		}
+		s, err := start(ctx)
 		if err != nil {
 			return fail(err)
 		}
 		c.server = s
 		cleanups = append(cleanups, func() { _ = s.stop() })
-		cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"http://" + s.addr}, DialTimeout: time.Second, Logger: zap.NewNop()})
+		cli, err := etcdClient(s.addrs)
 		if err != nil {
-			return fail(fmt.Errorf("chaos: etcd client: %w", err))
+			return fail(err)
 		}
 		cleanups = append(cleanups, func() { _ = cli.Close() })
 		st, err := etcdstore.New(cli, etcdstore.Config{KeyPrefix: c.spec.Prefix})
@@ -319,16 +333,20 @@ func (c *cell) setup(ctx context.Context, id string) (string, func(), error) {
 			return fail(err)
 		}
 		c.store, c.reader = st, &etcdResource{cli: cli, prefix: c.spec.DataPrefix}
-		return s.addr, cleanup, nil
-	case "consul":
+		return s.addrs, cleanup, nil
+	case "consul", "consul-cluster":
 		c.spec.Prefix, c.spec.DataPrefix = "chaos/"+id+"/", dataPrefix(id)
-		s, err := startConsul(ctx)
+		start := startConsul
+		if b == "consul-cluster" {
+			start = startConsulCluster
+		}
+		s, err := start(ctx)
 		if err != nil {
 			return fail(err)
 		}
 		c.server = s
 		cleanups = append(cleanups, func() { _ = s.stop() })
-		cli, tr, err := consulClient(s.addr)
+		cli, tr, err := consulClient(s.addrs...)
 		if err != nil {
 			return fail(err)
 		}
@@ -338,7 +356,7 @@ func (c *cell) setup(ctx context.Context, id string) (string, func(), error) {
 			return fail(err)
 		}
 		c.store, c.reader = st, &consulResource{cli: cli, prefix: c.spec.DataPrefix}
-		return s.addr, cleanup, nil
+		return s.addrs, cleanup, nil
 	}
 	return fail(fmt.Errorf("chaos: %w: unknown backend %q (want one of %v)", store.ErrInvalid, b, Backends))
 }
@@ -346,7 +364,11 @@ func (c *cell) setup(ctx context.Context, id string) (string, func(), error) {
 // specFor returns the worker spec of slot s.
 func (c *cell) specFor(s *slot) spec {
 	sp := c.spec
-	sp.StoreAddr = s.proxy.Addr()
+	sp.StoreAddrs = nil
+	for _, p := range s.proxies {
+		sp.StoreAddrs = append(sp.StoreAddrs, p.Addr())
+	}
+	sp.StoreAddr = sp.StoreAddrs[0]
 	sp.Slot = s.i
 	sp.App = s.app
 	return sp
@@ -384,6 +406,13 @@ func (c *cell) launch(s *slot, wantStdin bool, extra ...string) (*exec.Cmd, io.W
 	go func() { defer c.wg.Done(); c.readLines(s, cmd.Process.Pid, r) }()
 	go func() { defer c.wg.Done(); _ = cmd.Wait() }()
 	return cmd, stdin, nil
+}
+
+// each applies f to each of the slot's proxies.
+func (s *slot) each(f func(*faultnet.Proxy)) {
+	for _, p := range s.proxies {
+		f(p)
+	}
 }
 
 // startMain starts (or restarts) the main worker of slot s.
@@ -436,8 +465,10 @@ func (c *cell) teardown() {
 	}
 	c.mu.Unlock()
 	for _, s := range c.slots {
-		s.proxy.Restore()
-		s.proxy.SetDelay(0)
+		for _, p := range s.proxies {
+			p.Restore()
+			p.SetDelay(0)
+		}
 	}
 	// Kill the processes the history names, checking that each pid still
 	// belongs to the process that logged it.

@@ -24,6 +24,7 @@ const (
 	kindClock    = "clock"    // a process's library clock was shifted (Dur)
 	kindFault    = "fault"    // the nemesis injected a fault (Fault, Target, Token, Dur)
 	kindHeal     = "heal"     // the nemesis ended a fault
+	kindLeader   = "leader"   // a clustered store agreed on a new leader after a fault on its leader (Dur: since the fault)
 	kindExit     = "exit"     // a process is about to exit on its own
 )
 

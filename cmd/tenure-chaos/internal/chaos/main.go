@@ -71,7 +71,8 @@ func workerMain(ctx context.Context, args []string) error {
 const usage = `tenure-chaos runs chaos cells: N worker processes holding one lease over a
 real store, writing through a fenced resource and an unfenced twin, while a
 nemesis pauses, kills, partitions, delays, clones and forks them, shifts their
-clocks, terminates their sessions and restarts the store. After every cell a
+clocks, terminates their sessions and restarts the store (on a
+three-member cluster: pauses and kills its leader or a follower). After every cell a
 checker reads the history and both resources; any violation at the fenced
 resource fails the cell, and so do fewer than %d fault → lease lost → new
 holder cycles ("faults did not bite") and a twin without violations ("not
@@ -83,7 +84,8 @@ Long run:         tenure-chaos -long -report docs
 
 Environment: TENURE_TEST_PG_URL (PostgreSQL, default
 postgres://postgres@127.0.0.1:5432/test); the harness starts its own Redis,
-etcd and Consul servers from TENURE_REDIS_BIN (default redis-server on
+etcd and Consul servers (and the etcd-cluster and consul-cluster cells'
+three-member clusters) from TENURE_REDIS_BIN (default redis-server on
 PATH), TENURE_ETCD_BIN and TENURE_CONSUL_BIN (tools/etcd/ensure.sh and
 tools/consul/ensure.sh build them).
 
@@ -96,7 +98,7 @@ func harnessMain(ctx context.Context, args []string, stdout io.Writer) error {
 		fmt.Fprintf(fs.Output(), usage, MinCycles)
 		fs.PrintDefaults()
 	}
-	backend := fs.String("backend", "all", "postgres, redis, etcd, consul, mysql, a comma-separated list, or all")
+	backend := fs.String("backend", "all", "postgres, redis, etcd, consul, mysql, etcd-cluster, consul-cluster, a comma-separated list, or all")
 	workers := fs.Int("workers", 5, "worker processes per cell")
 	ttl := fs.Duration("ttl", 2*time.Second, "lease TTL")
 	duration := fs.Duration("duration", 60*time.Second, "length of each cell")

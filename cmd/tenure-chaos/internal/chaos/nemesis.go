@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/tenure-dev/tenure/internal/faultnet"
 	"github.com/tenure-dev/tenure/internal/snapshot"
 	"github.com/tenure-dev/tenure/store"
 )
@@ -29,10 +31,25 @@ const (
 	faultClock     = "clock"      // shift the holder's library wall clock by ±1–4 weeks
 	faultClone     = "clone"      // start a second process with the holder's tenure (snapshot restored twice)
 	faultFork      = "fork"       // the holder starts a child with its environment and files
+
+	// Faults of one member of a clustered store, one member at a time.
+	faultLeaderPause   = "leader-pause"   // SIGSTOP the cluster's leader for 1–3 × TTL, then SIGCONT
+	faultLeaderKill    = "leader-kill"    // SIGKILL the cluster's leader; restart it with its data after 0.5–2 × TTL
+	faultFollowerPause = "follower-pause" // SIGSTOP a follower for 1–3 × TTL, then SIGCONT
+	faultFollowerKill  = "follower-kill"  // SIGKILL a follower; restart it with its data after 0.5–2 × TTL
 )
 
-// targetStore is the Target of faults that hit the store server itself.
-const targetStore = "store"
+// memberFaults are the faults of one member of a clustered store.
+var memberFaults = []string{faultLeaderPause, faultLeaderKill, faultFollowerPause, faultFollowerKill}
+
+// Targets of faults that hit the store rather than a worker: the store
+// server, or a clustered store's leader (both may cost the holder its
+// lease, so the takeovers after them count as cycles), or a follower
+// (which should cost nothing).
+const (
+	targetStore    = "store"
+	targetFollower = "store-follower"
+)
 
 // faultKinds returns the faults a backend gets, each repeated by weight.
 func faultKinds(backend string) []string {
@@ -41,7 +58,10 @@ func faultKinds(backend string) []string {
 	if backend == "postgres" { // the only cell with PostgreSQL sessions of the workers
 		k = append(k, faultTerminate)
 	}
-	if backend != "postgres" && backend != "mysql" { // the harness starts these servers, so it can restart them
+	switch {
+	case clustered(backend): // a member at a time, never the whole cluster
+		k = append(k, faultLeaderPause, faultLeaderPause, faultLeaderPause, faultLeaderKill, faultLeaderKill, faultFollowerPause, faultFollowerKill)
+	case backend != "postgres" && backend != "mysql": // the harness starts these servers, so it can restart them
 		k = append(k, faultRestart)
 	}
 	k = append(k, faultClone, faultClone) // every cell's fence is strict: it tells clones apart
@@ -147,6 +167,11 @@ func (c *cell) mainOf(slot int) *procInfo {
 // nobody holds the lease, against the drawn slot's worker) and logs it.
 func (c *cell) inject(ctx context.Context, d draw) {
 	tok, p := c.holder(ctx)
+	if slices.Contains(memberFaults, d.kind) {
+		time.Sleep(d.phase)
+		c.memberFault(ctx, d, tok)
+		return
+	}
 	if p == nil {
 		p = c.mainOf(d.slot)
 	}
@@ -186,14 +211,14 @@ func (c *cell) inject(ctx context.Context, d draw) {
 		}
 	case faultCut:
 		c.hist.log(ev)
-		s.proxy.Cut()
+		s.each((*faultnet.Proxy).Cut)
 	case faultBlackHole:
 		dur := span(0.5, 3)
 		ev.Dur = int64(dur)
 		c.hist.log(ev)
-		s.proxy.BlackHole()
+		s.each((*faultnet.Proxy).BlackHole)
 		c.later(ctx, dur, func() {
-			s.proxy.Restore()
+			s.each((*faultnet.Proxy).Restore)
 			c.hist.log(Event{Kind: kindHeal, Fault: d.kind, Slot: p.slot})
 		})
 	case faultDelay:
@@ -201,14 +226,15 @@ func (c *cell) inject(ctx context.Context, d draw) {
 		ev.Dur = int64(dur)
 		ev.Detail = (50*time.Millisecond + time.Duration(d.factor*float64(350*time.Millisecond))).String()
 		c.hist.log(ev)
-		s.proxy.SetDelay(50*time.Millisecond + time.Duration(d.factor*float64(350*time.Millisecond)))
+		delay := 50*time.Millisecond + time.Duration(d.factor*float64(350*time.Millisecond))
+		s.each(func(px *faultnet.Proxy) { px.SetDelay(delay) })
 		c.later(ctx, dur, func() {
-			s.proxy.SetDelay(0)
+			s.each(func(px *faultnet.Proxy) { px.SetDelay(0) })
 			c.hist.log(Event{Kind: kindHeal, Fault: d.kind, Slot: p.slot})
 		})
 	case faultLoseReply:
 		c.hist.log(ev)
-		s.proxy.LoseReplies()
+		s.each((*faultnet.Proxy).LoseReplies)
 	case faultTerminate:
 		c.hist.log(ev)
 		tctx, cancel := context.WithTimeout(ctx, ttl)
@@ -240,6 +266,101 @@ func (c *cell) inject(ctx context.Context, d draw) {
 		}
 		c.hist.log(ev)
 	}
+}
+
+// memberFault pauses or kills the leader of a clustered store, or a
+// follower, unless another member is paused or down already, or the
+// cluster has not yet recovered from the last fault so that it could lose
+// a member (a Consul server that comes back is a non-voter for a while),
+// or no leader is agreed on: each fault is one member's, and the cluster
+// keeps its quorum. tok is the token held when it strikes. After a leader
+// fault it watches for the next leader ([cell.watchElection]).
+func (c *cell) memberFault(ctx context.Context, d draw, tok int64) {
+	c.mu.Lock()
+	busy := c.storeFault
+	c.storeFault = true
+	c.mu.Unlock()
+	if busy {
+		return
+	}
+	free := func() {
+		c.mu.Lock()
+		c.storeFault = false
+		c.mu.Unlock()
+	}
+	lctx, cancel := context.WithTimeout(ctx, c.cfg.TTL)
+	err := c.server.healthy(lctx)
+	leader := -1
+	if err == nil {
+		leader, err = c.server.leader(lctx)
+	}
+	cancel()
+	if err != nil {
+		free()
+		return
+	}
+	victim, target := leader, targetStore
+	if d.kind == faultFollowerPause || d.kind == faultFollowerKill {
+		victim, target = (leader+1+d.slot%2)%len(c.server.members), targetFollower
+	}
+	m := c.server.members[victim]
+	ttl := c.cfg.TTL
+	span := func(lo, hi float64) time.Duration { return time.Duration((lo + (hi-lo)*d.factor) * float64(ttl)) }
+	member := fmt.Sprintf("member %d", victim+1)
+	ev := Event{Kind: kindFault, Fault: d.kind, Target: target, Token: tok, Detail: member}
+	switch d.kind {
+	case faultLeaderPause, faultFollowerPause:
+		dur := span(1, 3)
+		ev.Dur = int64(dur)
+		c.hist.log(ev)
+		m.Pause()
+		c.later(ctx, dur, func() {
+			m.Resume()
+			c.hist.log(Event{Kind: kindHeal, Fault: d.kind, Target: target, Detail: member})
+			free()
+		})
+	case faultLeaderKill, faultFollowerKill:
+		dur := span(0.5, 2)
+		ev.Dur = int64(dur)
+		c.hist.log(ev)
+		m.Kill()
+		c.later(ctx, dur, func() {
+			defer free()
+			start := time.Now()
+			if err := m.Restart(context.WithoutCancel(ctx)); err != nil {
+				c.hist.log(Event{Kind: kindHeal, Fault: d.kind, Target: target, Detail: member + ": restart failed: " + err.Error()})
+				return
+			}
+			c.hist.log(Event{Kind: kindHeal, Fault: d.kind, Target: target, Dur: int64(time.Since(start)), Detail: member + " restarted"})
+		})
+	}
+	if target == targetStore {
+		c.watchElection(ctx, leader, ev.Detail)
+	}
+}
+
+// watchElection asks the cluster for its leader until it agrees on one
+// other than old, then logs it with the time since the fault on member
+// (Dur), the election's length as the harness sees it (within
+// testserver's leader probe timeout). It gives up when ctx ends.
+func (c *cell) watchElection(ctx context.Context, old int, member string) {
+	start := time.Now()
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		for ctx.Err() == nil {
+			i, err := c.server.leader(ctx)
+			if err == nil && i != old {
+				c.hist.log(Event{Kind: kindLeader, Target: targetStore, Dur: int64(time.Since(start)),
+					Detail: fmt.Sprintf("member %d after the fault on %s", i+1, member)})
+				return
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}()
 }
 
 // tell sends a control command to p, which must be its slot's main

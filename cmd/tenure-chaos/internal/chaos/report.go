@@ -25,6 +25,7 @@ func WriteReport(dir, cmdline string, results []*CellResult) error {
 		ok, fenced, unknown, violations, twinViol, twinOK int
 		twinKinds                                         map[string]int
 		lat                                               []time.Duration
+		members                                           []MemberFault
 		dur                                               time.Duration
 		seeds                                             []string
 	}
@@ -58,6 +59,7 @@ func WriteReport(dir, cmdline string, results []*CellResult) error {
 			a.twinKinds[k] += n
 		}
 		a.lat = append(a.lat, v.Takeovers...)
+		a.members = append(a.members, v.Members...)
 		a.dur += r.Config.Duration
 		a.seeds = append(a.seeds, fmt.Sprint(r.Config.Seed))
 	}
@@ -87,7 +89,7 @@ func WriteReport(dir, cmdline string, results []*CellResult) error {
 		fmt.Fprintf(&b, "| %s | %d / %d | %d / %d | %s | %s |\n", k, f, barFaults, w, barWrites, met, need)
 	}
 	b.WriteString("\n## Faults injected, by type\n\n")
-	kinds := []string{faultPause, faultKill, faultCut, faultBlackHole, faultDelay, faultLoseReply, faultTerminate, faultRestart, faultClock, faultClone, faultFork}
+	kinds := append([]string{faultPause, faultKill, faultCut, faultBlackHole, faultDelay, faultLoseReply, faultTerminate, faultRestart, faultClock, faultClone, faultFork}, memberFaults...)
 	b.WriteString("| backend | " + strings.Join(kinds, " | ") + " |\n|---|" + strings.Repeat("---|", len(kinds)) + "\n")
 	for _, k := range order {
 		a := per[k]
@@ -96,6 +98,22 @@ func WriteReport(dir, cmdline string, results []*CellResult) error {
 			row = append(row, fmt.Sprint(a.faults[f]))
 		}
 		b.WriteString("| " + strings.Join(row, " | ") + " |\n")
+	}
+	var clusters []string
+	for _, k := range order {
+		if len(per[k].members) > 0 {
+			clusters = append(clusters, k)
+		}
+	}
+	if len(clusters) > 0 {
+		b.WriteString("\n## Faults of a cluster's members\n\n")
+		b.WriteString("| backend | fault | count | holder kept its tenure | election p50 / max | write stall p50 / p99 / max | takeover p50 / max |\n|---|---|---|---|---|---|---|\n")
+		for _, k := range clusters {
+			for _, row := range memberRows(per[k].members) {
+				b.WriteString("| " + k + " | " + row + " |\n")
+			}
+		}
+		b.WriteString(memberNotes)
 	}
 	b.WriteString("\n## Negative control: what the unfenced twin suffered\n\n")
 	b.WriteString("| backend | " + strings.Join([]string{invStale, invWriters, invGrow, invLost}, " | ") + " |\n|---|---|---|---|---|\n")
@@ -132,6 +150,89 @@ func WriteReport(dir, cmdline string, results []*CellResult) error {
 	}
 	return nil
 }
+
+// memberRows sums up member faults by kind: count, tenures kept,
+// election, write stall and takeover times.
+func memberRows(ms []MemberFault) []string {
+	var rows []string
+	ms2 := func(d time.Duration) string { return d.Round(10 * time.Millisecond).String() }
+	for _, kind := range memberFaults {
+		var n, kept, struck int
+		var elect, stall, take []time.Duration
+		for _, m := range ms {
+			if m.Fault != kind {
+				continue
+			}
+			n++
+			if m.Token != 0 {
+				struck++
+			}
+			if m.Kept {
+				kept++
+			}
+			if m.Election > 0 {
+				elect = append(elect, m.Election)
+			}
+			if m.Stall > 0 {
+				stall = append(stall, m.Stall)
+			}
+			if m.Takeover > 0 {
+				take = append(take, m.Takeover)
+			}
+		}
+		if n == 0 {
+			continue
+		}
+		e := "—"
+		if len(elect) > 0 {
+			e = ms2(percentile(elect, 50)) + " / " + ms2(percentile(elect, 100))
+		}
+		t := "—"
+		if len(take) > 0 {
+			t = ms2(percentile(take, 50)) + " / " + ms2(percentile(take, 100))
+		}
+		rows = append(rows, fmt.Sprintf("%s | %d | %d of %d | %s | %s / %s / %s | %s", kind, n, kept, struck, e,
+			ms2(percentile(stall, 50)), ms2(percentile(stall, 99)), ms2(percentile(stall, 100)), t))
+	}
+	return rows
+}
+
+// memberSummary is one clause about a cell's member faults, for its
+// summary line.
+func memberSummary(ms []MemberFault) string {
+	var leader, kept, struck int
+	var stall []time.Duration
+	for _, m := range ms {
+		if m.Fault != faultLeaderPause && m.Fault != faultLeaderKill {
+			continue
+		}
+		leader++
+		if m.Token != 0 {
+			struck++
+		}
+		if m.Kept {
+			kept++
+		}
+		if m.Stall > 0 {
+			stall = append(stall, m.Stall)
+		}
+	}
+	return fmt.Sprintf("; member faults %d, %d on the leader (holder kept its tenure through %d of %d; write stall p50 %s, max %s)",
+		len(ms), leader, kept, struck, percentile(stall, 50).Round(10*time.Millisecond), percentile(stall, 100).Round(10*time.Millisecond))
+}
+
+const memberNotes = `
+Columns: *holder kept its tenure* counts the faults after which the first
+fenced write begun after the fault and acknowledged still carried the
+token held when the fault struck, out of those that struck while a lease
+was held; *election* is the time from the fault to the members that
+answer agreeing on another leader (polled: a probe waits up to 300 ms for
+the paused member, so it lags the election by up to a third of a
+second); *write stall* is the time from the fault to the acknowledgement
+of the first fenced write begun after it, by anyone; *takeover* is the
+time from the fault to the grant of that write's token, when it was not
+the one held.
+`
 
 const columnNotes = `
 Columns: *faults* are the nemesis's injections (each also in the history);
@@ -355,8 +456,12 @@ func timelineSVG(events []Event, ttl time.Duration) (string, string) {
 			if !in(e.T) || e.Target == "" {
 				continue
 			}
-			if e.Target == targetStore {
-				fmt.Fprintf(&body, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#636363" stroke-dasharray="4 2"/><text x="%.1f" y="%.1f" font-size="10">store restart</text>`+"\n", x(e.T), top-6, x(e.T), top+laneH*12, x(e.T)+2, top-8)
+			if e.Target == targetStore || e.Target == targetFollower {
+				label := "store " + e.Fault
+				if e.Fault == faultRestart {
+					label = "store restart"
+				}
+				fmt.Fprintf(&body, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#636363" stroke-dasharray="4 2"/><text x="%.1f" y="%.1f" font-size="10">%s</text>`+"\n", x(e.T), top-6, x(e.T), top+laneH*12, x(e.T)+2, top-8, label)
 				continue
 			}
 			i := lane(e.Target, e.Slot, kinds[e.Target])
