@@ -1,148 +1,24 @@
 package consulstore_test
 
 import (
-	"context"
-	"errors"
-	"fmt"
-	"maps"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/tenure-dev/tenure"
+	"github.com/tenure-dev/tenure/internal/linetest"
 	"github.com/tenure-dev/tenure/internal/testserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/store"
 	"github.com/tenure-dev/tenure/store/consulstore"
 )
 
-// tally counts the acquisitions each holder label sends.
-type tally struct {
-	mu       sync.Mutex
-	attempts map[string]int
-}
-
-// take returns the attempts counted since the last call, and starts over.
-func (t *tally) take() map[string]int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	got := maps.Clone(t.attempts)
-	clear(t.attempts)
-	return got
-}
-
-// client is one tenure client's view of the store: it counts the
-// client's acquisitions, and reports each place in line the store gives
-// it, its listener's subscription and each acquisition of lease it hears
-// of.
-type client struct {
-	store.Store
-	tally      *tally
-	lease      string
-	placed     chan int
-	subscribed chan struct{}
-	heard      chan store.Holder
-}
-
-func newClient(st store.Store, t *tally, lease string) *client {
-	return &client{
-		Store: st, tally: t, lease: lease,
-		placed:     make(chan int, 16),
-		subscribed: make(chan struct{}, 1),
-		heard:      make(chan store.Holder, 16),
-	}
-}
-
-func (f *client) Acquire(ctx context.Context, p store.AcquireParams) (store.Grant, error) {
-	f.tally.mu.Lock()
-	f.tally.attempts[p.Holder.Label]++
-	f.tally.mu.Unlock()
-	g, err := f.Store.Acquire(ctx, p)
-	if held := (*store.HeldError)(nil); errors.As(err, &held) && held.Position > 0 {
-		offer(f.placed, held.Position)
-	}
-	return g, err
-}
-
-// Listen passes the store's announcements on (the embedded interface alone
-// would hide them), reporting the subscription and every acquisition.
-func (f *client) Listen(ctx context.Context, notify func(store.Notice)) error {
-	return f.Store.(store.Notifier).Listen(ctx, func(n store.Notice) {
-		switch {
-		case n.Name == "":
-			offer(f.subscribed, struct{}{})
-		case n.Name == f.lease && n.Kind == store.NoticeAcquired:
-			offer(f.heard, n.Holder)
-		}
-		notify(n)
-	})
-}
-
-// offer sends v on ch unless ch is full: a test that needs more of them
-// than the buffer holds fails waiting for them.
-func offer[T any](ch chan<- T, v T) {
-	select {
-	case ch <- v:
-	default:
-	}
-}
-
-// runClient starts a tenure client over st, stopped when the test ends.
-func runClient(t *testing.T, st store.Store, label string) *tenure.Client {
-	t.Helper()
-	c, err := tenure.New(st, tenure.Config{Label: label, TTL: 20 * time.Second})
-	require.NoError(t, err)
-	ctx, stop := context.WithCancel(context.Background())
-	ran := make(chan error, 1)
-	go func() { ran <- c.Run(ctx) }()
-	t.Cleanup(func() { stop(); require.NoError(t, <-ran) })
-	return c
-}
-
-// TestReleaseHandsOverToTheNextInLineAlone: tenure clients campaign for a
-// lease one after the other, so that the store's line is follower-0 …
-// follower-4. Each release names the head of the line, which takes the
-// lease with a single acquisition; the others hear of the new tenure and
-// send nothing. Without the line every follower would try at each release.
+// TestReleaseHandsOverToTheNextInLineAlone: each release names the head of
+// the line, which takes the lease with a single acquisition; the others
+// hear of the new tenure and send nothing.
 func TestReleaseHandsOverToTheNextInLineAlone(t *testing.T) {
 	t.Parallel()
-	const name, followers = "billing", 5
 	st, _ := testserver.ConsulHarness{Agent: testserver.SharedConsul(t)}.New(t)
-	counts := &tally{attempts: make(map[string]int)}
-
-	current, err := runClient(t, newClient(st, counts, name), "holder").Acquire(t.Context(), name)
-	require.NoError(t, err)
-	fs := make([]*client, followers)
-	won := make([]chan *tenure.Lease, followers)
-	for i := range fs {
-		fs[i] = newClient(st, counts, name)
-		c := runClient(t, fs[i], fmt.Sprintf("follower-%d", i))
-		// Subscribed before it campaigns, so that the subscription brings
-		// no attempt forward later.
-		testutil.Receive(t, fs[i].subscribed, "the listener's subscription", eventTimeout)
-		won[i] = make(chan *tenure.Lease, 1)
-		go func() {
-			if l, err := c.Campaign(t.Context(), name); err == nil {
-				won[i] <- l
-			}
-		}()
-		require.Equal(t, i+1, testutil.Receive(t, fs[i].placed, "follower's place in line", eventTimeout))
-	}
-
-	for i := range 3 {
-		counts.take()
-		require.NoError(t, current.Release(t.Context()))
-		next := testutil.Receive(t, won[i], fmt.Sprintf("follower-%d's lease", i), eventTimeout)
-		for _, f := range fs[i+1:] {
-			require.Equal(t, next.Holder(), testutil.Receive(t, f.heard, "the new tenure's announcement", eventTimeout),
-				"the followers behind hear of the new tenure")
-		}
-		require.Equal(t, map[string]int{fmt.Sprintf("follower-%d", i): 1}, counts.take(),
-			"a handover costs the next in line's acquisition and nothing else")
-		current = next
-	}
+	linetest.ReleaseHandsOverToTheNextInLineAlone(t, st)
 }
 
 // TestLineRoundTrips counts the requests of the line on the caller's path:
