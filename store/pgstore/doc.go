@@ -198,6 +198,13 @@
 // JSON. Grants carry over as in 005. Listeners of an older library take
 // the JSON for a lease name they do not know, and wait for expiries.
 //
+// Migration 009 adds acquire_batch (see Operations), executable by every
+// role that may execute acquire. A library of this version on a schema
+// not yet migrated to 009 fails its batch acquisitions with
+// [store.ErrNotMigrated] (lone ones still work); older libraries do not
+// call it. Its announcements are JSON arrays, which an older library's
+// listener takes for a name it does not know.
+//
 // # Schema
 //
 // [Store.Migrate] applies the embedded migrations (migrations/NNN_name.up.sql)
