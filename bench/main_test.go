@@ -163,7 +163,8 @@ func TestRenewRoundsGroupsCallsByInterval(t *testing.T) {
 	calls := []renewCall{
 		at(0, 10*time.Millisecond), at(5*time.Millisecond, 30*time.Millisecond), // one round of two batches
 		at(time.Second, time.Second+20*time.Millisecond),
+		at(time.Second+400*time.Millisecond, time.Second+410*time.Millisecond), // the rest, due later: a round of its own
 	}
-	require.Equal(t, []time.Duration{30 * time.Millisecond, 20 * time.Millisecond}, renewRounds(calls, time.Second))
+	require.Equal(t, []time.Duration{30 * time.Millisecond, 20 * time.Millisecond, 10 * time.Millisecond}, renewRounds(calls, time.Second))
 	require.Empty(t, renewRounds(nil, time.Second))
 }

@@ -134,13 +134,18 @@ func phaseScale(ctx context.Context, be *tenureBackend, e *env, n, conc int, ttl
 // renewCall is one Store.Renew call as the client made it.
 type renewCall struct{ start, end time.Time }
 
-// renewRounds groups Renew calls into rounds: a call starting more than
-// half a renew interval after the round's first call starts a new round.
+// renewRounds groups Renew calls into rounds: the calls of one renewal
+// (a client splits a large one into batches) start as others end, so a
+// call that starts more than a tenth of the renew interval after the
+// round's calls have all ended starts a new round. (The client's first
+// renewals after a long acquisition come in two rounds a few seconds
+// apart, until its leases converge on one: they are two rounds, not one
+// long one.)
 func renewRounds(calls []renewCall, interval time.Duration) []time.Duration {
 	var out []time.Duration
 	var first, last time.Time
 	for _, s := range calls {
-		if first.IsZero() || s.start.Sub(first) > interval/2 {
+		if first.IsZero() || s.start.Sub(last) > interval/10 {
 			if !first.IsZero() {
 				out = append(out, last.Sub(first))
 			}
