@@ -15,6 +15,7 @@ import (
 	"github.com/tenure-dev/tenure/internal/storekit"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/store"
+	"github.com/tenure-dev/tenure/store/pgstore"
 )
 
 // batchOf asks for names for h; with wait, every other one waits in line
@@ -173,4 +174,19 @@ func TestAcquireBatchAnnouncesInFewNotifications(t *testing.T) {
 		}
 	}
 	require.Less(t, notifications, n/10, "a thousand acquisitions in a few notifications")
+}
+
+// TestAcquireBatchBeforeMigration009: on a schema migrated only up to 008,
+// a batch fails with ErrNotMigrated (naming the fix) and a lone
+// acquisition still works, as the package documentation says.
+func TestAcquireBatchBeforeMigration009(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil, false)
+	ctx := t.Context()
+	require.NoError(t, pgstore.MigrateTo(ctx, b.store, 8))
+	h := testutil.Holder(t, "older-schema")
+	_, err := b.store.AcquireBatch(ctx, batchOf(leaseNames("batch", 2), h, false))
+	require.ErrorIs(t, err, store.ErrNotMigrated)
+	require.ErrorContains(t, err, "tenure migrate")
+	b.acquire(t, "alone", h, time.Minute)
 }
