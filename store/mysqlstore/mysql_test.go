@@ -609,3 +609,26 @@ func TestUnavailable(t *testing.T) {
 		require.ErrorContains(t, err, "may have been applied")
 	})
 }
+
+// TestOlderLibrarysAcquireKept: migration 003 keeps 002's acquire_lease,
+// which workers of an older library call, beside acquire_or_wait; a lease
+// one of them takes is held for this version too.
+func TestOlderLibrarysAcquireKept(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil, true)
+	obj := b.store.Objects()
+	var (
+		acquired                      bool
+		label, instance, payload      string
+		token, seq, remaining, decide int64
+	)
+	require.NoError(t, b.owner.QueryRowContext(t.Context(),
+		"CALL "+obj.Ident(obj.TablePrefix+"acquire_lease")+"(?, ?, ?, ?, ?)", "job", "old", "worker-1", time.Minute.Microseconds(), "").
+		Scan(&acquired, &label, &instance, &token, &seq, &remaining, &decide, &payload))
+	require.True(t, acquired, "an older worker acquires through 002's procedure")
+	_, err := b.store.Acquire(t.Context(), store.AcquireParams{Name: "job", Holder: testutil.Holder(t, "new"), TTL: time.Minute})
+	var held *store.HeldError
+	require.ErrorAs(t, err, &held)
+	require.Equal(t, store.Holder{Label: "old", Instance: "worker-1"}, held.Holder)
+	require.Equal(t, store.Token(token), held.Token)
+}
