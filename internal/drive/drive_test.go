@@ -85,19 +85,26 @@ func TestClosedStoreEndsACampaign(t *testing.T) {
 	require.True(t, got.Permanent)
 }
 
+// heldBy acquires n leases for h and returns their renewals.
+func heldBy(t *testing.T, s store.Store, h store.Holder, n int) []store.RenewParams {
+	t.Helper()
+	items := make([]store.RenewParams, n)
+	for i := range items {
+		name := fmt.Sprintf("lease-%05d", i)
+		g := acquire(t, s, name, h)
+		require.NotNil(t, g.Grant, name)
+		items[i] = store.RenewParams{Name: name, Holder: h, Token: g.Grant.Token, Seq: 1, TTL: ttl}
+	}
+	return items
+}
+
 // TestRenewSplitsBatches renews more leases than one store call may carry:
 // the glue splits them and answers every one, in order.
 func TestRenewSplitsBatches(t *testing.T) {
 	t.Parallel()
 	s := newStore(t)
 	n := store.MaxRenewBatch + 3
-	items := make([]store.RenewParams, n)
-	for i := range items {
-		name := fmt.Sprintf("lease-%05d", i)
-		g := acquire(t, s, name, alice)
-		require.NotNil(t, g.Grant, name)
-		items[i] = store.RenewParams{Name: name, Holder: alice, Token: g.Grant.Token, Seq: 1, TTL: ttl}
-	}
+	items := heldBy(t, s, alice, n)
 	items[n-1].Seq = 7 // a clone moved this one's chain
 
 	d := drive.Call(t.Context(), s, engine.SendRenew{Items: items}).(engine.RenewDone)
@@ -137,13 +144,7 @@ func TestRenewSendsTwoBatchesAtOnce(t *testing.T) {
 	t.Parallel()
 	s := newStore(t)
 	n := 2*store.MaxRenewBatch + 1
-	items := make([]store.RenewParams, n)
-	for i := range items {
-		name := fmt.Sprintf("lease-%05d", i)
-		g := acquire(t, s, name, alice)
-		require.NotNil(t, g.Grant, name)
-		items[i] = store.RenewParams{Name: name, Holder: alice, Token: g.Grant.Token, Seq: 1, TTL: ttl}
-	}
+	items := heldBy(t, s, alice, n)
 	gated := &gatedRenewals{Store: s, entered: make(chan struct{}, 3), gate: make(chan struct{})}
 	done := make(chan engine.RenewDone, 1)
 	go func() { done <- drive.Call(t.Context(), gated, engine.SendRenew{Items: items}).(engine.RenewDone) }()
