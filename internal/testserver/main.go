@@ -19,6 +19,9 @@ type Servers struct {
 	Consul bool
 	// Nats starts one nats-server with JetStream, for [SharedNats].
 	Nats bool
+	// KubeAPIServer starts one kube-apiserver (and its etcd), for
+	// [SharedKubeAPIServer].
+	KubeAPIServer bool
 }
 
 // shared holds what [Main] started, or why it could not.
@@ -31,6 +34,8 @@ var shared struct {
 	consulErr error
 	nats      *Nats
 	natsErr   error
+	kube      *KubeAPIServer
+	kubeErr   error
 }
 
 // Main runs a test package's tests: it starts the servers named, runs the
@@ -72,6 +77,16 @@ func (r mainRun) Run() int {
 		shared.nats, shared.natsErr = StartNats(ctx)
 		if shared.nats != nil {
 			defer stopShared("nats-server", shared.nats.Process)
+		}
+	}
+	if r.servers.KubeAPIServer {
+		shared.kube, shared.kubeErr = StartKubeAPIServer(ctx)
+		if shared.kube != nil {
+			defer func() {
+				if err := shared.kube.Stop(); err != nil {
+					fmt.Fprintf(os.Stderr, "testserver: stop the shared kube-apiserver: %v\n", err)
+				}
+			}()
 		}
 	}
 	return r.m.Run()
@@ -117,4 +132,13 @@ func SharedNats(tb testing.TB) *Nats {
 	needShared(tb, shared.servers.Nats, "Nats")
 	testutil.NeedServer(tb, "nats-server", shared.natsErr)
 	return shared.nats
+}
+
+// SharedKubeAPIServer returns the kube-apiserver [Main] started. When it
+// could not start it stops tb through [testutil.NeedServer].
+func SharedKubeAPIServer(tb testing.TB) *KubeAPIServer {
+	tb.Helper()
+	needShared(tb, shared.servers.KubeAPIServer, "KubeAPIServer")
+	testutil.NeedServer(tb, "kube-apiserver", shared.kubeErr)
+	return shared.kube
 }

@@ -43,7 +43,10 @@ version to the run-time role afterwards.
 An SQLite store creates its schema itself when it is opened: migrate
 only reports its version, and --print prints that schema. Redis, etcd and
 Consul keep no schema: migrate checks that the store answers and says there
-is nothing to migrate, and --print is refused.`,
+is nothing to migrate, and --print is refused. A Kubernetes store (k8s://)
+keeps none either; --print --grant ACCOUNT prints, as YAML for kubectl
+apply, the Role its workers need on Lease objects and a RoleBinding of it
+to the service account ACCOUNT.`,
 		setup: func(fs *flag.FlagSet) action {
 			var o migrateOptions
 			fs.BoolVar(&o.print, "print", false, "print the SQL instead of applying it")

@@ -54,6 +54,15 @@
 //     ([Options.Migrate] creates it). A user needs a password (in the URL
 //     or password_file); a NATS token comes from token_file, a credentials
 //     file (JWT and NKey) from creds_file.
+//   - k8s://[NAMESPACE]: the Lease objects of a Kubernetes namespace
+//     ([k8sstore]), reached as kubectl reaches them: the kubeconfig file
+//     named by kubeconfig=PATH, else $KUBECONFIG, else ~/.kube/config,
+//     else the pod's service account; context=NAME picks a context other
+//     than the current one. With no namespace, the context's (or the
+//     pod's) is used. tenure_prefix sets [k8sstore.Config.Prefix]
+//     (default tenure). Credentials in the URL are refused: they come
+//     from the kubeconfig. `tenure migrate --print --grant ACCOUNT` prints
+//     the Role and RoleBinding a worker's service account needs.
 //   - always:REASON: [alwaysleader], for genuinely idempotent jobs: every
 //     holder leads at once. The reason is required (percent-encoding
 //     allowed) and is shown by the tenure command's run and status.

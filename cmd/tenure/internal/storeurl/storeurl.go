@@ -1,6 +1,7 @@
 package storeurl
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -19,6 +20,7 @@ import (
 	"github.com/tenure-dev/tenure/store/alwaysleader"
 	"github.com/tenure-dev/tenure/store/consulstore"
 	"github.com/tenure-dev/tenure/store/etcdstore"
+	"github.com/tenure-dev/tenure/store/k8sstore"
 	"github.com/tenure-dev/tenure/store/mysqlstore"
 	"github.com/tenure-dev/tenure/store/natsstore"
 	"github.com/tenure-dev/tenure/store/pgstore"
@@ -53,7 +55,7 @@ const applicationName = "tenure"
 const mask = "xxxxx"
 
 // Supported lists the URL forms accepted, for messages.
-const Supported = "postgres://…, postgresql://…, mysql://…, mariadb://…, sqlite:PATH, redis://…, rediss://…, etcd://HOST:PORT[,HOST:PORT], consul://HOST:PORT, nats://HOST:PORT[,HOST:PORT] or always:REASON"
+const Supported = "postgres://…, postgresql://…, mysql://…, mariadb://…, sqlite:PATH, redis://…, rediss://…, etcd://HOST:PORT[,HOST:PORT], consul://HOST:PORT, nats://HOST:PORT[,HOST:PORT], k8s://NAMESPACE or always:REASON"
 
 // Kind is the kind of store a URL names.
 type Kind string
@@ -90,6 +92,8 @@ func (k Kind) Name() string {
 		return "MySQL"
 	case Nats:
 		return "NATS"
+	case Kubernetes:
+		return "Kubernetes"
 	}
 	return string(k)
 }
@@ -125,6 +129,9 @@ type Target struct {
 	// Nats names the bucket of a NATS JetStream KV store, from the URL's
 	// tenure_bucket and tenure_replicas parameters (Kind Nats).
 	Nats natsstore.Config
+	// K8s is the configuration of a Kubernetes store: its object name
+	// prefix, from the URL's tenure_prefix parameter (Kind Kubernetes).
+	K8s k8sstore.Config
 	// Endpoints are the etcd endpoints or NATS servers, host:port each
 	// (Kind Etcd, Nats), or the
 	// Consul agent's host:port, none for the Consul client's default:
@@ -139,6 +146,7 @@ type Target struct {
 	password   string   // etcd or NATS password
 	secrets    []string // what Redact masks
 	sec        security // TLS files and password file (tls.go)
+	k8s        k8sTarget
 }
 
 // Resolve returns the target of flagValue when it is non-empty, else of
@@ -189,6 +197,8 @@ func Parse(raw string) (Target, error) {
 		return parseMySQL(raw)
 	case "nats":
 		return parseNats(raw)
+	case "k8s":
+		return parseKubernetes(raw)
 	case "always":
 		return parseAlways(raw, rest)
 	default:
@@ -379,6 +389,8 @@ func (t Target) MigrationSQL() (string, error) {
 		return s, nil
 	case Nats:
 		return "", newError(store.ErrInvalid, nil, "storeurl: the NATS store keeps no SQL: there is nothing to print; tenure migrate (without --print) creates its JetStream KV bucket")
+	case Kubernetes:
+		return "# The Kubernetes store keeps no schema: its Lease objects need only an\n# existing namespace. --grant ACCOUNT prints the Role and RoleBinding\n# a worker's service account needs, for kubectl apply -f.\n", nil
 	default:
 		return "", newError(store.ErrInvalid, nil, "storeurl: the %s store keeps no schema: there is no SQL to print, and tenure migrate has nothing to do", t.Kind.Name())
 	}
@@ -401,6 +413,8 @@ func (t Target) GrantSQL(role string) (string, error) {
 	case Postgres:
 	case MySQL:
 		return t.mysqlGrantSQL(role)
+	case Kubernetes:
+		return t.kubernetesGrant(role)
 	case SQLite:
 		return "", newError(store.ErrInvalid, nil, "storeurl: an SQLite store has no roles to grant; it needs a file and directory this user can write (%s)", t.Path)
 	default:
@@ -496,6 +510,8 @@ func (t Target) Open(ctx context.Context, opts Options) (*Opened, error) {
 		return t.openMySQL(ctx, timeout)
 	case Nats:
 		return t.openNats(ctx, timeout, opts.Migrate)
+	case Kubernetes:
+		return t.openKubernetes(ctx, timeout)
 	case AlwaysLeader:
 		st, err := alwaysleader.New(t.Reason)
 		if err != nil {
@@ -574,6 +590,9 @@ func (o *Opened) Migrate(ctx context.Context) (string, error) {
 		return o.migrateMySQL(ctx)
 	case o.nats != nil:
 		return o.migrateNats(), nil
+	case o.Target.Kind == Kubernetes:
+		return fmt.Sprintf("the Kubernetes store %s keeps no schema: nothing to migrate (its Lease objects are named %s-…); tenure migrate --print --grant ACCOUNT prints the Role its workers need",
+			o.Target.Display, cmp.Or(o.Target.K8s.Prefix, k8sstore.DefaultPrefix)), nil
 	case o.pg == nil:
 		return fmt.Sprintf("the %s store %s keeps no schema: nothing to migrate (its keys live under the prefix %q)",
 			o.Target.Kind.Name(), o.Target.Display, o.prefix), nil

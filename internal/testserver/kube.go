@@ -1,0 +1,290 @@
+package testserver
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	coordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	rbacv1 "k8s.io/client-go/kubernetes/typed/rbac/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/tenure-dev/tenure/internal/testutil"
+	"github.com/tenure-dev/tenure/store"
+	"github.com/tenure-dev/tenure/store/k8sstore"
+	"github.com/tenure-dev/tenure/store/storetest"
+)
+
+// KubeAPIServerBinEnv names the environment variable that names the
+// kube-apiserver binary.
+const KubeAPIServerBinEnv = "TENURE_KUBE_APISERVER_BIN"
+
+// kubeHowTo says how to get a kube-apiserver binary.
+const kubeHowTo = "export " + KubeAPIServerBinEnv + "=$(tools/kube/ensure.sh) builds kube-apiserver v1.37.2 and names it"
+
+// KubeAPIServerBinary returns the kube-apiserver binary:
+// $TENURE_KUBE_APISERVER_BIN, or kube-apiserver on PATH.
+func KubeAPIServerBinary() (string, error) {
+	return Binary(KubeAPIServerBinEnv, "kube-apiserver", kubeHowTo)
+}
+
+// Bearer tokens of the users the API server knows (its token file).
+const (
+	// kubeAdminToken is a member of system:masters: it may do anything.
+	kubeAdminToken = "tenure-test-admin"
+	// kubeWorkerToken is user tenure-worker, in no group: it may do what
+	// RBAC grants it and nothing else.
+	kubeWorkerToken = "tenure-test-worker"
+	// KubeWorkerUser is the user name of [KubeAPIServer.Worker].
+	KubeWorkerUser = "tenure-worker"
+)
+
+// KubeAPIServer is a kube-apiserver this process started on a free
+// loopback port, over an etcd of its own, with RBAC on and two users:
+// an administrator and a worker that may do nothing until a Role says so.
+type KubeAPIServer struct {
+	*Process
+	// Etcd is the server's storage, stopped with it.
+	Etcd *Etcd
+	// Host is the server's URL, https://127.0.0.1:port.
+	Host string
+	// caFile verifies the server's self-signed certificate.
+	caFile string
+}
+
+// StartKubeAPIServer starts an etcd and a kube-apiserver over it, and
+// returns once the server is ready (/readyz) and presents the certificate
+// it wrote. Stop it with [KubeAPIServer.Stop].
+func StartKubeAPIServer(ctx context.Context) (*KubeAPIServer, error) {
+	bin, err := KubeAPIServerBinary()
+	if err != nil {
+		return nil, err
+	}
+	etcd, err := StartEtcd(ctx, EtcdConfig{})
+	if err != nil {
+		return nil, err
+	}
+	k, err := OnFreePorts(ctx, 1, func(ports []int) (*KubeAPIServer, error) {
+		return startKubeAPIServer(ctx, bin, etcd, ports[0])
+	})
+	if err != nil {
+		return nil, errors.Join(err, etcd.Stop())
+	}
+	return k, nil
+}
+
+func startKubeAPIServer(ctx context.Context, bin string, etcd *Etcd, port int) (*KubeAPIServer, error) {
+	dir, err := os.MkdirTemp("", "tenure-kube-")
+	if err != nil {
+		return nil, fmt.Errorf("testserver: kube-apiserver directory: %w", err)
+	}
+	tokens := fmt.Sprintf("%s,admin,admin,system:masters\n%s,%s,%s\n", kubeAdminToken, kubeWorkerToken, KubeWorkerUser, KubeWorkerUser)
+	if err := os.WriteFile(filepath.Join(dir, "tokens.csv"), []byte(tokens), 0o600); err != nil {
+		return nil, errors.Join(fmt.Errorf("testserver: kube-apiserver tokens: %w", err), os.RemoveAll(dir))
+	}
+	if err := writeServiceAccountKey(filepath.Join(dir, "sa.key")); err != nil {
+		return nil, errors.Join(err, os.RemoveAll(dir))
+	}
+	certs := filepath.Join(dir, "certs")
+	k := &KubeAPIServer{Etcd: etcd, Host: fmt.Sprintf("https://127.0.0.1:%d", port), caFile: filepath.Join(certs, "apiserver.crt")}
+	args := []string{
+		"--etcd-servers", etcd.Endpoint,
+		"--bind-address", "127.0.0.1",
+		"--advertise-address", "127.0.0.1",
+		// The kubernetes Service's endpoint would be the loopback address,
+		// which the reconciler refuses; nothing here needs the Service.
+		"--endpoint-reconciler-type", "none",
+		"--secure-port", fmt.Sprint(port),
+		"--cert-dir", certs,
+		"--token-auth-file", filepath.Join(dir, "tokens.csv"),
+		"--authorization-mode", "RBAC",
+		"--service-account-issuer", "https://kubernetes.default.svc.cluster.local",
+		"--service-account-key-file", filepath.Join(dir, "sa.key"),
+		"--service-account-signing-key-file", filepath.Join(dir, "sa.key"),
+		"--service-cluster-ip-range", "10.0.0.0/24",
+	}
+	k.Process, err = Start(ctx, Config{Name: "kube-apiserver", Bin: bin, Args: args, Dir: dir, Ready: k.ready, ReadyTimeout: 2 * time.Minute})
+	if err != nil {
+		return nil, err
+	}
+	return k, nil
+}
+
+// writeServiceAccountKey writes an RSA key for the server to sign and
+// check service account tokens with: it refuses to start without one.
+func writeServiceAccountKey(path string) error {
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return fmt.Errorf("testserver: service account key: %w", err)
+	}
+	block := &pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}
+	if err := os.WriteFile(path, pem.EncodeToMemory(block), 0o600); err != nil {
+		return fmt.Errorf("testserver: service account key: %w", err)
+	}
+	return nil
+}
+
+// OwnKubeAPIServer starts a server for tb alone ([StartKubeAPIServer]) and
+// stops it when tb ends. When there is no binary, or it does not start,
+// it stops tb through [testutil.NeedServer].
+func OwnKubeAPIServer(tb testing.TB) *KubeAPIServer {
+	tb.Helper()
+	k, err := StartKubeAPIServer(tb.Context())
+	testutil.NeedServer(tb, "kube-apiserver", err)
+	tb.Cleanup(func() {
+		if err := k.Stop(); err != nil {
+			tb.Errorf("testserver: stop kube-apiserver %s: %v", k.Host, err)
+		}
+	})
+	return k
+}
+
+// Stop stops the server and then its etcd.
+func (k *KubeAPIServer) Stop() error {
+	return errors.Join(k.Process.Stop(), k.Etcd.Stop())
+}
+
+// Admin returns a client configuration of the administrator.
+func (k *KubeAPIServer) Admin() *rest.Config { return k.config(kubeAdminToken) }
+
+// Worker returns a client configuration of user [KubeWorkerUser], which
+// may do only what a RoleBinding grants it.
+func (k *KubeAPIServer) Worker() *rest.Config { return k.config(kubeWorkerToken) }
+
+func (k *KubeAPIServer) config(token string) *rest.Config {
+	return &rest.Config{
+		Host:            k.Host,
+		BearerToken:     token,
+		TLSClientConfig: rest.TLSClientConfig{CAFile: k.caFile},
+		// client-go's defaults (5 requests a second, bursts of 10) would
+		// make the tests measure its rate limiter.
+		QPS:   1000,
+		Burst: 1000,
+	}
+}
+
+// Kubeconfig writes a kubeconfig file that reaches the server as the
+// user of cfg ([KubeAPIServer.Admin] or [KubeAPIServer.Worker]) in
+// context "tenure-test", namespace default, and returns its path.
+func (k *KubeAPIServer) Kubeconfig(tb testing.TB, cfg *rest.Config) string {
+	tb.Helper()
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["test"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthority: cfg.CAFile}
+	kc.AuthInfos["test"] = &clientcmdapi.AuthInfo{Token: cfg.BearerToken}
+	kc.Contexts["tenure-test"] = &clientcmdapi.Context{Cluster: "test", AuthInfo: "test", Namespace: "default"}
+	kc.CurrentContext = "tenure-test"
+	path := filepath.Join(tb.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*kc, path); err != nil {
+		tb.Fatalf("testserver: write kubeconfig: %v", err)
+	}
+	return path
+}
+
+// ready checks that the server presents the certificate it wrote into its
+// directory and answers /readyz.
+func (k *KubeAPIServer) ready(ctx context.Context) error {
+	pemCerts, err := os.ReadFile(k.caFile)
+	if err != nil {
+		return err
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(pemCerts) {
+		return fmt.Errorf("no certificate in %s yet", k.caFile)
+	}
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}}
+	defer client.CloseIdleConnections()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, k.Host+"/readyz", nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+kubeAdminToken)
+	resp, err := client.Do(req)
+	var unknown x509.UnknownAuthorityError
+	if errors.As(err, &unknown) {
+		return fmt.Errorf("%w: the server on %s presents a certificate it did not write to %s", ErrForeign, k.Host, k.caFile)
+	}
+	if err != nil {
+		return err
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s/readyz answered %s", k.Host, resp.Status)
+	}
+	return nil
+}
+
+// KubeHarness gives the conformance suite k8sstore stores on one server,
+// each with a prefix of its own in namespace default.
+type KubeHarness struct {
+	Server *KubeAPIServer
+}
+
+// NewStore implements [storetest.Harness].
+func (h KubeHarness) NewStore(tb testing.TB) store.Store {
+	tb.Helper()
+	s, _, _ := h.New(tb)
+	return s
+}
+
+// New is [KubeHarness.NewStore] returning the concrete store, its Leases
+// client (the administrator's) and its configuration, for
+// backend-specific tests. Its cleanup closes the store and deletes the
+// objects of its prefix.
+func (h KubeHarness) New(tb testing.TB) (*k8sstore.Store, coordinationv1.LeaseInterface, k8sstore.Config) {
+	tb.Helper()
+	leases := h.Leases(tb, h.Server.Admin())
+	cfg := k8sstore.Config{Prefix: "t" + randomHex(8)}
+	s, err := k8sstore.New(leases, cfg)
+	if err != nil {
+		tb.Fatalf("testserver: %v", err)
+	}
+	tb.Cleanup(func() {
+		_ = s.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		err := leases.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: k8sstore.LabelPrefix + "=" + cfg.Prefix})
+		if err != nil {
+			tb.Errorf("testserver: delete the Lease objects of prefix %s: %v", cfg.Prefix, err)
+		}
+	})
+	return s, leases, cfg
+}
+
+// Leases returns the Lease objects of namespace default as the user of
+// cfg sees them.
+func (h KubeHarness) Leases(tb testing.TB, cfg *rest.Config) coordinationv1.LeaseInterface {
+	tb.Helper()
+	c, err := coordinationv1.NewForConfig(cfg)
+	if err != nil {
+		tb.Fatalf("testserver: coordination client: %v", err)
+	}
+	return c.Leases("default")
+}
+
+// RBAC returns the administrator's RBAC client, to grant the worker roles.
+func (h KubeHarness) RBAC(tb testing.TB) rbacv1.RbacV1Interface {
+	tb.Helper()
+	c, err := rbacv1.NewForConfig(h.Server.Admin())
+	if err != nil {
+		tb.Fatalf("testserver: RBAC client: %v", err)
+	}
+	return c
+}
+
+// Capabilities implements [storetest.Harness].
+func (h KubeHarness) Capabilities() storetest.Capabilities {
+	return storetest.Capabilities{Notify: true}
+}
