@@ -30,6 +30,11 @@
 //     package's TestMain calls [Main] to share one server among its tests
 //     ([SharedEtcd], [SharedConsul]); a test that stops or restarts its
 //     server starts its own ([OwnEtcd], [OwnConsul]).
+//   - MinIO (minio.go): an S3-compatible object store for fence/s3fence,
+//     started from $TENURE_MINIO_BIN (or minio on PATH;
+//     tools/minio/ensure.sh builds it), shared through [Main]
+//     ([SharedMinIO]) or a test's own ([OwnMinIO]), with a bucket per test
+//     ([MinIO.Bucket]).
 //   - Clusters of etcd and Consul (etcdcluster.go, consulcluster.go):
 //     three members on loopback, each a [Process] of its own that a test
 //     or the chaos harness may pause ([Process.Pause], SIGSTOP), kill and

@@ -19,6 +19,8 @@ type Servers struct {
 	Consul bool
 	// Nats starts one nats-server with JetStream, for [SharedNats].
 	Nats bool
+	// MinIO starts one MinIO server, for [SharedMinIO].
+	MinIO bool
 }
 
 // shared holds what [Main] started, or why it could not.
@@ -31,6 +33,8 @@ var shared struct {
 	consulErr error
 	nats      *Nats
 	natsErr   error
+	minio     *MinIO
+	minioErr  error
 }
 
 // Main runs a test package's tests: it starts the servers named, runs the
@@ -72,6 +76,12 @@ func (r mainRun) Run() int {
 		shared.nats, shared.natsErr = StartNats(ctx)
 		if shared.nats != nil {
 			defer stopShared("nats-server", shared.nats.Process)
+		}
+	}
+	if r.servers.MinIO {
+		shared.minio, shared.minioErr = StartMinIO(ctx)
+		if shared.minio != nil {
+			defer stopShared("minio", shared.minio.Process)
 		}
 	}
 	return r.m.Run()
@@ -117,4 +127,13 @@ func SharedNats(tb testing.TB) *Nats {
 	needShared(tb, shared.servers.Nats, "Nats")
 	testutil.NeedServer(tb, "nats-server", shared.natsErr)
 	return shared.nats
+}
+
+// SharedMinIO returns the MinIO server [Main] started. When it could not
+// start it stops tb through [testutil.NeedServer].
+func SharedMinIO(tb testing.TB) *MinIO {
+	tb.Helper()
+	needShared(tb, shared.servers.MinIO, "MinIO")
+	testutil.NeedServer(tb, "minio", shared.minioErr)
+	return shared.minio
 }
