@@ -11,6 +11,12 @@
 //     Fencing-Token header per resource against a fence store and answers
 //     409 Conflict when it is stale, and the client side that sets the
 //     header and turns that 409 into an error.
+//   - s3fence: objects in S3 or an S3-compatible store that keep the token
+//     of the write they carry in their metadata; a write is one
+//     conditional PUT (If-Match on the ETag read), made only when the
+//     object carries no greater token. The ETag covers the bytes only, so
+//     its promise also needs each write's bytes to differ from the
+//     object's earlier ones; its documentation says why.
 //
 // The SQLite store has the same check as
 // [github.com/tenure-dev/tenure/store/sqlitestore.Fence]. For side effects
@@ -81,6 +87,11 @@
 //   - sqlitestore.Fence: no check against the store's counter; every
 //     process that can open the file can write any table in it, so the
 //     file's permissions are the boundary.
+//   - s3fence: no check: S3 cannot read a lease store's counter, so an
+//     object takes any valid token. Anyone allowed to write the object can
+//     set its token metadata directly: the bucket's policy is the
+//     boundary. A poisoned object is repaired by writing it again with the
+//     last token handed out.
 //
 // # Side effects that cannot check a token
 //

@@ -22,6 +22,8 @@ type Servers struct {
 	// KubeAPIServer starts one kube-apiserver (and its etcd), for
 	// [SharedKubeAPIServer].
 	KubeAPIServer bool
+	// MinIO starts one MinIO server, for [SharedMinIO].
+	MinIO bool
 }
 
 // shared holds what [Main] started, or why it could not.
@@ -36,6 +38,8 @@ var shared struct {
 	natsErr   error
 	kube      *KubeAPIServer
 	kubeErr   error
+	minio     *MinIO
+	minioErr  error
 }
 
 // Main runs a test package's tests: it starts the servers named, runs the
@@ -87,6 +91,12 @@ func (r mainRun) Run() int {
 					fmt.Fprintf(os.Stderr, "testserver: stop the shared kube-apiserver: %v\n", err)
 				}
 			}()
+		}
+	}
+	if r.servers.MinIO {
+		shared.minio, shared.minioErr = StartMinIO(ctx)
+		if shared.minio != nil {
+			defer stopShared("minio", shared.minio.Process)
 		}
 	}
 	return r.m.Run()
@@ -141,4 +151,13 @@ func SharedKubeAPIServer(tb testing.TB) *KubeAPIServer {
 	needShared(tb, shared.servers.KubeAPIServer, "KubeAPIServer")
 	testutil.NeedServer(tb, "kube-apiserver", shared.kubeErr)
 	return shared.kube
+}
+
+// SharedMinIO returns the MinIO server [Main] started. When it could not
+// start it stops tb through [testutil.NeedServer].
+func SharedMinIO(tb testing.TB) *MinIO {
+	tb.Helper()
+	needShared(tb, shared.servers.MinIO, "MinIO")
+	testutil.NeedServer(tb, "minio", shared.minioErr)
+	return shared.minio
 }
