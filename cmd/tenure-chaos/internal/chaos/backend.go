@@ -27,7 +27,7 @@ import (
 )
 
 // Backends the harness runs cells on.
-var Backends = []string{"postgres", "redis", "etcd", "consul", "mysql", "etcd-cluster", "consul-cluster"}
+var Backends = []string{"postgres", "redis", "etcd", "consul", "mysql", "k8s", "nats", "etcd-cluster", "consul-cluster"}
 
 // clustered reports whether a backend runs on a three-member cluster of
 // the store, whose members the nemesis pauses and kills.
@@ -54,8 +54,12 @@ type spec struct {
 	Slot       int           `json:"slot"`
 	App        string        `json:"app"`
 
-	// DataPrefix is where the etcd and consul cells keep their chains.
+	// DataPrefix is where the etcd, consul, k8s and nats cells keep their chains.
 	DataPrefix string `json:"data,omitempty"`
+	// KubeToken and KubeCA are the k8s cell's credentials: a bearer token
+	// and the file of the certificate its API server presents.
+	KubeToken string `json:"kubeToken,omitempty"`
+	KubeCA    string `json:"kubeCA,omitempty"`
 }
 
 // resource is the data the workers protect: a fenced copy and an unfenced
@@ -169,6 +173,10 @@ func openWorker(ctx context.Context, sp spec) (store.Store, resource, func(), er
 		return st, res, func() { _ = st.Close(); tr.CloseIdleConnections() }, nil
 	case "mysql":
 		return openMySQLWorker(ctx, sp)
+	case "k8s":
+		return openKubeWorker(sp)
+	case "nats":
+		return openNatsWorker(ctx, sp)
 	}
 	return nil, nil, nil, fmt.Errorf("chaos: %w: unknown backend %q (want one of %v)", store.ErrInvalid, sp.Backend, Backends)
 }
@@ -261,31 +269,22 @@ func (r *pgResource) rows(ctx context.Context, res string) ([]Row, error) {
 
 func (r *pgResource) close() { r.pool.Close() }
 
-// redisResource keeps each chain in a hash: field "n" is the head, field
-// "w:<n>" the link "token|wid". The fenced chain is written with
-// redisfence.StrictHSet, the strict check on the lease's own keys, which
-// advances the renewal chain, so clones are in play.
-type redisResource struct {
-	rdb    *redis.Client
-	leases redisstore.Keys
-	keys   map[string]string
+// hashChains keeps each chain in a Redis hash: field "n" is the head,
+// field "w:<n>" the link "token|wid". The twin is written with no check.
+type hashChains struct {
+	rdb  *redis.Client
+	keys map[string]string
 }
 
-// newRedisResource connects to the Redis at addr, where the cell's leases
-// are kept under leasePrefix and its chains under prefix.
-func newRedisResource(addr, prefix, leasePrefix string) (*redisResource, error) {
-	leases, err := redisstore.Config{KeyPrefix: leasePrefix}.Keys()
-	if err != nil {
-		return nil, err
-	}
+// newHashChains connects to the Redis at addr and keeps the chains under
+// prefix.
+func newHashChains(addr, prefix string) hashChains {
 	rdb := redis.NewClient(&redis.Options{Addr: addr, DialTimeout: time.Second, ContextTimeoutEnabled: true, MaxRetries: -1})
-	return &redisResource{rdb: rdb, leases: leases, keys: map[string]string{resFenced: prefix + "fenced", resTwin: prefix + "twin"}}, nil
+	return hashChains{rdb: rdb, keys: map[string]string{resFenced: prefix + "fenced", resTwin: prefix + "twin"}}
 }
 
-func (r *redisResource) begin(context.Context, *tenure.Lease, store.Token) error { return nil }
-
-func (r *redisResource) head(ctx context.Context, res string) (int64, error) {
-	s, err := r.rdb.HGet(ctx, r.keys[res], "n").Result()
+func (h hashChains) head(ctx context.Context, res string) (int64, error) {
+	s, err := h.rdb.HGet(ctx, h.keys[res], "n").Result()
 	if errors.Is(err, redis.Nil) {
 		return 0, nil
 	}
@@ -295,26 +294,22 @@ func (r *redisResource) head(ctx context.Context, res string) (int64, error) {
 	return strconv.ParseInt(s, 10, 64)
 }
 
-func (r *redisResource) fenced(ctx context.Context, l *tenure.Lease, tok store.Token, wid string) error {
-	n, err := r.head(ctx, resFenced)
+// next returns the fields that append wid under tok to a chain whose
+// head is n.
+func next(n int64, tok store.Token, wid string) map[string]string {
+	return map[string]string{"n": strconv.FormatInt(n+1, 10), "w:" + strconv.FormatInt(n+1, 10): tok.String() + "|" + wid}
+}
+
+func (h hashChains) twin(ctx context.Context, tok store.Token, wid string) error {
+	n, err := h.head(ctx, resTwin)
 	if err != nil {
 		return err
 	}
-	return redisfence.StrictHSet(ctx, r.rdb, r.leases, l, r.keys[resFenced], map[string]string{
-		"n": strconv.FormatInt(n+1, 10), "w:" + strconv.FormatInt(n+1, 10): tok.String() + "|" + wid,
-	})
+	return h.rdb.HSet(ctx, h.keys[resTwin], next(n, tok, wid)).Err()
 }
 
-func (r *redisResource) twin(ctx context.Context, tok store.Token, wid string) error {
-	n, err := r.head(ctx, resTwin)
-	if err != nil {
-		return err
-	}
-	return r.rdb.HSet(ctx, r.keys[resTwin], "n", n+1, "w:"+strconv.FormatInt(n+1, 10), tok.String()+"|"+wid).Err()
-}
-
-func (r *redisResource) rows(ctx context.Context, res string) ([]Row, error) {
-	m, err := r.rdb.HGetAll(ctx, r.keys[res]).Result()
+func (h hashChains) rows(ctx context.Context, res string) ([]Row, error) {
+	m, err := h.rdb.HGetAll(ctx, h.keys[res]).Result()
 	if err != nil {
 		return nil, fmt.Errorf("chaos: read %s: %w", res, err)
 	}
@@ -338,4 +333,33 @@ func (r *redisResource) rows(ctx context.Context, res string) ([]Row, error) {
 	return out, nil
 }
 
-func (r *redisResource) close() { _ = r.rdb.Close() }
+func (h hashChains) close() { _ = h.rdb.Close() }
+
+// redisResource keeps the chains in hashes on the cell's own Redis, beside
+// its leases. The fenced chain is written with redisfence.StrictHSet, the
+// strict check on the lease's own keys, which advances the renewal chain,
+// so clones are in play.
+type redisResource struct {
+	hashChains
+	leases redisstore.Keys
+}
+
+// newRedisResource connects to the Redis at addr, where the cell's leases
+// are kept under leasePrefix and its chains under prefix.
+func newRedisResource(addr, prefix, leasePrefix string) (*redisResource, error) {
+	leases, err := redisstore.Config{KeyPrefix: leasePrefix}.Keys()
+	if err != nil {
+		return nil, err
+	}
+	return &redisResource{hashChains: newHashChains(addr, prefix), leases: leases}, nil
+}
+
+func (r *redisResource) begin(context.Context, *tenure.Lease, store.Token) error { return nil }
+
+func (r *redisResource) fenced(ctx context.Context, l *tenure.Lease, tok store.Token, wid string) error {
+	n, err := r.head(ctx, resFenced)
+	if err != nil {
+		return err
+	}
+	return redisfence.StrictHSet(ctx, r.rdb, r.leases, l, r.keys[resFenced], next(n, tok, wid))
+}

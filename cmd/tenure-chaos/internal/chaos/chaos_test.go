@@ -146,6 +146,14 @@ func needBackend(t *testing.T, b string) {
 		testutil.NeedServer(t, "consul ("+ConsulBinEnv+")", err)
 	case "mysql":
 		testserver.MySQLDB(t, "")
+	case "nats":
+		_, err := testserver.NatsBinary()
+		testutil.NeedServer(t, "nats-server ("+testserver.NatsBinEnv+")", err)
+	case "k8s":
+		_, err := testserver.KubeAPIServerBinary()
+		testutil.NeedServer(t, "kube-apiserver ("+testserver.KubeAPIServerBinEnv+")", err)
+		_, err = testserver.EtcdBinary()
+		testutil.NeedServer(t, "etcd ("+EtcdBinEnv+")", err)
 	}
 }
 

@@ -283,6 +283,18 @@ func (c *cell) setup(ctx context.Context, id string) ([]string, func(), error) {
 		return []string{host}, cleanup, nil
 	}
 	switch b {
+	case "nats":
+		target, err := c.setupNats(ctx, id, &cleanups)
+		if err != nil {
+			return fail(err)
+		}
+		return []string{target}, cleanup, nil
+	case "k8s":
+		target, err := c.setupKube(ctx, id, &cleanups)
+		if err != nil {
+			return fail(err)
+		}
+		return []string{target}, cleanup, nil
 	case "mysql":
 		target, err := c.setupMySQL(ctx, id, &cleanups)
 		if err != nil {

@@ -98,7 +98,7 @@ func harnessMain(ctx context.Context, args []string, stdout io.Writer) error {
 		fmt.Fprintf(fs.Output(), usage, MinCycles)
 		fs.PrintDefaults()
 	}
-	backend := fs.String("backend", "all", "postgres, redis, etcd, consul, mysql, etcd-cluster, consul-cluster, a comma-separated list, or all")
+	backend := fs.String("backend", "all", "postgres, redis, etcd, consul, mysql, k8s, nats, etcd-cluster, consul-cluster, a comma-separated list, or all")
 	workers := fs.Int("workers", 5, "worker processes per cell")
 	ttl := fs.Duration("ttl", 2*time.Second, "lease TTL")
 	duration := fs.Duration("duration", 60*time.Second, "length of each cell")

@@ -312,9 +312,13 @@ are in play); redis — a hash on the store's own server written with
 redisfence.StrictHSet (the same strict check on the lease's keys); mysql —
 a table written with mysqlfence.StrictTx; etcd and consul — keys on the
 store's own server written with etcdstore's and consulstore's StrictTxn
-(the strict check on the lease's keys, in the store's own transaction).
-Every fence is strict, so clones run in every cell (a token fence could
-not tell two clones with the same token apart; see fence/redisfence).
+(the strict check on the lease's keys, in the store's own transaction);
+k8s and nats — a hash on the machine's Redis written with redisfence.HSet,
+the token fence alone (neither store has a transaction that could also
+check the lease), which each tenure moves to its token before its first
+read of the chain. Every other fence is strict, so clones run in every cell
+but k8s and nats (a token fence cannot tell two clones with the same token
+apart; see fence/redisfence).
 
 The checker fails a cell on any violation at the fenced resource (stale
 acceptance; two ground-truth writers for one token, a clone's writes after
