@@ -59,7 +59,11 @@
 // plus the TTL less its safety margin (promise P3). A follower that
 // pauses, or whose clock jumps, can only judge a version it saw as
 // expired; its takeover is an update conditioned on that version, which
-// fails when the holder renewed meanwhile. What the store has seen lives
+// fails when the holder renewed meanwhile. The k8s chaos cell
+// (cmd/tenure-chaos, in CI) shows it with real processes: holders paused
+// past their TTL, killed and cut off, the API server restarted, and no
+// write of a superseded holder accepted after its successor's. What the
+// store has seen lives
 // in the process: a follower that starts, or a store made anew, gives a
 // tenure it has not seen before a whole TTL.
 //
