@@ -139,15 +139,8 @@ func startPostgresTLS(tb testing.TB, ca *testca.CA) (*PostgresTLS, error) {
 		copyFile(ca.CertFile, filepath.Join(dir, "ca.crt")),
 		os.WriteFile(filepath.Join(dir, "pwfile"), []byte(pw+"\n"), 0o600), own(filepath.Join(dir, "pwfile")))
 	if err == nil {
-		cmd := exec.Command(filepath.Join(bin, "initdb"), "-D", data, "-U", "postgres", "--auth-local=trust",
+		err = runPostgresTool(bin, dir, cred, "initdb", "-D", data, "-U", "postgres", "--auth-local=trust",
 			"--auth-host=reject", "--no-sync", "-E", "UTF8", "--locale=C")
-		cmd.Dir = dir
-		if cred != nil {
-			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
-		}
-		if out, ierr := cmd.CombinedOutput(); ierr != nil {
-			err = fmt.Errorf("testserver: initdb: %w: %s", ierr, out)
-		}
 	}
 	if err == nil {
 		hba := "local all all trust\n" +
@@ -161,7 +154,12 @@ func startPostgresTLS(tb testing.TB, ca *testca.CA) (*PostgresTLS, error) {
 	return OnFreePorts(tb.Context(), 1, func(ports []int) (*PostgresTLS, error) {
 		p := &PostgresTLS{Port: ports[0], Password: pw, socket: dir}
 		var err error
-		p.Process, err = startPostgresProcess(tb.Context(), bin, dir, data, p.Port, cred)
+		p.Process, err = startPostgresProcess(tb.Context(), bin, dir, data, p.Port, cred,
+			"-c", "ssl=on",
+			"-c", "ssl_cert_file="+filepath.Join(dir, "server.crt"),
+			"-c", "ssl_key_file="+filepath.Join(dir, "server.key"),
+			"-c", "ssl_ca_file="+filepath.Join(dir, "ca.crt"),
+			"-c", "password_encryption=scram-sha-256")
 		if err != nil {
 			return nil, err
 		}
@@ -172,13 +170,26 @@ func startPostgresTLS(tb testing.TB, ca *testca.CA) (*PostgresTLS, error) {
 	})
 }
 
-func startPostgresProcess(ctx context.Context, bin, dir, data string, port int, cred *syscall.Credential) (*Process, error) {
-	args := []string{"-D", data, "-p", strconv.Itoa(port), "-k", dir,
-		"-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "ssl=on",
-		"-c", "ssl_cert_file=" + filepath.Join(dir, "server.crt"),
-		"-c", "ssl_key_file=" + filepath.Join(dir, "server.key"),
-		"-c", "ssl_ca_file=" + filepath.Join(dir, "ca.crt"),
-		"-c", "password_encryption=scram-sha-256"}
+// runPostgresTool runs one of PostgreSQL's programs (initdb,
+// pg_basebackup) in dir as cred's user.
+func runPostgresTool(bin, dir string, cred *syscall.Credential, name string, args ...string) error {
+	cmd := exec.Command(filepath.Join(bin, name), args...)
+	cmd.Dir = dir
+	if cred != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("testserver: %s: %w: %s", name, err, out)
+	}
+	return nil
+}
+
+// startPostgresProcess starts the postgres of data on port, its socket in
+// dir, as cred's user, with settings beyond the test defaults in extra
+// ("-c", "name=value", ...).
+func startPostgresProcess(ctx context.Context, bin, dir, data string, port int, cred *syscall.Credential, extra ...string) (*Process, error) {
+	args := append([]string{"-D", data, "-p", strconv.Itoa(port), "-k", dir,
+		"-c", "listen_addresses=127.0.0.1", "-c", "fsync=off"}, extra...)
 	var pr *Process
 	ready := func(ctx context.Context) error {
 		conn, err := pgx.Connect(ctx, fmt.Sprintf("host=%s port=%d user=postgres dbname=postgres sslmode=disable", dir, port))

@@ -134,6 +134,17 @@
 //     holders can then carry equal tokens, which no fence tells apart.
 //     Use synchronous replication (synchronous_commit = on, or remote_apply,
 //     with synchronous_standby_names) when leases must survive a failover.
+//     After a failover that may have lost commits, raise the token floor
+//     on the new primary before workers acquire there:
+//     [Store.RaiseTokenFloor] (`tenure migrate --token-floor`, as the
+//     owner) moves the sequence to the server's clock in microseconds,
+//     above every token handed out before. A test shows both, with a real
+//     primary and standby: the promoted standby hands out tokens the old
+//     primary had handed out, and after the floor no token repeats. Holders
+//     of the old primary keep their tenures until their next renewal is
+//     refused there (or reaches the new primary, which may have forgotten
+//     their takeover: it may renew a tenure that was superseded); fences
+//     on another database keep refusing their stale tokens.
 //   - A lease row locked by a fenced transaction ([pgfence], or the
 //     functions below called from SQL) makes renewals, releases and
 //     takeovers of that lease wait for it to end. Keep fenced transactions

@@ -149,6 +149,8 @@ func TestUsageErrors(t *testing.T) {
 		{"ReleaseTwoNames", []string{"release", "--force", "a", "b", "--store", db}, "takes one lease NAME, got 2"},
 		{"MigrateArgument", []string{"migrate", "now"}, "takes no arguments"},
 		{"MigrateGrantWithoutPrint", []string{"migrate", "--grant", "app"}, "--grant and --grant-read need --print"},
+		{"MigrateTokenFloorPrint", []string{"migrate", "--print", "--token-floor"}, "does not go with --print"},
+		{"MigrateTokenFloorSQLite", []string{"migrate", "--token-floor", "--store", db}, "--token-floor is for PostgreSQL"},
 		{"MigratePrintRedis", []string{"migrate", "--print", "--store", "redis://" + closedPort(t)}, "the Redis store keeps no schema"},
 		{"MigrateGrantSQLite", []string{"migrate", "--print", "--grant", "app", "--store", db}, "no roles to grant"},
 		{"AgentsOnSQLite", []string{"agents", "--store", db}, "lives in PostgreSQL, not in the SQLite store " + db},
@@ -534,6 +536,17 @@ func TestPostgres(t *testing.T) {
 		}
 		return testutil.PostgresURL() + sep + storeurl.ParamSchema + "=" + schema
 	}
+
+	t.Run("TokenFloor", func(t *testing.T) {
+		t.Parallel()
+		before := time.Now().UnixMicro()
+		o := cli(t, "migrate", "--token-floor", "--store", url(t))
+		require.Equal(t, ExitOK, o.code, o.stderr)
+		var floor int64
+		_, err := fmt.Sscanf(o.stdout[strings.Index(o.stdout, "raised the token floor to "):], "raised the token floor to %d", &floor)
+		require.NoError(t, err, o.stdout)
+		require.Greater(t, floor, before-int64(time.Minute/time.Microsecond), "the server's clock in microseconds")
+	})
 
 	t.Run("NotMigratedIs78", func(t *testing.T) {
 		t.Parallel()

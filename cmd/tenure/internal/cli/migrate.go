@@ -12,7 +12,7 @@ import (
 func migrateCommand() *command {
 	return &command{
 		summary:      "create or upgrade the store's schema, or print its SQL",
-		synopsis:     "migrate [--print [--grant ROLE] [--grant-read ROLE]] [--store URL]",
+		synopsis:     "migrate [--print [--grant ROLE] [--grant-read ROLE] | --token-floor] [--store URL]",
 		interspersed: true,
 		about: `Migrate creates or upgrades the store's schema. On PostgreSQL it creates
 tenure's tables, token sequence and fence functions, and the fleet
@@ -46,12 +46,21 @@ Consul keep no schema: migrate checks that the store answers and says there
 is nothing to migrate, and --print is refused. A Kubernetes store (k8s://)
 keeps none either; --print --grant ACCOUNT prints, as YAML for kubectl
 apply, the Role its workers need on Lease objects and a RoleBinding of it
-to the service account ACCOUNT.`,
+to the service account ACCOUNT.
+
+--token-floor, on PostgreSQL, as the owner, on a new primary after a
+failover from asynchronous replication and before any worker acquires
+there: it migrates, then raises the token sequence to the server's clock in
+microseconds (or above every token the tables hold, if greater) and prints
+it. The old primary's last commits may be lost, and with them the last
+tokens it handed out, which the new primary would hand out again; the
+clock is above all of them (pgstore.Store.RaiseTokenFloor says why).`,
 		setup: func(fs *flag.FlagSet) action {
 			var o migrateOptions
 			fs.BoolVar(&o.print, "print", false, "print the SQL instead of applying it")
 			fs.StringVar(&o.grant, "grant", "", "with --print, also print the grants the run-time `ROLE` needs")
 			fs.StringVar(&o.grantRead, "grant-read", "", "with --print, also print the grants of a read-only `ROLE` (status, agents)")
+			fs.BoolVar(&o.tokenFloor, "token-floor", false, "after a failover (PostgreSQL): raise the token sequence above every token handed out before")
 			fs.StringVar(&o.store, "store", "", storeUsage)
 			return o.run
 		},
@@ -59,10 +68,11 @@ to the service account ACCOUNT.`,
 }
 
 type migrateOptions struct {
-	print     bool
-	grant     string
-	grantRead string
-	store     string
+	print      bool
+	grant      string
+	grantRead  string
+	tokenFloor bool
+	store      string
 }
 
 func (o *migrateOptions) run(ctx context.Context, e *env, args []string) error {
@@ -71,6 +81,9 @@ func (o *migrateOptions) run(ctx context.Context, e *env, args []string) error {
 	}
 	if (o.grant != "" || o.grantRead != "") && !o.print {
 		return usagef("migrate", "--grant and --grant-read need --print")
+	}
+	if o.tokenFloor && o.print {
+		return usagef("migrate", "--token-floor changes the store; it does not go with --print")
 	}
 	target, err := storeurl.Resolve(o.store, e.getenv)
 	if err != nil {
@@ -98,6 +111,11 @@ func (o *migrateOptions) run(ctx context.Context, e *env, args []string) error {
 		_, err = fmt.Fprintln(e.stdout, strings.TrimRight(sql, "\n"))
 		return err
 	}
+	if o.tokenFloor {
+		if err := target.TokenFloorSupported(); err != nil {
+			return err
+		}
+	}
 	opened, err := target.Open(ctx, storeurl.Options{Migrate: true})
 	if err != nil {
 		return err
@@ -107,6 +125,13 @@ func (o *migrateOptions) run(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintln(e.stdout, msg)
+	if _, err := fmt.Fprintln(e.stdout, msg); err != nil || !o.tokenFloor {
+		return err
+	}
+	floor, err := opened.RaiseTokenFloor(ctx)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(e.stdout, "raised the token floor to %d: the next tenure's token is greater\n", floor)
 	return err
 }

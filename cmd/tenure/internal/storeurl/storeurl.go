@@ -616,6 +616,29 @@ func (o *Opened) Migrate(ctx context.Context) (string, error) {
 		o.Target.Display, obj.Schema, obj.Leases, obj.Fences, obj.FenceFunc, fleet.Agents, fleet.Owners, fleet.Reassignments), nil
 }
 
+// TokenFloorSupported reports, with an error matching [store.ErrInvalid],
+// a store whose token floor cannot be raised: every store but PostgreSQL.
+func (t Target) TokenFloorSupported() error {
+	if t.Kind != Postgres {
+		return newError(store.ErrInvalid, nil, "storeurl: --token-floor is for PostgreSQL, whose tokens a failover of asynchronous replication can lose; the %s store %s has no token sequence to raise", t.Kind.Name(), t.Display)
+	}
+	return nil
+}
+
+// RaiseTokenFloor raises a PostgreSQL store's token sequence after a
+// failover ([pgstore.Store.RaiseTokenFloor]); other stores refuse it with
+// an error matching [store.ErrInvalid].
+func (o *Opened) RaiseTokenFloor(ctx context.Context) (store.Token, error) {
+	if err := o.Target.TokenFloorSupported(); err != nil {
+		return 0, err
+	}
+	floor, err := o.pg.RaiseTokenFloor(ctx)
+	if err != nil {
+		return 0, o.Target.Wrap(err)
+	}
+	return floor, nil
+}
+
 // CloseTimeout bounds how long [Opened.Close] waits for PostgreSQL
 // connections to close.
 const CloseTimeout = 2 * time.Second
