@@ -16,9 +16,11 @@ import (
 )
 
 // TestServerStores runs status, run, run --wait and release --force
-// against real Redis, etcd and Consul servers, each under a key prefix of
-// the test's own. etcd and Consul are started for the test; Redis is the
-// shared test server, whose keys under the prefix are deleted afterwards.
+// against real Redis, etcd, Consul, NATS and Kubernetes API servers, each
+// under a key prefix of the test's own. etcd, Consul, nats-server and
+// kube-apiserver are
+// started for the test; Redis is the shared test server, whose keys under
+// the prefix are deleted afterwards.
 func TestServerStores(t *testing.T) {
 	t.Parallel()
 	t.Run("Redis", func(t *testing.T) {
@@ -48,20 +50,43 @@ func TestServerStores(t *testing.T) {
 		serverStore(t, fmt.Sprintf("consul://%s?%s=%s&%s=%s/", agent.HTTPAddr,
 			storeurl.ParamSessionTTLMin, testserver.ConsulSessionTTLMin, storeurl.ParamPrefix, testutil.UniqueName(t)), "Consul")
 	})
+	t.Run("Nats", func(t *testing.T) {
+		t.Parallel()
+		srv := testserver.OwnNats(t)
+		bucket := testutil.UniqueName(t)
+		serverStoreMigrated(t, fmt.Sprintf("%s?%s=%s", srv.URL, storeurl.ParamBucket, bucket), fmt.Sprintf("has its bucket %q", bucket))
+	})
+	t.Run("Kubernetes", func(t *testing.T) {
+		t.Parallel()
+		srv := testserver.OwnKubeAPIServer(t)
+		prefix := strings.ReplaceAll(testutil.UniqueName(t), "_", "-")
+		serverStore(t, fmt.Sprintf("k8s://default?kubeconfig=%s&%s=%s", srv.Kubeconfig(t, srv.Admin()), storeurl.ParamPrefix, prefix), "Kubernetes")
+
+		grant := run(t, testEnv(t), "migrate", "--print", "--grant", "billing", "--store", "k8s://jobs")
+		require.Equal(t, 0, grant.code, grant.stderr.all())
+		require.Contains(t, grant.stdout.rest(), "kind: RoleBinding")
+	})
 }
 
 // serverStore plays one holder, one waiter and an operator on the store
 // at storeURL, whose kind is called kind in messages.
 func serverStore(t *testing.T, storeURL, kind string) {
 	t.Helper()
+	serverStoreMigrated(t, storeURL, fmt.Sprintf("the %s store %s keeps no schema: nothing to migrate", kind, storeURL))
+}
+
+// serverStoreMigrated is serverStore for a store whose migrate says
+// migrated.
+func serverStoreMigrated(t *testing.T, storeURL, migrated string) {
+	t.Helper()
 	env := testEnv(t, storeurl.EnvVar+"="+storeURL)
 
 	m := run(t, env, "migrate")
 	require.Equal(t, 0, m.code, m.stderr.all())
-	require.Contains(t, m.stdout.rest(), fmt.Sprintf("the %s store %s keeps no schema: nothing to migrate", kind, storeURL))
+	require.Contains(t, m.stdout.rest(), migrated)
 	p := run(t, env, "migrate", "--print")
 	require.Equal(t, cli.ExitUsage, p.code)
-	require.Regexp(t, `^tenure: storeurl: the \S+ store keeps no schema`, p.stderr.rest())
+	require.Regexp(t, `^tenure: storeurl: the \S+ store keeps no (schema|SQL)`, p.stderr.rest())
 
 	flags := []string{"run", "--name", "nightly", "--ttl", "2s", "--grace", "500ms"}
 	a := start(t, env, append(append(flags, "--label", "a"), blockingChild...)...)

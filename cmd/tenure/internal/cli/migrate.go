@@ -90,16 +90,19 @@ func (o *migrateOptions) run(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	if o.print {
-		sql, err := target.MigrationSQL()
-		if err != nil {
-			return err
+		var sql string
+		// A Kubernetes store has no schema, only the grants to print.
+		if target.Kind != storeurl.Kubernetes || o.grant == "" {
+			if sql, err = target.MigrationSQL(); err != nil {
+				return err
+			}
 		}
 		if o.grant != "" {
 			grants, err := target.GrantSQL(o.grant)
 			if err != nil {
 				return err
 			}
-			sql = strings.TrimRight(sql, "\n") + "\n\n" + grants
+			sql = strings.TrimLeft(strings.TrimRight(sql, "\n")+"\n\n"+grants, "\n")
 		}
 		if o.grantRead != "" {
 			grants, err := target.ReadGrantSQL(o.grantRead)

@@ -390,7 +390,7 @@ func (t Target) MigrationSQL() (string, error) {
 	case Nats:
 		return "", newError(store.ErrInvalid, nil, "storeurl: the NATS store keeps no SQL: there is nothing to print; tenure migrate (without --print) creates its JetStream KV bucket")
 	case Kubernetes:
-		return "# The Kubernetes store keeps no schema: its Lease objects need only an\n# existing namespace. --grant ACCOUNT prints the Role and RoleBinding\n# a worker's service account needs, for kubectl apply -f.\n", nil
+		return "", newError(store.ErrInvalid, nil, "storeurl: the Kubernetes store keeps no schema: its Lease objects need only an existing namespace; tenure migrate --print --grant ACCOUNT prints the Role and RoleBinding a worker's service account needs")
 	default:
 		return "", newError(store.ErrInvalid, nil, "storeurl: the %s store keeps no schema: there is no SQL to print, and tenure migrate has nothing to do", t.Kind.Name())
 	}
