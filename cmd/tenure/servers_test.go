@@ -18,9 +18,8 @@ import (
 // TestServerStores runs status, run, run --wait and release --force
 // against real Redis, etcd, Consul, NATS and Kubernetes API servers, each
 // under a key prefix of the test's own. etcd, Consul, nats-server and
-// kube-apiserver are
-// started for the test; Redis is the shared test server, whose keys under
-// the prefix are deleted afterwards.
+// kube-apiserver are started for the test; Redis is the shared test
+// server, whose keys under the prefix are deleted afterwards.
 func TestServerStores(t *testing.T) {
 	t.Parallel()
 	t.Run("Redis", func(t *testing.T) {
