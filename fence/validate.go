@@ -11,9 +11,9 @@ import (
 // with [store.MaxNameLen]: 1 to 255 bytes of valid UTF-8 without control
 // characters, bidirectional controls, zero-width or other invisible format
 // characters), and tok must pass [ValidateToken]. Every fence in tenure
-// (pgfence, redisfence, httpfence, sqlitestore.Fence, consulstore's
-// FenceOps) applies this one rule, so a resource name one accepts, all
-// accept. The error matches [store.ErrInvalid], says what was wrong and
+// (pgfence, mysqlfence, redisfence, httpfence, s3fence, sqlitestore.Fence,
+// consulstore's FenceOps) applies this one rule, so a resource name one
+// accepts, all accept. The error matches [store.ErrInvalid], says what was wrong and
 // what to do; callers prefix it with their package and operation.
 func ValidateWrite(resource string, tok store.Token) error {
 	if err := store.ValidateText("resource", resource, store.MaxNameLen); err != nil {
