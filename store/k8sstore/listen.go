@@ -43,7 +43,8 @@ func (s *Store) Listen(ctx context.Context, notify func(store.Notice)) error {
 
 // watch runs one watch, from the namespace's current resourceVersion,
 // until ctx is done or the watch ends, and reports whether to watch again
-// at once: true when the watch ran and ended by itself.
+// at once: true when the server ended it, false when it could not be made
+// or sent an error (Listen waits a second then).
 func (s *Store) watch(ctx context.Context, notify func(store.Notice)) bool {
 	list, err := s.leases.List(ctx, metav1.ListOptions{LabelSelector: s.selector, Limit: 1})
 	if err != nil {
@@ -62,8 +63,11 @@ func (s *Store) watch(ctx context.Context, notify func(store.Notice)) bool {
 		case <-s.done:
 			return false
 		case ev, ok := <-w.ResultChan():
-			if !ok || ev.Type == watch.Error {
+			if !ok { // the server ended the watch: watch again at once
 				return ctx.Err() == nil && !s.closed.Load()
+			}
+			if ev.Type == watch.Error { // 410 Gone and the like: after a pause
+				return false
 			}
 			if n, ok := s.announced(ev); ok {
 				notify(n)
