@@ -1,13 +1,15 @@
 // Package storekit holds the plumbing every backend of package store
 // writes the same way: the closed gate (a Close after which every call fails
 // with [store.ErrClosed]), the prologue and epilogue of
-// [store.Notifier.Listen], and Get and List over the in-memory stores' maps
-// of leases. It has one job: keep those rules in one place.
+// [store.Notifier.Listen], the fan-out of a batch renewed lease by lease,
+// and Get and List over the in-memory stores' maps of leases. It has one
+// job: keep those rules in one place.
 package storekit
 
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 
 	"github.com/tenure-dev/tenure/store"
@@ -101,4 +103,28 @@ func (g *Gate) Listen(ctx context.Context, notify func(store.Notice), loop func(
 	}
 	// The loop ended on its own: the contract allows no such return.
 	return fmt.Errorf("%s: listen: %w: the listener stopped unexpectedly", g.pkg, store.ErrUnavailable)
+}
+
+// Each calls one(i) for every i in [0, n), at most limit calls at once,
+// and returns the first error one returned (by index), after every call
+// has returned: the fan-out of a store that renews a batch lease by lease
+// (natsstore, k8sstore).
+func Each(n, limit int, one func(i int) error) error {
+	errs := make([]error, n)
+	sem := make(chan struct{}, limit)
+	var wg sync.WaitGroup
+	for i := range n {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			errs[i] = one(i)
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }

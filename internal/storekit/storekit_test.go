@@ -2,6 +2,9 @@ package storekit_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -107,4 +110,27 @@ func TestLeaseMap(t *testing.T) {
 		require.Equal(t, now, records[i].AcquiredAt)
 	}
 	require.Empty(t, storekit.Records(map[string]int{}, now, record))
+}
+
+func TestEach(t *testing.T) {
+	t.Parallel()
+	var running, most atomic.Int64
+	calls := make([]int, 20)
+	err := storekit.Each(len(calls), 3, func(i int) error {
+		n := running.Add(1)
+		defer running.Add(-1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		calls[i]++
+		if i == 7 || i == 12 {
+			return fmt.Errorf("call %d failed", i)
+		}
+		return nil
+	})
+	require.EqualError(t, err, "call 7 failed", "the first error by index")
+	require.LessOrEqual(t, most.Load(), int64(3), "at most limit calls at once")
+	for i, c := range calls {
+		require.Equal(t, 1, c, "call %d made once, errors or not", i)
+	}
+	require.NoError(t, storekit.Each(0, 3, func(int) error { return errors.New("never called") }))
 }

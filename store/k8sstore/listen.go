@@ -24,21 +24,17 @@ const relistenDelay = time.Second
 // API server ends them after a while, or the connection broke) it
 // watches again and reports the empty name.
 func (s *Store) Listen(ctx context.Context, notify func(store.Notice)) error {
-	if err := s.begin(); err != nil {
-		return err
-	}
-	for {
-		if s.watch(ctx, notify) {
-			continue
+	return s.gate.Listen(ctx, notify, func(ctx context.Context, notify func(store.Notice)) {
+		for ctx.Err() == nil {
+			if s.watch(ctx, notify) {
+				continue
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(relistenDelay):
+			}
 		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-s.done:
-			return nil
-		case <-time.After(relistenDelay):
-		}
-	}
+	})
 }
 
 // watch runs one watch, from the namespace's current resourceVersion,
@@ -60,11 +56,9 @@ func (s *Store) watch(ctx context.Context, notify func(store.Notice)) bool {
 		select {
 		case <-ctx.Done():
 			return false
-		case <-s.done:
-			return false
 		case ev, ok := <-w.ResultChan():
 			if !ok { // the server ended the watch: watch again at once
-				return ctx.Err() == nil && !s.closed.Load()
+				return ctx.Err() == nil
 			}
 			if ev.Type == watch.Error { // 410 Gone and the like: after a pause
 				return false

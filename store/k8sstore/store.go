@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -17,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/tenure-dev/tenure/internal/storekit"
 	"github.com/tenure-dev/tenure/store"
 )
 
@@ -81,9 +81,7 @@ type Store struct {
 	// saw and when it first saw that version: the clock of expiry.
 	seen map[string]sighting
 
-	closed    atomic.Bool
-	done      chan struct{} // closed by Close, ending every Listen
-	closeOnce sync.Once
+	gate *storekit.Gate
 }
 
 // sighting is one version of a lease's object and when the store first
@@ -110,24 +108,14 @@ func New(leases Leases, cfg Config) (*Store, error) {
 		selector: LabelPrefix + "=" + cfg.Prefix,
 		now:      time.Now,
 		seen:     map[string]sighting{},
-		done:     make(chan struct{}),
+		gate:     storekit.NewGate("k8sstore", "k8sstore.New"),
 	}, nil
 }
 
-// Close ends every [Store.Listen]. It does not close the client.
+// Close ends every [Store.Listen]; later calls fail with
+// [store.ErrClosed]. It does not close the client.
 func (s *Store) Close() error {
-	s.closeOnce.Do(func() {
-		s.closed.Store(true)
-		close(s.done)
-	})
-	return nil
-}
-
-// begin refuses a call on a closed store.
-func (s *Store) begin() error {
-	if s.closed.Load() {
-		return fmt.Errorf("k8sstore: %w", store.ErrClosed)
-	}
+	s.gate.Close()
 	return nil
 }
 
@@ -300,7 +288,7 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (store.Grant
 	if err := p.Validate(); err != nil {
 		return store.Grant{}, fmt.Errorf("k8sstore: %w", err)
 	}
-	if err := s.begin(); err != nil {
+	if err := s.gate.Begin(ctx, "acquire"); err != nil {
 		return store.Grant{}, err
 	}
 	for range casAttempts {
@@ -379,25 +367,16 @@ func (s *Store) Renew(ctx context.Context, ps []store.RenewParams) ([]store.Rene
 	if err := store.ValidateRenewBatch(ps); err != nil {
 		return nil, fmt.Errorf("k8sstore: %w", err)
 	}
-	if err := s.begin(); err != nil {
+	if err := s.gate.Begin(ctx, "renew"); err != nil {
 		return nil, err
 	}
 	rs := make([]store.RenewResult, len(ps))
-	errs := make([]error, len(ps))
-	sem := make(chan struct{}, renewConcurrency)
-	var wg sync.WaitGroup
-	for i, p := range ps {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			rs[i], errs[i] = s.renewOne(ctx, p)
-		})
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return nil, err // the first; the others are most likely the same
-		}
+	err := storekit.Each(len(ps), renewConcurrency, func(i int) (err error) {
+		rs[i], err = s.renewOne(ctx, ps[i])
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
 	return rs, nil
 }
@@ -476,7 +455,7 @@ func (s *Store) Release(ctx context.Context, p store.ReleaseParams) error {
 	if err := p.Validate(); err != nil {
 		return fmt.Errorf("k8sstore: %w", err)
 	}
-	if err := s.begin(); err != nil {
+	if err := s.gate.Begin(ctx, "release"); err != nil {
 		return err
 	}
 	for range casAttempts {
@@ -518,7 +497,7 @@ func (s *Store) Get(ctx context.Context, name string) (store.Record, error) {
 	if err := store.ValidateName(name); err != nil {
 		return store.Record{}, fmt.Errorf("k8sstore: %w", err)
 	}
-	if err := s.begin(); err != nil {
+	if err := s.gate.Begin(ctx, "get"); err != nil {
 		return store.Record{}, err
 	}
 	l, ok, err := s.read(ctx, name)
@@ -556,7 +535,7 @@ const listPage = 500
 // List implements [store.Lister]: every lease with an object bearing the
 // store's prefix label, ordered by name, in pages of 500 objects.
 func (s *Store) List(ctx context.Context) ([]store.Record, error) {
-	if err := s.begin(); err != nil {
+	if err := s.gate.Begin(ctx, "list"); err != nil {
 		return nil, err
 	}
 	var records []store.Record

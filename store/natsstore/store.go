@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/tenure-dev/tenure/internal/storekit"
 	"github.com/tenure-dev/tenure/store"
 )
 
@@ -371,21 +372,12 @@ func (s *Store) Renew(ctx context.Context, ps []store.RenewParams) ([]store.Rene
 		return nil, err
 	}
 	rs := make([]store.RenewResult, len(ps))
-	errs := make([]error, len(ps))
-	sem := make(chan struct{}, renewConcurrency)
-	var wg sync.WaitGroup
-	for i, p := range ps {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			rs[i], errs[i] = s.renewOne(ctx, p, ttls[i])
-		})
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return nil, err // the first; the others are most likely the same
-		}
+	err := storekit.Each(len(ps), renewConcurrency, func(i int) (err error) {
+		rs[i], err = s.renewOne(ctx, ps[i], ttls[i])
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
 	return rs, nil
 }
