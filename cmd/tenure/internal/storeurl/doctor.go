@@ -15,7 +15,8 @@ import (
 
 // ErrNoWallClock is returned by [Opened.WallClock] for a store whose
 // expiry does not run on a wall clock (etcd and Consul time leases with
-// monotonic timers; the always-leader store keeps no time at all).
+// monotonic timers, Kubernetes leases expire by each follower's monotonic
+// clock; the always-leader store keeps no time at all).
 var ErrNoWallClock = errors.New("storeurl: the store's expiry runs on no wall clock")
 
 // WallClock reads a store's wall clock, the clock its expiry runs on, in
@@ -35,7 +36,7 @@ func (c *WallClock) Close() error { return c.close() }
 
 // WallClock returns a reader of the store's wall clock: PostgreSQL's
 // clock_timestamp(), Redis's TIME, MySQL's SYSDATE(6), this host's clock
-// for SQLite. For etcd, Consul and the always-leader store it fails with
+// for SQLite. For etcd, Consul, Kubernetes and the always-leader store it fails with
 // [ErrNoWallClock]. Redis and MySQL get a connection of their own, which
 // Close closes.
 func (o *Opened) WallClock(ctx context.Context) (*WallClock, error) {
