@@ -44,13 +44,14 @@ func TestMain(m *testing.M) { testutil.VerifyTestMain(m) }
 // and finds none about one time in 18; with the rerun, CI fails on a
 // correct run about once in 300. (150 s would make that once in 1,500,
 // but cost the package another half minute; it took 8 min 9 s with this
-// cell, 122 s of it, on the two-core machine.)
+// cell, 122 s of it, on the two-core machine, and 10 min 2 s once the k8s
+// and nats cells joined.)
 //
 // The consul-cluster cell stays out of CI. At 150 s three of four cells
 // were valid (13 to 18 cycles; 21, 7, 5 and 0 twin violations; at 90 s
 // the twin found none either), so it would fail now and then as "not
 // exercising" even with the rerun; and it would add 150 s (300 s when
-// rerun), taking the package to 10.7 to 13.2 minutes on the two-core
+// rerun), taking the package to 12.5 to 15 minutes on the two-core
 // machine CI runs on, against a budget of 12. Run it by hand
 // (RELIABILITY.md, "Clusters under fault").
 const (
