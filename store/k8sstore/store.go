@@ -96,7 +96,7 @@ type sighting struct {
 // the permissions [Role] grants.
 func New(leases Leases, cfg Config) (*Store, error) {
 	if leases == nil {
-		return nil, fmt.Errorf("k8sstore: %w: nil Leases", store.ErrInvalid)
+		return nil, fmt.Errorf("k8sstore: %w: leases is nil; pass a namespace's Lease client, clientset.CoordinationV1().Leases(namespace)", store.ErrInvalid)
 	}
 	cfg, err := cfg.withDefaults()
 	if err != nil {
