@@ -21,7 +21,6 @@ const bufSize = 32 << 10
 // injects faults on command. Its methods are safe for concurrent use.
 type Proxy struct {
 	ln     net.Listener
-	target string
 	ctx    context.Context // ends dials in progress on Close
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -30,6 +29,7 @@ type Proxy struct {
 	repliesLost atomic.Int64
 
 	mu       sync.Mutex
+	target   string
 	gate     chan struct{} // closed while bytes may flow; open while black-holed
 	holed    bool
 	refusing bool
@@ -109,8 +109,27 @@ func Listen(target string) (*Proxy, error) {
 // Addr returns the proxy's address, host:port, to give to clients.
 func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 
-// Target returns the address the proxy forwards to.
-func (p *Proxy) Target() string { return p.target }
+// Target returns the address the proxy forwards new connections to.
+func (p *Proxy) Target() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.target
+}
+
+// Retarget forwards the connections accepted from now on to target
+// (host:port), as a virtual address moved to another server does after a
+// failover; connections open now stay with the old target until they end
+// or are [Proxy.Cut]. A target that is not host:port is refused, and
+// nothing changes.
+func (p *Proxy) Retarget(target string) error {
+	if _, _, err := net.SplitHostPort(target); err != nil {
+		return fmt.Errorf("faultnet: target %q is not host:port: %w", target, err)
+	}
+	p.mu.Lock()
+	p.target = target
+	p.mu.Unlock()
+	return nil
+}
 
 // Accepted returns how many connections the proxy has accepted so far,
 // refused ones included.
@@ -255,7 +274,7 @@ func (p *Proxy) serve(pr *pair) {
 		p.mu.Unlock()
 	}()
 	d := net.Dialer{Timeout: DialTimeout}
-	s, err := d.DialContext(p.ctx, "tcp", p.target)
+	s, err := d.DialContext(p.ctx, "tcp", p.Target())
 	if err != nil {
 		return // The client sees the target's absence as a closed connection.
 	}

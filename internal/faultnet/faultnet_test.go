@@ -286,6 +286,26 @@ func TestProxy(t *testing.T) {
 		c.expectClosed()
 	})
 
+	t.Run("RetargetMovesNewConnectionsOnly", func(t *testing.T) {
+		t.Parallel()
+		seenA, seenB := make(chan string, 4), make(chan string, 4)
+		a, b := recordingServer(t, seenA), recordingServer(t, seenB)
+		p := newProxy(t, a)
+		before := dial(t, p)
+		before.echo("to a")
+		require.Equal(t, "to a\n", <-seenA)
+
+		require.Error(t, p.Retarget("no port"))
+		require.Equal(t, a, p.Target(), "a refused target changes nothing")
+		require.NoError(t, p.Retarget(b))
+		require.Equal(t, b, p.Target())
+		after := dial(t, p)
+		after.echo("to b")
+		require.Equal(t, "to b\n", <-seenB)
+		before.echo("still a")
+		require.Equal(t, "still a\n", <-seenA)
+	})
+
 	t.Run("CloseEndsEverything", func(t *testing.T) {
 		t.Parallel()
 		p, err := faultnet.Listen(echoServer(t))

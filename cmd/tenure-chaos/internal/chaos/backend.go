@@ -27,7 +27,13 @@ import (
 )
 
 // Backends the harness runs cells on.
-var Backends = []string{"postgres", "redis", "etcd", "consul", "mysql", "k8s", "nats", "etcd-cluster", "consul-cluster"}
+var Backends = []string{"postgres", "redis", "etcd", "consul", "mysql", "k8s", "nats", "postgres-failover", "etcd-cluster", "consul-cluster"}
+
+// tokenFenced reports whether a backend's chains are a [tokenResource],
+// fenced by the token alone.
+func tokenFenced(backend string) bool {
+	return backend == "k8s" || backend == "nats" || backend == "postgres-failover"
+}
 
 // clustered reports whether a backend runs on a three-member cluster of
 // the store, whose members the nemesis pauses and kills.
@@ -115,17 +121,8 @@ func pgHost(u string) (string, error) {
 func openWorker(ctx context.Context, sp spec) (store.Store, resource, func(), error) {
 	switch sp.Backend {
 	case "postgres":
-		u, err := pgURL(sp.PGURL, sp.StoreAddr, sp.App)
+		pool, st, err := pgPoolStore(ctx, sp.PGURL, sp.StoreAddr, sp.App, sp.Schema)
 		if err != nil {
-			return nil, nil, nil, err
-		}
-		pool, err := pgxpool.New(ctx, u)
-		if err != nil {
-			return nil, nil, nil, fmt.Errorf("chaos: postgres pool: %w", err)
-		}
-		st, err := pgstore.New(pool, pgstore.Config{Schema: sp.Schema})
-		if err != nil {
-			pool.Close()
 			return nil, nil, nil, err
 		}
 		res, err := newPGResource(pool, sp.Schema)
@@ -177,6 +174,8 @@ func openWorker(ctx context.Context, sp spec) (store.Store, resource, func(), er
 		return openKubeWorker(sp)
 	case "nats":
 		return openNatsWorker(ctx, sp)
+	case "postgres-failover":
+		return openPostgresFailoverWorker(ctx, sp)
 	}
 	return nil, nil, nil, fmt.Errorf("chaos: %w: unknown backend %q (want one of %v)", store.ErrInvalid, sp.Backend, Backends)
 }

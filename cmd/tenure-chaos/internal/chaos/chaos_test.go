@@ -150,6 +150,8 @@ func needBackend(t *testing.T, b string) {
 	case "nats":
 		_, err := testserver.NatsBinary()
 		testutil.NeedServer(t, "nats-server ("+testserver.NatsBinEnv+")", err)
+	case "postgres-failover":
+		testutil.NeedServer(t, "PostgreSQL's programs, for a private primary and standby", testserver.PostgresPairTools())
 	case "k8s":
 		_, err := testserver.KubeAPIServerBinary()
 		testutil.NeedServer(t, "kube-apiserver ("+testserver.KubeAPIServerBinEnv+")", err)
@@ -209,6 +211,11 @@ func TestChecker(t *testing.T) {
 		{"Reused", func() *hb {
 			h := base()
 			h.add(Event{Kind: kindAcquired, Proc: "3:1", Token: 2})
+			return h
+		}, rows("1 1:1/1"), invReused},
+		{"ReusedOnAnotherLease", func() *hb {
+			h := base()
+			h.add(Event{Kind: kindOther, Token: 2})
 			return h
 		}, rows("1 1:1/1"), invReused},
 		{"Lost", func() *hb {
@@ -271,6 +278,28 @@ func TestCycles(t *testing.T) {
 	n, lat := cycles(h.evs, time.Second)
 	require.Equal(t, 2, n)
 	require.Equal(t, []time.Duration{2 * time.Second, time.Second}, lat)
+}
+
+// TestFailoverOutcomes checks what a failover is charged with: the
+// grants logged while the primary went on alone, whoever got them, and
+// the promotion its heal reports.
+func TestFailoverOutcomes(t *testing.T) {
+	t.Parallel()
+	h := &hb{}
+	h.add(Event{Kind: kindOther, Token: 1}) // before: the standby has it
+	h.add(Event{Kind: kindFault, Fault: faultFailover, Target: targetStore, Dur: int64(3 * time.Second)})
+	h.add(Event{Kind: kindAcquired, Proc: "1:1", Token: 2})
+	h.add(Event{Kind: kindOther, Token: 3})
+	h.add(Event{Kind: kindOther, Token: 4}) // at the primary's death
+	h.add(Event{Kind: kindHeal, Fault: faultFailover, Target: targetStore, Dur: int64(time.Second), Detail: "promoted"})
+	h.add(Event{Kind: kindOther, Token: 5}) // after: the new primary's
+	h.add(Event{Kind: kindFault, Fault: faultFailover, Target: targetStore, Dur: int64(time.Second)})
+	h.add(Event{Kind: kindHeal, Fault: faultFailover, Target: targetStore, Detail: "failover failed: no standby"})
+	got := failoverOutcomes(h.evs)
+	require.Equal(t, []FailoverOutcome{
+		{Lag: 3 * time.Second, LostGrants: 3, Outage: time.Second, Detail: "promoted"},
+		{Lag: time.Second, Detail: "failover failed: no standby"},
+	}, got)
 }
 
 // TestSchedule checks that a seed replays the nemesis's schedule.

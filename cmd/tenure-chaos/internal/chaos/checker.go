@@ -68,8 +68,27 @@ type Verdict struct {
 	Grants int
 	Clones int
 	// Members holds, per fault of a clustered store's member, what it
-	// did to the lease.
+	// did to the lease held when it struck.
 	Members []MemberFault `json:",omitempty"`
+	// Failovers holds, per failover of the postgres-failover cell's
+	// primary, what it lost.
+	Failovers []FailoverOutcome `json:",omitempty"`
+}
+
+// FailoverOutcome is what one failover of a PostgreSQL primary did.
+type FailoverOutcome struct {
+	// Lag is how long the primary went on alone before it died.
+	Lag time.Duration
+	// LostGrants counts the tokens handed out meanwhile (to the cell's
+	// workers and on the harness's other leases): the promoted standby
+	// never saw them.
+	LostGrants int
+	// Outage is from the primary's death to the promoted standby's
+	// taking connections (0: the failover failed).
+	Outage time.Duration
+	// Detail is the harness's account: the promoted server and the
+	// token floor.
+	Detail string
 }
 
 // MemberFault is what a fault of one member of a clustered store did to
@@ -154,6 +173,8 @@ func check(events []Event, fenced, twin []Row, ttl time.Duration) Verdict {
 		case kindAcquired:
 			granted[e.Token]++
 			v.Grants++
+		case kindOther:
+			granted[e.Token]++
 		case kindDone:
 			v.Writes[e.Res][e.Result]++
 			if e.Result == resultOK {
@@ -172,7 +193,32 @@ func check(events []Event, fenced, twin []Row, ttl time.Duration) Verdict {
 	checkRows(&v.Twin, twin, lin, acked[resTwin])
 	v.Cycles, v.Takeovers = cycles(byTime(events), ttl)
 	v.Members = memberOutcomes(byTime(events))
+	v.Failovers = failoverOutcomes(byTime(events))
 	return v
+}
+
+// failoverOutcomes follows each failover (events in time order): the
+// grants logged while the primary went on alone, and the heal that
+// reports the promotion.
+func failoverOutcomes(events []Event) []FailoverOutcome {
+	var out []FailoverOutcome
+	for i, f := range events {
+		if f.Kind != kindFault || f.Fault != faultFailover {
+			continue
+		}
+		o := FailoverOutcome{Lag: time.Duration(f.Dur)}
+		for _, e := range events[i+1:] {
+			if (e.Kind == kindAcquired || e.Kind == kindOther) && e.T <= f.T+f.Dur {
+				o.LostGrants++
+			}
+			if e.Kind == kindHeal && e.Fault == faultFailover {
+				o.Outage, o.Detail = time.Duration(e.Dur), e.Detail
+				break
+			}
+		}
+		out = append(out, o)
+	}
+	return out
 }
 
 // memberOutcomes follows each fault of a clustered store's member (events

@@ -7,8 +7,8 @@
 //
 // # A cell
 //
-// A cell is one backend (postgres, redis, etcd, consul, mysql,
-// etcd-cluster, consul-cluster), N worker
+// A cell is one backend (postgres, redis, etcd, consul, mysql, k8s,
+// nats, postgres-failover, etcd-cluster, consul-cluster), N worker
 // processes (default 5: re-executions of tenure-chaos in the worker role),
 // TTL 2 s, a duration and a seed. Each worker reaches its store through a
 // faultnet proxy of its own, campaigns for the cell's lease, and while it
@@ -35,6 +35,17 @@
 //     through the proxy, the fenced one written with the store's StrictTxn
 //     (etcdstore, consulstore: the strict check on the lease's own keys,
 //     which advances the renewal chain, so clones are safe).
+//   - k8s, nats: leases in Lease objects of a kube-apiserver, or a
+//     JetStream KV bucket of a nats-server, that the harness starts; the
+//     chains are hashes on the machine's Redis fenced by the token alone
+//     (redisfence.HSet: neither store has a transaction that could also
+//     write the chain), so clones do not run there.
+//   - postgres-failover: leases on a PostgreSQL primary with an
+//     asynchronous standby that the harness starts, reached through one
+//     more proxy, a virtual address; the chains as in k8s and nats (the
+//     resource must outlive the database's failovers), and the harness
+//     takes a token on another lease of the database every 20 ms, as its
+//     other jobs would, logging each.
 //   - etcd-cluster, consul-cluster: the same, on a three-member cluster
 //     the harness starts on loopback (internal/testserver: etcd bootstrapped
 //     statically, Consul as three server agents with -bootstrap-expect 3
@@ -58,10 +69,16 @@
 // connections; lost replies (each of the holder's store connections loses
 // the next reply after the server carried out the request:
 // faultnet.Proxy.LoseReplies); pg_terminate_backend of the holder's
-// sessions (postgres); a restart of the store server (redis,
-// etcd, consul: the servers the harness starts); a ±1–4 week jump of the holder's library wall
-// clock (tenure.Config.Clock); on a cluster, instead of the restart,
-// faults of one member at a time, each once the cluster could lose a
+// sessions (postgres, postgres-failover); a restart of the store server
+// (redis, etcd, consul, k8s, nats: the servers the harness starts); a
+// ±1–4 week jump of the holder's library wall clock
+// (tenure.Config.Clock); on postgres-failover, instead of the restart, a
+// failover, one at a time: the standby stops, the primary goes on alone
+// for 0.2–2 × TTL and is killed, the standby is promoted with what it
+// received, the token floor is raised on it (pgstore's RaiseTokenFloor;
+// -no-token-floor skips it, the floor's negative control), the virtual
+// address moves to it and a new standby is copied from it; on a cluster,
+// instead of the restart, faults of one member at a time, each once the cluster could lose a
 // member again (every etcd member answering one leader; three healthy
 // Consul voters by autopilot, which takes a server back as a non-voter
 // after a long pause), so that the cluster keeps its quorum: SIGSTOP of the store's leader (asked of the members: etcd's
@@ -89,7 +106,8 @@
 //     split (the parent's snapshot, taken between two writes) count as a
 //     second writer, as in internal/sim;
 //   - tokens strictly grow across holder changes along the chain;
-//   - no token granted twice, store restarts included;
+//   - no token granted twice, store restarts and failovers included (on
+//     postgres-failover, counting the tokens of the other leases too);
 //   - no acknowledged write lost: every write a worker saw commit is in
 //     the chain, with its token.
 //

@@ -42,6 +42,9 @@ type CellConfig struct {
 	Out        string        // directory for the cell's history and logs
 	Exe        string        // the tenure-chaos binary, re-executed as workers
 	PGURL      string
+	// NoTokenFloor makes the postgres-failover cell promote its standby
+	// without raising the token floor, to show what the floor prevents.
+	NoTokenFloor bool `json:",omitempty"`
 }
 
 // CellResult is one cell's outcome.
@@ -67,6 +70,9 @@ func (r *CellResult) Summary() string {
 	members := ""
 	if len(v.Members) > 0 {
 		members = memberSummary(v.Members)
+	}
+	if len(v.Failovers) > 0 {
+		members += failoverSummary(v.Failovers)
 	}
 	status := "PASS"
 	if !r.Passed() {
@@ -108,16 +114,18 @@ type cell struct {
 	reader resource    // direct, to read the chains back
 	server *server     // redis, etcd or consul, single or clustered: the harness starts them
 	pgPool *pgxpool.Pool
-	logf   *os.File
-	slots  []*slot
+	// pgFailover is the postgres-failover cell's primary and standby.
+	pgFailover *pgFailover
+	logf       *os.File
+	slots      []*slot
 
 	mu     sync.Mutex
 	procs  map[string]*procInfo
 	tokens map[int64]string
 	ending bool
 	// storeFault is set while a member of a clustered store is paused or
-	// down: the nemesis strikes one member at a time, so the cluster
-	// keeps its quorum.
+	// down, or a failover is under way: the nemesis strikes one member at
+	// a time, so the cluster keeps its quorum.
 	storeFault bool
 	wg         sync.WaitGroup // heals, restarts, readers
 }
@@ -185,6 +193,9 @@ func RunCell(ctx context.Context, cfg CellConfig) (*CellResult, error) {
 		}
 	}
 	runCtx, cancel := context.WithTimeout(ctx, cfg.Duration)
+	if c.pgFailover != nil {
+		c.wg.Go(func() { c.churn(runCtx) })
+	}
 	c.nemesis(runCtx)
 	cancel()
 	c.teardown()
@@ -291,6 +302,12 @@ func (c *cell) setup(ctx context.Context, id string) ([]string, func(), error) {
 		return []string{target}, cleanup, nil
 	case "k8s":
 		target, err := c.setupKube(ctx, id, &cleanups)
+		if err != nil {
+			return fail(err)
+		}
+		return []string{target}, cleanup, nil
+	case "postgres-failover":
+		target, err := c.setupPostgresFailover(ctx, id, &cleanups)
 		if err != nil {
 			return fail(err)
 		}

@@ -16,6 +16,7 @@ import (
 const (
 	kindStart    = "start"    // a process started (Parent set for clones and forks)
 	kindAcquired = "acquired" // a tenure was granted (Token, Seq, Holder)
+	kindOther    = "other"    // the harness was granted a tenure of another lease of the same store (Token)
 	kindAdopted  = "adopted"  // a clone adopted its parent's tenure
 	kindLost     = "lost"     // a tenure ended (Detail: the reason)
 	kindTry      = "try"      // a write is about to be sent (Res, WID, Token)

@@ -98,7 +98,7 @@ func harnessMain(ctx context.Context, args []string, stdout io.Writer) error {
 		fmt.Fprintf(fs.Output(), usage, MinCycles)
 		fs.PrintDefaults()
 	}
-	backend := fs.String("backend", "all", "postgres, redis, etcd, consul, mysql, k8s, nats, etcd-cluster, consul-cluster, a comma-separated list, or all")
+	backend := fs.String("backend", "all", strings.Join(Backends, ", ")+", a comma-separated list, or all")
 	workers := fs.Int("workers", 5, "worker processes per cell")
 	ttl := fs.Duration("ttl", 2*time.Second, "lease TTL")
 	duration := fs.Duration("duration", 60*time.Second, "length of each cell")
@@ -111,6 +111,7 @@ func harnessMain(ctx context.Context, args []string, stdout io.Writer) error {
 	long := fs.Bool("long", false, "long mode: 6 minutes per cell, 2 seeds per backend, and write the report")
 	report := fs.String("report", "", "write RELIABILITY.md and timeline.svg into this directory")
 	parallel := fs.Int("parallel", 1, "cells run at once")
+	noFloor := fs.Bool("no-token-floor", false, "postgres-failover: promote the standby without raising the token floor (the negative control of the floor: tokens are handed out twice)")
 	rereport := fs.String("rereport", "", "write the report (-report) from the verdicts of an earlier run's -out directory, run nothing")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -155,7 +156,7 @@ func harnessMain(ctx context.Context, args []string, stdout io.Writer) error {
 	for _, b := range list {
 		for i := range *seeds {
 			cfgs = append(cfgs, CellConfig{Backend: b, Workers: *workers, TTL: *ttl, Duration: *duration, Seed: *seed + uint64(i),
-				FaultEvery: *every, Gap: *gap, Work: *work, Out: *out, Exe: exe, PGURL: postgresURL()})
+				FaultEvery: *every, Gap: *gap, Work: *work, Out: *out, Exe: exe, PGURL: postgresURL(), NoTokenFloor: *noFloor})
 		}
 	}
 	results := make([]*CellResult, len(cfgs))

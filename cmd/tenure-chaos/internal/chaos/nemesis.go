@@ -55,16 +55,18 @@ const (
 func faultKinds(backend string) []string {
 	k := []string{faultPause, faultPause, faultPause, faultPause, faultPause, faultKill, faultKill, faultCut, faultBlackHole, faultBlackHole,
 		faultDelay, faultLoseReply, faultLoseReply, faultClock, faultClock, faultFork}
-	if backend == "postgres" { // the only cell with PostgreSQL sessions of the workers
+	if backend == "postgres" || backend == "postgres-failover" { // the cells with PostgreSQL sessions of the workers
 		k = append(k, faultTerminate)
 	}
 	switch {
 	case clustered(backend): // a member at a time, never the whole cluster
 		k = append(k, faultLeaderPause, faultLeaderPause, faultLeaderPause, faultLeaderKill, faultLeaderKill, faultFollowerPause, faultFollowerKill)
+	case backend == "postgres-failover": // instead of a restart, the primary dies and the standby takes over
+		k = append(k, faultFailover, faultFailover, faultFailover)
 	case backend != "postgres" && backend != "mysql": // the harness starts these servers, so it can restart them
 		k = append(k, faultRestart)
 	}
-	if backend != "k8s" && backend != "nats" { // a strict fence tells clones apart; their token fence cannot (tokenres.go)
+	if !tokenFenced(backend) { // a strict fence tells clones apart; a token fence cannot (tokenres.go)
 		k = append(k, faultClone, faultClone)
 	}
 	return k
@@ -174,6 +176,10 @@ func (c *cell) inject(ctx context.Context, d draw) {
 		c.memberFault(ctx, d, tok)
 		return
 	}
+	if d.kind == faultFailover {
+		c.failover(ctx, d, tok)
+		return
+	}
 	if p == nil {
 		p = c.mainOf(d.slot)
 	}
@@ -278,18 +284,10 @@ func (c *cell) inject(ctx context.Context, d draw) {
 // keeps its quorum. tok is the token held when it strikes. After a leader
 // fault it watches for the next leader ([cell.watchElection]).
 func (c *cell) memberFault(ctx context.Context, d draw, tok int64) {
-	c.mu.Lock()
-	busy := c.storeFault
-	c.storeFault = true
-	c.mu.Unlock()
-	if busy {
+	if !c.claimStore() {
 		return
 	}
-	free := func() {
-		c.mu.Lock()
-		c.storeFault = false
-		c.mu.Unlock()
-	}
+	free := c.freeStore
 	lctx, cancel := context.WithTimeout(ctx, c.cfg.TTL)
 	err := c.server.healthy(lctx)
 	leader := -1
@@ -339,6 +337,26 @@ func (c *cell) memberFault(ctx context.Context, d draw, tok int64) {
 	if target == targetStore {
 		c.watchElection(ctx, leader, ev.Detail)
 	}
+}
+
+// claimStore marks a fault of the store's servers as under way, unless
+// one is already: the nemesis strikes the store's servers one fault at a
+// time. It reports whether the caller may strike; [cell.freeStore] ends
+// the fault.
+func (c *cell) claimStore() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.storeFault {
+		return false
+	}
+	c.storeFault = true
+	return true
+}
+
+func (c *cell) freeStore() {
+	c.mu.Lock()
+	c.storeFault = false
+	c.mu.Unlock()
 }
 
 // watchElection asks the cluster for its leader until it agrees on one

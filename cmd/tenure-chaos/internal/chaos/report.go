@@ -89,7 +89,7 @@ func WriteReport(dir, cmdline string, results []*CellResult) error {
 		fmt.Fprintf(&b, "| %s | %d / %d | %d / %d | %s | %s |\n", k, f, barFaults, w, barWrites, met, need)
 	}
 	b.WriteString("\n## Faults injected, by type\n\n")
-	kinds := append([]string{faultPause, faultKill, faultCut, faultBlackHole, faultDelay, faultLoseReply, faultTerminate, faultRestart, faultClock, faultClone, faultFork}, memberFaults...)
+	kinds := append([]string{faultPause, faultKill, faultCut, faultBlackHole, faultDelay, faultLoseReply, faultTerminate, faultRestart, faultFailover, faultClock, faultClone, faultFork}, memberFaults...)
 	b.WriteString("| backend | " + strings.Join(kinds, " | ") + " |\n|---|" + strings.Repeat("---|", len(kinds)) + "\n")
 	for _, k := range order {
 		a := per[k]
@@ -195,6 +195,22 @@ func memberRows(ms []MemberFault) []string {
 			ms2(percentile(stall, 50)), ms2(percentile(stall, 99)), ms2(percentile(stall, 100)), t))
 	}
 	return rows
+}
+
+// failoverSummary is one clause about a cell's failovers, for its summary
+// line.
+func failoverSummary(fs []FailoverOutcome) string {
+	lost, most := 0, 0
+	var outage []time.Duration
+	for _, f := range fs {
+		lost += f.LostGrants
+		most = max(most, f.LostGrants)
+		if f.Outage > 0 {
+			outage = append(outage, f.Outage)
+		}
+	}
+	return fmt.Sprintf("; failovers %d (%d promoted; %d grants lost, at most %d in one; outage p50 %s, max %s)",
+		len(fs), len(outage), lost, most, percentile(outage, 50).Round(10*time.Millisecond), percentile(outage, 100).Round(10*time.Millisecond))
 }
 
 // memberSummary is one clause about a cell's member faults, for its

@@ -16,7 +16,9 @@ import (
 // tokenResource keeps the chains in hashes on the machine's Redis
 // (TENURE_TEST_REDIS_URL), which no fault touches, and fences with the
 // token alone (redisfence.HSet): the resource of the cells whose store
-// has no transaction that could also check the lease (k8s, nats). Every
+// has no transaction that could also check the lease (k8s, nats), and of
+// the postgres-failover cell, whose chains must outlive the database's
+// failovers (pgfailover.go). Every
 // tenure moves the fence to its token before it reads the chain's head
 // (begin), so a predecessor's late write is refused, or landed before the
 // read and is seen. Clones share a token, which a token fence cannot tell
