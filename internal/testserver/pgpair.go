@@ -120,14 +120,15 @@ func (p *PostgresPair) nodeDir() (string, error) {
 }
 
 // startStandby copies the primary (pg_basebackup -R, which also writes
-// how to stream from it) into a new node and starts it.
+// how to stream from it) into a new node and starts it. The copy starts
+// with a fast checkpoint: a spread one takes up to minutes.
 func (p *PostgresPair) startStandby(ctx context.Context) (*PostgresNode, error) {
 	d, err := p.nodeDir()
 	if err != nil {
 		return nil, err
 	}
 	if err := runPostgresTool(p.bin, p.dir, p.cred, "pg_basebackup", "-h", "127.0.0.1", "-p", fmt.Sprint(p.Primary.Port),
-		"-U", "postgres", "-D", filepath.Join(d, "data"), "-R", "-X", "stream", "--no-sync"); err != nil {
+		"-U", "postgres", "-D", filepath.Join(d, "data"), "-R", "-X", "stream", "--checkpoint=fast", "--no-sync"); err != nil {
 		return nil, err
 	}
 	return startPostgresNode(ctx, p.bin, d, p.cred)
