@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tenure-dev/tenure/cmd/tenure/internal/cli"
+	"github.com/tenure-dev/tenure/cmd/tenure/internal/storeopen"
 	"github.com/tenure-dev/tenure/cmd/tenure/internal/storeurl"
 	"github.com/tenure-dev/tenure/internal/faultnet"
 	"github.com/tenure-dev/tenure/internal/testserver"
@@ -351,7 +352,7 @@ func stopsBeforeExpiry(t *testing.T, flags ...string) {
 	require.True(t, ticks.end.Before(expires), "the command died at %s, after the lease expired at %s", ticks.end, expires)
 	require.Less(t, ticks.end.Sub(cut), ttl)
 	// tenure does not linger on connections the partition left hanging.
-	require.Less(t, time.Since(exited), 2*storeurl.CloseTimeout)
+	require.Less(t, time.Since(exited), 2*storeopen.CloseTimeout)
 }
 
 // lateWriter is a command that, when told to stop, makes one last fenced

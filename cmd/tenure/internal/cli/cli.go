@@ -18,6 +18,7 @@ import (
 
 	"github.com/tenure-dev/tenure"
 	"github.com/tenure-dev/tenure/cmd/tenure/internal/registrycli"
+	"github.com/tenure-dev/tenure/cmd/tenure/internal/storeopen"
 	"github.com/tenure-dev/tenure/cmd/tenure/internal/storeurl"
 )
 
@@ -333,7 +334,7 @@ const storeUsage = "store `URL`: postgres://…, sqlite:PATH, mysql://…, redis
 // (given says whether the flag was on the command line). An empty --store,
 // or an empty but set TENURE_STORE, is refused as a usage error; the
 // default store (this host's SQLite file) is announced on standard error.
-func (e *env) openStore(ctx context.Context, command string, given bool, flagValue string) (*storeurl.Opened, error) {
+func (e *env) openStore(ctx context.Context, command string, given bool, flagValue string) (*storeopen.Opened, error) {
 	if given && strings.TrimSpace(flagValue) == "" {
 		return nil, usagef(command, "--store is empty; give a store URL, or leave --store out for $%s or the default SQLite file", storeurl.EnvVar)
 	}
@@ -347,7 +348,7 @@ func (e *env) openStore(ctx context.Context, command string, given bool, flagVal
 	if t.Default {
 		e.errorf("using the default store %s: this host only; pass --store or set %s to see other hosts' leases", t.Display, storeurl.EnvVar)
 	}
-	return t.Open(ctx, storeurl.Options{})
+	return storeopen.Open(ctx, t, storeopen.Options{})
 }
 
 // flagSet reports whether the flag name was given on the command line.

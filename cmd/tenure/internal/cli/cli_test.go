@@ -23,6 +23,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tenure-dev/tenure"
+	"github.com/tenure-dev/tenure/cmd/tenure/internal/storeopen"
 	"github.com/tenure-dev/tenure/cmd/tenure/internal/storeurl"
 	"github.com/tenure-dev/tenure/internal/testserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
@@ -734,7 +735,7 @@ func TestUnreachableServersAre69(t *testing.T) {
 				require.Contains(t, o.stderr, tc.want)
 				require.NotContains(t, o.stderr, "Sup3rSecret")
 			}
-			require.Less(t, time.Since(started), storeurl.DefaultConnectTimeout, "a refused connection took long to report")
+			require.Less(t, time.Since(started), storeopen.DefaultConnectTimeout, "a refused connection took long to report")
 		})
 	}
 }

@@ -70,9 +70,9 @@
 //   - version, help.
 //
 // The store comes from --store, else TENURE_STORE, else the default SQLite
-// file; [storeurl] parses it. A --ttl below the store's minimum (etcd 2 s,
-// Consul its servers' session_ttl_min) is refused before anything is
-// opened.
+// file; [storeurl] parses it and [storeopen] opens it. A --ttl below the
+// store's minimum (etcd 2 s, Consul its servers' session_ttl_min) is
+// refused before anything is opened.
 //
 // The global flags -v and --log-format json|text may come before the
 // command's name or among its flags. They set the lease client's

@@ -9,6 +9,7 @@ import (
 
 	"github.com/tenure-dev/tenure"
 	"github.com/tenure-dev/tenure/cmd/tenure/internal/doctor"
+	"github.com/tenure-dev/tenure/cmd/tenure/internal/storeopen"
 	"github.com/tenure-dev/tenure/cmd/tenure/internal/storeurl"
 	"github.com/tenure-dev/tenure/store"
 )
@@ -90,7 +91,7 @@ func runDoctor(ctx context.Context, e *env, given bool, storeURL string, asJSON 
 	}
 	var findings []doctor.Finding
 	octx, cancel := context.WithTimeout(ctx, storeTimeout)
-	opened, err := t.Open(octx, storeurl.Options{})
+	opened, err := storeopen.Open(octx, t, storeopen.Options{})
 	cancel()
 	switch {
 	case errors.Is(err, store.ErrInvalid):

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/tenure-dev/tenure/cmd/tenure/internal/registrycli"
+	"github.com/tenure-dev/tenure/cmd/tenure/internal/storeopen"
 	"github.com/tenure-dev/tenure/cmd/tenure/internal/storeurl"
 	"github.com/tenure-dev/tenure/registry"
 )
@@ -92,10 +93,10 @@ func (o *fleetOptions) run(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := target.RegistryConfig(); err != nil {
+	if _, err := storeopen.RegistryConfig(target); err != nil {
 		return err
 	}
-	opened, err := target.Open(ctx, storeurl.Options{})
+	opened, err := storeopen.Open(ctx, target, storeopen.Options{})
 	if err != nil {
 		return err
 	}

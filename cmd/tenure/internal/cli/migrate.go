@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/tenure-dev/tenure/cmd/tenure/internal/storeopen"
 	"github.com/tenure-dev/tenure/cmd/tenure/internal/storeurl"
 )
 
@@ -93,19 +94,19 @@ func (o *migrateOptions) run(ctx context.Context, e *env, args []string) error {
 		var sql string
 		// A Kubernetes store has no schema, only the grants to print.
 		if target.Kind != storeurl.Kubernetes || o.grant == "" {
-			if sql, err = target.MigrationSQL(); err != nil {
+			if sql, err = storeopen.MigrationSQL(target); err != nil {
 				return err
 			}
 		}
 		if o.grant != "" {
-			grants, err := target.GrantSQL(o.grant)
+			grants, err := storeopen.GrantSQL(target, o.grant)
 			if err != nil {
 				return err
 			}
 			sql = strings.TrimLeft(strings.TrimRight(sql, "\n")+"\n\n"+grants, "\n")
 		}
 		if o.grantRead != "" {
-			grants, err := target.ReadGrantSQL(o.grantRead)
+			grants, err := storeopen.ReadGrantSQL(target, o.grantRead)
 			if err != nil {
 				return err
 			}
@@ -115,11 +116,11 @@ func (o *migrateOptions) run(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	if o.tokenFloor {
-		if err := target.TokenFloorSupported(); err != nil {
+		if err := storeopen.TokenFloorSupported(target); err != nil {
 			return err
 		}
 	}
-	opened, err := target.Open(ctx, storeurl.Options{Migrate: true})
+	opened, err := storeopen.Open(ctx, target, storeopen.Options{Migrate: true})
 	if err != nil {
 		return err
 	}

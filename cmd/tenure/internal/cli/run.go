@@ -20,6 +20,7 @@ import (
 	"github.com/tenure-dev/tenure/store"
 
 	"github.com/tenure-dev/tenure"
+	"github.com/tenure-dev/tenure/cmd/tenure/internal/storeopen"
 	"github.com/tenure-dev/tenure/cmd/tenure/internal/storeurl"
 	"github.com/tenure-dev/tenure/cmd/tenure/internal/supervise"
 )
@@ -292,7 +293,7 @@ func (o *runOptions) run(ctx context.Context, e *env, args []string) error {
 	if target.Default {
 		e.errorf("using the default store %s: this host only; pass --store or set %s to share lease %q with other hosts", target.Display, storeurl.EnvVar, o.name)
 	}
-	opened, err := target.Open(ctx, storeurl.Options{})
+	opened, err := storeopen.Open(ctx, target, storeopen.Options{})
 	if err != nil {
 		return err
 	}
@@ -345,7 +346,7 @@ func envSetEmpty(e *env, name string) bool {
 
 // checkTTL refuses a TTL below the opened store's own floor
 // ([store.MinTTLOf]) as a usage error, before the client is made.
-func checkTTL(opened *storeurl.Opened, ttl time.Duration) error {
+func checkTTL(opened *storeopen.Opened, ttl time.Duration) error {
 	floor := store.MinTTLOf(opened.Store)
 	if ttl >= floor {
 		return nil
@@ -360,7 +361,7 @@ func checkTTL(opened *storeurl.Opened, ttl time.Duration) error {
 
 // acquire takes the lease once, or waits for it with --wait, until a
 // signal arrives.
-func (o *runOptions) acquire(ctx context.Context, e *env, client *tenure.Client, sigs <-chan os.Signal, opened *storeurl.Opened) (*tenure.Lease, error) {
+func (o *runOptions) acquire(ctx context.Context, e *env, client *tenure.Client, sigs <-chan os.Signal, opened *storeopen.Opened) (*tenure.Lease, error) {
 	actx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	if o.wait && *o.waitTimeout > 0 {
@@ -440,7 +441,7 @@ wait:
 
 // gaveUp describes a --wait-timeout that ran out, naming the holder when
 // the store says who it is.
-func (o *runOptions) gaveUp(ctx context.Context, opened *storeurl.Opened) error {
+func (o *runOptions) gaveUp(ctx context.Context, opened *storeopen.Opened) error {
 	sctx, cancel := withStoreTimeout(ctx)
 	defer cancel()
 	rec, err := opened.Store.Get(sctx, o.name)

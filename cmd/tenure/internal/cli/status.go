@@ -18,7 +18,7 @@ import (
 
 	"github.com/tenure-dev/tenure/store"
 
-	"github.com/tenure-dev/tenure/cmd/tenure/internal/storeurl"
+	"github.com/tenure-dev/tenure/cmd/tenure/internal/storeopen"
 )
 
 // DefaultInterval is the default of status's --interval.
@@ -156,7 +156,7 @@ func (o *statusOptions) run(ctx context.Context, e *env, names []string) error {
 }
 
 // snapshot reads names, or every lease, from the store.
-func snapshot(ctx context.Context, opened *storeurl.Opened, names []string) ([]leaseJSON, error) {
+func snapshot(ctx context.Context, opened *storeopen.Opened, names []string) ([]leaseJSON, error) {
 	ctx, cancel := withStoreTimeout(ctx)
 	defer cancel()
 	var recs []store.Record

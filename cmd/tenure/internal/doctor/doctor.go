@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/tenure-dev/tenure"
+	"github.com/tenure-dev/tenure/cmd/tenure/internal/storeopen"
 	"github.com/tenure-dev/tenure/cmd/tenure/internal/storeurl"
 	"github.com/tenure-dev/tenure/store"
 	"github.com/tenure-dev/tenure/store/redisstore"
@@ -132,7 +133,7 @@ func Unreachable(display string, err error) Finding {
 // order: reachable, schema, ttl, clock, lease-cycle, notifications,
 // history (stores that keep one), identity and, for Redis, durability. It writes one throwaway lease (acquired, renewed
 // and released), which stays in the store as a released record.
-func Check(ctx context.Context, o *storeurl.Opened, opts Options) []Finding {
+func Check(ctx context.Context, o *storeopen.Opened, opts Options) []Finding {
 	opts = opts.withDefaults()
 	var fs []Finding
 	reach, getErr := checkReachable(ctx, o, opts)
@@ -223,7 +224,7 @@ func summary(fs []Finding) string {
 // checkReachable times opts.Pings reads of the throwaway name (a real
 // round trip on every store) and returns the finding and the first read's
 // error other than ErrNotFound, for the schema check.
-func checkReachable(ctx context.Context, o *storeurl.Opened, opts Options) (Finding, error) {
+func checkReachable(ctx context.Context, o *storeopen.Opened, opts Options) (Finding, error) {
 	var rtts []time.Duration
 	var firstErr error
 	for range opts.Pings {
@@ -257,7 +258,7 @@ func checkReachable(ctx context.Context, o *storeurl.Opened, opts Options) (Find
 	return f, firstErr
 }
 
-func checkSchema(ctx context.Context, o *storeurl.Opened, getErr error) Finding {
+func checkSchema(ctx context.Context, o *storeopen.Opened, getErr error) Finding {
 	f := Finding{Check: CheckSchema, Status: OK}
 	switch o.Target.Kind {
 	case storeurl.SQLite:
@@ -274,7 +275,7 @@ func checkSchema(ctx context.Context, o *storeurl.Opened, getErr error) Finding 
 	case errors.Is(getErr, store.ErrNotMigrated):
 		f.Status, f.Detail = Fail, "not migrated to this library's version: "+o.Target.Wrap(getErr).Error()
 		f.Fix = fmt.Sprintf("run `tenure migrate --store %s` as the schema's owner (or `tenure migrate --print` for a DBA)", o.Target.Display)
-	case storeurl.PermissionDenied(getErr):
+	case storeopen.PermissionDenied(getErr):
 		f.Status, f.Detail = Fail, "the role may not read the leases: "+o.Target.Wrap(getErr).Error()
 		f.Fix = grantFix(ctx, o)
 	default:
@@ -286,7 +287,7 @@ func checkSchema(ctx context.Context, o *storeurl.Opened, getErr error) Finding 
 
 // grantFix names the command that prints the grants the current role
 // lacks.
-func grantFix(ctx context.Context, o *storeurl.Opened) string {
+func grantFix(ctx context.Context, o *storeopen.Opened) string {
 	cctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 	role, err := o.Role(cctx)
@@ -296,7 +297,7 @@ func grantFix(ctx context.Context, o *storeurl.Opened) string {
 	return fmt.Sprintf("have the schema's owner apply the grants `tenure migrate --print --grant %s --store %s` prints", role, o.Target.Display)
 }
 
-func checkTTL(o *storeurl.Opened, opts Options) Finding {
+func checkTTL(o *storeopen.Opened, opts Options) Finding {
 	f := Finding{Check: CheckTTL, Status: OK}
 	cfg := tenure.Config{TTL: opts.TTL}
 	if err := cfg.Validate(); err != nil {
@@ -325,12 +326,12 @@ func checkTTL(o *storeurl.Opened, opts Options) Finding {
 
 // checkClock compares the store's wall clock with this host's, and the
 // store's elapsed time with this host's monotonic elapsed time.
-func checkClock(ctx context.Context, o *storeurl.Opened, opts Options) []Finding {
+func checkClock(ctx context.Context, o *storeopen.Opened, opts Options) []Finding {
 	clock, err := o.WallClock(ctx)
 	switch {
-	case errors.Is(err, storeurl.ErrNoWallClock) && o.Target.Kind == storeurl.AlwaysLeader:
+	case errors.Is(err, storeopen.ErrNoWallClock) && o.Target.Kind == storeurl.AlwaysLeader:
 		return []Finding{{Check: CheckClock, Status: OK, Detail: "the always-leader store keeps no time: no offset to check"}}
-	case errors.Is(err, storeurl.ErrNoWallClock):
+	case errors.Is(err, storeopen.ErrNoWallClock):
 		return []Finding{{Check: CheckClock, Status: OK,
 			Detail: fmt.Sprintf("the %s store has no wall-clock expiry (its leases run on monotonic timers): no offset to check", o.Target.Kind.Name())}}
 	case err != nil:
@@ -424,7 +425,7 @@ func describeOffset(d time.Duration) string {
 // checkLeaseCycle acquires, renews and releases the throwaway lease with
 // the store's notifications subscribed, and reports whether the protocol's
 // calls are allowed and the release was announced.
-func checkLeaseCycle(ctx context.Context, o *storeurl.Opened, opts Options) []Finding {
+func checkLeaseCycle(ctx context.Context, o *storeopen.Opened, opts Options) []Finding {
 	n, isNotifier := o.Store.(store.Notifier)
 	var (
 		subscribed = make(chan struct{}, 1)
@@ -485,7 +486,7 @@ func checkLeaseCycle(ctx context.Context, o *storeurl.Opened, opts Options) []Fi
 	switch {
 	case err == nil:
 		cycle.Detail = fmt.Sprintf("acquired, renewed and released the throwaway lease %q (token %d)", opts.Lease, g.Token)
-	case storeurl.PermissionDenied(err):
+	case storeopen.PermissionDenied(err):
 		cycle.Status, cycle.Detail = Fail, fmt.Sprintf("the role may not %s a lease: %s", step, o.Target.Wrap(err))
 		cycle.Fix = grantFix(ctx, o) + " (a read-only role, granted with --grant-read for status and dashboards, fails here by design)"
 	case errors.Is(err, store.ErrNotMigrated):
@@ -527,7 +528,7 @@ func checkLeaseCycle(ctx context.Context, o *storeurl.Opened, opts Options) []Fi
 // that keep one: its last event must be the release the lease cycle just
 // made. A failure is a WARN: holders do not read the history, people do
 // (tenure history, the status page).
-func checkHistory(ctx context.Context, o *storeurl.Opened, opts Options) []Finding {
+func checkHistory(ctx context.Context, o *storeopen.Opened, opts Options) []Finding {
 	h, ok := o.Store.(store.Historian)
 	if !ok {
 		return nil
@@ -537,7 +538,7 @@ func checkHistory(ctx context.Context, o *storeurl.Opened, opts Options) []Findi
 	evs, err := h.History(cctx, store.HistoryParams{Name: opts.Lease, Limit: 1})
 	f := Finding{Check: CheckHistory, Status: OK}
 	switch {
-	case storeurl.PermissionDenied(err):
+	case storeopen.PermissionDenied(err):
 		f.Status, f.Detail = Warn, fmt.Sprintf("the role may not read the history: %s", o.Target.Wrap(err))
 		f.Fix = grantFix(ctx, o) + " (holders do not need it; tenure history and the status page do)"
 	case err != nil:

@@ -17,6 +17,7 @@ import (
 
 	"github.com/tenure-dev/tenure"
 	"github.com/tenure-dev/tenure/cmd/tenure/internal/doctor"
+	"github.com/tenure-dev/tenure/cmd/tenure/internal/storeopen"
 	"github.com/tenure-dev/tenure/cmd/tenure/internal/storeurl"
 	"github.com/tenure-dev/tenure/internal/faultnet"
 	"github.com/tenure-dev/tenure/internal/testserver"
@@ -69,11 +70,11 @@ func redisStoreURL(t *testing.T) string {
 	return withParams(t, testserver.RedisURL(), map[string]string{"tenure_prefix": testserver.RedisPrefix(t, c)})
 }
 
-func open(t *testing.T, raw string) *storeurl.Opened {
+func open(t *testing.T, raw string) *storeopen.Opened {
 	t.Helper()
 	tg, err := storeurl.Parse(raw)
 	require.NoError(t, err)
-	o, err := tg.Open(t.Context(), storeurl.Options{})
+	o, err := storeopen.Open(t.Context(), tg, storeopen.Options{})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, o.Close()) })
 	return o
@@ -241,7 +242,7 @@ func TestRoleMissingGrant(t *testing.T) {
 	require.Contains(t, strings.Join(fixes, "\n"), "tenure migrate --print --grant "+role+" --store ", describe(fs))
 
 	// The grants the fix names make the role whole.
-	grants, err := o.Target.GrantSQL(role)
+	grants, err := storeopen.GrantSQL(o.Target, role)
 	require.NoError(t, err)
 	_, err = owner.Exec(t.Context(), grants)
 	require.NoError(t, err)
@@ -257,7 +258,7 @@ func TestReadOnlyRole(t *testing.T) {
 	owner := testserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")
 	role := testserver.PostgresRole(t, owner)
 	o := open(t, pgStoreURL(t, role))
-	grants, err := o.Target.ReadGrantSQL(role)
+	grants, err := storeopen.ReadGrantSQL(o.Target, role)
 	require.NoError(t, err)
 	_, err = owner.Exec(t.Context(), grants)
 	require.NoError(t, err)
@@ -319,7 +320,7 @@ func TestUnreachableAndJSON(t *testing.T) {
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	_, err = tg.Open(ctx, storeurl.Options{ConnectTimeout: 2 * time.Second})
+	_, err = storeopen.Open(ctx, tg, storeopen.Options{ConnectTimeout: 2 * time.Second})
 	require.Error(t, err)
 	fs := []doctor.Finding{doctor.Unreachable(tg.Display, err)}
 	require.True(t, doctor.Failed(fs))

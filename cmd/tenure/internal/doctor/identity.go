@@ -12,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/tenure-dev/tenure/cmd/tenure/internal/storeopen"
 	"github.com/tenure-dev/tenure/cmd/tenure/internal/storeurl"
 	"github.com/tenure-dev/tenure/store"
 )
@@ -37,7 +38,7 @@ func DefaultLabel() string {
 // this host's label that no process on this host runs, and, when the
 // fleet registry is there, live agents that give the same machine-id or
 // hostname label.
-func checkIdentity(ctx context.Context, o *storeurl.Opened, opts Options) []Finding {
+func checkIdentity(ctx context.Context, o *storeopen.Opened, opts Options) []Finding {
 	fs := []Finding{checkHolderLabels(ctx, o, opts)}
 	if o.Target.Kind == storeurl.Postgres {
 		if f, ok := checkAgentMachines(ctx, o); ok {
@@ -47,7 +48,7 @@ func checkIdentity(ctx context.Context, o *storeurl.Opened, opts Options) []Find
 	return fs
 }
 
-func checkHolderLabels(ctx context.Context, o *storeurl.Opened, opts Options) Finding {
+func checkHolderLabels(ctx context.Context, o *storeopen.Opened, opts Options) Finding {
 	lister, ok := o.Store.(store.Lister)
 	if !ok {
 		return Finding{Check: CheckIdentity, Status: OK, Detail: "this store cannot list its leases; holder labels not compared"}
@@ -90,7 +91,7 @@ func checkHolderLabels(ctx context.Context, o *storeurl.Opened, opts Options) Fi
 
 // checkAgentMachines compares the machine labels of the fleet registry's
 // live agents; ok is false when there is no registry to read.
-func checkAgentMachines(ctx context.Context, o *storeurl.Opened) (Finding, bool) {
+func checkAgentMachines(ctx context.Context, o *storeopen.Opened) (Finding, bool) {
 	reg, err := o.Registry()
 	if err != nil {
 		return Finding{}, false

@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tenure-dev/tenure/cmd/tenure/internal/storeopen"
 	"github.com/tenure-dev/tenure/cmd/tenure/internal/storeurl"
 	"github.com/tenure-dev/tenure/internal/testserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
@@ -87,7 +88,7 @@ func TestBrowser(t *testing.T) {
 		target, err := storeurl.Parse(testutil.PostgresURL() + sep + storeurl.ParamSchema + "=" + schema)
 		require.NoError(t, err)
 		ctx := context.Background()
-		opened, err := target.Open(ctx, storeurl.Options{})
+		opened, err := storeopen.Open(ctx, target, storeopen.Options{})
 		testutil.NeedServer(t, "PostgreSQL", err)
 		t.Cleanup(func() { require.NoError(t, opened.Close()) })
 		_, err = opened.Migrate(ctx)

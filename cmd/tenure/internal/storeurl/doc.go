@@ -1,6 +1,12 @@
-// Package storeurl turns the store URL a user gives the tenure command
-// (--store, or the TENURE_STORE environment variable) into an open
-// [store.Store].
+// Package storeurl parses the store URL a user gives the tenure command
+// (--store, or the TENURE_STORE environment variable) into a [Target]:
+// which store, where, with which of tenure's parameters, and how to show it
+// without its secrets. It opens nothing, reads no file the URL names and
+// imports no store's client library (so that its fuzz targets build
+// quickly): package storeopen opens the store a Target names, converting
+// its plain data into the store package's configuration and checking it
+// against that store's rules (a prefix's characters, a bucket's name, a
+// Redis URL's options, ...).
 //
 // # URLs
 //
@@ -10,28 +16,30 @@
 //     PGUSER, PGPASSWORD, ...), ~/.pgpass and the service file, and libpq
 //     parameters such as sslmode and connect_timeout work. Two parameters
 //     are tenure's own and are removed before the rest reaches pgx:
-//     tenure_schema sets [pgstore.Config.Schema] (default public) and
-//     tenure_prefix sets [pgstore.Config.TablePrefix] (default tenure_),
-//     so several independent sets of leases can share one database. The
-//     fleet registry ([registry.Config]) lives in the same schema with the
-//     same prefix.
+//     tenure_schema sets the schema (store/pgstore's Config.Schema,
+//     default public) and tenure_prefix the table prefix (its
+//     Config.TablePrefix, default tenure_), so several independent sets of
+//     leases can share one database. The fleet registry lives in the same
+//     schema with the same prefix.
 //   - sqlite:PATH: an SQLite file on this host, created when missing. PATH
 //     is taken literally (no percent-decoding); a leading ~/ means the home
 //     directory; sqlite:///abs/path is accepted too.
 //   - mysql://USER[:PASSWORD]@HOST[:PORT]/DATABASE (or mariadb://): MySQL or
 //     MariaDB (port 3306 when omitted) through go-sql-driver/mysql, whose
 //     DSN parameters (tls, timeout, ...) may follow as query parameters.
-//     tenure_prefix sets [mysqlstore.Config.TablePrefix] (default tenure_).
+//     tenure_prefix sets the table prefix (store/mysqlstore's
+//     Config.TablePrefix, default tenure_).
 //   - redis://[USER:PASSWORD@]HOST:PORT[/DB] (rediss:// for TLS): one Redis
-//     server, parsed by go-redis ([redis.ParseURL], whose parameters such
-//     as dial_timeout work). tenure_prefix sets
-//     [redisstore.Config.KeyPrefix] (default tenure:). A rediss:// URL
-//     takes the TLS parameters below; any Redis URL takes password_file.
+//     server, parsed by go-redis (its ParseURL, whose parameters such as
+//     dial_timeout work) when the store is opened. tenure_prefix sets the
+//     key prefix (store/redisstore's Config.KeyPrefix, default tenure:). A
+//     rediss:// URL takes the TLS parameters below; any Redis URL takes
+//     password_file.
 //   - etcd://[USER[:PASSWORD]@]HOST:PORT[,HOST:PORT...]: an etcd cluster's
 //     endpoints (port 2379 when omitted, 127.0.0.1:2379 when no host is
 //     given), plain gRPC unless a TLS parameter is given. tenure_prefix
-//     sets [etcdstore.Config.KeyPrefix] (default tenure/). etcd refuses
-//     leases shorter than [etcdstore.MinTTL]. With --client-cert-auth
+//     sets the key prefix (store/etcdstore's Config.KeyPrefix, default
+//     tenure/). etcd refuses leases shorter than 2 s. With --client-cert-auth
 //     and authentication on, a client certificate whose common name is an
 //     etcd user logs in as that user without a password.
 //   - consul://HOST:PORT: the local Consul agent (port 8500 when omitted;
@@ -40,31 +48,32 @@
 //     honoured (CONSUL_HTTP_TOKEN, CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_SSL,
 //     CONSUL_CACERT, ...); credentials in the URL are refused: the ACL
 //     token comes from token_file or the environment. tenure_prefix sets
-//     [consulstore.Config.KeyPrefix] (default tenure/),
-//     tenure_session_ttl_min the servers' session_ttl_min
-//     ([consulstore.Config.MinSessionTTL], default 10s) and
-//     tenure_lock_delay the sessions' lock-delay
-//     ([consulstore.Config.LockDelay], default 0).
+//     the key prefix (store/consulstore's Config.KeyPrefix, default
+//     tenure/), tenure_session_ttl_min the servers' session_ttl_min
+//     (Config.MinSessionTTL, default 10s) and tenure_lock_delay the
+//     sessions' lock-delay (Config.LockDelay, default 0).
 //   - nats://[USER:PASSWORD@]HOST:PORT[,HOST:PORT...]: NATS servers with
 //     JetStream, 2.11 or later (port 4222 when omitted, 127.0.0.1:4222 when
 //     no host is given; several servers of one cluster for failover), over
-//     TLS when a TLS parameter is given. tenure_bucket sets
-//     [natsstore.Config.Bucket] (default tenure) and tenure_replicas the
-//     replicas of a bucket `tenure migrate` creates. The bucket must exist
-//     ([Options.Migrate] creates it). A user needs a password (in the URL
+//     TLS when a TLS parameter is given. tenure_bucket sets the JetStream
+//     KV bucket (store/natsstore's Config.Bucket, default tenure) and
+//     tenure_replicas the replicas of a bucket `tenure migrate` creates.
+//     The bucket must exist (`tenure migrate` creates it). A user needs a
+//     password (in the URL
 //     or password_file); a NATS token comes from token_file, a credentials
 //     file (JWT and NKey) from creds_file.
 //   - k8s://[NAMESPACE]: the Lease objects of a Kubernetes namespace
-//     ([k8sstore]), reached as kubectl reaches them: the kubeconfig file
+//     (store/k8sstore), reached as kubectl reaches them: the kubeconfig file
 //     named by kubeconfig=PATH, else $KUBECONFIG, else ~/.kube/config,
 //     else the pod's service account; context=NAME picks a context other
 //     than the current one. With no namespace, the context's (or the
-//     pod's) is used. tenure_prefix sets [k8sstore.Config.Prefix]
-//     (default tenure). Credentials in the URL are refused: they come
+//     pod's) is used. tenure_prefix sets the prefix of the Lease objects'
+//     names (store/k8sstore's Config.Prefix, default tenure). Credentials
+//     in the URL are refused: they come
 //     from the kubeconfig. `tenure migrate --print --grant ACCOUNT` prints
 //     the Role and RoleBinding a worker's service account needs.
-//   - always:REASON: [alwaysleader], for genuinely idempotent jobs: every
-//     holder leads at once. The reason is required (percent-encoding
+//   - always:REASON: store/alwaysleader, for genuinely idempotent jobs:
+//     every holder leads at once. The reason is required (percent-encoding
 //     allowed) and is shown by the tenure command's run and status.
 //   - nothing: the SQLite file at $XDG_STATE_HOME/tenure/tenure.db, or
 //     ~/.local/state/tenure/tenure.db ([sqlitestore.DefaultPath]).
@@ -81,7 +90,8 @@
 // PGPASSFILE, ~/.pgpass, PGPASSWORD) keeps the password out of the URL.
 //
 // Redis (rediss://), etcd, Consul and NATS take tenure's parameters, whose
-// files [Target.Open] reads ([Parse] reads none):
+// files are read when the store is opened ([Parse] reads none; they are
+// [Target.Files]):
 //
 //   - tls_ca_file=PATH: PEM certificates of the authorities that vouch for
 //     the server (default: the system's roots);
@@ -108,14 +118,16 @@
 // [Target.Display] shows the URL with every password (the user-info
 // password and the password and sslpassword parameters) replaced by
 // xxxxx, and every error message is passed through [Target.Redact], which
-// also masks a password read from password_file. Files are named in
-// errors, never quoted; a token or key is never read into a message.
+// also masks a password or token read from a file when the store is opened
+// ([Target.WithSecrets]). Files are named in errors, never quoted; a token
+// or key is never read into a message.
 // Redact masks every occurrence of a secret, so a very short password
 // also masks unrelated parts of a message.
 //
 // # Errors
 //
-// [Parse] and [Resolve] fail with errors matching [store.ErrInvalid];
-// [Target.Open] fails with errors matching [store.ErrInvalid] (bad input)
-// or [store.ErrUnavailable] (the store could not be opened or reached).
+// [Parse] and [Resolve] fail with errors matching [store.ErrInvalid]. Their
+// messages begin with "storeurl: ", and so do those of the errors made
+// with [Errorf] when the store is opened: the user sees one prefix for
+// every problem with the --store URL.
 package storeurl

@@ -1,30 +1,18 @@
 package storeurl
 
 import (
-	"cmp"
-	"context"
 	"errors"
 	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/tenure-dev/tenure/store"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/tenure-dev/tenure/registry"
-	"github.com/tenure-dev/tenure/store/alwaysleader"
-	"github.com/tenure-dev/tenure/store/consulstore"
-	"github.com/tenure-dev/tenure/store/etcdstore"
-	"github.com/tenure-dev/tenure/store/k8sstore"
-	"github.com/tenure-dev/tenure/store/mysqlstore"
-	"github.com/tenure-dev/tenure/store/natsstore"
-	"github.com/tenure-dev/tenure/store/pgstore"
-	"github.com/tenure-dev/tenure/store/redisstore"
 	"github.com/tenure-dev/tenure/store/sqlitestore"
 )
 
@@ -35,21 +23,13 @@ const EnvVar = "TENURE_STORE"
 // Query parameters of a PostgreSQL URL that are tenure's own; [Parse]
 // removes them before the URL reaches pgx.
 const (
-	// ParamSchema sets the schema of the tenure objects (pgstore.Config.Schema).
+	// ParamSchema sets the schema of the tenure objects ([Target.Schema]).
 	ParamSchema = "tenure_schema"
-	// ParamPrefix sets the prefix of their names (pgstore.Config.TablePrefix);
-	// in a Redis, etcd or Consul URL, the store's key prefix.
+	// ParamPrefix sets the prefix of their names ([Target.Prefix]), as in
+	// a MySQL URL; in a Redis, etcd or Consul URL it is the store's key
+	// prefix, in a k8s:// URL the prefix of its Lease objects' names.
 	ParamPrefix = "tenure_prefix"
 )
-
-// DefaultConnectTimeout bounds opening a PostgreSQL store and its first
-// round trip when [Options.ConnectTimeout] is zero, and each later
-// connection attempt unless the URL sets connect_timeout.
-const DefaultConnectTimeout = 10 * time.Second
-
-// applicationName is set on PostgreSQL sessions unless the URL or PGAPPNAME
-// names one, so they are easy to find in pg_stat_activity.
-const applicationName = "tenure"
 
 // mask replaces every secret in what this package prints.
 const mask = "xxxxx"
@@ -98,7 +78,39 @@ func (k Kind) Name() string {
 	return string(k)
 }
 
-// Target is a parsed store URL: what to open, and how to show it.
+// postgresForm is how the messages of this package ask for a PostgreSQL URL.
+const postgresForm = "postgres://USER@HOST:PORT/DATABASE"
+
+// Form is how a URL of the kind is written, as messages ask for it: the
+// scheme, the parts and tenure's parameters.
+func (k Kind) Form() string {
+	switch k {
+	case Postgres:
+		return postgresForm
+	case SQLite:
+		return "sqlite:PATH"
+	case Redis:
+		return redisForm
+	case Etcd:
+		return etcdForm
+	case Consul:
+		return consulForm
+	case AlwaysLeader:
+		return "always:REASON"
+	case MySQL:
+		return mysqlForm
+	case Nats:
+		return natsForm
+	case Kubernetes:
+		return k8sForm
+	}
+	return Supported
+}
+
+// Target is a parsed store URL: what to open, and how to show it. It holds
+// what the URL says as plain data; the store's own rules on it (the
+// characters a prefix may hold, a bucket's name, ...) are checked when the
+// store is opened.
 type Target struct {
 	// Kind says which store the URL names.
 	Kind Kind
@@ -110,43 +122,65 @@ type Target struct {
 	Default bool
 	// Path is the SQLite file, as given (Kind SQLite).
 	Path string
-	// PG names the schema and table prefix of a PostgreSQL store, from the
-	// URL's tenure_schema and tenure_prefix parameters (Kind Postgres).
-	PG pgstore.Config
-	// Redis is the configuration of a Redis store: its key prefix, from the
-	// URL's tenure_prefix parameter (Kind Redis).
-	Redis redisstore.Config
-	// Etcd is the configuration of an etcd store: its key prefix, from the
-	// URL's tenure_prefix parameter (Kind Etcd).
-	Etcd etcdstore.Config
-	// Consul is the configuration of a Consul store, from the URL's
-	// tenure_prefix, tenure_session_ttl_min and tenure_lock_delay
-	// parameters (Kind Consul).
-	Consul consulstore.Config
-	// MySQL names the database and table prefix of a MySQL or MariaDB
-	// store, from the URL's path and tenure_prefix parameter (Kind MySQL).
-	MySQL mysqlstore.Config
-	// Nats names the bucket of a NATS JetStream KV store, from the URL's
-	// tenure_bucket and tenure_replicas parameters (Kind Nats).
-	Nats natsstore.Config
-	// K8s is the configuration of a Kubernetes store: its object name
-	// prefix, from the URL's tenure_prefix parameter (Kind Kubernetes).
-	K8s k8sstore.Config
+	// URL is the PostgreSQL or Redis URL without tenure's parameters, for
+	// pgx or go-redis to parse (Kind Postgres, Redis). It holds the
+	// password: print Display instead.
+	URL string
+	// Schema is the schema of the tenure objects, from the tenure_schema
+	// parameter; empty for the default (Kind Postgres).
+	Schema string
+	// Prefix is the tenure_prefix parameter; empty for the store's default.
+	// It is the table prefix of PostgreSQL and MySQL, the key prefix of
+	// Redis, etcd and Consul, and the prefix of the Lease objects' names
+	// on Kubernetes (Kind Postgres, MySQL, Redis, Etcd, Consul,
+	// Kubernetes).
+	Prefix string
+	// Database is the database, from the URL's path (Kind MySQL).
+	Database string
+	// DriverParams are the URL's other query parameters, encoded, for
+	// go-sql-driver/mysql's DSN (Kind MySQL).
+	DriverParams string
+	// MinSessionTTL is the Consul servers' session_ttl_min, from the
+	// tenure_session_ttl_min parameter; zero for the default (Kind Consul).
+	MinSessionTTL time.Duration
+	// LockDelay is the lock-delay of the store's sessions, from the
+	// tenure_lock_delay parameter; zero for none (Kind Consul).
+	LockDelay time.Duration
+	// Bucket is the JetStream KV bucket, from the tenure_bucket parameter;
+	// empty for the default (Kind Nats).
+	Bucket string
+	// Replicas is how many servers keep a bucket `tenure migrate` creates,
+	// from the tenure_replicas parameter; zero for the default (Kind Nats).
+	Replicas int
+	// Namespace is the namespace of the Lease objects, from the URL's
+	// host; empty for the kubeconfig context's, or the pod's (Kind
+	// Kubernetes).
+	Namespace string
+	// Kubeconfig is the kubeconfig file, from the kubeconfig parameter;
+	// empty for kubectl's default (Kind Kubernetes).
+	Kubeconfig string
+	// KubeContext is the kubeconfig context, from the context parameter;
+	// empty for its current one (Kind Kubernetes).
+	KubeContext string
 	// Endpoints are the etcd endpoints or NATS servers, host:port each
-	// (Kind Etcd, Nats), or the
-	// Consul agent's host:port, none for the Consul client's default:
-	// $CONSUL_HTTP_ADDR, else 127.0.0.1:8500 (Kind Consul).
+	// (Kind Etcd, Nats), the Consul agent's host:port, none for the Consul
+	// client's default: $CONSUL_HTTP_ADDR, else 127.0.0.1:8500 (Kind
+	// Consul), or the MySQL server's host:port (Kind MySQL).
 	Endpoints []string
+	// User is the user name of the URL's user info (Kind MySQL, Etcd,
+	// Nats).
+	User string
+	// Password is the password of the URL's user info (Kind MySQL, Etcd,
+	// Nats). Print Display instead.
+	Password string
+	// Files are the files the URL's TLS and secret parameters name (Kind
+	// Redis, Etcd, Consul, Nats).
+	Files Files
 	// Reason is why an always-leader store may run the job anywhere, any
 	// number of times at once (Kind AlwaysLeader).
 	Reason string
 
-	connString string   // PostgreSQL or Redis URL without tenure's parameters; MySQL DSN
-	user       string   // etcd or NATS user name
-	password   string   // etcd or NATS password
-	secrets    []string // what Redact masks
-	sec        security // TLS files and password file (tls.go)
-	k8s        k8sTarget
+	secrets []string // what Redact masks
 }
 
 // Resolve returns the target of flagValue when it is non-empty, else of
@@ -164,7 +198,7 @@ func Resolve(flagValue string, getenv func(string) string) (Target, error) {
 	}
 	path, err := sqlitestore.DefaultPath()
 	if err != nil {
-		return Target{}, newError(store.ErrInvalid, err, "storeurl: no store URL given and no default SQLite file: %v; pass --store or set %s", err, EnvVar)
+		return Target{}, Errorf(store.ErrInvalid, err, "storeurl: no store URL given and no default SQLite file: %v; pass --store or set %s", err, EnvVar)
 	}
 	return Target{Kind: SQLite, Display: "sqlite:" + path, Default: true, Path: path}, nil
 }
@@ -180,7 +214,7 @@ func Parse(raw string) (Target, error) {
 		if strings.ContainsAny(raw, "/.") && !strings.Contains(raw, "://") {
 			hint = fmt.Sprintf(" (for an SQLite file write %q)", "sqlite:"+raw)
 		}
-		return Target{}, newError(store.ErrInvalid, nil, "storeurl: store URL %q has no scheme; use %s%s", roughRedact(raw), Supported, hint)
+		return Target{}, Errorf(store.ErrInvalid, nil, "storeurl: store URL %q has no scheme; use %s%s", roughRedact(raw), Supported, hint)
 	}
 	switch s := strings.ToLower(scheme); s {
 	case "postgres", "postgresql":
@@ -202,18 +236,16 @@ func Parse(raw string) (Target, error) {
 	case "always":
 		return parseAlways(raw, rest)
 	default:
-		return Target{}, newError(store.ErrInvalid, nil, "storeurl: store URL scheme %q is not supported; use %s", scheme, Supported)
+		return Target{}, Errorf(store.ErrInvalid, nil, "storeurl: store URL scheme %q is not supported; use %s", scheme, Supported)
 	}
 }
 
-// parseAlways reads always:REASON; the reason may be percent-encoded.
+// parseAlways reads always:REASON; the reason may be percent-encoded. What
+// a reason may be is store/alwaysleader's to say, when the store is opened.
 func parseAlways(raw, rest string) (Target, error) {
 	reason, err := url.PathUnescape(rest)
 	if err != nil {
-		return Target{}, newError(store.ErrInvalid, err, "storeurl: store URL %q: the reason is not valid percent-encoding: %v", raw, err)
-	}
-	if _, err := alwaysleader.New(reason); err != nil {
-		return Target{}, newError(store.ErrInvalid, err, "storeurl: store URL %q: %v; write always:REASON, e.g. always:the%%20report%%20is%%20idempotent", raw, err)
+		return Target{}, Errorf(store.ErrInvalid, err, "storeurl: store URL %q: the reason is not valid percent-encoding: %v", raw, err)
 	}
 	return Target{Kind: AlwaysLeader, Display: "always:" + reason, Reason: reason}, nil
 }
@@ -224,17 +256,17 @@ func parseSQLite(raw, rest string) (Target, error) {
 	path := rest
 	if after, ok := strings.CutPrefix(rest, "//"); ok {
 		if !strings.HasPrefix(after, "/") {
-			return Target{}, newError(store.ErrInvalid, nil, "storeurl: store URL %q names a host; an SQLite store is a local file: use sqlite:PATH or sqlite:///ABSOLUTE/PATH", raw)
+			return Target{}, Errorf(store.ErrInvalid, nil, "storeurl: store URL %q names a host; an SQLite store is a local file: use sqlite:PATH or sqlite:///ABSOLUTE/PATH", raw)
 		}
 		path = after
 	}
 	if path == "" {
-		return Target{}, newError(store.ErrInvalid, nil, "storeurl: store URL %q has no file path; use sqlite:PATH, e.g. sqlite:/var/lib/myjob/tenure.db", raw)
+		return Target{}, Errorf(store.ErrInvalid, nil, "storeurl: store URL %q has no file path; use sqlite:PATH, e.g. sqlite:/var/lib/myjob/tenure.db", raw)
 	}
 	if after, ok := strings.CutPrefix(path, "~/"); ok {
 		home, err := os.UserHomeDir()
 		if err != nil {
-			return Target{}, newError(store.ErrInvalid, err, "storeurl: store URL %q starts with ~/ but the home directory is unknown: %v; use an absolute path", raw, err)
+			return Target{}, Errorf(store.ErrInvalid, err, "storeurl: store URL %q starts with ~/ but the home directory is unknown: %v; use an absolute path", raw, err)
 		}
 		path = filepath.Join(home, after)
 	}
@@ -248,15 +280,15 @@ func parsePostgres(raw string) (Target, error) {
 		if ue, ok := errors.AsType[*url.Error](err); ok {
 			reason = ue.Err.Error() // url.Error repeats the URL, password included
 		}
-		return Target{}, newError(store.ErrInvalid, nil, "storeurl: store URL %q is not a valid URL: %s", roughRedact(raw), roughRedact(reason))
+		return Target{}, Errorf(store.ErrInvalid, nil, "storeurl: store URL %q is not a valid URL: %s", roughRedact(raw), roughRedact(reason))
 	}
 	if u.Opaque != "" || !strings.HasPrefix(raw[len(u.Scheme)+1:], "//") {
-		return Target{}, newError(store.ErrInvalid, nil, "storeurl: store URL %q is not a valid PostgreSQL URL; write it as postgres://USER@HOST:PORT/DATABASE", roughRedact(raw))
+		return Target{}, Errorf(store.ErrInvalid, nil, "storeurl: store URL %q is not a valid PostgreSQL URL; write it as %s", roughRedact(raw), postgresForm)
 	}
 	if u.Fragment != "" || strings.Contains(raw, "#") {
 		// Whatever follows "#" is no part of the connection: a password
 		// written after it would neither be used nor be known as one.
-		return Target{}, newError(store.ErrInvalid, nil, "storeurl: store URL %q has a fragment (#…); write it as postgres://USER@HOST:PORT/DATABASE", roughRedact(raw))
+		return Target{}, Errorf(store.ErrInvalid, nil, "storeurl: store URL %q has a fragment (#…); write it as %s", roughRedact(raw), postgresForm)
 	}
 	t := Target{Kind: Postgres}
 	if u.User != nil {
@@ -266,7 +298,7 @@ func parsePostgres(raw string) (Target, error) {
 	}
 	q, err := url.ParseQuery(u.RawQuery)
 	if err != nil {
-		return Target{}, newError(store.ErrInvalid, nil, "storeurl: store URL %q is not a valid URL: its query has a bad escape or separator", roughRedact(raw))
+		return Target{}, Errorf(store.ErrInvalid, nil, "storeurl: store URL %q is not a valid URL: its query has a bad escape or separator", roughRedact(raw))
 	}
 	for key, values := range q {
 		if isSecretParam(key) {
@@ -281,27 +313,21 @@ func parsePostgres(raw string) (Target, error) {
 	for _, p := range []struct {
 		key string
 		dst *string
-	}{{ParamSchema, &t.PG.Schema}, {ParamPrefix, &t.PG.TablePrefix}} {
+	}{{ParamSchema, &t.Schema}, {ParamPrefix, &t.Prefix}} {
 		vs, ok := q[p.key]
 		if !ok {
 			continue
 		}
 		if len(vs) != 1 || vs[0] == "" {
-			return Target{}, newError(store.ErrInvalid, nil, "storeurl: store URL %s: %s must be given once, with a value", t.Display, p.key)
+			return Target{}, Errorf(store.ErrInvalid, nil, "storeurl: store URL %s: %s must be given once, with a value", t.Display, p.key)
 		}
 		*p.dst = vs[0]
 		q.Del(p.key)
 	}
-	if _, err := t.PG.Objects(); err != nil {
-		return Target{}, newError(store.ErrInvalid, err, "storeurl: store URL %s: %s or %s: %v", t.Display, ParamSchema, ParamPrefix, err)
-	}
-	if _, err := t.registryConfig().Objects(); err != nil {
-		return Target{}, newError(store.ErrInvalid, err, "storeurl: store URL %s: %s or %s: %v", t.Display, ParamSchema, ParamPrefix, err)
-	}
-	if t.PG.Schema != "" || t.PG.TablePrefix != "" {
+	if t.Schema != "" || t.Prefix != "" {
 		u.RawQuery = q.Encode()
 	}
-	t.connString = withSlashes(u.String(), u.Scheme)
+	t.URL = withSlashes(u.String(), u.Scheme)
 	return t, nil
 }
 
@@ -371,311 +397,17 @@ func (t Target) Redact(s string) string {
 	return s
 }
 
-// MigrationSQL returns the SQL that creates or upgrades the store's schema,
-// for a DBA to review and apply: for PostgreSQL, pgstore's schema followed
-// by the fleet registry's; for SQLite, the schema [sqlitestore.Open] creates
-// itself. Redis, etcd and Consul keep no schema: for them it fails with an
-// error matching [store.ErrInvalid].
-func (t Target) MigrationSQL() (string, error) {
-	switch t.Kind {
-	case Postgres:
-	case MySQL:
-		return t.mysqlMigrationSQL()
-	case SQLite:
-		s, err := sqlitestore.SchemaSQL()
-		if err != nil {
-			return "", newError(store.ErrInvalid, err, "storeurl: %v", err)
-		}
-		return s, nil
-	case Nats:
-		return "", newError(store.ErrInvalid, nil, "storeurl: the NATS store keeps no SQL: there is nothing to print; tenure migrate (without --print) creates its JetStream KV bucket")
-	case Kubernetes:
-		return "", newError(store.ErrInvalid, nil, "storeurl: the Kubernetes store keeps no schema: its Lease objects need only an existing namespace; tenure migrate --print --grant ACCOUNT prints the Role and RoleBinding a worker's service account needs")
-	default:
-		return "", newError(store.ErrInvalid, nil, "storeurl: the %s store keeps no schema: there is no SQL to print, and tenure migrate has nothing to do", t.Kind.Name())
-	}
-	leases, err := t.PG.MigrationSQL()
-	if err != nil {
-		return "", newError(store.ErrInvalid, err, "storeurl: %v", err)
-	}
-	fleet, err := t.registryConfig().MigrationSQL()
-	if err != nil {
-		return "", newError(store.ErrInvalid, err, "storeurl: %v", err)
-	}
-	return strings.TrimRight(leases, "\n") + "\n\n" + fleet, nil
-}
-
-// GrantSQL returns the SQL that grants role what the store and the fleet
-// registry need at run time. Like [Target.MigrationSQL] it exists for
-// PostgreSQL only.
-func (t Target) GrantSQL(role string) (string, error) {
-	switch t.Kind {
-	case Postgres:
-	case MySQL:
-		return t.mysqlGrantSQL(role)
-	case Kubernetes:
-		return t.kubernetesGrant(role)
-	case SQLite:
-		return "", newError(store.ErrInvalid, nil, "storeurl: an SQLite store has no roles to grant; it needs a file and directory this user can write (%s)", t.Path)
-	default:
-		return "", newError(store.ErrInvalid, nil, "storeurl: the %s store has no SQL roles to grant; give the credentials in its URL what its package documentation lists", t.Kind.Name())
-	}
-	leases, err := t.PG.GrantSQL(role)
-	if err != nil {
-		return "", newError(store.ErrInvalid, err, "storeurl: %v", err)
-	}
-	fleet, err := t.registryConfig().GrantSQL(role)
-	if err != nil {
-		return "", newError(store.ErrInvalid, err, "storeurl: %v", err)
-	}
-	return strings.TrimRight(leases, "\n") + "\n" + fleet, nil
-}
-
-// RegistryConfig returns the configuration of the fleet registry that
-// lives next to a PostgreSQL store: the same schema and table prefix. The
-// registry exists for PostgreSQL only; for another store RegistryConfig
-// fails with an error matching [store.ErrInvalid].
-func (t Target) RegistryConfig() (registry.Config, error) {
-	if t.Kind != Postgres {
-		return registry.Config{}, newError(store.ErrInvalid, nil,
-			"storeurl: the fleet registry (tenure agents, tenure owner) lives in PostgreSQL, not in the %s store %s; pass --store postgres://… or set %s",
-			t.Kind.Name(), t.Display, EnvVar)
-	}
-	return t.registryConfig(), nil
-}
-
-func (t Target) registryConfig() registry.Config {
-	return registry.Config{Schema: t.PG.Schema, TablePrefix: t.PG.TablePrefix}
-}
-
-// Options tunes [Target.Open]. The zero value means the defaults.
-type Options struct {
-	// ConnectTimeout bounds connecting to a server store and the first
-	// round trip that proves it answers. Default DefaultConnectTimeout.
-	ConnectTimeout time.Duration
-	// Migrate opens the store to call [Opened.Migrate] on it: a NATS
-	// store's bucket, which [Target.Open] otherwise requires, is created
-	// when missing.
-	Migrate bool
-}
-
-// Opened is an open store and what the tenure command needs besides the
-// [store.Store] itself.
-type Opened struct {
-	Target Target
-	Store  store.Store
-
-	pg     *pgstore.Store
-	mysql  *mysqlstore.Store
-	nats   *natsstore.Store
-	pool   *pgxpool.Pool
-	sqlite *sqlitestore.Store
-	// closeClient closes the client of a Redis, etcd or Consul store.
-	closeClient func() error
-	// prefix is the key prefix of a Redis, etcd or Consul store.
-	prefix string
-}
-
-// Open opens the store t names. A server store is asked one round trip
-// before Open returns, so an unreachable server, a refused login or a
-// missing database fails here (matching [store.ErrUnavailable]); tables
-// are not checked (calls on an unmigrated PostgreSQL schema fail with
-// [store.ErrNotMigrated]). An SQLite file is created and migrated when
-// needed.
-func (t Target) Open(ctx context.Context, opts Options) (*Opened, error) {
-	timeout := opts.ConnectTimeout
-	if timeout <= 0 {
-		timeout = DefaultConnectTimeout
-	}
-	switch t.Kind {
-	case SQLite:
-		st, err := sqlitestore.Open(ctx, t.Path, sqlitestore.Config{})
-		if err != nil {
-			kind := store.ErrUnavailable
-			if errors.Is(err, store.ErrInvalid) {
-				kind = store.ErrInvalid
-			}
-			return nil, newError(kind, err, "storeurl: cannot open the SQLite store %s: %v", t.Display, err)
-		}
-		return &Opened{Target: t, Store: st, sqlite: st}, nil
-	case Postgres:
-		return t.openPostgres(ctx, timeout)
-	case Redis:
-		return t.openRedis(ctx, timeout)
-	case Etcd:
-		return t.openEtcd(ctx, timeout)
-	case Consul:
-		return t.openConsul(ctx, timeout)
-	case MySQL:
-		return t.openMySQL(ctx, timeout)
-	case Nats:
-		return t.openNats(ctx, timeout, opts.Migrate)
-	case Kubernetes:
-		return t.openKubernetes(ctx, timeout)
-	case AlwaysLeader:
-		st, err := alwaysleader.New(t.Reason)
-		if err != nil {
-			return nil, newError(store.ErrInvalid, err, "storeurl: %v", err)
-		}
-		return &Opened{Target: t, Store: st}, nil
-	}
-	return nil, newError(store.ErrInvalid, nil, "storeurl: store target has no kind; make it with Parse or Resolve")
-}
-
-// pingAfterIdle is how long a pooled PostgreSQL connection must have been
-// idle before it is pinged when lent: longer than any renew interval.
-const pingAfterIdle = time.Hour
-
-func (t Target) openPostgres(ctx context.Context, timeout time.Duration) (*Opened, error) {
-	cfg, err := pgxpool.ParseConfig(t.connString)
-	if err != nil {
-		return nil, newError(store.ErrInvalid, nil, "storeurl: store URL %s: %s", t.Display, t.Redact(err.Error()))
-	}
-	if cfg.ConnConfig.ConnectTimeout == 0 {
-		cfg.ConnConfig.ConnectTimeout = timeout
-	}
-	if _, ok := cfg.ConnConfig.RuntimeParams["application_name"]; !ok {
-		cfg.ConnConfig.RuntimeParams["application_name"] = applicationName
-	}
-	// pgxpool pings a connection idle for a second before lending it,
-	// which doubles the round trips of every renewal (they come TTL/3
-	// apart). A connection that died while idle fails its renewal instead:
-	// the tenure ends and is acquired again, on a fresh connection.
-	cfg.ShouldPing = func(_ context.Context, p pgxpool.ShouldPingParams) bool { return p.IdleDuration >= pingAfterIdle }
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		return nil, newError(store.ErrInvalid, nil, "storeurl: store URL %s: %s", t.Display, t.Redact(err.Error()))
-	}
-	pctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	if err := pool.Ping(pctx); err != nil {
-		pool.Close()
-		return nil, newError(store.ErrUnavailable, nil, "storeurl: cannot reach PostgreSQL at %s: %s", t.Display, t.Redact(oneLine(err.Error())))
-	}
-	st, err := pgstore.New(pool, t.PG)
-	if err != nil {
-		pool.Close()
-		return nil, newError(store.ErrInvalid, err, "storeurl: %s", t.Redact(err.Error()))
-	}
-	return &Opened{Target: t, Store: st, pg: st, pool: pool}, nil
-}
-
-// Registry returns the fleet registry next to an open PostgreSQL store,
-// using its connections (see [Target.RegistryConfig]). For another store it
-// fails with an error matching [store.ErrInvalid].
-func (o *Opened) Registry() (*registry.Registry, error) {
-	cfg, err := o.Target.RegistryConfig()
-	if err != nil {
-		return nil, err
-	}
-	reg, err := registry.New(o.pool, cfg)
-	if err != nil {
-		return nil, newError(store.ErrInvalid, err, "storeurl: %s", o.Target.Redact(err.Error()))
-	}
-	return reg, nil
-}
-
-// Migrate creates or upgrades the store's schema and returns a sentence
-// saying what it did. A PostgreSQL store needs DDL rights for it, and gets
-// the fleet registry's tables too; an SQLite store was already migrated by
-// Open; Redis, etcd and Consul keep no schema, and Migrate only says so.
-func (o *Opened) Migrate(ctx context.Context) (string, error) {
-	switch {
-	case o.sqlite != nil:
-		return fmt.Sprintf("the SQLite store %s is at schema version %d (it creates and upgrades its schema itself when opened)",
-			o.Target.Display, sqlitestore.SchemaVersion), nil
-	case o.Target.Kind == AlwaysLeader:
-		return "the always-leader store keeps nothing: nothing to migrate", nil
-	case o.mysql != nil:
-		return o.migrateMySQL(ctx)
-	case o.nats != nil:
-		return o.migrateNats(), nil
-	case o.Target.Kind == Kubernetes:
-		return fmt.Sprintf("the Kubernetes store %s keeps no schema: nothing to migrate (its Lease objects are named %s-…); tenure migrate --print --grant ACCOUNT prints the Role its workers need",
-			o.Target.Display, cmp.Or(o.Target.K8s.Prefix, k8sstore.DefaultPrefix)), nil
-	case o.pg == nil:
-		return fmt.Sprintf("the %s store %s keeps no schema: nothing to migrate (its keys live under the prefix %q)",
-			o.Target.Kind.Name(), o.Target.Display, o.prefix), nil
-	}
-	if err := o.pg.Migrate(ctx); err != nil {
-		return "", o.Target.Wrap(err)
-	}
-	reg, err := o.Registry()
-	if err != nil {
-		return "", err
-	}
-	if err := reg.Migrate(ctx); err != nil {
-		return "", o.Target.Wrap(err)
-	}
-	obj := o.pg.Objects()
-	fleet, err := o.Target.registryConfig().Objects()
-	if err != nil {
-		return "", newError(store.ErrInvalid, err, "storeurl: %s", o.Target.Redact(err.Error()))
-	}
-	return fmt.Sprintf("migrated the PostgreSQL store %s: schema %q, tables %s and %s, fence function %s; fleet registry tables %s, %s and %s",
-		o.Target.Display, obj.Schema, obj.Leases, obj.Fences, obj.FenceFunc, fleet.Agents, fleet.Owners, fleet.Reassignments), nil
-}
-
-// TokenFloorSupported reports, with an error matching [store.ErrInvalid],
-// a store whose token floor cannot be raised: every store but PostgreSQL.
-func (t Target) TokenFloorSupported() error {
-	if t.Kind != Postgres {
-		return newError(store.ErrInvalid, nil, "storeurl: --token-floor is for PostgreSQL, whose tokens a failover of asynchronous replication can lose; the %s store %s has no token sequence to raise", t.Kind.Name(), t.Display)
-	}
-	return nil
-}
-
-// RaiseTokenFloor raises a PostgreSQL store's token sequence after a
-// failover ([pgstore.Store.RaiseTokenFloor]); other stores refuse it with
-// an error matching [store.ErrInvalid].
-func (o *Opened) RaiseTokenFloor(ctx context.Context) (store.Token, error) {
-	if err := o.Target.TokenFloorSupported(); err != nil {
-		return 0, err
-	}
-	floor, err := o.pg.RaiseTokenFloor(ctx)
-	if err != nil {
-		return 0, o.Target.Wrap(err)
-	}
-	return floor, nil
-}
-
-// CloseTimeout bounds how long [Opened.Close] waits for PostgreSQL
-// connections to close.
-const CloseTimeout = 2 * time.Second
-
-// Close closes the store and the connections it opened. It waits at most
-// [CloseTimeout] for PostgreSQL connections: pgx gives a connection broken
-// by a timeout up to 15 s to say goodbye to a server that may be
-// partitioned away, and a command that is about to exit must not wait for
-// that. Connections still closing then are abandoned to the process's exit,
-// and Close reports it with an error matching [store.ErrUnavailable].
-func (o *Opened) Close() error {
-	err := o.Store.Close()
-	if err != nil {
-		err = o.Target.Wrap(err)
-	}
-	if o.closeClient != nil {
-		if cerr := o.closeClient(); cerr != nil {
-			err = errors.Join(err, o.Target.Wrap(cerr))
+// WithSecrets returns t with secrets (a password or token read from a file
+// the URL names) added to what [Target.Redact] masks; empty ones are
+// ignored.
+func (t Target) WithSecrets(secrets ...string) Target {
+	t.secrets = slices.Clip(t.secrets)
+	for _, s := range secrets {
+		if s != "" {
+			t.secrets = append(t.secrets, s)
 		}
 	}
-	if o.pool == nil {
-		return err
-	}
-	closed := make(chan struct{})
-	go func() {
-		o.pool.Close()
-		close(closed)
-	}()
-	t := time.NewTimer(CloseTimeout)
-	defer t.Stop()
-	select {
-	case <-closed:
-		return err
-	case <-t.C:
-		return errors.Join(err, newError(store.ErrUnavailable, nil,
-			"storeurl: the connections to %s did not close within %s; abandoned", o.Target.Display, CloseTimeout))
-	}
+	return t
 }
 
 // Wrap returns err with its message redacted and on one line, keeping
@@ -701,16 +433,20 @@ func oneLine(s string) string {
 	return strings.Join(strings.Fields(s), " ")
 }
 
-// storeError is this package's error: a message already redacted, the
-// sentinel it matches, and the cause (whose message may hold a secret and
-// is never shown).
+// storeError is the error of this package and of the one that opens
+// stores: a message already redacted, the sentinel it matches, and the
+// cause (whose message may hold a secret and is never shown).
 type storeError struct {
 	msg   string
 	kind  error
 	cause error
 }
 
-func newError(kind, cause error, format string, args ...any) error {
+// Errorf returns an error whose message is format's, matching kind (a
+// sentinel such as [store.ErrInvalid]) with errors.Is and wrapping cause,
+// whose message is not shown. The message must hold no secret: pass what
+// may hold one through [Target.Redact] first.
+func Errorf(kind, cause error, format string, args ...any) error {
 	return &storeError{msg: fmt.Sprintf(format, args...), kind: kind, cause: cause}
 }
 

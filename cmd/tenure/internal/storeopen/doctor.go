@@ -1,4 +1,4 @@
-package storeurl
+package storeopen
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/tenure-dev/tenure/cmd/tenure/internal/storeurl"
 	"github.com/tenure-dev/tenure/store"
 )
 
@@ -42,18 +43,18 @@ func (c *WallClock) Close() error { return c.close() }
 func (o *Opened) WallClock(ctx context.Context) (*WallClock, error) {
 	nothing := func() error { return nil }
 	switch o.Target.Kind {
-	case SQLite:
+	case storeurl.SQLite:
 		return &WallClock{Local: true, read: func(context.Context) (time.Time, error) { return time.Now(), nil }, close: nothing}, nil
-	case Postgres:
+	case storeurl.Postgres:
 		return &WallClock{read: func(ctx context.Context) (time.Time, error) {
 			var t time.Time
 			err := o.pool.QueryRow(ctx, "SELECT clock_timestamp()").Scan(&t)
 			return t, o.Target.Wrap(err)
 		}, close: nothing}, nil
-	case Redis:
-		opts, err := redis.ParseURL(o.Target.connString)
+	case storeurl.Redis:
+		opts, _, err := redisConfigs(o.Target)
 		if err != nil {
-			return nil, newError(store.ErrInvalid, nil, "storeurl: store URL %s: %s", o.Target.Display, o.Target.Redact(err.Error()))
+			return nil, err
 		}
 		opts.ContextTimeoutEnabled = true
 		client := redis.NewClient(opts)
@@ -61,17 +62,16 @@ func (o *Opened) WallClock(ctx context.Context) (*WallClock, error) {
 			t, err := client.Time(ctx).Result()
 			return t, o.Target.Wrap(err)
 		}, close: client.Close}, nil
-	case MySQL:
-		cfg, err := mysql.ParseDSN(o.Target.connString)
+	case storeurl.MySQL:
+		cfg, _, err := mysqlConfigs(o.Target)
 		if err != nil {
-			return nil, newError(store.ErrInvalid, nil, "storeurl: store URL %s: %s", o.Target.Display, o.Target.Redact(err.Error()))
+			return nil, err
 		}
-		cfg.Logger = &mysql.NopLogger{}
 		cfg.Loc = time.UTC
 		cfg.ParseTime = true
 		conn, err := mysql.NewConnector(cfg)
 		if err != nil {
-			return nil, newError(store.ErrInvalid, nil, "storeurl: store URL %s: %s", o.Target.Display, o.Target.Redact(err.Error()))
+			return nil, storeurl.Errorf(store.ErrInvalid, nil, "storeurl: store URL %s: %s", o.Target.Display, o.Target.Redact(err.Error()))
 		}
 		db := sql.OpenDB(conn)
 		db.SetMaxOpenConns(1)
@@ -90,7 +90,7 @@ func (o *Opened) WallClock(ctx context.Context) (*WallClock, error) {
 			err = tx.QueryRowContext(ctx, "SELECT SYSDATE(6)").Scan(&t)
 			return t, o.Target.Wrap(err)
 		}, close: db.Close}, nil
-	case Nats:
+	case storeurl.Nats:
 		// Message TTLs run on the wall clock of the stream's server.
 		return &WallClock{read: func(ctx context.Context) (time.Time, error) {
 			t, err := o.nats.ServerTime(ctx)
@@ -105,16 +105,12 @@ func (o *Opened) WallClock(ctx context.Context) (*WallClock, error) {
 // doctor`; "" for stores without SQL roles.
 func (o *Opened) Role(ctx context.Context) (string, error) {
 	switch o.Target.Kind {
-	case Postgres:
+	case storeurl.Postgres:
 		var role string
 		err := o.pool.QueryRow(ctx, "SELECT current_user").Scan(&role)
 		return role, o.Target.Wrap(err)
-	case MySQL:
-		cfg, err := mysql.ParseDSN(o.Target.connString)
-		if err != nil {
-			return "", newError(store.ErrInvalid, nil, "storeurl: store URL %s: %s", o.Target.Display, o.Target.Redact(err.Error()))
-		}
-		return cfg.User, nil
+	case storeurl.MySQL:
+		return o.Target.User, nil
 	}
 	return "", nil
 }

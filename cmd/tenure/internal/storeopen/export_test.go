@@ -1,0 +1,4 @@
+package storeopen
+
+// ConsulConfig exposes consulConfig to the tests.
+var ConsulConfig = consulConfig
