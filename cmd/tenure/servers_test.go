@@ -12,6 +12,7 @@ import (
 	"github.com/tenure-dev/tenure/cmd/tenure/internal/cli"
 	"github.com/tenure-dev/tenure/cmd/tenure/internal/storeurl"
 	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testserver/kubeserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
 )
 
@@ -57,7 +58,7 @@ func TestServerStores(t *testing.T) {
 	})
 	t.Run("Kubernetes", func(t *testing.T) {
 		t.Parallel()
-		srv := testserver.OwnKubeAPIServer(t)
+		srv := kubeserver.Own(t)
 		prefix := strings.ReplaceAll(testutil.UniqueName(t), "_", "-")
 		serverStore(t, fmt.Sprintf("k8s://default?kubeconfig=%s&%s=%s", srv.Kubeconfig(t, srv.Admin()), storeurl.ParamPrefix, prefix), "Kubernetes")
 

@@ -21,10 +21,13 @@ import (
 
 	"github.com/tenure-dev/tenure/fence/s3fence"
 	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testserver/s3server"
 	"github.com/tenure-dev/tenure/store"
 )
 
-func TestMain(m *testing.M) { testserver.Main(m, testserver.Servers{MinIO: true}) }
+func TestMain(m *testing.M) {
+	testserver.Main(m, testserver.Servers{Others: []testserver.SharedServer{s3server.Shared}})
+}
 
 // testBundle is a bucket of its own on the shared server, and a client.
 type testBundle struct {
@@ -34,7 +37,7 @@ type testBundle struct {
 
 func setup(t *testing.T) *testBundle {
 	t.Helper()
-	m := testserver.SharedMinIO(t)
+	m := s3server.Shared.Get(t)
 	return &testBundle{client: m.Client(t), bucket: m.Bucket(t)}
 }
 
@@ -706,7 +709,7 @@ func TestUnavailable(t *testing.T) {
 	require.ErrorIs(t, err, store.ErrUnavailable)
 	require.ErrorIs(t, err, context.Canceled)
 
-	m := testserver.OwnMinIO(t)
+	m := s3server.Own(t)
 	c := m.Client(t)
 	bucket := m.Bucket(t)
 	m.Kill()

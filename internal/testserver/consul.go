@@ -83,7 +83,7 @@ func StartConsul(ctx context.Context, cfg ConsulConfig) (*Consul, error) {
 		if cfg.Server {
 			args = []string{"agent", "-server", "-bootstrap-expect", "1", "-hcl", "performance { raft_multiplier = 1 }"}
 		}
-		return startConsulAgent(ctx, bin, "tenure-test-"+randomHex(6), ports, args)
+		return startConsulAgent(ctx, bin, "tenure-test-"+testutil.RandomHex(6), ports, args)
 	})
 }
 

@@ -34,7 +34,7 @@ func StartConsulCluster(ctx context.Context) (*ConsulCluster, error) {
 		return nil, err
 	}
 	return OnFreePorts(ctx, 4*ClusterSize, func(ports []int) (*ConsulCluster, error) {
-		prefix := "tenure-test-" + randomHex(6)
+		prefix := "tenure-test-" + testutil.RandomHex(6)
 		// A member is ready once the servers have elected a leader, which
 		// needs all three (bootstrap-expect): they start side by side.
 		c := &ConsulCluster{Members: make([]*Consul, ClusterSize)}

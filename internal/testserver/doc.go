@@ -30,18 +30,10 @@
 //     package's TestMain calls [Main] to share one server among its tests
 //     ([SharedEtcd], [SharedConsul]); a test that stops or restarts its
 //     server starts its own ([OwnEtcd], [OwnConsul]).
-//   - kube-apiserver (kube.go): started from $TENURE_KUBE_APISERVER_BIN
-//     (or kube-apiserver on PATH; tools/kube/ensure.sh builds it) over an
-//     etcd of its own, with RBAC on and two token users: an administrator
-//     ([KubeAPIServer.Admin]) and a worker that may do only what a
-//     RoleBinding grants ([KubeAPIServer.Worker]); shared through [Main]
-//     ([SharedKubeAPIServer]) or a test's own ([OwnKubeAPIServer]).
-//     [KubeAPIServer.Kubeconfig] writes a kubeconfig for the CLI.
-//   - MinIO (minio.go): an S3-compatible object store for fence/s3fence,
-//     started from $TENURE_MINIO_BIN (or minio on PATH;
-//     tools/minio/ensure.sh builds it), shared through [Main]
-//     ([SharedMinIO]) or a test's own ([OwnMinIO]), with a bucket per test
-//     ([MinIO.Bucket]).
+//   - kube-apiserver and MinIO: in the sub-packages kubeserver and
+//     s3server, so that only the test binaries that talk to Kubernetes or
+//     S3 compile and link client-go or the AWS SDK. Their shared servers
+//     plug into [Main] through [Servers.Others] ([NewShared]).
 //   - Clusters of etcd and Consul (etcdcluster.go, consulcluster.go):
 //     three members on loopback, each a [Process] of its own that a test
 //     or the chaos harness may pause ([Process.Pause], SIGSTOP), kill and
@@ -66,7 +58,7 @@
 //
 // # Conformance harnesses
 //
-// [PostgresHarness], [MySQLHarness], [RedisHarness], [ConsulHarness],
-// [NatsHarness] and [KubeHarness] adapt those
-// servers to [storetest.Harness].
+// [PostgresHarness], [MySQLHarness], [RedisHarness], [ConsulHarness] and
+// [NatsHarness] adapt those servers to [storetest.Harness] (and
+// kubeserver.Harness the kube-apiserver).
 package testserver

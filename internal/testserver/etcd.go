@@ -53,7 +53,7 @@ func StartEtcd(ctx context.Context, cfg EtcdConfig) (*Etcd, error) {
 		return nil, err
 	}
 	return OnFreePorts(ctx, 2, func(ports []int) (*Etcd, error) {
-		name := "tenure-test-" + randomHex(6)
+		name := "tenure-test-" + testutil.RandomHex(6)
 		client := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
 		peer := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
 		return startEtcdMember(ctx, bin, cfg, name, client, peer, name+"="+peer, name)

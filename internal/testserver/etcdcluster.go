@@ -43,7 +43,7 @@ func StartEtcdCluster(ctx context.Context, cfg EtcdConfig) (*EtcdCluster, error)
 		return nil, err
 	}
 	return OnFreePorts(ctx, 2*ClusterSize, func(ports []int) (*EtcdCluster, error) {
-		token := "tenure-test-" + randomHex(6)
+		token := "tenure-test-" + testutil.RandomHex(6)
 		names := make([]string, ClusterSize)
 		initial := make([]string, ClusterSize)
 		for i := range names {

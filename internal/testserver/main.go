@@ -19,38 +19,104 @@ type Servers struct {
 	Consul bool
 	// Nats starts one nats-server with JetStream, for [SharedNats].
 	Nats bool
-	// KubeAPIServer starts one kube-apiserver (and its etcd), for
-	// [SharedKubeAPIServer].
-	KubeAPIServer bool
-	// MinIO starts one MinIO server, for [SharedMinIO].
-	MinIO bool
+	// Others are shared servers of the sub-packages whose clients are too
+	// heavy for every test binary that imports testserver:
+	// kubeserver.Shared and s3server.Shared. Main starts them after the
+	// servers above, in order.
+	Others []SharedServer
 }
 
-// shared holds what [Main] started, or why it could not.
-var shared struct {
-	main      bool // Main runs
-	servers   Servers
-	etcd      *Etcd
-	etcdErr   error
-	consul    *Consul
-	consulErr error
-	nats      *Nats
-	natsErr   error
-	kube      *KubeAPIServer
-	kubeErr   error
-	minio     *MinIO
-	minioErr  error
+// SharedServer is a server [Main] starts before a package's tests and stops
+// after them: a [*Shared].
+type SharedServer interface {
+	// start starts the server and keeps it, or the error, for the tests.
+	start(ctx context.Context)
+	// stop stops the server if start started it.
+	stop()
+}
+
+// Shared is a server of type T that [Main] starts for a package's tests to
+// share when [Servers] names it; tests take it with [Shared.Get]. Make one
+// with [NewShared].
+type Shared[T any] struct {
+	name    string
+	startFn func(context.Context) (T, error)
+	stopFn  func(T) error
+
+	// Main sets these before the tests run and leaves them alone after.
+	asked  bool
+	server T
+	err    error
+}
+
+// NewShared returns a shared server that Main starts with start and stops
+// with stop; name names it in messages ("kube-apiserver").
+func NewShared[T any](name string, start func(context.Context) (T, error), stop func(T) error) *Shared[T] {
+	return &Shared[T]{name: name, startFn: start, stopFn: stop}
+}
+
+// Get returns the server [Main] started. When it could not start, Get stops
+// tb through [testutil.NeedServer]: a skip, or a failure when CI is set.
+// When the package's TestMain did not ask Main for the server, Get fails
+// tb.
+func (s *Shared[T]) Get(tb testing.TB) T {
+	tb.Helper()
+	if !s.asked {
+		tb.Fatalf("testserver: no shared %s: the package's TestMain must name it in the testserver.Servers it passes to testserver.Main", s.name)
+	}
+	testutil.NeedServer(tb, s.name, s.err)
+	return s.server
+}
+
+func (s *Shared[T]) start(ctx context.Context) {
+	s.asked = true
+	s.server, s.err = s.startFn(ctx)
+}
+
+func (s *Shared[T]) stop() {
+	if s.err != nil {
+		return
+	}
+	if err := s.stopFn(s.server); err != nil {
+		fmt.Fprintf(os.Stderr, "testserver: stop the shared %s: %v\n", s.name, err)
+	}
+}
+
+// The servers [Servers] names with its fields.
+var (
+	sharedEtcd = NewShared("etcd", func(ctx context.Context) (*Etcd, error) {
+		return StartEtcd(ctx, EtcdConfig{})
+	}, (*Etcd).Stop)
+	sharedConsul = NewShared("consul agent", func(ctx context.Context) (*Consul, error) {
+		return StartConsul(ctx, ConsulConfig{})
+	}, (*Consul).Stop)
+	sharedNats = NewShared("nats-server", StartNats, (*Nats).Stop)
+)
+
+// list returns the servers s names, in the order Main starts them.
+func (s Servers) list() []SharedServer {
+	var l []SharedServer
+	if s.Etcd {
+		l = append(l, sharedEtcd)
+	}
+	if s.Consul {
+		l = append(l, sharedConsul)
+	}
+	if s.Nats {
+		l = append(l, sharedNats)
+	}
+	return append(l, s.Others...)
 }
 
 // Main runs a test package's tests: it starts the servers named, runs the
-// tests, stops the servers, fails the run if goroutines leaked (goleak, as
-// [testutil.VerifyTestMain] does, but after the servers are stopped) and
-// exits. Call it from TestMain:
+// tests, stops the servers in the reverse order, fails the run if
+// goroutines leaked (goleak, as [testutil.VerifyTestMain] does, but after
+// the servers are stopped) and exits. Call it from TestMain:
 //
 //	func TestMain(m *testing.M) { testserver.Main(m, testserver.Servers{Etcd: true}) }
 //
-// A server that cannot start is not an error here: [SharedEtcd] and
-// [SharedConsul] report it to each test that asks.
+// A server that cannot start is not an error here: [Shared.Get] reports it
+// to each test that asks.
 func Main(m *testing.M, servers Servers) {
 	goleak.VerifyTestMain(mainRun{m: m, servers: servers})
 }
@@ -63,101 +129,28 @@ type mainRun struct {
 }
 
 func (r mainRun) Run() int {
-	shared.main, shared.servers = true, r.servers
 	ctx := context.Background()
-	if r.servers.Etcd {
-		shared.etcd, shared.etcdErr = StartEtcd(ctx, EtcdConfig{})
-		if shared.etcd != nil {
-			defer stopShared("etcd", shared.etcd.Process)
-		}
-	}
-	if r.servers.Consul {
-		shared.consul, shared.consulErr = StartConsul(ctx, ConsulConfig{})
-		if shared.consul != nil {
-			defer stopShared("consul", shared.consul.Process)
-		}
-	}
-	if r.servers.Nats {
-		shared.nats, shared.natsErr = StartNats(ctx)
-		if shared.nats != nil {
-			defer stopShared("nats-server", shared.nats.Process)
-		}
-	}
-	if r.servers.KubeAPIServer {
-		shared.kube, shared.kubeErr = StartKubeAPIServer(ctx)
-		if shared.kube != nil {
-			defer func() {
-				if err := shared.kube.Stop(); err != nil {
-					fmt.Fprintf(os.Stderr, "testserver: stop the shared kube-apiserver: %v\n", err)
-				}
-			}()
-		}
-	}
-	if r.servers.MinIO {
-		shared.minio, shared.minioErr = StartMinIO(ctx)
-		if shared.minio != nil {
-			defer stopShared("minio", shared.minio.Process)
-		}
+	for _, s := range r.servers.list() {
+		s.start(ctx)
+		defer s.stop()
 	}
 	return r.m.Run()
 }
 
-func stopShared(name string, p *Process) {
-	if err := p.Stop(); err != nil {
-		fmt.Fprintf(os.Stderr, "testserver: stop the shared %s: %v\n", name, err)
-	}
-}
-
-// needShared stops tb unless Main runs and was asked for the server.
-func needShared(tb testing.TB, asked bool, field string) {
-	tb.Helper()
-	if !shared.main || !asked {
-		tb.Fatalf("testserver: no shared server: the package's TestMain must call testserver.Main(m, testserver.Servers{%s: true})", field)
-	}
-}
-
-// SharedEtcd returns the etcd server [Main] started. When it could not
-// start it stops tb through [testutil.NeedServer]: a skip, or a failure
-// when CI is set.
+// SharedEtcd returns the etcd server [Main] started ([Shared.Get]).
 func SharedEtcd(tb testing.TB) *Etcd {
 	tb.Helper()
-	needShared(tb, shared.servers.Etcd, "Etcd")
-	testutil.NeedServer(tb, "etcd", shared.etcdErr)
-	return shared.etcd
+	return sharedEtcd.Get(tb)
 }
 
-// SharedConsul returns the Consul agent [Main] started. When it could not
-// start it stops tb through [testutil.NeedServer].
+// SharedConsul returns the Consul agent [Main] started ([Shared.Get]).
 func SharedConsul(tb testing.TB) *Consul {
 	tb.Helper()
-	needShared(tb, shared.servers.Consul, "Consul")
-	testutil.NeedServer(tb, "consul agent", shared.consulErr)
-	return shared.consul
+	return sharedConsul.Get(tb)
 }
 
-// SharedNats returns the nats-server [Main] started. When it could not
-// start it stops tb through [testutil.NeedServer].
+// SharedNats returns the nats-server [Main] started ([Shared.Get]).
 func SharedNats(tb testing.TB) *Nats {
 	tb.Helper()
-	needShared(tb, shared.servers.Nats, "Nats")
-	testutil.NeedServer(tb, "nats-server", shared.natsErr)
-	return shared.nats
-}
-
-// SharedKubeAPIServer returns the kube-apiserver [Main] started. When it
-// could not start it stops tb through [testutil.NeedServer].
-func SharedKubeAPIServer(tb testing.TB) *KubeAPIServer {
-	tb.Helper()
-	needShared(tb, shared.servers.KubeAPIServer, "KubeAPIServer")
-	testutil.NeedServer(tb, "kube-apiserver", shared.kubeErr)
-	return shared.kube
-}
-
-// SharedMinIO returns the MinIO server [Main] started. When it could not
-// start it stops tb through [testutil.NeedServer].
-func SharedMinIO(tb testing.TB) *MinIO {
-	tb.Helper()
-	needShared(tb, shared.servers.MinIO, "MinIO")
-	testutil.NeedServer(tb, "minio", shared.minioErr)
-	return shared.minio
+	return sharedNats.Get(tb)
 }

@@ -66,7 +66,7 @@ func StartNats(ctx context.Context) (*Nats, error) {
 		if err != nil {
 			return nil, fmt.Errorf("testserver: nats data directory: %w", err)
 		}
-		n := &Nats{Name: "tenure-test-" + randomHex(6), URL: fmt.Sprintf("nats://127.0.0.1:%d", ports[0])}
+		n := &Nats{Name: "tenure-test-" + testutil.RandomHex(6), URL: fmt.Sprintf("nats://127.0.0.1:%d", ports[0])}
 		args := []string{
 			"--server_name", n.Name,
 			"--addr", "127.0.0.1",
@@ -176,7 +176,7 @@ func (h NatsHarness) Bucket(tb testing.TB) (jetstream.JetStream, natsstore.Confi
 	if err != nil {
 		tb.Fatalf("testserver: %v", err)
 	}
-	cfg := natsstore.Config{Bucket: "t" + randomHex(8)}
+	cfg := natsstore.Config{Bucket: "t" + testutil.RandomHex(8)}
 	if err := natsstore.Migrate(tb.Context(), js, cfg); err != nil {
 		tb.Fatalf("testserver: %v", err)
 	}

@@ -3,8 +3,6 @@ package testserver
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -303,11 +301,4 @@ func OnFreePorts[T any](ctx context.Context, n int, start func(ports []int) (T, 
 		}
 	}
 	return zero, errors.Join(errs...)
-}
-
-// randomHex returns n random bytes in lowercase hex.
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b) // crypto/rand.Read never fails; it crashes the program instead.
-	return hex.EncodeToString(b)
 }

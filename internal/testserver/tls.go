@@ -131,7 +131,7 @@ func startPostgresTLS(tb testing.TB, ca *testca.CA) (*PostgresTLS, error) {
 		}
 		return err
 	}
-	pw := randomHex(16)
+	pw := testutil.RandomHex(16)
 	data := filepath.Join(dir, "data")
 	err = errors.Join(own(dir),
 		copyFile(srv.CertFile, filepath.Join(dir, "server.crt")),
@@ -281,7 +281,7 @@ func startRedisTLS(tb testing.TB, ca *testca.CA, clientCerts bool) (*RedisTLS, e
 	}
 	roots := x509.NewCertPool()
 	roots.AppendCertsFromPEM(pem)
-	pw := randomHex(16)
+	pw := testutil.RandomHex(16)
 	auth := "no"
 	if clientCerts {
 		auth = "yes"
@@ -381,13 +381,13 @@ func startEtcdTLS(tb testing.TB, ca *testca.CA) (*EtcdTLS, error) {
 	if err != nil {
 		return nil, err
 	}
-	pw := randomHex(16)
+	pw := testutil.RandomHex(16)
 	return OnFreePorts(tb.Context(), 2, func(ports []int) (*EtcdTLS, error) {
 		dir, err := os.MkdirTemp("", "tenure-etcdtls-")
 		if err != nil {
 			return nil, err
 		}
-		name := "tenure-test-" + randomHex(6)
+		name := "tenure-test-" + testutil.RandomHex(6)
 		e := &EtcdTLS{Addr: fmt.Sprintf("127.0.0.1:%d", ports[0]), Password: pw}
 		client := "https://" + e.Addr
 		peer := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
@@ -479,13 +479,13 @@ func startConsulTLS(tb testing.TB, ca *testca.CA) (*ConsulTLS, error) {
 		return nil, err
 	}
 	srv := ca.Server(tb)
-	token := fmt.Sprintf("%s-%s-%s-%s-%s", randomHex(4), randomHex(2), randomHex(2), randomHex(2), randomHex(6))
+	token := fmt.Sprintf("%s-%s-%s-%s-%s", testutil.RandomHex(4), testutil.RandomHex(2), testutil.RandomHex(2), testutil.RandomHex(2), testutil.RandomHex(6))
 	return OnFreePorts(tb.Context(), 4, func(ports []int) (*ConsulTLS, error) {
 		dir, err := os.MkdirTemp("", "tenure-consultls-")
 		if err != nil {
 			return nil, err
 		}
-		node := "tenure-test-" + randomHex(6)
+		node := "tenure-test-" + testutil.RandomHex(6)
 		c := &ConsulTLS{HTTPSAddr: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0])), Token: token}
 		hcl := fmt.Sprintf(`tls { defaults { ca_file = %q cert_file = %q key_file = %q verify_incoming = false } }
 acl { enabled = true default_policy = "deny" tokens { initial_management = %q agent = %q } }`,

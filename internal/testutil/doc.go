@@ -11,8 +11,9 @@
 // # Isolation
 //
 // Parallel tests never share rows, tables or keys: [UniqueName] derives a
-// short identifier-safe name from the test's name plus random characters, and
-// [Holder] makes a holder with a fresh random instance id.
+// short identifier-safe name from the test's name plus random characters,
+// [Holder] makes a holder with a fresh random instance id, and [RandomHex]
+// makes random names and secrets of any length.
 //
 // # Notifications
 //

@@ -70,7 +70,7 @@ func PostgresURL() string {
 // a key prefix or a file name.
 func UniqueName(t testing.TB) string {
 	t.Helper()
-	suffix := "_" + randomHex(5)
+	suffix := "_" + RandomHex(5)
 	base := sanitize(t.Name())
 	if keep := maxUniqueName - len(suffix); len(base) > keep {
 		base = strings.TrimLeft(base[len(base)-keep:], "_0123456789")
@@ -85,7 +85,7 @@ func UniqueName(t testing.TB) string {
 // id, so no two calls return the same holder.
 func Holder(t testing.TB, label string) store.Holder {
 	t.Helper()
-	return store.Holder{Label: label, Instance: randomHex(16)}
+	return store.Holder{Label: label, Instance: RandomHex(16)}
 }
 
 // sanitize lowercases s, turns every run of other characters into one
@@ -107,8 +107,9 @@ func sanitize(s string) string {
 	return strings.TrimLeft(strings.TrimRight(b.String(), "_"), "_0123456789")
 }
 
-// randomHex returns n random bytes from crypto/rand in lowercase hex.
-func randomHex(n int) string {
+// RandomHex returns n random bytes from crypto/rand in lowercase hex, for
+// names and secrets no other test or server may share.
+func RandomHex(n int) string {
 	buf := make([]byte, n)
 	_, _ = rand.Read(buf) // crypto/rand.Read never fails; it crashes the program instead.
 	return hex.EncodeToString(buf)

@@ -3,13 +3,13 @@ package k8sstore_test
 import (
 	"testing"
 
-	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testserver/kubeserver"
 	"github.com/tenure-dev/tenure/store/storetest"
 )
 
-func harness(t *testing.T) testserver.KubeHarness {
+func harness(t *testing.T) kubeserver.Harness {
 	t.Helper()
-	return testserver.KubeHarness{Server: testserver.SharedKubeAPIServer(t)}
+	return kubeserver.Harness{Server: kubeserver.Shared.Get(t)}
 }
 
 func TestConformance(t *testing.T) {
@@ -18,5 +18,5 @@ func TestConformance(t *testing.T) {
 }
 
 func BenchmarkStore(b *testing.B) {
-	storetest.Benchmark(b, testserver.KubeHarness{Server: testserver.SharedKubeAPIServer(b)})
+	storetest.Benchmark(b, kubeserver.Harness{Server: kubeserver.Shared.Get(b)})
 }

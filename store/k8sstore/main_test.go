@@ -4,6 +4,9 @@ import (
 	"testing"
 
 	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testserver/kubeserver"
 )
 
-func TestMain(m *testing.M) { testserver.Main(m, testserver.Servers{KubeAPIServer: true}) }
+func TestMain(m *testing.M) {
+	testserver.Main(m, testserver.Servers{Others: []testserver.SharedServer{kubeserver.Shared}})
+}

@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testserver/kubeserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
 )
 
@@ -153,8 +154,8 @@ func needBackend(t *testing.T, b string) {
 	case "postgres-failover":
 		testutil.NeedServer(t, "PostgreSQL's programs, for a private primary and standby", testserver.PostgresPairTools())
 	case "k8s":
-		_, err := testserver.KubeAPIServerBinary()
-		testutil.NeedServer(t, "kube-apiserver ("+testserver.KubeAPIServerBinEnv+")", err)
+		_, err := kubeserver.Binary()
+		testutil.NeedServer(t, "kube-apiserver ("+kubeserver.BinEnv+")", err)
 		_, err = testserver.EtcdBinary()
 		testutil.NeedServer(t, "etcd ("+EtcdBinEnv+")", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testserver/kubeserver"
 	"github.com/tenure-dev/tenure/store"
 	"github.com/tenure-dev/tenure/store/k8sstore"
 )
@@ -24,8 +25,8 @@ const kubeNamespace = "default"
 
 // startKube starts an etcd and a kube-apiserver over it. The nemesis
 // kills and restarts members[0], the API server; stop stops both.
-func startKube(ctx context.Context) (*server, *testserver.KubeAPIServer, error) {
-	k, err := testserver.StartKubeAPIServer(ctx)
+func startKube(ctx context.Context) (*server, *kubeserver.Server, error) {
+	k, err := kubeserver.Start(ctx)
 	if err != nil {
 		return nil, nil, fmt.Errorf("chaos: %w", err)
 	}

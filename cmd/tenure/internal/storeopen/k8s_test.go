@@ -12,7 +12,7 @@ import (
 
 	"github.com/tenure-dev/tenure/cmd/tenure/internal/storeopen"
 	"github.com/tenure-dev/tenure/cmd/tenure/internal/storeurl"
-	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testserver/kubeserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/store"
 	"github.com/tenure-dev/tenure/store/k8sstore"
@@ -57,7 +57,7 @@ func splitYAML(s string) []string {
 
 func TestOpenKubernetes(t *testing.T) {
 	t.Parallel()
-	srv := testserver.OwnKubeAPIServer(t)
+	srv := kubeserver.Own(t)
 	admin := srv.Kubeconfig(t, srv.Admin())
 	ctx := t.Context()
 

@@ -1,4 +1,4 @@
-package testserver
+package kubeserver
 
 import (
 	"context"
@@ -22,63 +22,64 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/tenure-dev/tenure/internal/testserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/store"
 	"github.com/tenure-dev/tenure/store/k8sstore"
 	"github.com/tenure-dev/tenure/store/storetest"
 )
 
-// KubeAPIServerBinEnv names the environment variable that names the
-// kube-apiserver binary.
-const KubeAPIServerBinEnv = "TENURE_KUBE_APISERVER_BIN"
+// BinEnv names the environment variable that names the kube-apiserver
+// binary.
+const BinEnv = "TENURE_KUBE_APISERVER_BIN"
 
-// kubeHowTo says how to get a kube-apiserver binary.
-const kubeHowTo = "export " + KubeAPIServerBinEnv + "=$(tools/kube/ensure.sh) builds kube-apiserver v1.37.2 and names it"
+// howTo says how to get a kube-apiserver binary.
+const howTo = "export " + BinEnv + "=$(tools/kube/ensure.sh) builds kube-apiserver v1.37.2 and names it"
 
-// KubeAPIServerBinary returns the kube-apiserver binary:
-// $TENURE_KUBE_APISERVER_BIN, or kube-apiserver on PATH.
-func KubeAPIServerBinary() (string, error) {
-	return Binary(KubeAPIServerBinEnv, "kube-apiserver", kubeHowTo)
+// Binary returns the kube-apiserver binary: $TENURE_KUBE_APISERVER_BIN, or
+// kube-apiserver on PATH.
+func Binary() (string, error) {
+	return testserver.Binary(BinEnv, "kube-apiserver", howTo)
 }
 
 // Bearer tokens of the users the API server knows (its token file).
 const (
-	// kubeAdminToken is a member of system:masters: it may do anything.
-	kubeAdminToken = "tenure-test-admin"
-	// kubeWorkerToken is user tenure-worker, in no group: it may do what
+	// adminToken is a member of system:masters: it may do anything.
+	adminToken = "tenure-test-admin"
+	// workerToken is user tenure-worker, in no group: it may do what
 	// RBAC grants it and nothing else.
-	kubeWorkerToken = "tenure-test-worker"
-	// KubeWorkerUser is the user name of [KubeAPIServer.Worker].
-	KubeWorkerUser = "tenure-worker"
+	workerToken = "tenure-test-worker"
+	// WorkerUser is the user name of [Server.Worker].
+	WorkerUser = "tenure-worker"
 )
 
-// KubeAPIServer is a kube-apiserver this process started on a free
-// loopback port, over an etcd of its own, with RBAC on and two users:
-// an administrator and a worker that may do nothing until a Role says so.
-type KubeAPIServer struct {
-	*Process
+// Server is a kube-apiserver this process started on a free loopback
+// port, over an etcd of its own, with RBAC on and two users: an
+// administrator and a worker that may do nothing until a Role says so.
+type Server struct {
+	*testserver.Process
 	// Etcd is the server's storage, stopped with it.
-	Etcd *Etcd
+	Etcd *testserver.Etcd
 	// Host is the server's URL, https://127.0.0.1:port.
 	Host string
 	// caFile verifies the server's self-signed certificate.
 	caFile string
 }
 
-// StartKubeAPIServer starts an etcd and a kube-apiserver over it, and
-// returns once the server is ready (/readyz) and presents the certificate
-// it wrote. Stop it with [KubeAPIServer.Stop].
-func StartKubeAPIServer(ctx context.Context) (*KubeAPIServer, error) {
-	bin, err := KubeAPIServerBinary()
+// Start starts an etcd and a kube-apiserver over it, and returns once the
+// server is ready (/readyz) and presents the certificate it wrote. Stop it
+// with [Server.Stop].
+func Start(ctx context.Context) (*Server, error) {
+	bin, err := Binary()
 	if err != nil {
 		return nil, err
 	}
-	etcd, err := StartEtcd(ctx, EtcdConfig{})
+	etcd, err := testserver.StartEtcd(ctx, testserver.EtcdConfig{})
 	if err != nil {
 		return nil, err
 	}
-	k, err := OnFreePorts(ctx, 1, func(ports []int) (*KubeAPIServer, error) {
-		return startKubeAPIServer(ctx, bin, etcd, ports[0])
+	k, err := testserver.OnFreePorts(ctx, 1, func(ports []int) (*Server, error) {
+		return start(ctx, bin, etcd, ports[0])
 	})
 	if err != nil {
 		return nil, errors.Join(err, etcd.Stop())
@@ -86,20 +87,20 @@ func StartKubeAPIServer(ctx context.Context) (*KubeAPIServer, error) {
 	return k, nil
 }
 
-func startKubeAPIServer(ctx context.Context, bin string, etcd *Etcd, port int) (*KubeAPIServer, error) {
+func start(ctx context.Context, bin string, etcd *testserver.Etcd, port int) (*Server, error) {
 	dir, err := os.MkdirTemp("", "tenure-kube-")
 	if err != nil {
-		return nil, fmt.Errorf("testserver: kube-apiserver directory: %w", err)
+		return nil, fmt.Errorf("kubeserver: kube-apiserver directory: %w", err)
 	}
-	tokens := fmt.Sprintf("%s,admin,admin,system:masters\n%s,%s,%s\n", kubeAdminToken, kubeWorkerToken, KubeWorkerUser, KubeWorkerUser)
+	tokens := fmt.Sprintf("%s,admin,admin,system:masters\n%s,%s,%s\n", adminToken, workerToken, WorkerUser, WorkerUser)
 	if err := os.WriteFile(filepath.Join(dir, "tokens.csv"), []byte(tokens), 0o600); err != nil {
-		return nil, errors.Join(fmt.Errorf("testserver: kube-apiserver tokens: %w", err), os.RemoveAll(dir))
+		return nil, errors.Join(fmt.Errorf("kubeserver: kube-apiserver tokens: %w", err), os.RemoveAll(dir))
 	}
 	if err := writeServiceAccountKey(filepath.Join(dir, "sa.key")); err != nil {
 		return nil, errors.Join(err, os.RemoveAll(dir))
 	}
 	certs := filepath.Join(dir, "certs")
-	k := &KubeAPIServer{Etcd: etcd, Host: fmt.Sprintf("https://127.0.0.1:%d", port), caFile: filepath.Join(certs, "apiserver.crt")}
+	k := &Server{Etcd: etcd, Host: fmt.Sprintf("https://127.0.0.1:%d", port), caFile: filepath.Join(certs, "apiserver.crt")}
 	args := []string{
 		"--etcd-servers", etcd.Endpoint,
 		"--bind-address", "127.0.0.1",
@@ -116,7 +117,7 @@ func startKubeAPIServer(ctx context.Context, bin string, etcd *Etcd, port int) (
 		"--service-account-signing-key-file", filepath.Join(dir, "sa.key"),
 		"--service-cluster-ip-range", "10.0.0.0/24",
 	}
-	k.Process, err = Start(ctx, Config{Name: "kube-apiserver", Bin: bin, Args: args, Dir: dir, Ready: k.ready, ReadyTimeout: 2 * time.Minute})
+	k.Process, err = testserver.Start(ctx, testserver.Config{Name: "kube-apiserver", Bin: bin, Args: args, Dir: dir, Ready: k.ready, ReadyTimeout: 2 * time.Minute})
 	if err != nil {
 		return nil, err
 	}
@@ -128,43 +129,53 @@ func startKubeAPIServer(ctx context.Context, bin string, etcd *Etcd, port int) (
 func writeServiceAccountKey(path string) error {
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
-		return fmt.Errorf("testserver: service account key: %w", err)
+		return fmt.Errorf("kubeserver: service account key: %w", err)
 	}
 	block := &pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}
 	if err := os.WriteFile(path, pem.EncodeToMemory(block), 0o600); err != nil {
-		return fmt.Errorf("testserver: service account key: %w", err)
+		return fmt.Errorf("kubeserver: service account key: %w", err)
 	}
 	return nil
 }
 
-// OwnKubeAPIServer starts a server for tb alone ([StartKubeAPIServer]) and
-// stops it when tb ends. When there is no binary, or it does not start,
-// it stops tb through [testutil.NeedServer].
-func OwnKubeAPIServer(tb testing.TB) *KubeAPIServer {
+// Own starts a server for tb alone ([Start]) and stops it when tb ends.
+// When there is no binary, or it does not start, it stops tb through
+// [testutil.NeedServer].
+func Own(tb testing.TB) *Server {
 	tb.Helper()
-	k, err := StartKubeAPIServer(tb.Context())
+	k, err := Start(tb.Context())
 	testutil.NeedServer(tb, "kube-apiserver", err)
 	tb.Cleanup(func() {
 		if err := k.Stop(); err != nil {
-			tb.Errorf("testserver: stop kube-apiserver %s: %v", k.Host, err)
+			tb.Errorf("kubeserver: stop kube-apiserver %s: %v", k.Host, err)
 		}
 	})
 	return k
 }
 
+// Shared is the server [testserver.Main] starts for a package's tests to
+// share when its [testserver.Servers.Others] names Shared:
+//
+//	func TestMain(m *testing.M) {
+//		testserver.Main(m, testserver.Servers{Others: []testserver.SharedServer{kubeserver.Shared}})
+//	}
+//
+// Tests take it with Shared.Get.
+var Shared = testserver.NewShared("kube-apiserver", Start, (*Server).Stop)
+
 // Stop stops the server and then its etcd.
-func (k *KubeAPIServer) Stop() error {
+func (k *Server) Stop() error {
 	return errors.Join(k.Process.Stop(), k.Etcd.Stop())
 }
 
 // Admin returns a client configuration of the administrator.
-func (k *KubeAPIServer) Admin() *rest.Config { return k.config(kubeAdminToken) }
+func (k *Server) Admin() *rest.Config { return k.config(adminToken) }
 
-// Worker returns a client configuration of user [KubeWorkerUser], which
+// Worker returns a client configuration of user [WorkerUser], which
 // may do only what a RoleBinding grants it.
-func (k *KubeAPIServer) Worker() *rest.Config { return k.config(kubeWorkerToken) }
+func (k *Server) Worker() *rest.Config { return k.config(workerToken) }
 
-func (k *KubeAPIServer) config(token string) *rest.Config {
+func (k *Server) config(token string) *rest.Config {
 	return &rest.Config{
 		Host:            k.Host,
 		BearerToken:     token,
@@ -177,9 +188,9 @@ func (k *KubeAPIServer) config(token string) *rest.Config {
 }
 
 // Kubeconfig writes a kubeconfig file that reaches the server as the
-// user of cfg ([KubeAPIServer.Admin] or [KubeAPIServer.Worker]) in
+// user of cfg ([Server.Admin] or [Server.Worker]) in
 // context "tenure-test", namespace default, and returns its path.
-func (k *KubeAPIServer) Kubeconfig(tb testing.TB, cfg *rest.Config) string {
+func (k *Server) Kubeconfig(tb testing.TB, cfg *rest.Config) string {
 	tb.Helper()
 	kc := clientcmdapi.NewConfig()
 	kc.Clusters["test"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthority: cfg.CAFile}
@@ -188,14 +199,14 @@ func (k *KubeAPIServer) Kubeconfig(tb testing.TB, cfg *rest.Config) string {
 	kc.CurrentContext = "tenure-test"
 	path := filepath.Join(tb.TempDir(), "kubeconfig")
 	if err := clientcmd.WriteToFile(*kc, path); err != nil {
-		tb.Fatalf("testserver: write kubeconfig: %v", err)
+		tb.Fatalf("kubeserver: write kubeconfig: %v", err)
 	}
 	return path
 }
 
 // ready checks that the server presents the certificate it wrote into its
 // directory and answers /readyz.
-func (k *KubeAPIServer) ready(ctx context.Context) error {
+func (k *Server) ready(ctx context.Context) error {
 	pemCerts, err := os.ReadFile(k.caFile)
 	if err != nil {
 		return err
@@ -210,11 +221,11 @@ func (k *KubeAPIServer) ready(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Authorization", "Bearer "+kubeAdminToken)
+	req.Header.Set("Authorization", "Bearer "+adminToken)
 	resp, err := client.Do(req)
 	var unknown x509.UnknownAuthorityError
 	if errors.As(err, &unknown) {
-		return fmt.Errorf("%w: the server on %s presents a certificate it did not write to %s", ErrForeign, k.Host, k.caFile)
+		return fmt.Errorf("%w: the server on %s presents a certificate it did not write to %s", testserver.ErrForeign, k.Host, k.caFile)
 	}
 	if err != nil {
 		return err
@@ -226,30 +237,30 @@ func (k *KubeAPIServer) ready(ctx context.Context) error {
 	return nil
 }
 
-// KubeHarness gives the conformance suite k8sstore stores on one server,
-// each with a prefix of its own in namespace default.
-type KubeHarness struct {
-	Server *KubeAPIServer
+// Harness gives the conformance suite k8sstore stores on one server, each
+// with a prefix of its own in namespace default.
+type Harness struct {
+	Server *Server
 }
 
 // NewStore implements [storetest.Harness].
-func (h KubeHarness) NewStore(tb testing.TB) store.Store {
+func (h Harness) NewStore(tb testing.TB) store.Store {
 	tb.Helper()
 	s, _, _ := h.New(tb)
 	return s
 }
 
-// New is [KubeHarness.NewStore] returning the concrete store, its Leases
+// New is [Harness.NewStore] returning the concrete store, its Leases
 // client (the administrator's) and its configuration, for
 // backend-specific tests. Its cleanup closes the store and deletes the
 // objects of its prefix.
-func (h KubeHarness) New(tb testing.TB) (*k8sstore.Store, coordinationv1.LeaseInterface, k8sstore.Config) {
+func (h Harness) New(tb testing.TB) (*k8sstore.Store, coordinationv1.LeaseInterface, k8sstore.Config) {
 	tb.Helper()
 	leases := h.Leases(tb, h.Server.Admin())
-	cfg := k8sstore.Config{Prefix: "t" + randomHex(8)}
+	cfg := k8sstore.Config{Prefix: "t" + testutil.RandomHex(8)}
 	s, err := k8sstore.New(leases, cfg)
 	if err != nil {
-		tb.Fatalf("testserver: %v", err)
+		tb.Fatalf("kubeserver: %v", err)
 	}
 	tb.Cleanup(func() {
 		_ = s.Close()
@@ -257,7 +268,7 @@ func (h KubeHarness) New(tb testing.TB) (*k8sstore.Store, coordinationv1.LeaseIn
 		defer cancel()
 		err := leases.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: k8sstore.LabelPrefix + "=" + cfg.Prefix})
 		if err != nil {
-			tb.Errorf("testserver: delete the Lease objects of prefix %s: %v", cfg.Prefix, err)
+			tb.Errorf("kubeserver: delete the Lease objects of prefix %s: %v", cfg.Prefix, err)
 		}
 	})
 	return s, leases, cfg
@@ -265,26 +276,26 @@ func (h KubeHarness) New(tb testing.TB) (*k8sstore.Store, coordinationv1.LeaseIn
 
 // Leases returns the Lease objects of namespace default as the user of
 // cfg sees them.
-func (h KubeHarness) Leases(tb testing.TB, cfg *rest.Config) coordinationv1.LeaseInterface {
+func (h Harness) Leases(tb testing.TB, cfg *rest.Config) coordinationv1.LeaseInterface {
 	tb.Helper()
 	c, err := coordinationv1.NewForConfig(cfg)
 	if err != nil {
-		tb.Fatalf("testserver: coordination client: %v", err)
+		tb.Fatalf("kubeserver: coordination client: %v", err)
 	}
 	return c.Leases("default")
 }
 
 // RBAC returns the administrator's RBAC client, to grant the worker roles.
-func (h KubeHarness) RBAC(tb testing.TB) rbacv1.RbacV1Interface {
+func (h Harness) RBAC(tb testing.TB) rbacv1.RbacV1Interface {
 	tb.Helper()
 	c, err := rbacv1.NewForConfig(h.Server.Admin())
 	if err != nil {
-		tb.Fatalf("testserver: RBAC client: %v", err)
+		tb.Fatalf("kubeserver: RBAC client: %v", err)
 	}
 	return c
 }
 
 // Capabilities implements [storetest.Harness].
-func (h KubeHarness) Capabilities() storetest.Capabilities {
+func (h Harness) Capabilities() storetest.Capabilities {
 	return storetest.Capabilities{Notify: true}
 }

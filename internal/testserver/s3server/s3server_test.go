@@ -1,4 +1,4 @@
-package testserver_test
+package s3server_test
 
 import (
 	"errors"
@@ -11,15 +11,18 @@ import (
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testserver/s3server"
+	"github.com/tenure-dev/tenure/internal/testutil"
 )
 
-// TestMinIOConditionalPutAndRestart checks what fence/s3fence relies on:
+func TestMain(m *testing.M) { testutil.VerifyTestMain(m) }
+
+// TestConditionalPutAndRestart checks what fence/s3fence relies on:
 // the server refuses a second create with If-None-Match: * and a write
 // whose If-Match names an old ETag with 412, and a restart keeps the data.
-func TestMinIOConditionalPutAndRestart(t *testing.T) {
+func TestConditionalPutAndRestart(t *testing.T) {
 	t.Parallel()
-	m := testserver.OwnMinIO(t)
+	m := s3server.Own(t)
 	c := m.Client(t)
 	ctx := t.Context()
 	bucket := m.Bucket(t)
