@@ -54,12 +54,7 @@ func openKubeWorker(sp spec) (store.Store, resource, func(), error) {
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	res, err := newTokenResource(sp.RedisAddr, sp.DataPrefix)
-	if err != nil {
-		_ = st.Close()
-		return nil, nil, nil, err
-	}
-	return st, res, func() { _ = st.Close(); res.close() }, nil
+	return withTokenResource(sp, st, func() { _ = st.Close() })
 }
 
 // setupKube starts the cell's API server and makes the harness's own

@@ -55,13 +55,7 @@ func openNatsWorker(ctx context.Context, sp spec) (store.Store, resource, func()
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	res, err := newTokenResource(sp.RedisAddr, sp.DataPrefix)
-	if err != nil {
-		_ = st.Close()
-		nc.Close()
-		return nil, nil, nil, err
-	}
-	return st, res, func() { _ = st.Close(); nc.Close(); res.close() }, nil
+	return withTokenResource(sp, st, func() { _ = st.Close(); nc.Close() })
 }
 
 // setupNats starts the cell's nats-server, creates its bucket and makes

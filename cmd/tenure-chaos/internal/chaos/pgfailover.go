@@ -106,13 +106,7 @@ func openPostgresFailoverWorker(ctx context.Context, sp spec) (store.Store, reso
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	res, err := newTokenResource(sp.RedisAddr, sp.DataPrefix)
-	if err != nil {
-		_ = st.Close()
-		pool.Close()
-		return nil, nil, nil, err
-	}
-	return st, res, func() { _ = st.Close(); pool.Close(); res.close() }, nil
+	return withTokenResource(sp, st, func() { _ = st.Close(); pool.Close() })
 }
 
 // failover stops the standby, and after the drawn lag kills the primary

@@ -50,6 +50,18 @@ func (r *tokenResource) fenced(ctx context.Context, _ *tenure.Lease, tok store.T
 	return r.fencer.HSet(ctx, r.rdb, resFenced, tok, r.keys[resFenced], next(n, tok, wid))
 }
 
+// withTokenResource completes openWorker for a cell whose chains are a
+// tokenResource: st is the worker's store, and closeStore closes it and
+// what it was opened over.
+func withTokenResource(sp spec, st store.Store, closeStore func()) (store.Store, resource, func(), error) {
+	res, err := newTokenResource(sp.RedisAddr, sp.DataPrefix)
+	if err != nil {
+		closeStore()
+		return nil, nil, nil, err
+	}
+	return st, res, func() { closeStore(); res.close() }, nil
+}
+
 // setupTokenResource makes the reader of a cell whose chains are a
 // tokenResource, and sets the spec its workers need to reach them.
 func (c *cell) setupTokenResource(ctx context.Context, id string, cleanups *[]func()) (*tokenResource, error) {
