@@ -72,7 +72,8 @@ const usage = `tenure-chaos runs chaos cells: N worker processes holding one lea
 real store, writing through a fenced resource and an unfenced twin, while a
 nemesis pauses, kills, partitions, delays, clones and forks them, shifts their
 clocks, terminates their sessions and restarts the store (on a
-three-member cluster: pauses and kills its leader or a follower). After every cell a
+three-member cluster: pauses and kills its leader or a follower; on a
+PostgreSQL primary with a standby: fails it over). After every cell a
 checker reads the history and both resources; any violation at the fenced
 resource fails the cell, and so do fewer than %d fault → lease lost → new
 holder cycles ("faults did not bite") and a twin without violations ("not
@@ -83,11 +84,14 @@ Replay a seed:    tenure-chaos -backend redis -seed 1234
 Long run:         tenure-chaos -long -report docs
 
 Environment: TENURE_TEST_PG_URL (PostgreSQL, default
-postgres://postgres@127.0.0.1:5432/test); the harness starts its own Redis,
-etcd and Consul servers (and the etcd-cluster and consul-cluster cells'
-three-member clusters) from TENURE_REDIS_BIN (default redis-server on
-PATH), TENURE_ETCD_BIN and TENURE_CONSUL_BIN (tools/etcd/ensure.sh and
-tools/consul/ensure.sh build them).
+postgres://postgres@127.0.0.1:5432/test), TENURE_TEST_MYSQL_URL and
+TENURE_TEST_REDIS_URL (the machine's servers); the harness starts its own
+Redis, etcd, Consul, nats-server and kube-apiserver (and the etcd-cluster
+and consul-cluster cells' three-member clusters) from TENURE_REDIS_BIN
+(default redis-server on PATH), TENURE_ETCD_BIN, TENURE_CONSUL_BIN,
+TENURE_NATS_BIN and TENURE_KUBE_APISERVER_BIN (tools/*/ensure.sh build
+them), and the postgres-failover cell's primary and standby from
+PostgreSQL's programs in TENURE_PG_BIN_DIR (default Debian's).
 
 Flags:
 `
