@@ -30,6 +30,18 @@
 //     package's TestMain calls [Main] to share one server among its tests
 //     ([SharedEtcd], [SharedConsul]); a test that stops or restarts its
 //     server starts its own ([OwnEtcd], [OwnConsul]).
+//   - nats-server (nats.go): JetStream on file storage, started from
+//     $TENURE_NATS_BIN (tools/nats/ensure.sh builds it; never Debian's,
+//     too old for per-key TTLs), shared through [Main] ([SharedNats]) or
+//     a test's own ([OwnNats]).
+//   - MySQL/MariaDB (mysql.go): the machine's server at [MySQLURL]; each
+//     test gets tables under a prefix of its own ([MySQLDB],
+//     [MySQLConfig], [MySQLDrop]).
+//   - A PostgreSQL primary and an asynchronous standby (pgpair.go):
+//     [StartPostgresPair] and [OwnPostgresPair], from the same programs as
+//     the TLS cluster below; [PostgresPair.Failover] promotes the standby
+//     with the WAL it has, and [PostgresPair.StartStandby] copies a new
+//     one.
 //   - kube-apiserver and MinIO: in the sub-packages kubeserver and
 //     s3server, so that only the test binaries that talk to Kubernetes or
 //     S3 compile and link client-go or the AWS SDK. Their shared servers
