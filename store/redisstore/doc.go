@@ -172,8 +172,11 @@
 // # Operations
 //
 // [Store.Acquire], [Store.Renew] and [Store.Release] are each one Lua
-// script (scripts/*.lua, embedded) and one round trip, and so is
-// [Store.ReleaseBatch] (the release script over a whole batch); go-redis sends
+// script (scripts/*.lua, embedded) and one round trip, and so are
+// [Store.AcquireBatch] and [Store.ReleaseBatch] (the acquire and release
+// scripts over a whole batch: a client sends the attempts made at once
+// together, and releases everything it holds at shutdown, in one call per
+// batch of up to [store.MaxRenewBatch]); go-redis sends
 // EVALSHA and falls back to EVAL when the server answers NOSCRIPT (after a
 // restart or SCRIPT FLUSH). Renew sends the whole batch, up to
 // [store.MaxRenewBatch] leases, as one script call, which the server runs

@@ -240,6 +240,42 @@ func TestRenewIsOneRoundTrip(t *testing.T) {
 	}
 }
 
+// TestAcquireBatchIsOneRoundTrip acquires 1,000 leases, one of them held
+// by another holder, in one script call: each is granted or refused as
+// Acquire would, and the tokens of the grants grow in the batch's order.
+func TestAcquireBatchIsOneRoundTrip(t *testing.T) {
+	t.Parallel()
+	c := testserver.RedisClient(t)
+	log := &commandLog{}
+	c.AddHook(log)
+	s := newStore(t, c, testserver.RedisPrefix(t, c))
+	me, other := testutil.Holder(t, "me"), testutil.Holder(t, "other")
+	taken := acquire(t, s, "lease-0500", other, time.Minute)
+	ps := make([]store.AcquireParams, 1000)
+	for i := range ps {
+		ps[i] = store.AcquireParams{Name: fmt.Sprintf("lease-%04d", i), Holder: me, TTL: time.Minute}
+	}
+	log.take()
+	res, err := s.AcquireBatch(t.Context(), ps)
+	require.NoError(t, err)
+	require.Contains(t, [][]string{{"evalsha"}, {"evalsha", "eval"}}, log.take(),
+		"one script call (and EVAL once, when the server had not cached the script yet)")
+	require.Len(t, res, len(ps))
+	var last store.Token
+	for i, r := range res {
+		if ps[i].Name == taken.Name {
+			var he *store.HeldError
+			require.ErrorAs(t, r.Err, &he)
+			require.Equal(t, taken.Token, he.Token)
+			continue
+		}
+		require.NoError(t, r.Err, ps[i].Name)
+		require.Equal(t, ps[i].Name, r.Grant.Name)
+		require.Greater(t, r.Grant.Token, last, "tokens grow in the batch's order")
+		last = r.Grant.Token
+	}
+}
+
 func TestList(t *testing.T) {
 	t.Parallel()
 
