@@ -11,8 +11,10 @@
 //	client, err := tenure.New(st, tenure.Config{})
 //
 // [Store] implements [store.Store], [store.Notifier], [store.Lister],
-// [store.Historian] and [store.ForceReleaser].
-// Every write (acquire, a whole renew batch, release) is one transaction
+// [store.Historian], [store.ForceReleaser], [store.BatchAcquirer] and
+// [store.BatchReleaser].
+// Every write (an acquisition, a release, or a whole batch of either or of
+// renewals) is one transaction
 // begun IMMEDIATE, so it holds the file's write lock from its first read to
 // its commit and processes sharing the file take turns. The file is in WAL
 // journal mode (readers never wait for the writer) with synchronous=FULL

@@ -465,38 +465,90 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (store.Grant
 	}
 	var g store.Grant
 	err := s.writeTx(ctx, "acquire", func(w *write) error {
-		tx, now := w.tx, w.now
-		cur, err := scanRow(tx.QueryRowContext(ctx, selectLease, p.Name))
-		known := err == nil
-		switch {
-		case errors.Is(err, sql.ErrNoRows):
-		case err != nil:
-			return err
-		default:
-			if err := refuse(ctx, tx, now, p, cur); err != nil {
+		var err error
+		g, err = s.acquireOne(ctx, w, p)
+		return err
+	})
+	if err != nil {
+		return store.Grant{}, err
+	}
+	return g, nil
+}
+
+// AcquireBatch implements [store.BatchAcquirer.AcquireBatch] in one
+// transaction: each lease attempted as [Store.Acquire] attempts it, the
+// refusals (and a TTL too long to store) reported in their places.
+func (s *Store) AcquireBatch(ctx context.Context, ps []store.AcquireParams) ([]store.AcquireResult, error) {
+	if err := s.gate.Check("acquire"); err != nil {
+		return nil, err
+	}
+	if err := store.ValidateAcquireBatch(ps); err != nil {
+		return nil, fmt.Errorf("sqlitestore: acquire: %w", err)
+	}
+	if len(ps) == 0 {
+		return []store.AcquireResult{}, nil
+	}
+	var res []store.AcquireResult
+	err := s.writeTx(ctx, "acquire", func(w *write) error {
+		res = make([]store.AcquireResult, len(ps))
+		for i, p := range ps {
+			g, err := s.acquireOne(ctx, w, p)
+			var held *store.HeldError
+			switch {
+			case errors.As(err, &held):
+				res[i].Err = err
+			case errors.Is(err, store.ErrInvalid):
+				res[i].Err = fmt.Errorf("sqlitestore: acquire: %w", err)
+			case err != nil:
 				return err
+			default:
+				res[i].Grant = g
 			}
 		}
-		exp, err := expiry(p.Name, now, p.TTL)
-		if err != nil {
-			return err
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// acquireOne attempts p in w: the grant, or a refusal ([*store.HeldError],
+// with the caller put in line when it waits). A TTL too long to store is
+// refused before anything is written.
+func (s *Store) acquireOne(ctx context.Context, w *write, p store.AcquireParams) (store.Grant, error) {
+	tx, now := w.tx, w.now
+	exp, err := expiry(p.Name, now, p.TTL)
+	if err != nil {
+		return store.Grant{}, err
+	}
+	cur, err := scanRow(tx.QueryRowContext(ctx, selectLease, p.Name))
+	known := err == nil
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+	case err != nil:
+		return store.Grant{}, err
+	default:
+		if err := refuse(ctx, tx, now, p, cur); err != nil {
+			return store.Grant{}, err
 		}
-		// The counter is the token source; taking the maximum with the
-		// lease's own last token keeps P2 even for a counter restored
-		// from an older copy of the file.
-		var tok store.Token
-		var change int64
-		err = tx.QueryRowContext(ctx,
-			`UPDATE tenure_counter SET last_token = max(last_token, ?) + 1, last_change = last_change + 1
+	}
+	// The counter is the token source; taking the maximum with the
+	// lease's own last token keeps P2 even for a counter restored
+	// from an older copy of the file.
+	var tok store.Token
+	var change int64
+	err = tx.QueryRowContext(ctx,
+		`UPDATE tenure_counter SET last_token = max(last_token, ?) + 1, last_change = last_change + 1
 WHERE id = 1 RETURNING last_token, last_change`,
-			cur.token).Scan(&tok, &change)
-		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("%w: the token counter row is missing from %s", store.ErrNotMigrated, s.path)
-		}
-		if err != nil {
-			return err
-		}
-		_, err = tx.ExecContext(ctx, `INSERT INTO tenure_leases
+		cur.token).Scan(&tok, &change)
+	if errors.Is(err, sql.ErrNoRows) {
+		return store.Grant{}, fmt.Errorf("%w: the token counter row is missing from %s", store.ErrNotMigrated, s.path)
+	}
+	if err != nil {
+		return store.Grant{}, err
+	}
+	_, err = tx.ExecContext(ctx, `INSERT INTO tenure_leases
     (name, holder_label, holder_instance, token, seq, acquired_at, expires_at, released, changed, payload,
      ttl, kept_label, kept_instance, kept_until, line_changed)
 VALUES (?1, ?2, ?3, ?4, 1, ?5, ?6, 0, ?7, ?8, ?9, '', '', 0, ?7)
@@ -515,33 +567,27 @@ ON CONFLICT (name) DO UPDATE SET
     kept_instance = '',
     kept_until = 0,
     line_changed = excluded.line_changed`,
-			p.Name, p.Holder.Label, p.Holder.Instance, tok, now, exp, change, p.Payload, int64(p.TTL))
-		if err != nil {
-			return err
-		}
-		if known {
-			if err := leaveLine(ctx, tx, p.Name, p.Holder); err != nil {
-				return err
-			}
-		}
-		w.announce(change, store.Notice{Name: p.Name, Kind: store.NoticeAcquired, Holder: p.Holder, Remaining: p.TTL})
-		ev := store.HistoryEvent{Name: p.Name, Kind: store.EventGranted, Holder: p.Holder, Token: tok}
-		if cur.token != 0 {
-			ev.PreviousHolder, ev.PreviousToken = cur.holder, cur.token
-			if !cur.released {
-				ev.Kind = store.EventTakenOver
-			}
-		}
-		if err := s.record(ctx, tx, now, ev); err != nil {
-			return err
-		}
-		g = store.Grant{Name: p.Name, Holder: p.Holder, Token: tok, Seq: 1, Remaining: p.TTL, At: time.Unix(0, now).UTC(), Payload: p.Payload}
-		return nil
-	})
+		p.Name, p.Holder.Label, p.Holder.Instance, tok, now, exp, change, p.Payload, int64(p.TTL))
 	if err != nil {
 		return store.Grant{}, err
 	}
-	return g, nil
+	if known {
+		if err := leaveLine(ctx, tx, p.Name, p.Holder); err != nil {
+			return store.Grant{}, err
+		}
+	}
+	w.announce(change, store.Notice{Name: p.Name, Kind: store.NoticeAcquired, Holder: p.Holder, Remaining: p.TTL})
+	ev := store.HistoryEvent{Name: p.Name, Kind: store.EventGranted, Holder: p.Holder, Token: tok}
+	if cur.token != 0 {
+		ev.PreviousHolder, ev.PreviousToken = cur.holder, cur.token
+		if !cur.released {
+			ev.Kind = store.EventTakenOver
+		}
+	}
+	if err := s.record(ctx, tx, now, ev); err != nil {
+		return store.Grant{}, err
+	}
+	return store.Grant{Name: p.Name, Holder: p.Holder, Token: tok, Seq: 1, Remaining: p.TTL, At: time.Unix(0, now).UTC(), Payload: p.Payload}, nil
 }
 
 // Renew implements [store.Store.Renew]: the whole batch in one IMMEDIATE
