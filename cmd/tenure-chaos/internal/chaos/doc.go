@@ -86,8 +86,9 @@
 // and a restart with its data after 0.5–2 × TTL, and the same two faults
 // of a follower; after a fault on the leader the harness logs when the
 // members agree on the next one; a clone: a second process that adopts the
-// holder's tenure state (internal/snapshot; every cell's fence is strict,
-// so clones are in play everywhere); and a fork:
+// holder's tenure state (internal/snapshot; in every cell whose fence is
+// strict: not k8s, nats and postgres-failover, fenced by the token alone);
+// and a fork:
 // the holder starts a child with its environment, command line and history
 // file descriptor. The same seed replays the same schedule of kinds, waits
 // and parameters; which process is hit depends on who holds the lease.
