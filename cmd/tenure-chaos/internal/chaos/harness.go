@@ -67,12 +67,13 @@ func (r *CellResult) Passed() bool { return len(r.Failures) == 0 }
 // Summary is one line about the cell.
 func (r *CellResult) Summary() string {
 	v := r.Verdict
-	members := ""
+	// What the store's own faults did: its members', its failovers.
+	storeFaults := ""
 	if len(v.Members) > 0 {
-		members = memberSummary(v.Members)
+		storeFaults = memberSummary(v.Members)
 	}
 	if len(v.Failovers) > 0 {
-		members += failoverSummary(v.Failovers)
+		storeFaults += failoverSummary(v.Failovers)
 	}
 	status := "PASS"
 	if !r.Passed() {
@@ -81,7 +82,7 @@ func (r *CellResult) Summary() string {
 	return fmt.Sprintf("%s seed %d: %d faults, %d cycles, %d grants, %d clones, fenced writes %d ok / %d fenced / %d unknown, violations %d, twin violations %d (%s)%s: %s",
 		r.Config.Backend, r.Config.Seed, sum(v.Faults), v.Cycles, v.Grants, v.Clones,
 		v.Writes[resFenced][resultOK], v.Writes[resFenced][resultFenced], v.Writes[resFenced][resultUnknown],
-		v.Fenced.Total(), v.Twin.Total(), formatCounts(v.Twin.Count), members, status)
+		v.Fenced.Total(), v.Twin.Total(), formatCounts(v.Twin.Count), storeFaults, status)
 }
 
 func sum(m map[string]int) int {
