@@ -78,16 +78,19 @@
 // received, the token floor is raised on it (pgstore's RaiseTokenFloor;
 // -no-token-floor skips it, the floor's negative control), the virtual
 // address moves to it and a new standby is copied from it; on a cluster,
-// instead of the restart, faults of one member at a time, each once the cluster could lose a
-// member again (every etcd member answering one leader; three healthy
-// Consul voters by autopilot, which takes a server back as a non-voter
-// after a long pause), so that the cluster keeps its quorum: SIGSTOP of the store's leader (asked of the members: etcd's
+// instead of the restart, faults of one member at a time, each once the
+// cluster could lose a member again (every etcd member answering one
+// leader; three healthy Consul voters by autopilot, which takes a server
+// back as a non-voter after a long pause), so that the cluster keeps its
+// quorum, and three TTLs after the last one ended, so that the holders
+// write between them: SIGSTOP of the store's leader (asked of the members: etcd's
 // Status, Consul's /v1/status/leader) for 1–3 × TTL, SIGKILL of the leader
 // and a restart with its data after 0.5–2 × TTL, and the same two faults
 // of a follower; after a fault on the leader the harness logs when the
 // members agree on the next one; a clone: a second process that adopts the
 // holder's tenure state (internal/snapshot; in every cell whose fence is
-// strict: not k8s, nats and postgres-failover, fenced by the token alone);
+// strict: not k8s, nats and postgres-failover, fenced by the token alone;
+// twice as often on a cluster, whose holders write seldom);
 // and a fork:
 // the holder starts a child with its environment, command line and history
 // file descriptor. The same seed replays the same schedule of kinds, waits

@@ -128,7 +128,10 @@ type cell struct {
 	// down, or a failover is under way: the nemesis strikes one member at
 	// a time, so the cluster keeps its quorum.
 	storeFault bool
-	wg         sync.WaitGroup // heals, restarts, readers
+	// storeCalm is when the last fault of a clustered store's member
+	// ended, plus memberCalm: no member is struck before it.
+	storeCalm time.Time
+	wg        sync.WaitGroup // heals, restarts, readers
 }
 
 // slot is one worker position: its proxies (one per member of the
