@@ -83,7 +83,7 @@ func requireChainRefused(t *testing.T, err error, l *tenure.Lease, want string) 
 func TestStrictHSetInStepWithRenewals(t *testing.T) {
 	t.Parallel()
 	b := setupStrict(t)
-	const ttl = time.Second
+	const ttl = 2 * time.Second
 	l, err := b.runClient(t, "strict", ttl).Acquire(t.Context(), "job")
 	require.NoError(t, err)
 	n := 0
@@ -162,7 +162,7 @@ func TestStrictHSetNotHeld(t *testing.T) {
 func TestStrictHSetServerRefusal(t *testing.T) {
 	t.Parallel()
 	b := setupStrict(t)
-	const ttl = time.Second
+	const ttl = 2 * time.Second
 	l, err := b.runClient(t, "a", ttl).Acquire(t.Context(), "job")
 	require.NoError(t, err)
 	require.NoError(t, b.client.Set(t.Context(), b.data, "a string", 0).Err())

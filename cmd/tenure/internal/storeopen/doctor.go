@@ -38,7 +38,8 @@ func (c *WallClock) Close() error { return c.close() }
 // WallClock returns a reader of the store's wall clock: PostgreSQL's
 // clock_timestamp(), Redis's TIME, MySQL's SYSDATE(6), this host's clock
 // for SQLite. For etcd, Consul, Kubernetes and the always-leader store it fails with
-// [ErrNoWallClock]. Redis and MySQL get a connection of their own, which
+// [ErrNoWallClock]. Redis and MySQL get a connection of their own, made
+// as the store's is (Redis's TLS files and password_file included), which
 // Close closes.
 func (o *Opened) WallClock(ctx context.Context) (*WallClock, error) {
 	nothing := func() error { return nil }
@@ -54,6 +55,9 @@ func (o *Opened) WallClock(ctx context.Context) (*WallClock, error) {
 	case storeurl.Redis:
 		opts, _, err := redisConfigs(o.Target)
 		if err != nil {
+			return nil, err
+		}
+		if _, err := applyRedis(o.Target, opts); err != nil {
 			return nil, err
 		}
 		opts.ContextTimeoutEnabled = true

@@ -2,6 +2,7 @@ package storeopen_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -21,8 +22,10 @@ import (
 )
 
 // openTLS parses and opens raw and proves the store works with one
-// acquisition; it returns the first error of Open, Migrate or Acquire,
-// each wrapped by the Target as the tenure command prints them.
+// acquisition and, where the store has a wall clock, one read of it over
+// the connection tenure doctor makes; it returns the first error of Open,
+// Migrate, Acquire or the clock's read, each wrapped by the Target as the
+// tenure command prints them.
 func openTLS(t *testing.T, raw string) error {
 	t.Helper()
 	tgt, err := storeurl.Parse(raw)
@@ -44,6 +47,19 @@ func openTLS(t *testing.T, raw string) error {
 		return tgt.Wrap(err)
 	}
 	require.Positive(t, g.Token)
+	// tenure doctor reads the store's clock over a connection of its own,
+	// which must be made with the same files.
+	clock, err := o.WallClock(ctx)
+	if errors.Is(err, storeopen.ErrNoWallClock) {
+		return nil
+	}
+	require.NoError(t, err)
+	defer func() { require.NoError(t, clock.Close()) }()
+	at, err := clock.Read(ctx)
+	if err != nil {
+		return tgt.Wrap(err)
+	}
+	require.WithinDuration(t, time.Now(), at, time.Minute)
 	return nil
 }
 
