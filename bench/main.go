@@ -30,7 +30,7 @@ import (
 	"github.com/tenure-dev/tenure/internal/testserver"
 )
 
-var allPhases = []string{"floor", "uncontended", "renew", "handover", "failover", "load", "churn", "scale"}
+var allPhases = []string{"floor", "uncontended", "renew", "handover", "failover", "load", "churn", "scale", "token"}
 
 // Output file names, in the -out directory.
 const (
@@ -50,7 +50,8 @@ type options struct {
 	failoverN, many, churnRounds      int
 	churnClients                      []int
 	hold, loadWindow, churnDur        time.Duration
-	scaleN, scaleConc                 int
+	scaleN, scaleClients, scaleConc   int
+	tokenTrials, consulRecords        int
 	scaleTTL, scaleWindow, scaleLimit time.Duration
 	quick                             bool
 	cpuProfile                        string
@@ -93,10 +94,13 @@ func parseFlags(args []string, log io.Writer) (*options, error) {
 	fs.DurationVar(&o.churnDur, "churn-dur", 10*time.Second, "churn: time per subject and client count")
 	fs.IntVar(&o.churnRounds, "churn-rounds", 2, "churn: rounds the time is split into (subject order rotates)")
 	fs.IntVar(&o.scaleN, "scale-n", 10000, "scale: leases one tenure client holds on PostgreSQL (100000 for the issue's target)")
+	fs.IntVar(&o.scaleClients, "scale-clients", 1, "scale: tenure clients sharing one store the leases are spread over (1000 with -scale-n 100000 for the issue's second target)")
 	fs.IntVar(&o.scaleConc, "scale-conc", 1000, "scale: Acquire calls in flight (the client sends those due together in one batch)")
 	fs.DurationVar(&o.scaleTTL, "scale-ttl", 30*time.Second, "scale: TTL (renew rounds every TTL/3)")
 	fs.DurationVar(&o.scaleWindow, "scale-window", 40*time.Second, "scale: time the renewal rounds are watched")
 	fs.DurationVar(&o.scaleLimit, "scale-limit", 120*time.Second, "scale: give up acquiring after this long")
+	fs.IntVar(&o.consulRecords, "consul-records", 10000, "consul: released lease records left under tenure's prefix before the phases run (a prefix that has served that many leases)")
+	fs.IntVar(&o.tokenTrials, "token-trials", 5, "token: rounds of timing Lease.Token and time.Now (about 2 s each)")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof reads it)")
 	fs.BoolVar(&o.quick, "quick", false, "smoke run of about a minute: TTL 3s only, tiny sample sizes (the numbers mean nothing)")
 	if err := fs.Parse(args); err != nil {
@@ -111,7 +115,7 @@ func parseFlags(args []string, log io.Writer) (*options, error) {
 		// Quick sizes, unless a flag was given explicitly.
 		quick := map[string]string{"ttls": "3s", "floor-n": "100", "acquire-n": "20", "renew-n": "20", "blocks": "2",
 			"handover-n": "3", "handover-par": "3", "failover-n": "1", "many": "20", "load-window": "2s",
-			"churn-dur": "1s", "churn-rounds": "1", "scale-n": "200", "scale-conc": "16", "scale-ttl": "3s", "scale-window": "2500ms", "scale-limit": "20s"}
+			"churn-dur": "1s", "churn-rounds": "1", "scale-n": "200", "scale-clients": "4", "scale-conc": "16", "scale-ttl": "3s", "scale-window": "2500ms", "scale-limit": "20s", "token-trials": "1", "consul-records": "20"}
 		for name, v := range quick {
 			if !set[name] {
 				if err := fs.Set(name, v); err != nil {
@@ -143,7 +147,7 @@ func parseFlags(args []string, log io.Writer) (*options, error) {
 		o.churnClients = append(o.churnClients, n)
 	}
 	for name, v := range map[string]int{"floor-n": o.floorN, "acquire-n": o.acquireN, "renew-n": o.renewN, "blocks": o.blocks,
-		"handover-n": o.handoverN, "handover-par": o.handoverPar, "failover-n": o.failoverN, "churn-rounds": o.churnRounds, "scale-n": o.scaleN, "scale-conc": o.scaleConc} {
+		"handover-n": o.handoverN, "handover-par": o.handoverPar, "failover-n": o.failoverN, "churn-rounds": o.churnRounds, "scale-n": o.scaleN, "scale-clients": o.scaleClients, "scale-conc": o.scaleConc, "token-trials": o.tokenTrials} {
 		if v < 1 {
 			return nil, fmt.Errorf("-%s must be at least 1 (got %d)", name, v)
 		}
@@ -151,8 +155,14 @@ func parseFlags(args []string, log io.Writer) (*options, error) {
 	if o.hold < 0 || o.loadWindow <= 0 || o.churnDur <= 0 || o.scaleWindow <= 0 || o.scaleLimit <= 0 {
 		return nil, errors.New("-hold may not be negative, and -load-window, -churn-dur, -scale-window and -scale-limit must be positive")
 	}
+	if o.consulRecords < 0 {
+		return nil, fmt.Errorf("-consul-records may not be negative (got %d)", o.consulRecords)
+	}
 	if o.consulMinTTL <= 0 {
 		return nil, fmt.Errorf("-consul-session-ttl-min must be positive (got %s)", o.consulMinTTL)
+	}
+	if o.scaleClients > o.scaleN {
+		return nil, fmt.Errorf("-scale-clients %d is more than -scale-n %d: every client must hold a lease", o.scaleClients, o.scaleN)
 	}
 	if o.scaleTTL < time.Second {
 		return nil, fmt.Errorf("-scale-ttl must be at least 1s (got %s)", o.scaleTTL)
@@ -226,7 +236,7 @@ func run(ctx context.Context, args []string, log io.Writer) error {
 		Host: hostInfo(), Quick: o.quick, FloorDesc: map[string]string{},
 		Params: map[string]any{"hold": o.hold.String(), "floor_n": o.floorN, "acquire_n": o.acquireN, "renew_n": o.renewN, "blocks": o.blocks,
 			"handover_n": o.handoverN, "failover_n": o.failoverN, "many": o.many, "load_window": o.loadWindow.String(),
-			"churn_clients": o.churnClients, "churn_dur": o.churnDur.String(), "scale_n": o.scaleN, "ttls": profileNames(o.profiles)}}
+			"churn_clients": o.churnClients, "churn_dur": o.churnDur.String(), "scale_n": o.scaleN, "scale_clients": o.scaleClients, "consul_records": o.consulRecords, "ttls": profileNames(o.profiles)}}
 	rep.Host["loadavg_start"] = loadavg()
 	logf := func(format string, args ...any) {
 		fmt.Fprintf(log, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
@@ -273,6 +283,20 @@ func run(ctx context.Context, args []string, log io.Writer) error {
 	}()
 	rep.Subjects = subs
 	logf("run %s: %d subjects, stores %s, phases %s", e.runID, len(subs), strings.Join(o.stores, ","), strings.Join(o.phases, ","))
+	if o.consulRecords > 0 {
+		for _, s := range subs {
+			if ti, ok := s.impl.(*tenureImpl); ok && s.Store == "consul" {
+				t0 := time.Now()
+				if err := consulFill(ctx, ti.be, e, o.consulRecords); err != nil {
+					return fmt.Errorf("consul: leaving %d records under %s's prefix: %w", o.consulRecords, s.id(), err)
+				}
+				logf("%s: %d records left under its prefix in %s", s.id(), o.consulRecords, time.Since(t0).Round(time.Millisecond))
+			}
+		}
+		if slices.Contains(o.stores, "consul") {
+			rep.Notes = append(rep.Notes, fmt.Sprintf("consul: tenure's prefixes held %d released lease records before the phases ran (-consul-records)", o.consulRecords))
+		}
+	}
 
 	// timed runs f, the phases named, if any of them was asked for.
 	timed := func(name string, f func()) {
@@ -338,7 +362,13 @@ func run(ctx context.Context, args []string, log io.Writer) error {
 			rep.Notes = append(rep.Notes, "scale not measured: "+err.Error())
 			return
 		}
-		rep.Scale = phaseScale(ctx, be, e, o.scaleN, o.scaleConc, o.scaleTTL, o.scaleWindow, o.scaleLimit)
+		rep.Scale = phaseScale(ctx, be, e, o.scaleN, o.scaleClients, o.scaleConc, o.scaleTTL, o.scaleWindow, o.scaleLimit)
+	})
+	timed("token", func() {
+		var err error
+		if rep.Token, err = phaseToken(ctx, o.tokenTrials); err != nil {
+			rep.Notes = append(rep.Notes, "token not measured: "+err.Error())
+		}
 	})
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("interrupted: %w", err)

@@ -58,7 +58,7 @@ func TestQuickRunWritesWellFormedOutputs(t *testing.T) {
 
 	md, err := os.ReadFile(filepath.Join(dir, mdName))
 	require.NoError(t, err)
-	for _, s := range []string{"## Floors", "## Latency", "## Idle load and churn", "## Scale", "](" + svgName + ")"} {
+	for _, s := range []string{"## Floors", "## Latency", "## Idle load and churn", "## Scale", "## Token", "](" + svgName + ")"} {
 		require.Contains(t, string(md), s)
 	}
 	rows := []string{"| tenure | postgres |", "| pglock | postgres |", "| tenure | redis |", "| redsync | redis |", "| redislock | redis |",
@@ -99,6 +99,12 @@ func TestQuickRunWritesWellFormedOutputs(t *testing.T) {
 	require.NotNil(t, rep.Scale)
 	require.Positive(t, rep.Scale.Acquired)
 	require.NotNil(t, rep.Scale.RenewRound, "%v", rep.Scale.Errors)
+	require.Empty(t, rep.Scale.Errors)
+	require.Equal(t, 4, rep.Scale.Clients)
+	require.Positive(t, rep.Scale.ClientCores)
+	require.NotNil(t, rep.Token, "%v", rep.Notes)
+	require.Positive(t, rep.Token.TokenNs)
+	require.Positive(t, rep.Token.NowNs)
 
 	f, err := os.Open(filepath.Join(dir, svgName))
 	require.NoError(t, err)
@@ -136,6 +142,9 @@ func TestParseFlagsRefusesBadInput(t *testing.T) {
 		{"NoProfile", []string{"-ttls", ","}, "at least one profile"},
 		{"ZeroIterations", []string{"-acquire-n", "0"}, "-acquire-n must be at least 1"},
 		{"BadChurnClients", []string{"-churn-clients", "2,x"}, "not a positive number"},
+		{"MoreClientsThanLeases", []string{"-scale-n", "10", "-scale-clients", "11"}, "every client must hold a lease"},
+		{"NegativeRecords", []string{"-consul-records", "-1"}, "-consul-records may not be negative"},
+		{"NoScaleClients", []string{"-scale-clients", "0"}, "-scale-clients must be at least 1"},
 		{"TLSPostgres", []string{"-pg", "postgres://postgres@127.0.0.1/test"}, "sslmode=disable"},
 		{"StrayArgument", []string{"postgres"}, "unexpected arguments"},
 	} {

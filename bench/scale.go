@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"runtime"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -12,14 +11,17 @@ import (
 	"github.com/tenure-dev/tenure"
 )
 
-// scaleResult: one tenure client holding many leases on PostgreSQL.
+// scaleResult: tenure clients holding many leases on PostgreSQL.
 type scaleResult struct {
-	Leases     int           `json:"leases"`
+	Leases  int `json:"leases"`
+	Clients int `json:"clients"` // sharing one store: one pool, one listener
+	// Acquired counts the leases held when the acquisitions ended.
 	Acquired   int           `json:"acquired"`
 	AcquireAll time.Duration `json:"acquire_all_ns"` // until all were held, or the limit
 	TTL        time.Duration `json:"ttl_ns"`
-	// RenewRound: the time from the first Renew call of a renewal round to
-	// the end of its last (a client splits large rounds into batches).
+	// RenewRound: the time from the first Renew call of a client's renewal
+	// round to the end of its last (a client splits large rounds into
+	// batches), every client's rounds together.
 	RenewRound *dist         `json:"renew_round,omitempty"`
 	RenewCalls int           `json:"renew_calls"`
 	Shutdown   time.Duration `json:"shutdown_ns"` // Run's return after its ctx is done: releases everything
@@ -28,17 +30,26 @@ type scaleResult struct {
 	// From the lease table's statistics over the window, which PostgreSQL
 	// updates a few seconds late: rows updated per second, the share of
 	// them that were HOT updates, and the dead rows at the window's end.
-	RowsUpdatedPerSec float64  `json:"rows_updated_per_sec"`
-	HOTShare          float64  `json:"hot_share"`
-	DeadRows          int64    `json:"dead_rows"`
-	Errors            []string `json:"errors,omitempty"`
+	RowsUpdatedPerSec float64 `json:"rows_updated_per_sec"`
+	HOTShare          float64 `json:"hot_share"`
+	DeadRows          int64   `json:"dead_rows"`
+	// CPU time over the window, holding the leases: the PostgreSQL
+	// server's (every postgres process on this machine; zero when the
+	// server is elsewhere) and the client process's, in CPU µs per
+	// lease-second and in cores.
+	ServerCPUPerLeaseSec float64  `json:"server_cpu_us_per_lease_second"`
+	ServerCores          float64  `json:"server_cores"`
+	ClientCPUPerLeaseSec float64  `json:"client_cpu_us_per_lease_second"`
+	ClientCores          float64  `json:"client_cores"`
+	Errors               []string `json:"errors,omitempty"`
 }
 
-// phaseScale acquires n leases in one tenure client over PostgreSQL, conc
-// acquisitions at a time for at most limit, watches the renewal rounds
-// for window, then times the shutdown.
-func phaseScale(ctx context.Context, be *tenureBackend, e *env, n, conc int, ttl, window, limit time.Duration) *scaleResult {
-	res := &scaleResult{Leases: n, TTL: ttl}
+// phaseScale acquires n leases in clients tenure clients over one
+// PostgreSQL store (lease i in client i mod clients), conc acquisitions at
+// a time for at most limit, watches the renewal rounds and the CPU for
+// window, then times the shutdown.
+func phaseScale(ctx context.Context, be *tenureBackend, e *env, n, clients, conc int, ttl, window, limit time.Duration) *scaleResult {
+	res := &scaleResult{Leases: n, Clients: clients, TTL: ttl}
 	fail := func(err error) *scaleResult {
 		res.Errors = append(res.Errors, err.Error())
 		return res
@@ -48,21 +59,24 @@ func phaseScale(ctx context.Context, be *tenureBackend, e *env, n, conc int, ttl
 		return fail(err)
 	}
 	defer closeInner()
-	cs := newCrashStore(inner)
 	var mu sync.Mutex
-	var calls []renewCall
-	cs.onRenew = func(start, end time.Time, _ int) {
-		mu.Lock()
-		calls = append(calls, renewCall{start, end})
-		mu.Unlock()
-	}
-	cl, err := tenure.New(withBatches(cs), tenure.Config{Label: "scale", TTL: ttl})
-	if err != nil {
-		return fail(err)
-	}
+	calls := make([][]renewCall, clients)
+	cls := make([]*tenure.Client, clients)
 	rctx, cancel := context.WithCancel(context.Background())
-	ran := make(chan error, 1)
-	go func() { ran <- cl.Run(rctx) }()
+	defer cancel()
+	ran := make(chan error, clients)
+	for i := range cls {
+		cs := newCrashStore(inner)
+		cs.onRenew = func(start, end time.Time, _ int) {
+			mu.Lock()
+			calls[i] = append(calls[i], renewCall{start, end})
+			mu.Unlock()
+		}
+		if cls[i], err = tenure.New(withBatches(cs), tenure.Config{Label: fmt.Sprintf("scale%d", i), TTL: ttl}); err != nil {
+			return fail(err)
+		}
+		go func() { ran <- cls[i].Run(rctx) }()
+	}
 
 	var m0, m1 runtime.MemStats
 	runtime.GC()
@@ -79,7 +93,7 @@ func phaseScale(ctx context.Context, be *tenureBackend, e *env, n, conc int, ttl
 				if i > int64(n) {
 					return
 				}
-				if _, err := cl.Acquire(actx, e.key(fmt.Sprintf("scale%d", i))); err != nil {
+				if _, err := cls[i%int64(clients)].Acquire(actx, e.key(fmt.Sprintf("scale%d", i))); err != nil {
 					if actx.Err() == nil {
 						errOnce.Do(func() { res.Errors = append(res.Errors, "acquire: "+err.Error()) })
 					}
@@ -103,15 +117,46 @@ func phaseScale(ctx context.Context, be *tenureBackend, e *env, n, conc int, ttl
 			res.Errors = append(res.Errors, "table statistics: "+err.Error())
 		}
 	}
-	w0 := time.Now()
+	var srv0 time.Duration
+	local := localURL(e.pgURL)
+	if local {
+		if srv0, err = serverCPU("postgres"); err != nil {
+			res.Errors = append(res.Errors, "server CPU: "+err.Error())
+			local = false
+		}
+	}
+	cli0, w0 := selfCPU(), time.Now()
 
 	mu.Lock()
-	calls = calls[:0] // rounds that overlapped the acquisitions do not count
+	for i := range calls {
+		calls[i] = calls[i][:0] // rounds that overlapped the acquisitions do not count
+	}
 	mu.Unlock()
 	time.Sleep(window)
 	mu.Lock()
-	got := slices.Clone(calls)
+	var rounds []time.Duration
+	for _, c := range calls {
+		rounds = append(rounds, renewRounds(c, ttl/3)...)
+		res.RenewCalls += len(c)
+	}
 	mu.Unlock()
+	held := time.Since(w0)
+	leaseSeconds := float64(res.Acquired) * held.Seconds()
+	cli := selfCPU() - cli0
+	res.ClientCores = cli.Seconds() / held.Seconds()
+	if leaseSeconds > 0 {
+		res.ClientCPUPerLeaseSec = float64(cli.Microseconds()) / leaseSeconds
+	}
+	if local {
+		if srv1, err := serverCPU("postgres"); err != nil {
+			res.Errors = append(res.Errors, "server CPU: "+err.Error())
+		} else {
+			res.ServerCores = (srv1 - srv0).Seconds() / held.Seconds()
+			if leaseSeconds > 0 {
+				res.ServerCPUPerLeaseSec = float64((srv1 - srv0).Microseconds()) / leaseSeconds
+			}
+		}
+	}
 	if be.tableStats != nil {
 		if st1, err := be.tableStats(ctx); err != nil {
 			res.Errors = append(res.Errors, "table statistics: "+err.Error())
@@ -124,10 +169,11 @@ func phaseScale(ctx context.Context, be *tenureBackend, e *env, n, conc int, ttl
 
 	t1 := time.Now()
 	cancel()
-	<-ran
+	for range cls {
+		<-ran
+	}
 	res.Shutdown = time.Since(t1)
-	res.RenewCalls = len(got)
-	res.RenewRound = summarise(renewRounds(got, ttl/3), false)
+	res.RenewRound = summarise(rounds, false)
 	return res
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/consul/api"
@@ -164,3 +165,49 @@ func (l *consulLease) renew(ctx context.Context) error {
 func (l *consulLease) release(context.Context) error { return l.lk.Unlock() }
 
 func (l *consulLease) lastRenew() time.Time { return time.Unix(0, l.p.h.lastRenew.Load()) }
+
+// consulFill leaves n released lease records under the prefix of tenure's
+// Consul store, as a prefix that has served n leases holds them: each
+// lease is acquired and released with the store's own calls, 32 at a
+// time. The Consul targets are measured on a prefix that holds
+// 10,000 records: a listener's or a waiter's cost must not grow with them.
+func consulFill(ctx context.Context, be *tenureBackend, e *env, n int) error {
+	st, closeSt, err := be.open(ctx, nil, 0)
+	if err != nil {
+		return err
+	}
+	defer closeSt()
+	holder := store.Holder{Label: "fill", Instance: e.runID}
+	ttl := max(e.consulMinTTL, 10*time.Second)
+	fctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var next atomic.Int64
+	errs := make(chan error, 32)
+	for range 32 {
+		go func() {
+			for i := next.Add(1); i <= int64(n) && fctx.Err() == nil; i = next.Add(1) {
+				name := fmt.Sprintf("fill-%d", i)
+				g, err := st.Acquire(fctx, store.AcquireParams{Name: name, Holder: holder, TTL: ttl})
+				if err == nil {
+					err = st.Release(fctx, store.ReleaseParams{Name: name, Holder: holder, Token: g.Token})
+				}
+				if err != nil && fctx.Err() == nil {
+					errs <- fmt.Errorf("fill %s: %w", name, err)
+					cancel()
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	var first error
+	for range 32 {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	if first == nil {
+		first = ctx.Err()
+	}
+	return first
+}
