@@ -48,9 +48,9 @@ type options struct {
 	floorN, acquireN, renewN, blocks  int
 	handoverN, handoverPar            int
 	failoverN, many, churnRounds      int
-	churnClients                      []int
+	churnClients, scaleClients        []int
 	hold, loadWindow, churnDur        time.Duration
-	scaleN, scaleClients, scaleConc   int
+	scaleN, scaleConc                 int
 	tokenTrials, consulRecords        int
 	scaleTTL, scaleWindow, scaleLimit time.Duration
 	quick                             bool
@@ -94,7 +94,7 @@ func parseFlags(args []string, log io.Writer) (*options, error) {
 	fs.DurationVar(&o.churnDur, "churn-dur", 10*time.Second, "churn: time per subject and client count")
 	fs.IntVar(&o.churnRounds, "churn-rounds", 2, "churn: rounds the time is split into (subject order rotates)")
 	fs.IntVar(&o.scaleN, "scale-n", 10000, "scale: leases one tenure client holds on PostgreSQL (100000 for the issue's target)")
-	fs.IntVar(&o.scaleClients, "scale-clients", 1, "scale: tenure clients sharing one store the leases are spread over (1000 with -scale-n 100000 for the issue's second target)")
+	scaleClients := fs.String("scale-clients", "1", "scale: client counts, one scale run each; a run's leases are spread over its clients, which share one store (1,1000 with -scale-n 100000 for the issue's two targets)")
 	fs.IntVar(&o.scaleConc, "scale-conc", 1000, "scale: Acquire calls in flight (the client sends those due together in one batch)")
 	fs.DurationVar(&o.scaleTTL, "scale-ttl", 30*time.Second, "scale: TTL (renew rounds every TTL/3)")
 	fs.DurationVar(&o.scaleWindow, "scale-window", 40*time.Second, "scale: time the renewal rounds are watched")
@@ -115,7 +115,7 @@ func parseFlags(args []string, log io.Writer) (*options, error) {
 		// Quick sizes, unless a flag was given explicitly.
 		quick := map[string]string{"ttls": "3s", "floor-n": "100", "acquire-n": "20", "renew-n": "20", "blocks": "2",
 			"handover-n": "3", "handover-par": "3", "failover-n": "1", "many": "20", "load-window": "2s",
-			"churn-dur": "1s", "churn-rounds": "1", "scale-n": "200", "scale-clients": "4", "scale-conc": "16", "scale-ttl": "3s", "scale-window": "2500ms", "scale-limit": "20s", "token-trials": "1", "consul-records": "20"}
+			"churn-dur": "1s", "churn-rounds": "1", "scale-n": "200", "scale-clients": "1,4", "scale-conc": "16", "scale-ttl": "3s", "scale-window": "2500ms", "scale-limit": "20s", "token-trials": "1", "consul-records": "20"}
 		for name, v := range quick {
 			if !set[name] {
 				if err := fs.Set(name, v); err != nil {
@@ -146,8 +146,15 @@ func parseFlags(args []string, log io.Writer) (*options, error) {
 		}
 		o.churnClients = append(o.churnClients, n)
 	}
+	for _, f := range splitList(*scaleClients) {
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("-scale-clients: %q is not a positive number", f)
+		}
+		o.scaleClients = append(o.scaleClients, n)
+	}
 	for name, v := range map[string]int{"floor-n": o.floorN, "acquire-n": o.acquireN, "renew-n": o.renewN, "blocks": o.blocks,
-		"handover-n": o.handoverN, "handover-par": o.handoverPar, "failover-n": o.failoverN, "churn-rounds": o.churnRounds, "scale-n": o.scaleN, "scale-clients": o.scaleClients, "scale-conc": o.scaleConc, "token-trials": o.tokenTrials} {
+		"handover-n": o.handoverN, "handover-par": o.handoverPar, "failover-n": o.failoverN, "churn-rounds": o.churnRounds, "scale-n": o.scaleN, "scale-conc": o.scaleConc, "token-trials": o.tokenTrials} {
 		if v < 1 {
 			return nil, fmt.Errorf("-%s must be at least 1 (got %d)", name, v)
 		}
@@ -161,8 +168,10 @@ func parseFlags(args []string, log io.Writer) (*options, error) {
 	if o.consulMinTTL <= 0 {
 		return nil, fmt.Errorf("-consul-session-ttl-min must be positive (got %s)", o.consulMinTTL)
 	}
-	if o.scaleClients > o.scaleN {
-		return nil, fmt.Errorf("-scale-clients %d is more than -scale-n %d: every client must hold a lease", o.scaleClients, o.scaleN)
+	for _, n := range o.scaleClients {
+		if n > o.scaleN {
+			return nil, fmt.Errorf("-scale-clients %d is more than -scale-n %d: every client must hold a lease", n, o.scaleN)
+		}
 	}
 	if o.scaleTTL < time.Second {
 		return nil, fmt.Errorf("-scale-ttl must be at least 1s (got %s)", o.scaleTTL)
@@ -362,7 +371,9 @@ func run(ctx context.Context, args []string, log io.Writer) error {
 			rep.Notes = append(rep.Notes, "scale not measured: "+err.Error())
 			return
 		}
-		rep.Scale = phaseScale(ctx, be, e, o.scaleN, o.scaleClients, o.scaleConc, o.scaleTTL, o.scaleWindow, o.scaleLimit)
+		for _, n := range o.scaleClients {
+			rep.Scale = append(rep.Scale, phaseScale(ctx, be, e, o.scaleN, n, o.scaleConc, o.scaleTTL, o.scaleWindow, o.scaleLimit))
+		}
 	})
 	timed("token", func() {
 		var err error

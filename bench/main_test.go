@@ -96,12 +96,15 @@ func TestQuickRunWritesWellFormedOutputs(t *testing.T) {
 	for _, st := range []string{"postgres", "redis", "etcd", "consul", "sqlite"} {
 		require.Positive(t, rep.floor(st, "write paced"), st)
 	}
-	require.NotNil(t, rep.Scale)
-	require.Positive(t, rep.Scale.Acquired)
-	require.NotNil(t, rep.Scale.RenewRound, "%v", rep.Scale.Errors)
-	require.Empty(t, rep.Scale.Errors)
-	require.Equal(t, 4, rep.Scale.Clients)
-	require.Positive(t, rep.Scale.ClientCores)
+	require.Len(t, rep.Scale, 2)
+	for i, clients := range []int{1, 4} {
+		sc := rep.Scale[i]
+		require.Equal(t, clients, sc.Clients)
+		require.Equal(t, sc.Leases, sc.Acquired, "%v", sc.Errors)
+		require.NotNil(t, sc.RenewRound, "%v", sc.Errors)
+		require.Empty(t, sc.Errors)
+		require.Positive(t, sc.ClientCores)
+	}
 	require.NotNil(t, rep.Token, "%v", rep.Notes)
 	require.Positive(t, rep.Token.TokenNs)
 	require.Positive(t, rep.Token.NowNs)
@@ -144,7 +147,7 @@ func TestParseFlagsRefusesBadInput(t *testing.T) {
 		{"BadChurnClients", []string{"-churn-clients", "2,x"}, "not a positive number"},
 		{"MoreClientsThanLeases", []string{"-scale-n", "10", "-scale-clients", "11"}, "every client must hold a lease"},
 		{"NegativeRecords", []string{"-consul-records", "-1"}, "-consul-records may not be negative"},
-		{"NoScaleClients", []string{"-scale-clients", "0"}, "-scale-clients must be at least 1"},
+		{"NoScaleClients", []string{"-scale-clients", "1,0"}, "-scale-clients: \"0\" is not a positive number"},
 		{"TLSPostgres", []string{"-pg", "postgres://postgres@127.0.0.1/test"}, "sslmode=disable"},
 		{"StrayArgument", []string{"postgres"}, "unexpected arguments"},
 	} {

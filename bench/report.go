@@ -24,7 +24,7 @@ type report struct {
 	Floors    map[string]map[string]*dist `json:"floors"`
 	FloorDesc map[string]string           `json:"floor_desc"`
 	Subjects  []*subject                  `json:"subjects"`
-	Scale     *scaleResult                `json:"scale,omitempty"`
+	Scale     []*scaleResult              `json:"scale,omitempty"`
 	Token     *tokenResult                `json:"token,omitempty"`
 	Notes     []string                    `json:"notes,omitempty"`
 }
@@ -152,22 +152,26 @@ func (r *report) markdown(svgName string) string {
 		}
 		p("\n")
 	}
-	if sc := r.Scale; sc != nil {
+	if len(r.Scale) > 0 {
 		p("\n## Scale: tenure clients holding many leases on PostgreSQL\n\n")
-		p("The clients share one store (one connection pool, one listener). A renew round is one client's, from its first `Store.Renew` call to the end of its last. Rows updated, HOT share and dead rows come from PostgreSQL's statistics of the lease table over the window (updated a few seconds late); CPU is over the same window, the server's (every postgres process on this machine) and the client process's, per lease-second held and in cores; heap is the client process's growth per lease held.\n\n")
+		p("A row's clients share one store (one connection pool, one listener). A renew round is one client's, from its first `Store.Renew` call to the end of its last. Rows updated, HOT share and dead rows come from PostgreSQL's statistics of the lease table over the window (updated a few seconds late); CPU is over the same window, the server's (every postgres process on this machine) and the client process's, per lease-second held and in cores; heap is the client process's growth per lease held.\n\n")
 		p("| leases | clients | acquired | acquire all | TTL | renew round p50 / p99 (rounds) | rows updated/s | HOT | dead rows | server CPU per lease-s (cores) | client CPU per lease-s (cores) | heap per lease | shutdown (releases all) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
-		round := "–"
-		if d := sc.RenewRound; d != nil {
-			round = fmt.Sprintf("%s / %s (%d)", fmtDur(d.P50), fmtDur(d.P99), d.N)
+		for _, sc := range r.Scale {
+			round := "–"
+			if d := sc.RenewRound; d != nil {
+				round = fmt.Sprintf("%s / %s (%d)", fmtDur(d.P50), fmtDur(d.P99), d.N)
+			}
+			srv := "–"
+			if sc.ServerCores > 0 {
+				srv = fmt.Sprintf("%.2f µs (%.2f)", sc.ServerCPUPerLeaseSec, sc.ServerCores)
+			}
+			p("| %d | %d | %d | %s | %s | %s | %.0f | %.0f%% | %d | %s | %.2f µs (%.2f) | %.0f B | %s |\n", sc.Leases, sc.Clients, sc.Acquired, fmtDur(sc.AcquireAll), fmtDur(sc.TTL), round,
+				sc.RowsUpdatedPerSec, 100*sc.HOTShare, sc.DeadRows, srv, sc.ClientCPUPerLeaseSec, sc.ClientCores, sc.HeapPerLease, fmtDur(sc.Shutdown))
 		}
-		srv := "–"
-		if sc.ServerCores > 0 {
-			srv = fmt.Sprintf("%.2f µs (%.2f)", sc.ServerCPUPerLeaseSec, sc.ServerCores)
-		}
-		p("| %d | %d | %d | %s | %s | %s | %.0f | %.0f%% | %d | %s | %.2f µs (%.2f) | %.0f B | %s |\n", sc.Leases, sc.Clients, sc.Acquired, fmtDur(sc.AcquireAll), fmtDur(sc.TTL), round,
-			sc.RowsUpdatedPerSec, 100*sc.HOTShare, sc.DeadRows, srv, sc.ClientCPUPerLeaseSec, sc.ClientCores, sc.HeapPerLease, fmtDur(sc.Shutdown))
-		for _, e := range sc.Errors {
-			p("\n- error: %s\n", e)
+		for _, sc := range r.Scale {
+			for _, e := range sc.Errors {
+				p("\n- error (%d clients): %s\n", sc.Clients, e)
+			}
 		}
 	}
 	if tk := r.Token; tk != nil {

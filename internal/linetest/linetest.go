@@ -82,16 +82,19 @@ func (f *Follower) Acquire(ctx context.Context, p store.AcquireParams) (store.Gr
 }
 
 // Listen passes the store's announcements on (the embedded interface alone
-// would hide them), reporting the subscription and every acquisition.
+// would hide them), reporting the subscription and every acquisition once
+// the client has it: a client queues what it hears and what its callers
+// ask in one line, so a campaign begun after Subscribed arrives comes
+// after the subscription's notice, which then brings no attempt forward.
 func (f *Follower) Listen(ctx context.Context, notify func(store.Notice)) error {
 	return f.Store.(store.Notifier).Listen(ctx, func(n store.Notice) {
+		notify(n)
 		switch {
 		case n.Name == "":
 			offer(f.Subscribed, struct{}{})
 		case n.Name == f.lease && n.Kind == store.NoticeAcquired:
 			offer(f.Heard, n.Holder)
 		}
-		notify(n)
 	})
 }
 
