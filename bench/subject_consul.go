@@ -168,8 +168,11 @@ func (l *consulLease) lastRenew() time.Time { return time.Unix(0, l.p.h.lastRene
 
 // consulFill leaves n released lease records under the prefix of tenure's
 // Consul store, as a prefix that has served n leases holds them: each
-// lease is acquired and released with the store's own calls, 32 at a
-// time. The Consul targets are measured on a prefix that holds
+// lease is acquired and released with the store's own calls, 8 at a
+// time, each call tried again when the store reports itself unavailable
+// (every acquisition and release rewrites the prefix's announcement key,
+// so calls on different names contend there: 32 at a time made one give
+// up). The Consul targets are measured on a prefix that holds
 // 10,000 records: a listener's or a waiter's cost must not grow with them.
 func consulFill(ctx context.Context, be *tenureBackend, e *env, n int) error {
 	st, closeSt, err := be.open(ctx, nil, 0)
@@ -181,15 +184,32 @@ func consulFill(ctx context.Context, be *tenureBackend, e *env, n int) error {
 	ttl := max(e.consulMinTTL, 10*time.Second)
 	fctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	const workers, tries = 8, 10
+	// retried calls f until it succeeds, fails otherwise than unavailable,
+	// or has been tried tries times.
+	retried := func(f func() error) (err error) {
+		for range tries {
+			if err = f(); !errors.Is(err, store.ErrUnavailable) {
+				return err
+			}
+		}
+		return err
+	}
 	var next atomic.Int64
-	errs := make(chan error, 32)
-	for range 32 {
+	errs := make(chan error, workers)
+	for range workers {
 		go func() {
 			for i := next.Add(1); i <= int64(n) && fctx.Err() == nil; i = next.Add(1) {
 				name := fmt.Sprintf("fill-%d", i)
-				g, err := st.Acquire(fctx, store.AcquireParams{Name: name, Holder: holder, TTL: ttl})
+				var g store.Grant
+				err := retried(func() (err error) {
+					g, err = st.Acquire(fctx, store.AcquireParams{Name: name, Holder: holder, TTL: ttl})
+					return err
+				})
 				if err == nil {
-					err = st.Release(fctx, store.ReleaseParams{Name: name, Holder: holder, Token: g.Token})
+					err = retried(func() error {
+						return st.Release(fctx, store.ReleaseParams{Name: name, Holder: holder, Token: g.Token})
+					})
 				}
 				if err != nil && fctx.Err() == nil {
 					errs <- fmt.Errorf("fill %s: %w", name, err)
@@ -201,7 +221,7 @@ func consulFill(ctx context.Context, be *tenureBackend, e *env, n int) error {
 		}()
 	}
 	var first error
-	for range 32 {
+	for range workers {
 		if err := <-errs; err != nil && first == nil {
 			first = err
 		}
