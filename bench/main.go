@@ -139,19 +139,11 @@ func parseFlags(args []string, log io.Writer) (*options, error) {
 			return nil, fmt.Errorf("-phases: unknown phase %q; choose from %s", ph, strings.Join(allPhases, ","))
 		}
 	}
-	for _, f := range splitList(*churnClients) {
-		n, err := strconv.Atoi(f)
-		if err != nil || n < 1 {
-			return nil, fmt.Errorf("-churn-clients: %q is not a positive number", f)
-		}
-		o.churnClients = append(o.churnClients, n)
+	if o.churnClients, err = positiveCounts("churn-clients", *churnClients); err != nil {
+		return nil, err
 	}
-	for _, f := range splitList(*scaleClients) {
-		n, err := strconv.Atoi(f)
-		if err != nil || n < 1 {
-			return nil, fmt.Errorf("-scale-clients: %q is not a positive number", f)
-		}
-		o.scaleClients = append(o.scaleClients, n)
+	if o.scaleClients, err = positiveCounts("scale-clients", *scaleClients); err != nil {
+		return nil, err
 	}
 	for name, v := range map[string]int{"floor-n": o.floorN, "acquire-n": o.acquireN, "renew-n": o.renewN, "blocks": o.blocks,
 		"handover-n": o.handoverN, "handover-par": o.handoverPar, "failover-n": o.failoverN, "churn-rounds": o.churnRounds, "scale-n": o.scaleN, "scale-conc": o.scaleConc, "token-trials": o.tokenTrials} {
@@ -192,6 +184,20 @@ func profileNames(ps []profile) []string {
 		out = append(out, p.name)
 	}
 	return out
+}
+
+// positiveCounts parses the comma-separated list s of flag name, each a
+// positive number.
+func positiveCounts(name, s string) ([]int, error) {
+	var out []int
+	for _, f := range splitList(s) {
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("-%s: %q is not a positive number", name, f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
 }
 
 func splitList(s string) []string {
