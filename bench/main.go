@@ -263,7 +263,7 @@ func run(ctx context.Context, args []string, log io.Writer) error {
 		} else {
 			srv, err := testserver.StartEtcd(ctx, testserver.EtcdConfig{Fsync: true})
 			if err != nil {
-				return fmt.Errorf("start etcd (set TENURE_ETCD_BIN, build it with tools/etcd/ensure.sh, or pass -etcd URL, or leave etcd out of -stores): %w", err)
+				return fmt.Errorf("start etcd (set TENURE_ETCD_BIN, build it with tools/servers/ensure.sh etcd, or pass -etcd URL, or leave etcd out of -stores): %w", err)
 			}
 			defer srv.Stop()
 			e.etcd = []string{srv.Endpoint}

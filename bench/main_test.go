@@ -47,7 +47,7 @@ func TestQuickRunWritesWellFormedOutputs(t *testing.T) {
 	rdb.Close()
 	testutil.NeedServer(t, "Redis at "+ru.Host, err)
 	_, err = testserver.EtcdBinary()
-	testutil.NeedServer(t, "etcd (build it with tools/etcd/ensure.sh and set TENURE_ETCD_BIN)", err)
+	testutil.NeedServer(t, "etcd (build it with tools/servers/ensure.sh etcd and set TENURE_ETCD_BIN)", err)
 	_, err = testserver.ConsulBinary()
 	testutil.NeedServer(t, "Consul (build it with tools/consul/ensure.sh and set TENURE_CONSUL_BIN)", err)
 

@@ -83,7 +83,7 @@
 // Conditional PUT: If-Match with an ETag and If-None-Match: *, honoured
 // atomically with the write. AWS S3 supports both since 2024 (general
 // purpose buckets); MinIO does (the tests run against it, built from
-// tools/minio). A store that ignores the headers makes this fence check
+// tools/servers). A store that ignores the headers makes this fence check
 // and write in two steps, with a window in between, without any error:
 // check yours. The writer needs s3:GetObject and s3:PutObject, and
 // s3:ListBucket so that a HEAD of a missing object answers 404 rather

@@ -26,13 +26,13 @@
 //     [OwnRedis] starts a redis-server a test may crash and restart.
 //   - etcd (etcd.go) and Consul (consul.go): started from
 //     $TENURE_ETCD_BIN and $TENURE_CONSUL_BIN (or etcd and consul on PATH;
-//     tools/etcd/ensure.sh and tools/consul/ensure.sh build them). A
-//     package's TestMain calls [Main] to share one server among its tests
-//     ([SharedEtcd], [SharedConsul]); a test that stops or restarts its
-//     server starts its own ([OwnEtcd], [OwnConsul]).
+//     `tools/servers/ensure.sh etcd` and `tools/consul/ensure.sh` build
+//     them). A package's TestMain calls [Main] to share one server among
+//     its tests ([SharedEtcd], [SharedConsul]); a test that stops or
+//     restarts its server starts its own ([OwnEtcd], [OwnConsul]).
 //   - nats-server (nats.go): JetStream on file storage, started from
-//     $TENURE_NATS_BIN (tools/nats/ensure.sh builds it; never Debian's,
-//     too old for per-key TTLs), shared through [Main] ([SharedNats]) or
+//     $TENURE_NATS_BIN (`tools/servers/ensure.sh nats-server` builds it;
+//     never Debian's, too old for per-key TTLs), shared through [Main] ([SharedNats]) or
 //     a test's own ([OwnNats]).
 //   - MySQL/MariaDB (mysql.go): the machine's server at [MySQLURL]; each
 //     test gets tables under a prefix of its own ([MySQLDB],

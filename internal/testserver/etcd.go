@@ -21,7 +21,7 @@ import (
 const EtcdBinEnv = "TENURE_ETCD_BIN"
 
 // etcdHowTo says how to get an etcd binary.
-const etcdHowTo = "export " + EtcdBinEnv + "=$(tools/etcd/ensure.sh) builds etcd v3.7.3 and names it"
+const etcdHowTo = "export " + EtcdBinEnv + "=$(tools/servers/ensure.sh etcd) builds etcd v3.7.3 and names it"
 
 // EtcdConfig configures an etcd server [StartEtcd] starts.
 type EtcdConfig struct {

@@ -22,7 +22,7 @@ import (
 const NatsBinEnv = "TENURE_NATS_BIN"
 
 // natsHowTo says how to get a nats-server binary.
-const natsHowTo = "export " + NatsBinEnv + "=$(tools/nats/ensure.sh) builds nats-server v2.15.2 and names it"
+const natsHowTo = "export " + NatsBinEnv + "=$(tools/servers/ensure.sh nats-server) builds nats-server v2.15.2 and names it"
 
 // NatsExpiryLag is how much later than its TTL nats-server removes a
 // lease's message, plus the rounding of TTLs up to whole seconds:

@@ -232,7 +232,7 @@ func (p *Process) waitReady(ctx context.Context, r *run) error {
 
 // Binary returns the binary the environment variable env names, or name
 // on PATH. Its error says how to get one: howTo, such as
-// "tools/etcd/ensure.sh builds one and prints its path".
+// "$(tools/servers/ensure.sh etcd) builds one and prints its path".
 func Binary(env, name, howTo string) (string, error) {
 	if bin := os.Getenv(env); bin != "" {
 		if _, err := os.Stat(bin); err != nil {

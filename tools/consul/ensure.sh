@@ -13,4 +13,5 @@ dir=$(cd "$(dirname "$0")" && pwd)
 # database does not serve).
 GONOSUMDB=github.com/hashicorp/hcp-sdk-go,github.com/hashicorp/consul/envoyextensions
 export GONOSUMDB
-exec "$dir/../build.sh" "$dir" consul consul github.com/hashicorp/consul version
+out=$("$dir/../build.sh" "$dir" consul github.com/hashicorp/consul)
+echo "$out/consul"

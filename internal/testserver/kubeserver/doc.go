@@ -4,8 +4,8 @@
 // talk to Kubernetes should compile and link it.
 //
 // [Start] runs kube-apiserver from $TENURE_KUBE_APISERVER_BIN (or
-// kube-apiserver on PATH; tools/kube/ensure.sh builds it, [Binary]) over
-// an etcd of its own ([testserver.StartEtcd]), on a free loopback port,
+// kube-apiserver on PATH; `tools/servers/ensure.sh kube-apiserver` builds
+// it, [Binary]) over an etcd of its own ([testserver.StartEtcd]), on a free loopback port,
 // with RBAC on and two token users: an administrator ([Server.Admin]) and
 // a worker that may do only what a RoleBinding grants ([Server.Worker]).
 // [Server.Kubeconfig] writes a kubeconfig for the CLI. A package's tests

@@ -34,7 +34,7 @@ import (
 const BinEnv = "TENURE_KUBE_APISERVER_BIN"
 
 // howTo says how to get a kube-apiserver binary.
-const howTo = "export " + BinEnv + "=$(tools/kube/ensure.sh) builds kube-apiserver v1.37.2 and names it"
+const howTo = "export " + BinEnv + "=$(tools/servers/ensure.sh kube-apiserver) builds kube-apiserver v1.37.2 and names it"
 
 // Binary returns the kube-apiserver binary: $TENURE_KUBE_APISERVER_BIN, or
 // kube-apiserver on PATH.

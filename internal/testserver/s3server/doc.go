@@ -4,8 +4,8 @@
 // talk to S3 should compile and link it.
 //
 // [Start] runs MinIO from $TENURE_MINIO_BIN (or minio on PATH;
-// tools/minio/ensure.sh builds it, [Binary]) on a free loopback port, with
-// a data directory and random root credentials of its own. [Server.Client]
+// `tools/servers/ensure.sh minio` builds it, [Binary]) on a free loopback
+// port, with a data directory and random root credentials of its own. [Server.Client]
 // returns an S3 client with those credentials and [Server.Bucket] makes a
 // bucket per test. A package's tests share one server through
 // [testserver.Main] ([Shared]); a test that stops or restarts its server

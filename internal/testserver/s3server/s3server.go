@@ -24,7 +24,7 @@ import (
 const BinEnv = "TENURE_MINIO_BIN"
 
 // howTo says how to get a MinIO binary.
-const howTo = "export " + BinEnv + "=$(tools/minio/ensure.sh) builds the MinIO server and names it"
+const howTo = "export " + BinEnv + "=$(tools/servers/ensure.sh minio) builds the MinIO server and names it"
 
 // Region is the region a [Server] answers for (MinIO's default) and its
 // clients sign requests for.

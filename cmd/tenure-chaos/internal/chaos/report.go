@@ -289,7 +289,7 @@ const reportLimits = `
 Short cells, as CI runs them (go test ./cmd/tenure-chaos/internal/chaos):
 
 	go build -o tenure-chaos ./cmd/tenure-chaos
-	export TENURE_ETCD_BIN=$(tools/etcd/ensure.sh) TENURE_CONSUL_BIN=$(tools/consul/ensure.sh)
+	export TENURE_ETCD_BIN=$(tools/servers/ensure.sh etcd) TENURE_CONSUL_BIN=$(tools/consul/ensure.sh)
 	./tenure-chaos -backend postgres,redis,etcd -duration 50s -fault-every 1s
 	./tenure-chaos -backend consul -duration 150s -fault-every 1s
 

@@ -1,7 +1,7 @@
 // Command kube-apiserver is the Kubernetes API server v1.37.2, built from a
 // separate module so that its dependencies never enter the tenure library's
 // module graph. The tests of store/k8sstore start it as a child process, over
-// an etcd the project builds too; tools/kube/ensure.sh builds it.
+// the etcd of the same module; tools/servers/ensure.sh builds it.
 package main
 
 import (
