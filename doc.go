@@ -138,6 +138,12 @@
 // since announcements made before then are lost. Errors back off with
 // jitter up to the renew interval; nothing spins.
 //
+// A client hears only of the leases it wants, holds or is giving back: a
+// store that offers subscriptions ([store.Subscriber]: PostgreSQL) hands
+// its listener those announcements alone, so that of many clients sharing
+// a store only those concerned are woken; over the other stores the client
+// drops the rest as they arrive, before its loop sees them.
+//
 // [Client.Observe] gives the follower's view without campaigning: it
 // calls a function with who holds a name (holder, token, remaining time
 // by the store's clock, or nobody) and again at every change, seen at once

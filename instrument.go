@@ -55,7 +55,9 @@ const (
 	// ended, each with its EventLost, and the identity was regenerated.
 	EventCloneDetected
 	// EventNotified: the store announced that lease Name was released or
-	// taken over ([store.Notifier]).
+	// taken over ([store.Notifier]). The client hears only of the leases
+	// it wants, holds or is giving back, so other leases' announcements
+	// are not reported.
 	EventNotified
 	// EventSubscribed: the store's listener subscribed to announcements,
 	// at first or again after a reconnection (announcements made while it

@@ -41,8 +41,9 @@ func (c *Client) Run(ctx context.Context) error {
 	r.batcher, _ = c.store.(store.BatchAcquirer)
 	r.wg.Go(r.obs.run)
 	if n, ok := c.store.(store.Notifier); ok {
+		r.sub = store.Subscribe(n)
 		r.wg.Go(func() {
-			_ = n.Listen(ctx, func(n store.Notice) { c.enqueue(request{event: engine.Notified{Notice: n}}) })
+			_ = r.sub.Listen(ctx, func(n store.Notice) { c.enqueue(request{event: engine.Notified{Notice: n}}) })
 		})
 	}
 	r.loop()
@@ -69,6 +70,10 @@ type runner struct {
 	batcher        store.BatchAcquirer
 	acquires       []engine.SendAcquire
 	acquireFlights atomic.Int32 // acquisition round trips out; the loop adds, their goroutines subtract
+	// sub hears the store's announcements of the names the engine
+	// follows, so that the loop is not woken for the others; nil when the
+	// store announces nothing.
+	sub store.Subscription
 
 	leases   map[string]*Lease             // the current tenure per name
 	waiters  map[string]chan acquireResult // Acquire and Campaign calls awaiting an answer
@@ -233,6 +238,17 @@ func (r *runner) do(a engine.Action) {
 	case engine.IdentityChanged:
 		h := a.Holder
 		r.c.id.Store(&h)
+	case engine.Follow:
+		if r.sub != nil {
+			r.sub.Follow(a.Name)
+		}
+	case engine.Unfollow:
+		// A step's actions may be carried out after those of a step they
+		// caused (acquired gives back a grant nobody waits for), which may
+		// have tracked the name again.
+		if r.sub != nil && !r.c.eng.Tracks(a.Name) {
+			r.sub.Unfollow(a.Name)
+		}
 	}
 }
 

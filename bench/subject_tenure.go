@@ -27,7 +27,7 @@ import (
 // for a name, Lease.Release. Each participant has a store of its own over
 // connections of its own. Only a crashable participant's store is wrapped
 // (crashStore), because a wrapper hides whatever optional interfaces a
-// store has beyond store.Notifier and store.TTLFloor.
+// store has beyond store.Notifier, store.Subscriber and store.TTLFloor.
 
 // pgTablePrefix keeps the run's leases apart from everything else in the
 // database.
@@ -372,8 +372,8 @@ type crashStore struct {
 }
 
 var (
-	_ store.Notifier = (*crashStore)(nil)
-	_ store.TTLFloor = (*crashStore)(nil)
+	_ store.Subscriber = (*crashStore)(nil)
+	_ store.TTLFloor   = (*crashStore)(nil)
 )
 
 func newCrashStore(inner store.Store) *crashStore {
@@ -504,8 +504,39 @@ func (s *crashStore) Listen(ctx context.Context, notify func(store.Notice)) erro
 		<-ctx.Done()
 		return nil
 	}
+	return s.untilCrash(ctx, notify, n.Listen)
+}
+
+// Subscribe passes on the inner store's subscriptions, whose Listen ends
+// at a crash as Listen does (a filter over Listen when it has none).
+func (s *crashStore) Subscribe() store.Subscription {
+	sub, ok := s.inner.(store.Subscriber)
+	if !ok {
+		return store.Subscribe(listenFunc(s.Listen))
+	}
+	return crashSubscription{Subscription: sub.Subscribe(), s: s}
+}
+
+// untilCrash runs listen until ctx is done or the participant crashes.
+func (s *crashStore) untilCrash(ctx context.Context, notify func(store.Notice), listen func(context.Context, func(store.Notice)) error) error {
 	lctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(s.deadCtx, cancel)()
-	return n.Listen(lctx, notify)
+	return listen(lctx, notify)
+}
+
+type crashSubscription struct {
+	store.Subscription
+	s *crashStore
+}
+
+func (c crashSubscription) Listen(ctx context.Context, notify func(store.Notice)) error {
+	return c.s.untilCrash(ctx, notify, c.Subscription.Listen)
+}
+
+// listenFunc is a store.Notifier made of its Listen.
+type listenFunc func(ctx context.Context, notify func(store.Notice)) error
+
+func (f listenFunc) Listen(ctx context.Context, notify func(store.Notice)) error {
+	return f(ctx, notify)
 }

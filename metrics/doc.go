@@ -44,7 +44,8 @@
 //   - tenure_clones_detected_total{store} (counter): renewal chains found
 //     moved by another copy of the process (promise P6).
 //   - tenure_notifications_total{store} (counter): release and takeover
-//     announcements received from the store (stores with notifications).
+//     announcements received from the store (stores with notifications),
+//     of the leases the client wants, holds or is giving back.
 //   - tenure_notification_subscriptions_total{store} (counter): times the
 //     store's listener subscribed, once at start and once per reconnection;
 //     a rising rate means a flapping connection to the store.

@@ -5,7 +5,9 @@
 // A backend implements [Store]: Acquire, a batched Renew, Release, Get and
 // Close. Optional capabilities are separate interfaces, found by type
 // assertion: [Notifier] (announce releases and takeovers, so followers need
-// not wait for the expiry they were told), [Lister] (enumerate leases, for
+// not wait for the expiry they were told), [Subscriber] (hand a listener
+// only the announcements of the names it follows, so that clients sharing
+// a store each hear of their own leases; see [Subscribe]), [Lister] (enumerate leases, for
 // status pages), [TTLFloor] (a store that cannot keep leases as short as
 // [MinTTL]), [BatchReleaser] (release many tenures in one round trip, so
 // a client holding thousands gives them back at shutdown in a few calls;

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -87,6 +88,88 @@ type Notifier interface {
 	// a Notice whose Name is empty: whatever was announced before then is
 	// lost, so the caller looks again at every lease it is waiting for.
 	Listen(ctx context.Context, notify func(Notice)) error
+}
+
+// Subscriber is implemented by notifiers that can hand a listener only the
+// notices of the lease names it follows, so that a notice costs the store
+// the listeners that follow its name rather than every listener: of a
+// thousand clients sharing one store, only those waiting for or holding a
+// lease hear of it. A client subscribes with [Subscribe], which for a
+// store that is no Subscriber drops the other names on the listener's
+// side instead.
+type Subscriber interface {
+	Notifier
+	// Subscribe returns a new subscription, following no name.
+	Subscribe() Subscription
+}
+
+// Subscription is a listener that follows some lease names (see
+// [Subscriber]). Its methods are safe for concurrent use: names are
+// followed and unfollowed while Listen runs.
+type Subscription interface {
+	// Listen is [Notifier.Listen] for the names followed: notify gets
+	// every notice of a name from the moment Follow for it returns until
+	// Unfollow for it is called, and every empty notice (a subscription,
+	// or notices of any name that may have been lost). A notice of a name
+	// no longer followed may still come (one queued before Unfollow).
+	// Listen may be called more than once, at once or in turn; each call
+	// hears the names followed.
+	Listen(ctx context.Context, notify func(Notice)) error
+	// Follow adds name to the names followed; a name already followed
+	// stays followed. Once Follow returns, no notice of name is held back
+	// from a Listen call that has subscribed, and one that has not will
+	// report its subscription with the empty notice.
+	Follow(name string)
+	// Unfollow removes name from the names followed, if it was.
+	Unfollow(name string)
+}
+
+// Subscribe returns a new subscription of n, following no name: n's own
+// when n is a [Subscriber], else one that hears every notice of n and
+// passes on, on the listening goroutine, the empty ones and those of the
+// names it follows.
+func Subscribe(n Notifier) Subscription {
+	if s, ok := n.(Subscriber); ok {
+		return s.Subscribe()
+	}
+	return &filter{n: n, names: make(map[string]struct{})}
+}
+
+// filter is the subscription of a [Notifier] that is no [Subscriber].
+type filter struct {
+	n     Notifier
+	mu    sync.Mutex
+	names map[string]struct{}
+}
+
+func (f *filter) Listen(ctx context.Context, notify func(Notice)) error {
+	if notify == nil {
+		return f.n.Listen(ctx, nil) // the store refuses it
+	}
+	return f.n.Listen(ctx, func(n Notice) {
+		if n.Name == "" || f.follows(n.Name) {
+			notify(n)
+		}
+	})
+}
+
+func (f *filter) follows(name string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	_, ok := f.names[name]
+	return ok
+}
+
+func (f *filter) Follow(name string) {
+	f.mu.Lock()
+	f.names[name] = struct{}{}
+	f.mu.Unlock()
+}
+
+func (f *filter) Unfollow(name string) {
+	f.mu.Lock()
+	delete(f.names, name)
+	f.mu.Unlock()
 }
 
 // TTLFloor is implemented by stores that cannot keep a lease as short as

@@ -95,6 +95,18 @@ type ChainWriteGranted struct {
 // IdentityChanged reports a regenerated identity.
 type IdentityChanged struct{ Holder store.Holder }
 
+// Follow reports that the engine tracks lease Name from now on: hand it the
+// store's announcements of the name ([Notified]). It comes before the
+// engine acquires, renews or checks the name. A name already followed
+// stays followed.
+type Follow struct{ Name string }
+
+// Unfollow reports that the engine no longer tracks lease Name: its
+// announcements change nothing until a later Follow of the name. It comes
+// last among the actions of the step that stopped tracking the name, and
+// only when that step did not track it again.
+type Unfollow struct{ Name string }
+
 func (SendAcquire) action()       {}
 func (SendRenew) action()         {}
 func (SendCheck) action()         {}
@@ -105,3 +117,5 @@ func (Lost) action()              {}
 func (AcquireFailed) action()     {}
 func (ChainWriteGranted) action() {}
 func (IdentityChanged) action()   {}
+func (Follow) action()            {}
+func (Unfollow) action()          {}

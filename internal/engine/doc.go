@@ -37,4 +37,16 @@
 //
 // All held leases are renewed together: one [SendRenew] per renew interval,
 // however many leases there are.
+//
+// # Announcements
+//
+// The engine acts on the store's announcements ([Notified]) of the names it
+// tracks, and on the empty one, and ignores the others. It tracks a name
+// from the first event that concerns it (a Want, an Adopt, a release of a
+// tenure it no longer tracks) until it neither wants, holds nor releases
+// it, and reports both ends ([Follow] before any store call for the name,
+// [Unfollow] at the end of the step that dropped it; [Engine.Tracks] says
+// which holds now), so that the caller can have the store hand it only
+// those announcements. What it does not hear of a name before Follow is
+// covered by the store call that comes after: its answer is newer.
 package engine

@@ -113,6 +113,9 @@ type Engine struct {
 
 	renewInFlight bool
 	out           []Action
+	// dropped holds the names the current step stopped tracking; those
+	// it did not track again are unfollowed when it ends.
+	dropped []string
 
 	// Next reads the earliest wake time off a heap, and check and
 	// schedule walk the leases only when something is due, so that an
@@ -166,8 +169,25 @@ func (e *Engine) Step(now Instant, ev Event) []Action {
 	e.check(now, jumped)
 	e.schedule(now)
 	e.compact()
+	e.unfollow()
 	e.last = now
 	return e.out
+}
+
+// Tracks reports whether the engine tracks lease name: from the step that
+// reported [Follow] for it to the step that reported [Unfollow].
+func (e *Engine) Tracks(name string) bool { return e.leases[name] != nil }
+
+// unfollow reports the names the step stopped tracking and did not track
+// again.
+func (e *Engine) unfollow() {
+	for _, name := range e.dropped {
+		if !e.Tracks(name) {
+			e.emit(Unfollow{Name: name})
+		}
+	}
+	clear(e.dropped)
+	e.dropped = e.dropped[:0]
 }
 
 // Next returns the monotonic instant at which the engine wants a [Tick],
@@ -750,13 +770,15 @@ func (e *Engine) lookup(name string) *lease {
 	return l
 }
 
-// add starts tracking a lease name.
+// add starts tracking a lease name, and follows it before anything is
+// sent for it.
 func (e *Engine) add(name string) *lease {
 	e.added++
 	l := &lease{name: name, idx: e.added, wakeAt: never}
 	e.leases[name] = l
 	e.order = append(e.order, l)
 	e.touch(l)
+	e.emit(Follow{Name: name})
 	return l
 }
 
@@ -797,6 +819,7 @@ func (e *Engine) remove(l *lease) {
 	l.removed = true
 	delete(e.leases, l.name)
 	e.removed++
+	e.dropped = append(e.dropped, l.name)
 }
 
 func (e *Engine) compact() {

@@ -780,3 +780,93 @@ func TestFollowersInLine(t *testing.T) {
 		only[SendCheck](t, h.step(Notified{store.Notice{Name: "billing", Kind: store.NoticeAcquired, Holder: other, Remaining: ttl}}))
 	})
 }
+
+// first returns the index in acts of the first action of type A, failing
+// when there is none.
+func first[A Action](t *testing.T, acts []Action) int {
+	t.Helper()
+	for i, a := range acts {
+		if _, ok := a.(A); ok {
+			return i
+		}
+	}
+	t.Fatalf("no %T in %#v", *new(A), acts)
+	return -1
+}
+
+// TestFollowsWhatItTracks: the engine follows a name before the first
+// store call for it, and unfollows it only once it neither wants, holds
+// nor releases it.
+func TestFollowsWhatItTracks(t *testing.T) {
+	t.Parallel()
+	other := store.Holder{Label: "worker", Instance: "other"}
+
+	t.Run("AcquiredReleasedAndWantedAgain", func(t *testing.T) {
+		t.Parallel()
+		h := newHarness(t)
+		acts := h.step(Want{Name: "billing", Campaign: true})
+		require.Equal(t, Follow{Name: "billing"}, only[Follow](t, acts))
+		require.Less(t, first[Follow](t, acts), first[SendAcquire](t, acts))
+		send := only[SendAcquire](t, acts)
+		acts = h.step(AcquireDone{Name: "billing", Holder: send.Holder, SentAt: send.SentAt,
+			Held: &store.HeldError{Holder: other, Token: 3, Seq: 1, Remaining: ttl}})
+		none[Unfollow](t, acts) // the campaign waits
+		send = only[SendAcquire](t, h.tick())
+		h.advance(time.Millisecond)
+		a := only[Acquired](t, h.step(AcquireDone{Name: "billing", Holder: send.Holder, SentAt: send.SentAt,
+			Grant: &store.Grant{Holder: send.Holder, Token: 4, Seq: 1, Remaining: ttl}}))
+
+		acts = h.step(Release{Name: "billing", Holder: a.Holder, Token: a.Token})
+		rel := only[SendRelease](t, acts)
+		none[Unfollow](t, acts) // the release is in flight
+		require.True(t, h.e.Tracks("billing"))
+		acts = h.step(ReleaseDone{Name: "billing", Token: rel.Token})
+		require.Equal(t, Unfollow{Name: "billing"}, acts[len(acts)-1])
+		require.False(t, h.e.Tracks("billing"))
+
+		acts = h.step(Want{Name: "billing"})
+		require.Less(t, first[Follow](t, acts), first[SendAcquire](t, acts))
+		require.True(t, h.e.Tracks("billing"))
+	})
+
+	t.Run("WantedWhileReleasing", func(t *testing.T) {
+		t.Parallel()
+		h := newHarness(t)
+		a := h.acquire("billing", 7, time.Millisecond)
+		rel := only[SendRelease](t, h.step(Release{Name: "billing", Holder: a.Holder, Token: 7}))
+		none[Unfollow](t, h.step(Want{Name: "billing", Campaign: true}))
+		acts := h.step(ReleaseDone{Name: "billing", Token: rel.Token})
+		none[Unfollow](t, acts)
+		only[SendAcquire](t, acts)
+	})
+
+	t.Run("OneShotRefused", func(t *testing.T) {
+		t.Parallel()
+		h := newHarness(t)
+		send := only[SendAcquire](t, h.step(Want{Name: "billing"}))
+		acts := h.step(AcquireDone{Name: "billing", Holder: send.Holder, SentAt: send.SentAt,
+			Held: &store.HeldError{Holder: other, Token: 3, Seq: 1, Remaining: ttl}})
+		only[AcquireFailed](t, acts)
+		require.Equal(t, Unfollow{Name: "billing"}, acts[len(acts)-1])
+	})
+
+	t.Run("Adopted", func(t *testing.T) {
+		t.Parallel()
+		h := newHarness(t)
+		acts := h.step(Adopt{Name: "billing", Holder: store.Holder{Label: "worker", Instance: "parent"}, Token: 7, Seq: 3, Remaining: ttl})
+		require.Equal(t, Follow{Name: "billing"}, only[Follow](t, acts))
+		require.Less(t, first[Follow](t, acts), first[Acquired](t, acts))
+		require.Less(t, first[Follow](t, acts), first[SendRenew](t, acts))
+	})
+
+	t.Run("Lost", func(t *testing.T) {
+		t.Parallel()
+		h := newHarness(t)
+		h.acquire("billing", 7, time.Millisecond)
+		h.acquire("payroll", 8, time.Millisecond)
+		acts := h.step(Drop{Name: "billing", Token: 7, Reason: ReasonExpiredLocally})
+		only[Lost](t, acts)
+		require.Equal(t, Unfollow{Name: "billing"}, only[Unfollow](t, acts))
+		require.True(t, h.e.Tracks("payroll"))
+	})
+}

@@ -20,7 +20,10 @@ import (
 //     regenerates the identity and releases nothing;
 //   - one tenure per name at a time, one renewal batch in flight at a time,
 //     at most one acquisition per name per step, and no tick asked for in
-//     the past (nothing spins).
+//     the past (nothing spins);
+//   - the engine follows exactly the names it tracks, each before it
+//     acquires, renews or checks it (a notice it would act on is never
+//     filtered out).
 func FuzzEngine(f *testing.F) {
 	f.Add([]byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11})
 	f.Add([]byte{0, 0, 3, 3, 3, 2, 2, 9, 1, 1, 1, 1, 4, 4})
@@ -56,13 +59,14 @@ type fuzzer struct {
 	renew     *SendRenew
 	releases  []SendRelease
 	mismatch  map[string]store.Token // name → token expected to end as a seq mismatch
+	followed  map[string]bool
 	stepCount int
 }
 
 var fuzzNames = []string{"a", "b", "c"}
 
 func newFuzzer(t *testing.T, in []byte) *fuzzer {
-	fz := &fuzzer{t: t, in: in, now: Instant{Mono: time.Hour, Wall: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}, held: map[string]*heldTenure{}}
+	fz := &fuzzer{t: t, in: in, now: Instant{Mono: time.Hour, Wall: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}, held: map[string]*heldTenure{}, followed: map[string]bool{}}
 	fz.e = New(Config{
 		Label: "w", TTL: ttl, RenewInterval: renew, SuspendTolerance: tol, ProgressTimeout: 20 * time.Second,
 		NewInstance: func() string { fz.ids++; return fmt.Sprint("id", fz.ids) },
@@ -229,7 +233,12 @@ func (fz *fuzzer) apply(ev Event, acts []Action) {
 	released := map[string]bool{}
 	identity := false
 	for _, a := range acts {
+		fz.checkFollowed(a)
 		switch a := a.(type) {
+		case Follow:
+			fz.followed[a.Name] = true
+		case Unfollow:
+			delete(fz.followed, a.Name)
 		case SendAcquire:
 			acquiresThisStep[a.Name]++
 			if acquiresThisStep[a.Name] > 1 {
@@ -300,6 +309,11 @@ func (fz *fuzzer) apply(ev Event, acts []Action) {
 			}
 		}
 	}
+	for _, name := range fuzzNames {
+		if fz.followed[name] != fz.e.Tracks(name) {
+			t.Fatalf("%q followed %t, tracked %t", name, fz.followed[name], fz.e.Tracks(name))
+		}
+	}
 	for name, h := range fz.held {
 		if r := h.window.Check(fz.now, tol); r != 0 {
 			t.Fatalf("tenure %q token %d still held outside its trust window (%v)", name, h.token, r)
@@ -310,5 +324,25 @@ func (fz *fuzzer) apply(ev Event, acts []Action) {
 			return
 		}
 		t.Fatalf("engine asks for a tick %s in the past", fz.now.Mono-due)
+	}
+}
+
+// checkFollowed fails when a is a store call about a name not followed.
+func (fz *fuzzer) checkFollowed(a Action) {
+	var names []string
+	switch a := a.(type) {
+	case SendAcquire:
+		names = []string{a.Name}
+	case SendCheck:
+		names = []string{a.Name}
+	case SendRenew:
+		for _, it := range a.Items {
+			names = append(names, it.Name)
+		}
+	}
+	for _, name := range names {
+		if !fz.followed[name] {
+			fz.t.Fatalf("%T for %q, which is not followed", a, name)
+		}
 	}
 }

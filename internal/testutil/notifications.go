@@ -35,6 +35,13 @@ func (n *Notifications) Notify(notice store.Notice) {
 	}
 }
 
+// All returns every notice reported so far, in order.
+func (n *Notifications) All() []store.Notice {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return append([]store.Notice(nil), n.notices...)
+}
+
 // Count returns how many times name was reported so far.
 func (n *Notifications) Count(name string) int { return len(n.Of(name)) }
 
@@ -60,13 +67,24 @@ func (n *Notifications) Wait(name string, d time.Duration) bool {
 // WaitFor waits up to d for a notice that match accepts to be reported (or
 // finds one reported already) and says whether one was.
 func (n *Notifications) WaitFor(match func(store.Notice) bool, d time.Duration) bool {
+	return n.wait(func() bool { return n.has(match) }, d)
+}
+
+// WaitCount waits up to d for name to be reported count times (or finds
+// it reported that often already) and says whether it was.
+func (n *Notifications) WaitCount(name string, count int, d time.Duration) bool {
+	return n.wait(func() bool { return n.Count(name) >= count }, d)
+}
+
+// wait waits up to d for done to hold, looking again at every report.
+func (n *Notifications) wait(done func() bool, d time.Duration) bool {
 	timer := time.NewTimer(d)
 	defer timer.Stop()
-	for !n.has(match) {
+	for !done() {
 		select {
 		case <-n.wake:
 		case <-timer.C:
-			return n.has(match)
+			return done()
 		}
 	}
 	return true

@@ -1,6 +1,6 @@
 // Package pgstore is the PostgreSQL [store.Store], tenure's default
-// backend. It also implements [store.Notifier], [store.Lister],
-// [store.Historian] and [store.ForceReleaser].
+// backend. It also implements [store.Notifier], [store.Subscriber],
+// [store.Lister], [store.Historian] and [store.ForceReleaser].
 //
 //	pool, err := pgxpool.New(ctx, "postgres://...")
 //	store, err := pgstore.New(pool, pgstore.Config{})
@@ -52,7 +52,11 @@
 // Expiry is not announced: nothing runs at the moment a lease expires.
 // [Store.Listen] holds one connection of its own and reconnects with backoff
 // (50 ms growing to 5 s) when it dies, and calls notify with the empty name
-// after every LISTEN, since what was announced in between is lost.
+// after every LISTEN, since what was announced in between is lost. Every
+// Listen call of one Store, and of its subscriptions ([Store.Subscribe]),
+// shares that connection; a subscription's listener is handed only the
+// notifications of the names it follows, so that clients sharing a Store
+// each hear of their own leases, not of every lease.
 // Notifications are an optimisation only: one lost while reconnecting
 // delays a follower until the expiry it was told.
 //
@@ -211,9 +215,10 @@
 //
 // Migration 009 adds acquire_batch (see Operations), executable by every
 // role that may execute acquire. A library of this version on a schema
-// not yet migrated to 009 fails its batch acquisitions with
-// [store.ErrNotMigrated] (lone ones still work); older libraries do not
-// call it. Its announcements are JSON arrays, which an older library's
+// not yet migrated to 009 fails its batch acquisitions, and the
+// [Store.Acquire] calls that go together because they were made at once,
+// with [store.ErrNotMigrated] (lone ones still work); older libraries do
+// not call it. Its announcements are JSON arrays, which an older library's
 // listener takes for a name it does not know.
 //
 // # Schema
@@ -277,7 +282,10 @@
 // its lease asked for again alone, and the batch's acquisitions are
 // announced in as few notifications as fit under PostgreSQL's 8,000 bytes
 // (a JSON array each). The client sends many acquisitions made at once
-// this way (see [tenure.Client.Acquire]). [Store.Release] calls
+// this way (see [tenure.Client.Acquire]), and so does the store itself
+// for [Store.Acquire] calls made at once by any of its callers (many
+// clients sharing it): while two are out, later ones wait for one to come
+// back and go together, up to 1,000 a statement. [Store.Release] calls
 // release, which expires the lease now and keeps its row;
 // [Store.ReleaseBatch] calls it once per tenure in one statement over
 // unnest'ed arrays (a client's shutdown: one round trip per 10,000 leases).

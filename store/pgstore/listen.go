@@ -11,6 +11,8 @@ import (
 	"github.com/tenure-dev/tenure/store"
 )
 
+var _ store.Subscriber = (*Store)(nil)
+
 // Backoff between attempts to (re)establish the listening connection.
 const (
 	listenBackoffMin = 50 * time.Millisecond
@@ -40,6 +42,25 @@ const (
 // [store.ErrClosed] when the store is closed.
 func (s *Store) Listen(ctx context.Context, notify func(store.Notice)) error {
 	return s.gate.Listen(ctx, notify, s.hub.Listen)
+}
+
+// Subscribe implements [store.Subscriber]: the subscription's Listen is
+// [Store.Listen] for the names it follows, over the same shared
+// connection, which hands each notification only to the listeners that
+// follow its name (and to those of [Store.Listen], which follow every
+// name).
+func (s *Store) Subscribe() store.Subscription {
+	return subscription{gate: s.gate, Subscription: s.hub.Subscribe()}
+}
+
+// subscription runs a hub's subscription behind the store's closed gate.
+type subscription struct {
+	gate *storekit.Gate
+	*storekit.Subscription
+}
+
+func (s subscription) Listen(ctx context.Context, notify func(store.Notice)) error {
+	return s.gate.Listen(ctx, notify, s.Subscription.Listen)
 }
 
 // listenLoop is the shared loop behind every Listen call: one listening

@@ -22,6 +22,7 @@ var (
 	_ store.Notifier      = (*Store)(nil)
 	_ store.Lister        = (*Store)(nil)
 	_ store.BatchReleaser = (*Store)(nil)
+	_ store.BatchAcquirer = (*Store)(nil)
 	_ store.Historian     = (*Store)(nil)
 	_ store.ForceReleaser = (*Store)(nil)
 )
@@ -51,6 +52,8 @@ type Store struct {
 
 	// gate is shut by Close; it ends every Listen.
 	gate *storekit.Gate
+	// acquires sends the Acquire calls made at once together (see Acquire).
+	acquires *storekit.AcquireGroup
 	// hub shares one listening connection among every Listen call.
 	hub *storekit.Hub
 
@@ -88,6 +91,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 		gate:      storekit.NewGate("pgstore", "pgstore.New"),
 	}
 	s.hub = storekit.NewHub(s.listenLoop)
+	s.acquires = storekit.NewAcquireGroup("pgstore", s.acquireTogether)
 	if err := pgkit.Queries("pgstore", queryFS, "queries", render, map[string]*string{
 		"acquire.sql":       &s.acquireSQL,
 		"acquire_batch.sql": &s.acquireBatchSQL,
@@ -111,6 +115,17 @@ func (s *Store) Objects() Objects { return s.obj }
 // trip; two when it races with the very first insert of the same name).
 // A successful acquisition is announced on the store's channel. An error
 // matching [store.ErrUnavailable] means it may have been applied.
+//
+// Calls made at once, by any callers of the store, share round trips
+// (group commit): while fewer than two acquisitions are out, a call goes
+// at once, alone; calls made while two are out wait for one to come back
+// and then go together, up to 1,000 to a statement of acquire_batch (as
+// [Store.AcquireBatch] sends them), each lease at most once a statement.
+// A call whose context ends while it waits for its turn is not attempted;
+// one whose context ends while its statement is out returns at once and
+// may have been applied; the statement goes on for the others until the
+// last of them has left. A statement that fails as a whole fails each of
+// its calls with the error its own statement would have had.
 func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (store.Grant, error) {
 	if err := s.begin(ctx, "acquire"); err != nil {
 		return store.Grant{}, err
@@ -118,7 +133,24 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (store.Grant
 	if err := p.Validate(); err != nil {
 		return store.Grant{}, fmt.Errorf("pgstore: acquire: %w", err)
 	}
-	return s.acquire(ctx, p)
+	return s.acquires.Acquire(ctx, p)
+}
+
+// acquireTogether is the round trip of Acquire's group: one lease through
+// the acquire function, several through acquire_batch.
+func (s *Store) acquireTogether(ctx context.Context, ps []store.AcquireParams) []store.AcquireResult {
+	if len(ps) == 1 {
+		g, err := s.acquire(ctx, ps[0])
+		return []store.AcquireResult{{Grant: g, Err: err}}
+	}
+	res, err := s.acquireBatch(ctx, ps)
+	if err != nil {
+		res = make([]store.AcquireResult, len(ps))
+		for i, p := range ps {
+			res[i].Err = interpretError(fmt.Sprintf("acquire lease %q (in a batch of %d)", p.Name, len(ps)), err)
+		}
+	}
+	return res
 }
 
 // acquire carries out p, which is valid.
@@ -154,6 +186,18 @@ func (s *Store) AcquireBatch(ctx context.Context, ps []store.AcquireParams) ([]s
 	if err := store.ValidateAcquireBatch(ps); err != nil {
 		return nil, fmt.Errorf("pgstore: acquire: %w", err)
 	}
+	res, err := s.acquireBatch(ctx, ps)
+	if err != nil {
+		return nil, interpretError(fmt.Sprintf("acquire %d leases", len(ps)), err)
+	}
+	return res, nil
+}
+
+// acquireBatch carries out ps, which are valid, in one statement (and a
+// statement of its own for each lease the batch answered "ask again
+// alone"). An error is for the whole statement, as pgx returned it: the
+// caller interprets it.
+func (s *Store) acquireBatch(ctx context.Context, ps []store.AcquireParams) ([]store.AcquireResult, error) {
 	var (
 		names     = make([]string, len(ps))
 		labels    = make([]string, len(ps))
@@ -166,21 +210,19 @@ func (s *Store) AcquireBatch(ctx context.Context, ps []store.AcquireParams) ([]s
 		names[i], labels[i], instances[i] = p.Name, p.Holder.Label, p.Holder.Instance
 		ttls[i], payloads[i], waits[i] = p.TTL.Microseconds(), p.Payload, p.Wait
 	}
-	op := fmt.Sprintf("acquire %d leases", len(ps))
 	rows, err := s.pool.Query(ctx, s.acquireBatchSQL, names, labels, instances, ttls, payloads, waits)
 	if err != nil {
-		return nil, interpretError(op, err)
+		return nil, err
 	}
 	found, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (acquireRow, error) {
 		var a acquireRow
 		return a, row.Scan(a.nullable()...)
 	})
 	if err != nil {
-		return nil, interpretError(op, err)
+		return nil, err
 	}
 	if len(found) != len(ps) {
-		return nil, fmt.Errorf("pgstore: %s: %w: the server answered %d results for %d leases",
-			op, store.ErrUnavailable, len(found), len(ps))
+		return nil, fmt.Errorf("the server answered %d results for %d leases", len(found), len(ps))
 	}
 	res := make([]store.AcquireResult, len(ps))
 	for i, a := range found {

@@ -176,7 +176,10 @@
 // [Store.AcquireBatch] and [Store.ReleaseBatch] (the acquire and release
 // scripts over a whole batch: a client sends the attempts made at once
 // together, and releases everything it holds at shutdown, in one call per
-// batch of up to [store.MaxRenewBatch]); go-redis sends
+// batch of up to [store.MaxRenewBatch]; and the store itself sends
+// [Store.Acquire] calls made at once by any of its callers, many clients
+// sharing it, together: while two are out, later ones wait for one to
+// come back and go in one call, up to 1,000); go-redis sends
 // EVALSHA and falls back to EVAL when the server answers NOSCRIPT (after a
 // restart or SCRIPT FLUSH). Renew sends the whole batch, up to
 // [store.MaxRenewBatch] leases, as one script call, which the server runs

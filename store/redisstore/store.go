@@ -84,6 +84,8 @@ type Store struct {
 	highest atomic.Int64
 
 	gate *storekit.Gate
+	// acquires sends the Acquire calls made at once together (see Acquire).
+	acquires *storekit.AcquireGroup
 }
 
 // New returns a Store using client, with the keys cfg names. It does not
@@ -109,7 +111,9 @@ func New(client Client, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Store{client: client, keys: keys, gate: storekit.NewGate("redisstore", "redisstore.New")}, nil
+	s := &Store{client: client, keys: keys, gate: storekit.NewGate("redisstore", "redisstore.New")}
+	s.acquires = storekit.NewAcquireGroup("redisstore", s.acquireTogether)
+	return s, nil
 }
 
 // Keys returns the names of the store's keys and channel.
@@ -124,6 +128,17 @@ func (s *Store) Keys() Keys { return s.keys }
 // has already seen, Acquire refuses the grant: it gives the tenure back,
 // raises the counter above every token the store saw (a second round trip)
 // and fails with an error matching [ErrTokenWentBackwards].
+//
+// Calls made at once, by any callers of the store, share script calls
+// (group commit): while fewer than two acquisitions are out, a call goes
+// at once, alone; calls made while two are out wait for one to come back
+// and then go together, up to 1,000 to a script call (as
+// [Store.AcquireBatch] sends them), each lease at most once a call. A
+// call whose context ends while it waits for its turn is not attempted;
+// one whose context ends while its script call is out returns at once
+// and may have been applied; the script call goes on for the others until
+// the last of them has left. A script call that fails as a whole fails
+// each of its calls with the error its own call would have had.
 func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (store.Grant, error) {
 	if err := s.begin(ctx, "acquire"); err != nil {
 		return store.Grant{}, err
@@ -131,11 +146,24 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (store.Grant
 	if err := p.Validate(); err != nil {
 		return store.Grant{}, fmt.Errorf("redisstore: acquire: %w", err)
 	}
-	res, err := s.acquire(ctx, fmt.Sprintf("acquire lease %q", p.Name), []store.AcquireParams{p})
+	return s.acquires.Acquire(ctx, p)
+}
+
+// acquireTogether is the round trip of Acquire's group: one script call
+// for every lease of ps.
+func (s *Store) acquireTogether(ctx context.Context, ps []store.AcquireParams) []store.AcquireResult {
+	res, err := s.acquire(ctx, ps)
 	if err != nil {
-		return store.Grant{}, err
+		res = make([]store.AcquireResult, len(ps))
+		for i, p := range ps {
+			op := fmt.Sprintf("acquire lease %q", p.Name)
+			if len(ps) > 1 {
+				op += fmt.Sprintf(" (in a batch of %d)", len(ps))
+			}
+			res[i].Err = interpretError(op, err)
+		}
 	}
-	return res[0].Grant, res[0].Err
+	return res
 }
 
 // AcquireBatch implements [store.BatchAcquirer.AcquireBatch]: the acquire
@@ -154,14 +182,20 @@ func (s *Store) AcquireBatch(ctx context.Context, ps []store.AcquireParams) ([]s
 	if len(ps) == 0 {
 		return []store.AcquireResult{}, nil
 	}
-	return s.acquire(ctx, fmt.Sprintf("acquire %d leases", len(ps)), ps)
+	res, err := s.acquire(ctx, ps)
+	if err != nil {
+		return nil, interpretError(fmt.Sprintf("acquire %d leases", len(ps)), err)
+	}
+	return res, nil
 }
 
 // acquireReply is how many elements acquire.lua returns per lease.
 const acquireReply = 11
 
-// acquire runs acquire.lua over ps, which are valid.
-func (s *Store) acquire(ctx context.Context, op string, ps []store.AcquireParams) ([]store.AcquireResult, error) {
+// acquire runs acquire.lua over ps, which are valid, in one call. An
+// error is for the whole call, as go-redis returned it (or a reply of the
+// wrong shape): the caller interprets it.
+func (s *Store) acquire(ctx context.Context, ps []store.AcquireParams) ([]store.AcquireResult, error) {
 	floor := store.Token(s.highest.Load())
 	keys := make([]string, 0, 1+3*len(ps))
 	keys = append(keys, s.keys.Counter)
@@ -173,10 +207,11 @@ func (s *Store) acquire(ctx context.Context, op string, ps []store.AcquireParams
 	}
 	reply, err := acquireScript.Run(ctx, s.client, keys, args...).Slice()
 	if err != nil {
-		return nil, interpretError(op, err)
+		return nil, err
 	}
 	if len(reply) != acquireReply*len(ps) {
-		return nil, unexpectedReply(op, fmt.Sprintf("of %d elements for %d leases", len(reply), len(ps)))
+		return nil, fmt.Errorf("unexpected reply of %d elements for %d leases from the server; do other programs write keys under the store's prefix?",
+			len(reply), len(ps))
 	}
 	results := make([]store.AcquireResult, len(ps))
 	for i, p := range ps {

@@ -16,7 +16,10 @@
 // Every write (an acquisition, a release, or a whole batch of either or of
 // renewals) is one transaction
 // begun IMMEDIATE, so it holds the file's write lock from its first read to
-// its commit and processes sharing the file take turns. The file is in WAL
+// its commit and processes sharing the file take turns. [Store.Acquire]
+// calls made at once by any callers of one Store share transactions, and
+// so commits: while two are under way, later ones wait for one to end and
+// go together, up to 1,000 to a transaction. The file is in WAL
 // journal mode (readers never wait for the writer) with synchronous=FULL
 // (a committed token survives power loss).
 //

@@ -35,8 +35,10 @@ type Config struct {
 	// BusyTimeout is how long one call waits for the database's write lock
 	// while another connection or process holds it, before failing with an
 	// error matching [store.ErrUnavailable]. Calls of one Store queue
-	// among themselves first, for at most as long again. Zero means
-	// [DefaultBusyTimeout]; negative values are refused. A longer timeout
+	// among themselves first, for at most as long again ([Store.Acquire]
+	// calls made at once wait before that for their turn in a shared
+	// transaction, as long as the transactions ahead of them take). Zero
+	// means [DefaultBusyTimeout]; negative values are refused. A longer timeout
 	// rides out longer transactions of other processes (yours included:
 	// a fenced write through [Store.DB] holds the lock until it commits) at
 	// the price of a slower failure when the file is wedged. The call's
@@ -125,6 +127,8 @@ type Store struct {
 	// here (for at most the busy timeout, and honouring their contexts)
 	// instead of polling SQLite's busy handler against each other.
 	writeSem chan struct{}
+	// acquires sends the Acquire calls made at once together (see Acquire).
+	acquires *storekit.AcquireGroup
 
 	// listenersMu guards listeners, the Listen calls that this Store's own
 	// commits are announced to at once (see [Store.Listen]).
@@ -172,6 +176,7 @@ func Open(ctx context.Context, path string, cfg Config) (*Store, error) {
 		writeSem:  make(chan struct{}, 1),
 		listeners: make(map[*listener]struct{}),
 	}
+	s.acquires = storekit.NewAcquireGroup("sqlitestore", s.acquireTogether)
 	if err := s.setup(ctx); err != nil {
 		_ = s.db.Close() // The setup error is the one worth reporting.
 		return nil, err
@@ -456,6 +461,18 @@ func (r row) record(name string, now int64) store.Record {
 }
 
 // Acquire implements [store.Store.Acquire] in one IMMEDIATE transaction.
+//
+// Calls made at once, by any callers of the store, share transactions
+// (group commit), and so the file's write lock and its commits: while
+// fewer than two acquisitions are out, a call goes at once, alone; calls
+// made while two are out wait for one to come back and then go together,
+// up to 1,000 to a transaction (as [Store.AcquireBatch] sends them), each
+// lease at most once a transaction. A call whose context ends while it
+// waits for its turn is not attempted; one whose context ends while its
+// transaction is under way returns at once and may have been applied; the
+// transaction goes on for the others until the last of them has left. A
+// transaction that fails as a whole fails each of its calls with the error
+// its own transaction would have had.
 func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (store.Grant, error) {
 	if err := s.gate.Check("acquire"); err != nil {
 		return store.Grant{}, err
@@ -463,16 +480,20 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (store.Grant
 	if err := p.Validate(); err != nil {
 		return store.Grant{}, fmt.Errorf("sqlitestore: acquire: %w", err)
 	}
-	var g store.Grant
-	err := s.writeTx(ctx, "acquire", func(w *write) error {
-		var err error
-		g, err = s.acquireOne(ctx, w, p)
-		return err
-	})
+	return s.acquires.Acquire(ctx, p)
+}
+
+// acquireTogether is the round trip of Acquire's group: one transaction
+// for every lease of ps.
+func (s *Store) acquireTogether(ctx context.Context, ps []store.AcquireParams) []store.AcquireResult {
+	res, err := s.acquireBatch(ctx, ps)
 	if err != nil {
-		return store.Grant{}, err
+		res = make([]store.AcquireResult, len(ps))
+		for i := range res {
+			res[i].Err = err
+		}
 	}
-	return g, nil
+	return res
 }
 
 // AcquireBatch implements [store.BatchAcquirer.AcquireBatch] in one
@@ -488,6 +509,11 @@ func (s *Store) AcquireBatch(ctx context.Context, ps []store.AcquireParams) ([]s
 	if len(ps) == 0 {
 		return []store.AcquireResult{}, nil
 	}
+	return s.acquireBatch(ctx, ps)
+}
+
+// acquireBatch carries out ps, which are valid, in one transaction.
+func (s *Store) acquireBatch(ctx context.Context, ps []store.AcquireParams) ([]store.AcquireResult, error) {
 	var res []store.AcquireResult
 	err := s.writeTx(ctx, "acquire", func(w *write) error {
 		res = make([]store.AcquireResult, len(ps))

@@ -46,7 +46,8 @@
 //     (promise P2).
 //   - Notify (when [Capabilities.Notify]): releases and takeovers reach a
 //     [store.Notifier] listener, which announces its subscription with
-//     the empty name.
+//     the empty name; a [store.Subscriber]'s subscription hears of the
+//     names it follows and of no other.
 //   - Input: every limit of the contract refused with [store.ErrInvalid],
 //     with nothing changed.
 //   - History (when the store is a [store.Historian]): grants, releases,

@@ -50,6 +50,40 @@ func testNotify(t *testing.T, h Harness) {
 		await(t, r, "")
 	})
 
+	t.Run("SubscriptionHearsWhatItFollows", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		s, ok := b.store.(store.Subscriber)
+		if !ok {
+			t.Skip("storetest: the backend has no subscriptions (store.Subscriber); a client filters its notices itself")
+		}
+		sub := s.Subscribe()
+		warmup, followed, other := name(t), name(t), name(t)
+		sub.Follow(warmup)
+		sub.Follow(followed)
+		r := b.listenOn(t, sub.Listen, warmup)
+		holder := testutil.Holder(t, "holder")
+		// Announcements come in the order of the changes: once a lease
+		// changed after them is heard of, every earlier one has come.
+		mark := func() {
+			m := name(t)
+			sub.Follow(m)
+			b.release(t, b.acquire(t, m, holder, longTTL))
+			await(t, r, m)
+		}
+		b.release(t, b.acquire(t, other, holder, longTTL))
+		b.release(t, b.acquire(t, followed, holder, longTTL))
+		mark()
+		require.Zero(t, r.Count(other), "the subscription heard of a name it does not follow")
+		heard := r.Count(followed)
+		require.NotZero(t, heard, "the subscription did not hear of a name it follows")
+
+		sub.Unfollow(followed)
+		b.release(t, b.acquire(t, followed, holder, longTTL))
+		mark()
+		require.Equal(t, heard, r.Count(followed), "the subscription heard of a name after Unfollow")
+	})
+
 	t.Run("ReturnsOnClose", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, h)
@@ -82,11 +116,17 @@ func await(t *testing.T, r *testutil.Notifications, name string) {
 // known to receive notifications; it stops it when the test ends.
 func (b *bundle) listen(t *testing.T) *testutil.Notifications {
 	t.Helper()
-	n := b.notifier(t)
+	return b.listenOn(t, b.notifier(t).Listen, name(t))
+}
+
+// listenOn runs listen (the store's, or a subscription's that follows
+// warmup) as [bundle.listen] does, warming up with lease warmup.
+func (b *bundle) listenOn(t *testing.T, listen func(context.Context, func(store.Notice)) error, warmup string) *testutil.Notifications {
+	t.Helper()
 	r := testutil.NewNotifications()
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
-	go func() { done <- n.Listen(ctx, r.Notify) }()
+	go func() { done <- listen(ctx, r.Notify) }()
 	t.Cleanup(func() {
 		cancel()
 		select {
@@ -95,15 +135,14 @@ func (b *bundle) listen(t *testing.T) *testutil.Notifications {
 			t.Errorf("Listen did not return within %s of its context ending", eventTimeout)
 		}
 	})
-	b.ready(t, r, done)
+	b.ready(t, r, done, warmup)
 	return r
 }
 
-// ready releases a lease of its own until the listener reports it, since a
+// ready releases lease warmup until the listener reports it, since a
 // listener cannot say when it has subscribed.
-func (b *bundle) ready(t *testing.T, r *testutil.Notifications, done <-chan error) {
+func (b *bundle) ready(t *testing.T, r *testutil.Notifications, done <-chan error, warmup string) {
 	t.Helper()
-	warmup := name(t) + "_warmup"
 	holder := testutil.Holder(t, "warmup")
 	deadline := time.Now().Add(eventTimeout)
 	for time.Now().Before(deadline) {
