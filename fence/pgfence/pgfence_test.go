@@ -677,7 +677,7 @@ func waitExpiry(g store.Grant) {
 	time.Sleep(g.Remaining + 50*time.Millisecond)
 }
 
-// receive waits for one value from ch.
+// renewParams returns the params that renew the tenure g for ttl.
 func receive[T any](t *testing.T, ch <-chan T, what string) T {
 	t.Helper()
 	return testutil.Receive(t, ch, what, eventTimeout)

@@ -338,7 +338,7 @@ func TestAcquireGroupCallersLeaveTheirRoundTrip(t *testing.T) {
 		require.EqualError(t, a.err, `kitstore: acquire lease "a": tenure: store unavailable (it may have been applied): context canceled`)
 		require.NoError(t, tr.ctx.Err(), "the round trip goes on for the others")
 
-		time.Sleep(2 * time.Second)
+		time.Sleep(2 * time.Second) // the bubble's clock: past the short-lived caller's deadline
 		synctest.Wait()
 		require.True(t, short.returned())
 		require.ErrorIs(t, short.err, store.ErrUnavailable)
