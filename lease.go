@@ -50,8 +50,8 @@ func (l *Lease) Holder() Holder { return l.holder }
 // the moment it is not: after Done closed, after the local deadline, or when
 // the wall and monotonic clocks disagree since the last seen renewal (the
 // process was suspended). Once it has returned 0 it never returns anything
-// else. It costs two clock reads and no allocation; pass its result with
-// every write to a fenced resource.
+// else. It costs one reading of the clocks and no allocation; pass its
+// result with every write to a fenced resource.
 func (l *Lease) Token() Token {
 	if _, ok := l.trusted(); ok {
 		return l.token

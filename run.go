@@ -224,7 +224,8 @@ func (r *runner) do(a engine.Action) {
 	case engine.Renewed:
 		if l := r.tenure(a.Name, a.Token); l != nil {
 			l.seq.Store(max(l.seq.Load(), a.Seq))
-			l.trust.Store(&engine.Window{Anchor: a.Anchor, Deadline: a.Deadline})
+			w := engine.NewWindow(a.Anchor, a.Deadline)
+			l.trust.Store(&w)
 		}
 	case engine.Lost:
 		r.lost(a)
@@ -352,7 +353,8 @@ func (r *runner) acquired(a engine.Acquired) {
 		done:   make(chan struct{}),
 	}
 	l.seq.Store(a.Seq)
-	l.trust.Store(&engine.Window{Anchor: a.Anchor, Deadline: a.Deadline})
+	w := engine.NewWindow(a.Anchor, a.Deadline)
+	l.trust.Store(&w)
 	l.progress.Store(int64(a.Anchor.Mono))
 	r.leases[a.Name] = l
 	tr := Transition{Name: l.name, Kind: TransitionAcquired, Holder: l.holder, Token: l.token, At: time.Now()}

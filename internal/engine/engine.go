@@ -445,7 +445,7 @@ func (e *Engine) granted(now Instant, l *lease, d AcquireDone) {
 		return
 	}
 	deadline := e.deadline(now, d.SentAt, g.Remaining)
-	if (Window{Anchor: d.SentAt, Deadline: deadline}).Check(now, e.cfg.SuspendTolerance) != 0 {
+	if NewWindow(d.SentAt, deadline).Check(now, e.cfg.SuspendTolerance) != 0 {
 		e.failed(now, l, ErrTooLate)
 		e.giveBack(l.name, d.Holder, g.Token)
 		return
@@ -627,7 +627,7 @@ func (e *Engine) check(now Instant, jumped bool) {
 		if l.removed || l.phase != held {
 			continue
 		}
-		switch (Window{Anchor: l.anchor, Deadline: l.deadline}).Check(now, e.cfg.SuspendTolerance) {
+		switch NewWindow(l.anchor, l.deadline).Check(now, e.cfg.SuspendTolerance) {
 		case ReasonSuspended:
 			e.loseAll(ReasonSuspended, nil)
 			return

@@ -281,7 +281,7 @@ func (fz *fuzzer) apply(ev Event, acts []Action) {
 			if a.Deadline > a.Anchor.Mono+ttl-ttl/10 {
 				t.Fatalf("deadline %s beyond send time + TTL − margin", a.Deadline-a.Anchor.Mono)
 			}
-			fz.held[a.Name] = &heldTenure{holder: a.Holder, token: a.Token, seq: a.Seq, window: Window{Anchor: a.Anchor, Deadline: a.Deadline}}
+			fz.held[a.Name] = &heldTenure{holder: a.Holder, token: a.Token, seq: a.Seq, window: NewWindow(a.Anchor, a.Deadline)}
 		case Renewed:
 			h := fz.held[a.Name]
 			if h == nil || h.token != a.Token {
@@ -290,7 +290,7 @@ func (fz *fuzzer) apply(ev Event, acts []Action) {
 			if a.Deadline > a.Anchor.Mono+ttl-ttl/10 {
 				t.Fatalf("deadline %s beyond send time + TTL − margin", a.Deadline-a.Anchor.Mono)
 			}
-			h.seq, h.window = a.Seq, Window{Anchor: a.Anchor, Deadline: a.Deadline}
+			h.seq, h.window = a.Seq, NewWindow(a.Anchor, a.Deadline)
 		case Lost:
 			h := fz.held[a.Name]
 			if h == nil || h.token != a.Token {

@@ -226,12 +226,12 @@ func (p *proc) do(a engine.Action) {
 		w.tracef("p%d acquired token %d as %s", p.uid, a.Token, a.Holder.Instance)
 		w.report.Grants++
 		p.see(a.Anchor)
-		p.tenure = &tenure_{holder: a.Holder, token: a.Token, seq: a.Seq, window: engine.Window{Anchor: a.Anchor, Deadline: a.Deadline}}
+		p.tenure = &tenure_{holder: a.Holder, token: a.Token, seq: a.Seq, window: engine.NewWindow(a.Anchor, a.Deadline)}
 	case engine.Renewed:
 		if t := p.tenure; t != nil && t.token == a.Token {
 			p.see(a.Anchor)
 			t.seq = max(t.seq, a.Seq)
-			t.window = engine.Window{Anchor: a.Anchor, Deadline: a.Deadline}
+			t.window = engine.NewWindow(a.Anchor, a.Deadline)
 		}
 	case engine.Lost:
 		w.tracef("p%d lost token %d: reason %d", p.uid, a.Token, a.Reason)
