@@ -91,12 +91,14 @@
 // clock: a new tenure's acquired_at, a release's moment.
 //
 // Events are kept for [Config.HistoryRetention] (30 days by default),
-// which [Store.Migrate] writes into <prefix>settings. Every recorded event
-// also deletes at most 16 events older than that, oldest first, whatever
-// their name, through the index on at, skipping rows another transaction
-// is deleting: the work an acquisition pays is bounded, names that went
-// quiet are cleared too, and tenures of different names never wait for
-// each other. [Store.History] calls history_read, which reads through the
+// which [Store.Migrate] writes into <prefix>settings. One recorded event
+// in 16 (those whose id is a multiple of 16, migration 010) also deletes
+// at most 256 events older than that, oldest first, whatever their name,
+// through the index on at, skipping rows another transaction is deleting:
+// the history keeps pace with its retention (16 deletions per event), the
+// other 15 events pay nothing for it, the work an acquisition pays is
+// bounded, names that went quiet are cleared too, and tenures of different
+// names never wait for each other. [Store.History] calls history_read, which reads through the
 // indexes on (name, at) and at. A session that sets tenure.release_kind
 // itself can make its own releases look forced; it cannot write, change
 // or delete an event. History begins when migration 005 runs; roles

@@ -1,6 +1,8 @@
 package pgstore_test
 
 import (
+	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -8,6 +10,7 @@ import (
 	"github.com/tenure-dev/tenure/store"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
 	"github.com/tenure-dev/tenure/internal/testserver"
@@ -47,8 +50,20 @@ func TestHistoryRenewalsStayHOT(t *testing.T) {
 	require.Equal(t, int64(1), events, "only the grant is recorded")
 }
 
-// TestHistoryPruningReadsOnlyWhatItDeletes: recording an event looks for
-// events past the retention through the index on at, bounded by the
+// nextEventID makes id the id of the next event the history records, so
+// that a test knows which event looks for events past the retention (one
+// whose id is a multiple of 16, migration 010).
+func (b *testBundle) nextEventID(t *testing.T, q interface {
+	Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
+}, id int64) {
+	t.Helper()
+	obj := b.store.Objects()
+	_, err := q.Exec(t.Context(), fmt.Sprintf("ALTER TABLE %s ALTER COLUMN id RESTART WITH %d", pgx.Identifier{obj.Schema, obj.History}.Sanitize(), id))
+	require.NoError(t, err)
+}
+
+// TestHistoryPruningReadsOnlyWhatItDeletes: an event that looks for events
+// past the retention reads them through the index on at, bounded by the
 // cutoff, so that an acquisition costs the same however long the history
 // is (migration 008; before it the index was read whole).
 func TestHistoryPruningReadsOnlyWhatItDeletes(t *testing.T) {
@@ -57,10 +72,11 @@ func TestHistoryPruningReadsOnlyWhatItDeletes(t *testing.T) {
 	ctx := t.Context()
 	obj := b.store.Objects()
 	ident := func(name string) string { return pgx.Identifier{obj.Schema, name}.Sanitize() }
-	const kept = 5000
+	const kept = 50_000
 	_, err := b.owner.Exec(ctx, "INSERT INTO "+ident(obj.History)+" (name, kind, holder_label, holder_instance, token, at) "+
 		"SELECT 'old-'||i, 'granted', 'w', 'i', i, now() - interval '1 minute' FROM generate_series(1, $1) AS i", kept)
 	require.NoError(t, err)
+	b.nextEventID(t, b.owner, 16*10_000)
 
 	tx, err := b.owner.Begin(ctx)
 	require.NoError(t, err)
@@ -68,8 +84,12 @@ func TestHistoryPruningReadsOnlyWhatItDeletes(t *testing.T) {
 	h := testutil.Holder(t, "holder")
 	_, err = tx.Exec(ctx, "SELECT * FROM "+ident(obj.AcquireFunc)+"('job', $1, $2, 60000000, '', false)", h.Label, h.Instance)
 	require.NoError(t, err)
-	var read, events int64
-	require.NoError(t, tx.QueryRow(ctx, "SELECT pg_stat_get_xact_tuples_fetched($1::regclass) + "+
+	var scans, read, events int64
+	require.NoError(t, tx.QueryRow(ctx, "SELECT pg_stat_get_xact_numscans($1::regclass) + "+
+		"coalesce((SELECT sum(pg_stat_get_xact_numscans(i.indexrelid)) FROM pg_index AS i WHERE i.indrelid = $1::regclass), 0)",
+		ident(obj.History)).Scan(&scans))
+	require.Positive(t, scans, "the grant, event 160,000, did not look for events past the retention")
+	require.NoError(t, tx.QueryRow(ctx, "SELECT pg_stat_get_xact_tuples_returned($1::regclass) + pg_stat_get_xact_tuples_fetched($1::regclass) + "+
 		"coalesce((SELECT sum(pg_stat_get_xact_tuples_returned(i.indexrelid)) FROM pg_index AS i WHERE i.indrelid = $1::regclass), 0)",
 		ident(obj.History)).Scan(&read))
 	require.Less(t, read, int64(100), "recording the grant read %d history rows or index entries of %d", read, kept)
@@ -78,8 +98,9 @@ func TestHistoryPruningReadsOnlyWhatItDeletes(t *testing.T) {
 }
 
 // TestHistoryRetention: Migrate writes Config.HistoryRetention into the
-// schema; every recorded event deletes at most 16 events older than it,
-// oldest first, of any name, and keeps the younger ones.
+// schema; an event whose id is a multiple of 16 deletes at most 256 events
+// older than the retention, oldest first, of any name, and keeps the
+// younger ones; other events delete nothing.
 func TestHistoryRetention(t *testing.T) {
 	t.Parallel()
 	cfg := testserver.PostgresConfig(t)
@@ -97,27 +118,33 @@ func TestHistoryRetention(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, script, "history_retention = 7200000000 * interval '1 microsecond'")
 
-	// 20 events older than the retention (of a name that went quiet) and
-	// one younger.
+	// 300 events older than the retention (of a name that went quiet,
+	// token i the i-th oldest) and one younger.
 	_, err = b.owner.Exec(ctx, "INSERT INTO "+ident(obj.History)+" (name, kind, holder_label, holder_instance, token, at) "+
-		"SELECT 'quiet', 'granted', 'old', 'x', i, clock_timestamp() - interval '3 hours' + i * interval '1 second' FROM generate_series(1, 20) AS i")
+		"SELECT 'quiet', 'granted', 'old', 'x', i, clock_timestamp() - interval '3 hours' + i * interval '1 second' FROM generate_series(1, 300) AS i")
 	require.NoError(t, err)
 	_, err = b.owner.Exec(ctx, "INSERT INTO "+ident(obj.History)+" (name, kind, holder_label, holder_instance, token, at) "+
-		"VALUES ('quiet', 'released', 'old', 'x', 20, clock_timestamp() - interval '1 hour')")
+		"VALUES ('quiet', 'released', 'old', 'x', 301, clock_timestamp() - interval '1 hour')")
 	require.NoError(t, err)
-	count := func() int {
-		var n int
-		require.NoError(t, b.owner.QueryRow(ctx, "SELECT count(*) FROM "+ident(obj.History)+" WHERE name = 'quiet'").Scan(&n))
-		return n
+	quiet := func() (n, oldest int) {
+		require.NoError(t, b.owner.QueryRow(ctx, "SELECT count(*), coalesce(min(token), 0) FROM "+ident(obj.History)+" WHERE name = 'quiet'").Scan(&n, &oldest))
+		return n, oldest
 	}
 
+	b.nextEventID(t, b.owner, 16*100-1)
 	g := b.acquire(t, "job", testutil.Holder(t, "holder"), time.Minute)
-	require.Equal(t, 21-16, count(), "one event deletes the 16 oldest events beyond the retention")
+	n, _ := quiet()
+	require.Equal(t, 301, n, "event 1,599 deletes nothing")
 	require.NoError(t, b.store.Release(ctx, store.ReleaseParams{Name: g.Name, Holder: g.Holder, Token: g.Token}))
-	require.Equal(t, 1, count(), "the next deletes the rest and keeps the younger one")
+	n, oldest := quiet()
+	require.Equal(t, 301-256, n, "event 1,600 deletes the 256 oldest events beyond the retention")
+	require.Equal(t, 257, oldest, "the oldest go first")
+
+	b.nextEventID(t, b.owner, 16*200)
+	b.acquire(t, "job", testutil.Holder(t, "holder"), time.Minute)
 	events, err := b.store.History(ctx, store.HistoryParams{Name: "quiet"})
 	require.NoError(t, err)
-	require.Len(t, events, 1)
+	require.Len(t, events, 1, "event 3,200 deletes the rest and keeps the younger one")
 	require.Equal(t, store.EventReleased, events[0].Kind)
 }
 
