@@ -17,12 +17,16 @@ const (
 	benchTTL = 10 * time.Minute
 	// benchBatch is how many leases one RenewBatch operation renews.
 	benchBatch = store.MaxRenewBatch
+	// benchAcquireBatch is how many new leases one AcquireBatch operation
+	// takes: as many as a client sends in one round trip.
+	benchAcquireBatch = 1000
 	// roundTripSamples is how many round trips the baseline is the median of.
 	roundTripSamples = 200
 )
 
 // Benchmark measures stores from h: Acquire (a new lease per operation),
-// Renew (one lease) and RenewBatch10000 (10,000 leases in one call). When
+// Renew (one lease), AcquireBatch1000 (1,000 new leases in one call, for a
+// [store.BatchAcquirer]) and RenewBatch10000 (10,000 leases in one call). When
 // [Capabilities.RoundTrip] is set it first measures the store's own round
 // trip and reports Acquire and Renew as multiples of it ("x-roundtrip").
 func Benchmark(b *testing.B, h Harness) {
@@ -66,6 +70,37 @@ func Benchmark(b *testing.B, h Harness) {
 			ops++
 		}
 		reportRatio(b, roundTrip, ops)
+	})
+
+	b.Run(fmt.Sprintf("AcquireBatch%d", benchAcquireBatch), func(b *testing.B) {
+		s := h.NewStore(b)
+		ba, ok := s.(store.BatchAcquirer)
+		if !ok {
+			b.Skipf("storetest: %T does not implement store.BatchAcquirer", s)
+		}
+		ctx := b.Context()
+		prefix := testutil.UniqueName(b)
+		holder := testutil.Holder(b, "bench")
+		ps := make([]store.AcquireParams, benchAcquireBatch)
+		ops := 0
+		for b.Loop() {
+			for i := range ps {
+				ps[i] = store.AcquireParams{Name: fmt.Sprintf("%s_%d_%04d", prefix, ops, i), Holder: holder, TTL: benchTTL}
+			}
+			rs, err := ba.AcquireBatch(ctx, ps)
+			if err != nil || len(rs) != len(ps) {
+				b.Fatalf("acquire batch of %d: %d results, error %v", len(ps), len(rs), err)
+			}
+			for i, r := range rs {
+				if r.Err != nil {
+					b.Fatalf("acquire batch: lease %q: %v", ps[i].Name, r.Err)
+				}
+			}
+			ops++
+		}
+		if ops > 0 {
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(ops*benchAcquireBatch), "ns/lease")
+		}
 	})
 
 	b.Run(fmt.Sprintf("RenewBatch%d", benchBatch), func(b *testing.B) {
