@@ -2,8 +2,8 @@
 // writes the same way: the closed gate (a Close after which every call fails
 // with [store.ErrClosed]), the prologue and epilogue of
 // [store.Notifier.Listen], the fan-out of a batch renewed lease by lease,
-// group commit of the acquisitions many callers make at once
-// ([AcquireGroup]), and Get and List over the in-memory stores' maps of
+// group commit of the acquisitions and renewals many callers make at once
+// ([AcquireGroup], [RenewGroup]), and Get and List over the in-memory stores' maps of
 // leases. It has one job: keep those rules in one place.
 package storekit
 

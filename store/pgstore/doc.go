@@ -287,7 +287,11 @@
 // this way (see [tenure.Client.Acquire]), and so does the store itself
 // for [Store.Acquire] calls made at once by any of its callers (many
 // clients sharing it): while two are out, later ones wait for one to come
-// back and go together, up to 1,000 a statement. [Store.Release] calls
+// back and go together, up to 1,000 a statement. [Store.Renew] calls made
+// at once go together the same way, up to 10,000 leases a statement of
+// renew, each lease at most once: the renewal rounds of many clients that
+// acquired together, which come due together, take a few statements rather
+// than one each. [Store.Release] calls
 // release, which expires the lease now and keeps its row;
 // [Store.ReleaseBatch] calls it once per tenure in one statement over
 // unnest'ed arrays (a client's shutdown: one round trip per 10,000 leases).

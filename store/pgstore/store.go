@@ -54,6 +54,8 @@ type Store struct {
 	gate *storekit.Gate
 	// acquires sends the Acquire calls made at once together (see Acquire).
 	acquires *storekit.AcquireGroup
+	// renews sends the Renew calls made at once together (see Renew).
+	renews *storekit.RenewGroup
 	// hub shares one listening connection among every Listen call.
 	hub *storekit.Hub
 
@@ -92,6 +94,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 	}
 	s.hub = storekit.NewHub(s.listenLoop)
 	s.acquires = storekit.NewAcquireGroup("pgstore", s.acquireTogether)
+	s.renews = storekit.NewRenewGroup("pgstore", s.renewTogether)
 	if err := pgkit.Queries("pgstore", queryFS, "queries", render, map[string]*string{
 		"acquire.sql":       &s.acquireSQL,
 		"acquire_batch.sql": &s.acquireBatchSQL,
@@ -279,6 +282,18 @@ func (a *acquireRow) result(name string) (store.Grant, error) {
 // [store.MaxRenewBatch] leases) is one statement and one round trip. An
 // error matching [store.ErrUnavailable] means some or all of the batch
 // may have been renewed.
+//
+// Calls made at once, by any callers of the store, share statements
+// (group commit, as for [Store.Acquire]): while fewer than two renewal
+// statements are out, a call goes at once, alone; calls made while two are
+// out wait for one to come back and then go together, up to
+// [store.MaxRenewBatch] leases to a statement, each lease at most once a
+// statement. So the rounds of many clients sharing the store, which come
+// due together when they acquired together, take a few statements of many
+// leases rather than one each. A call whose context ends while it waits
+// is not attempted; one whose context ends while its statement is out
+// returns at once and may have been applied. A statement that fails as a
+// whole fails each of its calls with its error.
 func (s *Store) Renew(ctx context.Context, ps []store.RenewParams) ([]store.RenewResult, error) {
 	if err := s.begin(ctx, "renew"); err != nil {
 		return nil, err
@@ -289,6 +304,12 @@ func (s *Store) Renew(ctx context.Context, ps []store.RenewParams) ([]store.Rene
 	if len(ps) == 0 {
 		return []store.RenewResult{}, nil
 	}
+	return s.renews.Renew(ctx, ps)
+}
+
+// renewTogether is the round trip of Renew's group: one statement of the
+// renew function, for one call's batch or several calls' together.
+func (s *Store) renewTogether(ctx context.Context, ps []store.RenewParams) ([]store.RenewResult, error) {
 	var (
 		names     = make([]string, len(ps))
 		labels    = make([]string, len(ps))
@@ -301,10 +322,7 @@ func (s *Store) Renew(ctx context.Context, ps []store.RenewParams) ([]store.Rene
 		names[i], labels[i], instances[i] = p.Name, p.Holder.Label, p.Holder.Instance
 		tokens[i], seqs[i], ttls[i] = int64(p.Token), p.Seq, p.TTL.Microseconds()
 	}
-	op := fmt.Sprintf("renew %d leases", len(ps))
-	if len(ps) == 1 {
-		op = fmt.Sprintf("renew lease %q", ps[0].Name)
-	}
+	op := storekit.RenewOp(ps)
 	rows, err := s.pool.Query(ctx, s.renewSQL, names, labels, instances, tokens, seqs, ttls)
 	if err != nil {
 		return nil, interpretError(op, err)

@@ -61,7 +61,7 @@ func TestAcquireCallsMadeAtOnceGoTogether(t *testing.T) {
 	c := testserver.RedisClient(t)
 	s := newStore(t, c, testserver.RedisPrefix(t, c))
 	acquire(t, s, "loads-the-script", testutil.Holder(t, "first"), time.Minute)
-	h := &acquireHook{hold: storekit.AcquireFlights, held: make(chan struct{}, storekit.AcquireFlights), release: make(chan struct{})}
+	h := &acquireHook{hold: storekit.Flights, held: make(chan struct{}, storekit.Flights), release: make(chan struct{})}
 	c.AddHook(h)
 
 	calls := storetest.ManyCallersAtOnce(t, s, h.held, h.release)

@@ -22,20 +22,31 @@ import (
 // made, so that the calls wait their turn together, then closes release.
 func CallAtOnce(t *testing.T, s store.Store, held <-chan struct{}, release chan<- struct{}, ps []store.AcquireParams) []store.AcquireResult {
 	t.Helper()
-	res := make([]store.AcquireResult, len(ps))
+	return AtOnce(t, held, release, ps, func(p store.AcquireParams) (r store.AcquireResult) {
+		r.Grant, r.Err = s.Acquire(t.Context(), p)
+		return r
+	})
+}
+
+// AtOnce makes the calls call(p), one for each of ps, at once, as
+// [CallAtOnce] does for acquisitions, and returns their results in the
+// order of ps.
+func AtOnce[P, R any](t *testing.T, held <-chan struct{}, release chan<- struct{}, ps []P, call func(P) R) []R {
+	t.Helper()
+	res := make([]R, len(ps))
 	calling := make(chan struct{}, len(ps))
 	var wg sync.WaitGroup
 	for i, p := range ps {
 		wg.Go(func() {
 			calling <- struct{}{}
-			res[i].Grant, res[i].Err = s.Acquire(t.Context(), p)
+			res[i] = call(p)
 		})
 	}
-	for range storekit.AcquireFlights {
-		testutil.Receive(t, held, "acquisition round trip", eventTimeout)
+	for range storekit.Flights {
+		testutil.Receive(t, held, "round trip", eventTimeout)
 	}
 	for range ps {
-		testutil.Receive(t, calling, "Acquire call", eventTimeout)
+		testutil.Receive(t, calling, "call", eventTimeout)
 	}
 	close(release)
 	wg.Wait()

@@ -138,16 +138,16 @@ func params(name string, h store.Holder) store.AcquireParams {
 	return store.AcquireParams{Name: name, Holder: h, TTL: time.Minute}
 }
 
-// fill makes AcquireFlights lone calls and returns them with their round
+// fill makes Flights lone calls and returns them with their round
 // trips, all held.
 func (b *groupBundle) fill(t *testing.T, h store.Holder) ([]*call, []*trip) {
 	t.Helper()
-	calls := make([]*call, storekit.AcquireFlights)
-	trips := make([]*trip, storekit.AcquireFlights)
+	calls := make([]*call, storekit.Flights)
+	trips := make([]*trip, storekit.Flights)
 	for i := range calls {
 		calls[i] = b.acquire(t.Context(), params(fmt.Sprintf("lone-%d", i), h))
 		trips[i] = b.next(t)
-		require.Equal(t, []string{calls[i].p.Name}, trips[i].names(), "a call goes at once while fewer than %d are out", storekit.AcquireFlights)
+		require.Equal(t, []string{calls[i].p.Name}, trips[i].names(), "a call goes at once while fewer than %d are out", storekit.Flights)
 	}
 	return calls, trips
 }
@@ -184,7 +184,7 @@ func TestAcquireGroupSendsCallsMadeAtOnceTogether(t *testing.T) {
 		}
 		b.noTrip(t)
 		for _, c := range calls {
-			require.False(t, c.returned(), "%s waits while %d round trips are out", c.p.Name, storekit.AcquireFlights)
+			require.False(t, c.returned(), "%s waits while %d round trips are out", c.p.Name, storekit.Flights)
 		}
 
 		close(held[0].release)
