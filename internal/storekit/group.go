@@ -273,7 +273,7 @@ type RenewBatch func(ctx context.Context, ps []store.RenewParams) ([]store.Renew
 // sharing a store, whose renewal rounds come due together, take a few
 // round trips of many leases each rather than one each. A round trip that
 // fails as a whole fails each call it carried with its error; a caller
-// whose context ends while it waits leaves as [AcquireGroup]'s do.
+// whose context ends while it waits leaves as an [AcquireGroup]'s callers do.
 //
 // A renewal's trust window is the caller's business: a client anchors it
 // at the time it called (promise P3), so the wait only shortens it.

@@ -77,6 +77,20 @@ func nextTrip(t *testing.T, trips chan *renewTrip) *renewTrip {
 	}
 }
 
+// fillRenew makes Flights lone rounds and returns their round trips, all
+// held.
+func fillRenew(t *testing.T, g *storekit.RenewGroup, trips chan *renewTrip) []*renewTrip {
+	t.Helper()
+	var lone []*renewTrip
+	for i := range storekit.Flights {
+		renew(g, round(fmt.Sprintf("lone%d", i), 1))
+		tr := nextTrip(t, trips)
+		require.Len(t, tr.ps, 1, "a round goes at once while fewer than %d are out", storekit.Flights)
+		lone = append(lone, tr)
+	}
+	return lone
+}
+
 // TestRenewGroupSplitsItsAnswerAmongItsCalls: rounds made while the group's
 // round trips are out go together, in the order they came, up to
 // RenewBatchMax renewals; a round that would not fit waits for the next
@@ -85,11 +99,7 @@ func TestRenewGroupSplitsItsAnswerAmongItsCalls(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		g, trips := setupRenewGroup()
-		var lone []*renewTrip
-		for i := range storekit.Flights {
-			renew(g, round(fmt.Sprintf("lone%d", i), 1))
-			lone = append(lone, nextTrip(t, trips))
-		}
+		lone := fillRenew(t, g, trips)
 		third := storekit.RenewBatchMax / 3
 		a, b := renew(g, round("a", third)), renew(g, round("b", third))
 		big := renew(g, round("big", storekit.RenewBatchMax))
@@ -127,11 +137,7 @@ func TestRenewGroupFailsEveryCallOfAFailedTrip(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		g, trips := setupRenewGroup()
-		var lone []*renewTrip
-		for i := range storekit.Flights {
-			renew(g, round(fmt.Sprintf("lone%d", i), 1))
-			lone = append(lone, nextTrip(t, trips))
-		}
+		lone := fillRenew(t, g, trips)
 		a, b := renew(g, round("a", 3)), renew(g, round("b", 4))
 		lone[0].answer <- nil
 		lone[1].answer <- nil
