@@ -41,11 +41,11 @@ func TestMain(m *testing.M) { testutil.VerifyTestMain(m) }
 // cluster, and every fault of the leader stalls the writes for 4 to 5 s),
 // so a pause lands between a lease check and its write that much less
 // often: about 1.5 bites a minute. At 120 s a cell expects about three,
-// and finds none about one time in 18; with the rerun, CI fails on a
-// correct run about once in 300. (150 s would make that once in 1,500,
-// but cost the package another half minute; it took 8 min 9 s with this
-// cell, 122 s of it, on the two-core machine, and 10 min 2 s once the k8s
-// and nats cells joined; TestCells took 11 min 5 s with postgres-failover,
+// and finds none about one time in 18; with two reruns, CI fails on a
+// correct run about once in 5,800. (150 s would make that once in 1,500
+// with one rerun, but cost the package another half minute; it took 8 min
+// 9 s with this cell, 122 s of it, on the two-core machine, and 10 min 2 s
+// once the k8s and nats cells joined; TestCells took 11 min 5 s with postgres-failover,
 // beside the rest of the suite.)
 //
 // The consul-cluster cell's twin bit least of all while the nemesis struck
@@ -57,6 +57,9 @@ func TestMain(m *testing.M) { testutil.VerifyTestMain(m) }
 // violations, 1 to 6 clones each), and the cell runs in CI, its 150 s
 // beside the rest of the suite.
 const (
+	// maxAttempts is how many cells, each with the next seed, a backend
+	// runs before an invalid one fails.
+	maxAttempts       = 3
 	ciCell            = 50 * time.Second
 	ciConsulCell      = 150 * time.Second
 	ciEtcdClusterCell = 120 * time.Second
@@ -99,8 +102,12 @@ func TestCells(t *testing.T) {
 			d := ciDuration(b)
 			// A run whose faults did not bite, or whose negative control
 			// shows nothing, proves nothing either way: it is invalid, and
-			// is run once more with the next seed. A violation at the fenced
-			// resource fails at once.
+			// is run again with the next seed, up to twice. (The mysql
+			// cell's twin, whose holders write about half as often as on
+			// PostgreSQL, found nothing in two cells in a row once, both
+			// without a clone; by hand, three cells found 7, 1 and 3
+			// violations.) A violation at the fenced resource fails at
+			// once.
 			for attempt, cellSeed := 1, seed; ; attempt, cellSeed = attempt+1, cellSeed+1 {
 				ctx, cancel := context.WithTimeout(t.Context(), d+90*time.Second)
 				cmd := exec.CommandContext(ctx, exe, "-backend", b, "-seed", fmt.Sprint(cellSeed),
@@ -113,7 +120,7 @@ func TestCells(t *testing.T) {
 				}
 				invalid := !strings.Contains(string(out), "violations at the fenced resource") &&
 					(strings.Contains(string(out), "faults did not bite") || strings.Contains(string(out), "not exercising"))
-				if !invalid || attempt == 2 {
+				if !invalid || attempt == maxAttempts {
 					require.NoError(t, err, "cell %s seed %d failed; its history is under %s", b, cellSeed, dir)
 					require.Contains(t, string(out), ": PASS")
 					return
