@@ -103,11 +103,10 @@ func TestCells(t *testing.T) {
 			// A run whose faults did not bite, or whose negative control
 			// shows nothing, proves nothing either way: it is invalid, and
 			// is run again with the next seed, up to twice. (The mysql
-			// cell's twin, whose holders write about half as often as on
-			// PostgreSQL, found nothing in two cells in a row once, both
-			// without a clone; by hand, three cells found 7, 1 and 3
-			// violations.) A violation at the fenced resource fails at
-			// once.
+			// cell's twin found nothing in two cells in a row once, both
+			// without a clone, which writes whatever the timing; by hand,
+			// three cells found 7, 1 and 3 violations.) A violation at the
+			// fenced resource fails at once.
 			for attempt, cellSeed := 1, seed; ; attempt, cellSeed = attempt+1, cellSeed+1 {
 				ctx, cancel := context.WithTimeout(t.Context(), d+90*time.Second)
 				cmd := exec.CommandContext(ctx, exe, "-backend", b, "-seed", fmt.Sprint(cellSeed),
