@@ -209,22 +209,12 @@ type AcquireBatch func(ctx context.Context, ps []store.AcquireParams) []store.Ac
 // round trips of many leases each rather than one each. Two calls for the
 // same name never go in one round trip: the later waits for the next.
 //
-// A waiting caller keeps its own context:
-//
-//   - one whose context ends while it waits its turn leaves the queue,
-//     unattempted, with an error matching [store.ErrUnavailable] and the
-//     context's error;
-//   - one whose context ends while its round trip is out returns at once
-//     with an error matching [store.ErrUnavailable] and the context's
-//     error: the acquisition may have been applied, as the Store contract
-//     allows for an Acquire whose context ends.
-//
-// A round trip of waiting calls runs on a goroutine of its own, under a
-// context of its own with no deadline and no values, which is cancelled
-// once every caller it carries has left. So no caller's deadline or
-// cancellation cuts short the others (the round trip runs until the
-// latest of them has ended), and nothing runs for callers that have all
-// gone. The goroutine ends when the round trip returns.
+// A waiting caller keeps its own context, and a round trip of waiting
+// calls runs detached from theirs until the last of them has left, as
+// group says: one whose context ends while it waits its turn is not
+// attempted; one whose context ends while its round trip is out returns
+// at once, and its acquisition may have been applied, as the Store
+// contract allows for an Acquire whose context ends.
 //
 // The trust window of a grant is the caller's business: a client measures
 // it from before it called (promise P3), so the wait only shortens it.
