@@ -21,8 +21,9 @@ import (
 type Client struct {
 	store store.Store
 	cfg   Config
-	eng   *engine.Engine // owned by the Run goroutine
+	eng   *engine.Engine // belongs to whoever holds the turn of run
 	id    atomic.Pointer[store.Holder]
+	run   atomic.Pointer[runner] // set once Run has started
 
 	mu    sync.Mutex
 	inbox []request
@@ -125,7 +126,7 @@ func (c *Client) want(ctx context.Context, name string, campaign bool) (*Lease, 
 		return nil, err
 	}
 	reply := make(chan acquireResult, 1)
-	c.enqueue(request{event: engine.Want{Name: name, Campaign: campaign}, reply: reply})
+	c.submit(request{event: engine.Want{Name: name, Campaign: campaign}, reply: reply})
 	var notRunning <-chan time.Time
 	if !c.started.Load() {
 		// Run may be about to start (go client.Run(ctx) just above the
@@ -209,10 +210,35 @@ func (c *Client) Revoke() {
 	c.enqueue(request{event: engine.Revoke{}})
 }
 
+// enqueue leaves r for the loop and wakes it.
 func (c *Client) enqueue(r request) {
 	c.mu.Lock()
 	c.inbox = append(c.inbox, r)
 	c.mu.Unlock()
+	c.poke()
+}
+
+// submit steps the engine with q on the calling goroutine while Run runs
+// (see [runner.turn]), and leaves it for the loop otherwise.
+func (c *Client) submit(q request) {
+	if r := c.run.Load(); r != nil && r.turn(true, func() { r.handle(q) }) {
+		return
+	}
+	c.enqueue(q)
+}
+
+// post is submit for the store's listener: it steps the engine only when
+// nobody else is, and leaves q for the loop otherwise, so that the
+// listener keeps up with the store's announcements.
+func (c *Client) post(q request) {
+	if r := c.run.Load(); r != nil && r.turn(false, func() { r.handle(q) }) {
+		return
+	}
+	c.enqueue(q)
+}
+
+// poke wakes the loop.
+func (c *Client) poke() {
 	select {
 	case c.wake <- struct{}{}:
 	default:

@@ -77,8 +77,8 @@ type Config struct {
 
 	// Observer, if set, receives every acquisition, loss, renewal round,
 	// store failure while acquiring, detected suspension or clone, and
-	// store notification, as an [Event], on the lease loop's goroutine
-	// (see [Observer]). Package github.com/tenure-dev/tenure/metrics turns
+	// store notification, as an [Event], from the lease loop, one at a
+	// time (see [Observer]). Package github.com/tenure-dev/tenure/metrics turns
 	// them into Prometheus metrics. Default nil: nothing is reported, and
 	// nothing is spent reporting.
 	Observer Observer

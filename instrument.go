@@ -13,10 +13,12 @@ import (
 // github.com/tenure-dev/tenure/metrics implements it for Prometheus. Set
 // it in [Config.Observer]; a nil Observer costs nothing.
 //
-// Handle is called on the client's loop goroutine, in the order things
-// happened, never from [Lease.Token] or any other call of the work. It
-// must return quickly (update a counter, a gauge, a histogram) and must not
-// call the client: while it runs, no lease is renewed. An Observer shared
+// Handle is called by the client's loop, one call at a time and in the
+// order things happened, on whichever goroutine steps the loop: Run's, an
+// Acquire, Campaign, Do or Release call's, a store call's or the store
+// listener's; never from [Lease.Token]. It must return quickly (update a
+// counter, a gauge, a histogram) and must not call the client: while it
+// runs, no lease is renewed. An Observer shared
 // by several clients must be safe for concurrent use.
 type Observer interface {
 	Handle(Event)
@@ -119,7 +121,7 @@ func StoreName(s Store) string {
 }
 
 // telemetry turns what the runner sees into events for the Observer and
-// lines for the Logger. It belongs to the Run goroutine. A nil *telemetry
+// lines for the Logger. It belongs to the holder of the loop's turn. A nil *telemetry
 // (neither configured) does nothing, at the cost of a nil check.
 type telemetry struct {
 	obs   Observer

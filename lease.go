@@ -26,7 +26,7 @@ type Lease struct {
 	ended    atomic.Bool  // Token returns 0 from now on
 	progress atomic.Int64 // monotonic nanoseconds of the last Progress call
 
-	chainWaiters []chan chainGrant // owned by the Run goroutine
+	chainWaiters []chan chainGrant // belongs to the holder of the loop's turn
 }
 
 // chainGrant answers BeginChainWrite: the seq to present, or why not.
@@ -165,7 +165,7 @@ type ChainWrite struct {
 // or [ErrClosed] once the client's Run has returned.
 func (l *Lease) BeginChainWrite() (*ChainWrite, error) {
 	reply := make(chan chainGrant, 1)
-	l.client.enqueue(request{event: engine.ChainWriteBegin{Name: l.name, Token: l.token}, chain: reply})
+	l.client.submit(request{event: engine.ChainWriteBegin{Name: l.name, Token: l.token}, chain: reply})
 	select {
 	case g := <-reply:
 		if g.err != nil {
@@ -201,7 +201,7 @@ func (w *ChainWrite) Commit(seq int64) {
 		l := w.lease
 		for cur := l.seq.Load(); seq > cur && !l.seq.CompareAndSwap(cur, seq); cur = l.seq.Load() {
 		}
-		l.client.enqueue(request{event: engine.ChainWriteEnd{Name: l.name, Token: l.token, Seq: seq}})
+		l.client.submit(request{event: engine.ChainWriteEnd{Name: l.name, Token: l.token, Seq: seq}})
 	}
 }
 
@@ -209,7 +209,7 @@ func (w *ChainWrite) Commit(seq int64) {
 // whether it did. Only the first Commit or Abort counts.
 func (w *ChainWrite) Abort() {
 	if w.ended.CompareAndSwap(false, true) {
-		w.lease.client.enqueue(request{event: engine.ChainWriteEnd{Name: w.lease.name, Token: w.lease.token}})
+		w.lease.client.submit(request{event: engine.ChainWriteEnd{Name: w.lease.name, Token: w.lease.token}})
 	}
 }
 
@@ -235,7 +235,7 @@ func (l *Lease) Release(ctx context.Context) error {
 		return lost
 	}
 	reply := make(chan error, 1)
-	l.client.enqueue(request{event: engine.Release{Name: l.name, Holder: l.holder, Token: l.token}, released: reply})
+	l.client.submit(request{event: engine.Release{Name: l.name, Holder: l.holder, Token: l.token}, released: reply})
 	var err error
 	select {
 	case err = <-reply:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,7 +31,9 @@ func (c *Client) Run(ctx context.Context) error {
 	r := &runner{
 		c:        c,
 		ctx:      ctx,
-		replies:  make(chan engine.Event),
+		replies:  make(chan []engine.Event),
+		idle:     make(chan job),
+		armed:    never,
 		leases:   make(map[string]*Lease),
 		waiters:  make(map[string]chan acquireResult),
 		releases: make(map[tenureKey][]chan error),
@@ -43,23 +46,37 @@ func (c *Client) Run(ctx context.Context) error {
 	if n, ok := c.store.(store.Notifier); ok {
 		r.sub = store.Subscribe(n)
 		r.wg.Go(func() {
-			_ = r.sub.Listen(ctx, func(n store.Notice) { c.enqueue(request{event: engine.Notified{Notice: n}}) })
+			_ = r.sub.Listen(ctx, func(n store.Notice) { c.post(request{event: engine.Notified{Notice: n}}) })
 		})
 	}
+	c.run.Store(r)
 	r.loop()
 	r.shutdown()
 	return nil
 }
 
-// runner is the state of one Run: everything here belongs to the loop
-// goroutine, except what the store calls and the observer touch through
-// channels.
+// runner is the state of one Run. The engine and everything here belong
+// to whoever holds the turn (mu): the loop goroutine, an API call that
+// steps the engine itself (see [runner.turn]), or a worker handing in a
+// store call's answer. Store calls run on workers, never under the turn.
 type runner struct {
-	c        *Client
-	ctx      context.Context
-	wg       sync.WaitGroup
-	replies  chan engine.Event
-	inflight int // store calls whose answer has not been received
+	c   *Client
+	ctx context.Context
+	wg  sync.WaitGroup
+
+	mu sync.Mutex
+	// armed is the wake time the loop's timer is set for (never: none).
+	// A turn that leaves the engine wanting an earlier one wakes the loop.
+	armed time.Duration
+	// jobs holds the store calls of the current turn, launched once it
+	// has ended.
+	jobs []job
+	// idle hands a job to a worker waiting for one; idlers counts them.
+	idle    chan job
+	idlers  atomic.Int32
+	replies chan []engine.Event // answers handed in while closing
+	// inflight counts store calls whose answer has not been handed in.
+	inflight int
 	closing  bool
 	// gathered holds the releases of a shutdown until they go to the
 	// store together; nil when releases go out one by one.
@@ -69,7 +86,7 @@ type runner struct {
 	// store yet (see sendAcquires).
 	batcher        store.BatchAcquirer
 	acquires       []engine.SendAcquire
-	acquireFlights atomic.Int32 // acquisition round trips out; the loop adds, their goroutines subtract
+	acquireFlights atomic.Int32 // acquisition round trips out; a turn adds, their jobs subtract
 	// sub hears the store's announcements of the names the engine
 	// follows, so that the loop is not woken for the others; nil when the
 	// store announces nothing.
@@ -83,6 +100,12 @@ type runner struct {
 	tel      *telemetry // nil: no Observer, no Logger
 }
 
+// job is a store call: it returns the events that answer it.
+type job func() []engine.Event
+
+// never is the wake time of a loop whose timer is stopped.
+const never = time.Duration(math.MaxInt64)
+
 // tenureKey names one tenure.
 type tenureKey struct {
 	name  string
@@ -93,31 +116,128 @@ func (r *runner) loop() {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
+		r.mu.Lock()
 		r.drainInbox()
 		r.sendAcquires()
 		due, armed := r.c.eng.Next()
 		if armed {
 			_, mono := r.c.cfg.Clock.Now()
 			timer.Reset(max(due-mono, 0))
+			r.armed = due
 		} else {
 			timer.Stop()
+			r.armed = never
 		}
+		r.launch(r.takeJobs())
 		select {
 		case <-r.ctx.Done():
 			return
 		case <-r.c.wake:
-		case ev := <-r.replies:
-			// Requests made before this reply arrived are seen first, so
-			// the engine sees events in the order they happened.
-			r.drainInbox()
-			r.reply(ev)
 		case <-timer.C:
 			if armed {
+				r.mu.Lock()
 				r.feedProgress()
 				r.step(engine.Tick{Timer: true, Due: due})
+				r.mu.Unlock()
 			}
 		}
 	}
+}
+
+// turn steps the engine on the calling goroutine, as the loop would:
+// requests queued before come first, then handle, then the attempts due
+// go to the store. An Acquire, a Release or an announcement so reaches
+// the store without waiting for the loop's goroutine to wake; its store
+// call is made by a worker, which hands the answer in the same way. turn
+// reports false, doing nothing, once Run is shutting down, and when wait
+// is false and another goroutine holds the turn.
+func (r *runner) turn(wait bool, handle func()) bool {
+	if wait {
+		r.mu.Lock()
+	} else if !r.mu.TryLock() {
+		return false
+	}
+	if r.closing {
+		r.mu.Unlock()
+		return false
+	}
+	r.drainInbox()
+	handle()
+	r.endTurn()
+	return true
+}
+
+// endTurn sends the attempts due, wakes the loop if the engine now wants
+// a tick before the loop's timer fires, ends the turn and launches its
+// store calls.
+func (r *runner) endTurn() {
+	r.sendAcquires()
+	if due, ok := r.c.eng.Next(); ok && due < r.armed {
+		r.armed = due
+		r.c.poke()
+	}
+	r.launch(r.takeJobs())
+}
+
+// takeJobs returns the store calls of the turn.
+func (r *runner) takeJobs() []job {
+	jobs := r.jobs
+	r.jobs = nil
+	return jobs
+}
+
+// launch ends the turn and hands each job to an idle worker, or to a new
+// one when none is idle. A worker keeps its stack from call to call, so a
+// store call does not grow a fresh goroutine's stack on the way.
+func (r *runner) launch(jobs []job) {
+	r.mu.Unlock()
+	for _, j := range jobs {
+		select {
+		case r.idle <- j:
+		default:
+			r.wg.Go(func() { r.work(j) })
+		}
+	}
+}
+
+// maxIdlers bounds the workers kept waiting for a store call; those
+// beyond it, started by a burst of calls, end with their call.
+const maxIdlers = 8
+
+// work carries out j, hands its answer in, and waits for the next job
+// while Run runs.
+func (r *runner) work(j job) {
+	for {
+		r.handIn(j())
+		if r.idlers.Add(1) > maxIdlers {
+			r.idlers.Add(-1)
+			return
+		}
+		select {
+		case j = <-r.idle:
+			r.idlers.Add(-1)
+		case <-r.ctx.Done():
+			r.idlers.Add(-1)
+			return
+		}
+	}
+}
+
+// handIn feeds the engine a store call's answer. Requests made before it
+// arrived are seen first, so the engine sees events in the order they
+// happened. Once Run is shutting down, shutdown takes the answer.
+func (r *runner) handIn(evs []engine.Event) {
+	r.mu.Lock()
+	if r.closing {
+		r.mu.Unlock()
+		r.replies <- evs
+		return
+	}
+	r.drainInbox()
+	for _, ev := range evs {
+		r.reply(ev)
+	}
+	r.endTurn()
 }
 
 func (r *runner) drainInbox() {
@@ -126,32 +246,37 @@ func (r *runner) drainInbox() {
 	r.c.inbox = nil
 	r.c.mu.Unlock()
 	for _, q := range inbox {
-		switch ev := q.event.(type) {
-		case engine.Want, engine.Adopt:
-			name := wantedName(ev)
-			if _, busy := r.waiters[name]; busy {
-				q.reply <- acquireResult{err: r.acquireError(engine.AcquireFailed{Name: name, Busy: true})}
-				continue
-			}
-			r.waiters[name] = q.reply
-		case engine.Unwant:
-			if w, ok := r.waiters[ev.Name]; ok && w == q.reply {
-				delete(r.waiters, ev.Name)
-				w <- acquireResult{err: context.Canceled}
-			}
-		case engine.ChainWriteBegin:
-			l := r.tenure(ev.Name, ev.Token)
-			if l == nil {
-				q.chain <- chainGrant{err: fmt.Errorf("%w: lease %q with token %d is no longer held", ErrLost, ev.Name, ev.Token)}
-				continue
-			}
-			l.chainWaiters = append(l.chainWaiters, q.chain)
-		case engine.Release:
-			k := tenureKey{ev.Name, ev.Token}
-			r.releases[k] = append(r.releases[k], q.released)
-		}
-		r.step(q.event)
+		r.handle(q)
 	}
+}
+
+// handle steps the engine with one request of the API.
+func (r *runner) handle(q request) {
+	switch ev := q.event.(type) {
+	case engine.Want, engine.Adopt:
+		name := wantedName(ev)
+		if _, busy := r.waiters[name]; busy {
+			q.reply <- acquireResult{err: r.acquireError(engine.AcquireFailed{Name: name, Busy: true})}
+			return
+		}
+		r.waiters[name] = q.reply
+	case engine.Unwant:
+		if w, ok := r.waiters[ev.Name]; ok && w == q.reply {
+			delete(r.waiters, ev.Name)
+			w <- acquireResult{err: context.Canceled}
+		}
+	case engine.ChainWriteBegin:
+		l := r.tenure(ev.Name, ev.Token)
+		if l == nil {
+			q.chain <- chainGrant{err: fmt.Errorf("%w: lease %q with token %d is no longer held", ErrLost, ev.Name, ev.Token)}
+			return
+		}
+		l.chainWaiters = append(l.chainWaiters, q.chain)
+	case engine.Release:
+		k := tenureKey{ev.Name, ev.Token}
+		r.releases[k] = append(r.releases[k], q.released)
+	}
+	r.step(q.event)
 }
 
 func wantedName(ev engine.Event) string {
@@ -253,9 +378,9 @@ func (r *runner) do(a engine.Action) {
 	}
 }
 
-// call carries out a store action off the loop, bounded by its timeout,
-// and feeds the answer back in. A release is not cut short by ctx: it is
-// the last call a tenure makes, and shutdown waits for it.
+// call carries out a store action on a worker, bounded by its timeout,
+// and hands the answer in. A release is not cut short by ctx: it is the
+// last call a tenure makes, and shutdown waits for it.
 func (r *runner) call(a engine.Action) {
 	_, mono := r.c.cfg.Clock.Now()
 	timeout := drive.Timeout(a, mono, r.c.cfg.RenewInterval)
@@ -265,11 +390,10 @@ func (r *runner) call(a engine.Action) {
 		timeout = min(timeout, maxReleaseWait)
 	}
 	r.inflight++
-	r.wg.Go(func() {
+	r.jobs = append(r.jobs, func() []engine.Event {
 		ctx, cancel := context.WithTimeout(parent, timeout)
-		ev := drive.Call(ctx, r.c.store, a)
-		cancel()
-		r.replies <- ev
+		defer cancel()
+		return []engine.Event{drive.Call(ctx, r.c.store, a)}
 	})
 }
 
@@ -304,19 +428,16 @@ func (r *runner) flyAcquires(as []engine.SendAcquire) {
 	timeout := drive.Timeout(as[0], mono, r.c.cfg.RenewInterval)
 	r.inflight += len(as)
 	r.acquireFlights.Add(1)
-	r.wg.Go(func() {
+	r.jobs = append(r.jobs, func() []engine.Event {
 		ctx, cancel := context.WithTimeout(r.ctx, timeout)
-		var evs []engine.Event
+		defer cancel()
+		// The flight ends before its answers are handed in: the turn
+		// that takes them sends the attempts that waited for it.
+		defer r.acquireFlights.Add(-1)
 		if len(as) == 1 {
-			evs = []engine.Event{drive.Call(ctx, r.c.store, as[0])}
-		} else {
-			evs = drive.AcquireBatch(ctx, r.batcher, as)
+			return []engine.Event{drive.Call(ctx, r.c.store, as[0])}
 		}
-		cancel()
-		r.acquireFlights.Add(-1) // before the answers: the loop looks again when it takes the first
-		for _, ev := range evs {
-			r.replies <- ev
-		}
+		return drive.AcquireBatch(ctx, r.batcher, as)
 	})
 }
 
@@ -331,12 +452,10 @@ func (r *runner) releaseAll(as []engine.SendRelease) {
 		return
 	}
 	r.inflight += len(as)
-	r.wg.Go(func() {
+	r.jobs = append(r.jobs, func() []engine.Event {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), maxReleaseWait)
 		defer cancel()
-		for _, ev := range drive.ReleaseBatch(ctx, br, as) {
-			r.replies <- ev
-		}
+		return drive.ReleaseBatch(ctx, br, as)
 	})
 }
 
@@ -419,6 +538,7 @@ func (r *runner) tenure(name string, token Token) *Lease {
 // for every store call still out (acquisitions and renewals fail at once:
 // ctx is done) and every goroutine Run started.
 func (r *runner) shutdown() {
+	r.mu.Lock()
 	r.closing = true
 	r.drainInbox()
 	for name := range r.waiters {
@@ -433,8 +553,14 @@ func (r *runner) shutdown() {
 	r.gathered = nil
 	r.releaseAll(releases)
 	for r.inflight > 0 {
-		r.reply(<-r.replies)
+		r.launch(r.takeJobs())
+		evs := <-r.replies
+		r.mu.Lock()
+		for _, ev := range evs {
+			r.reply(ev)
+		}
 	}
+	r.mu.Unlock()
 	close(r.c.stopped)
 	r.obs.close()
 	r.wg.Wait()

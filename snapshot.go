@@ -37,7 +37,7 @@ func (c *Client) adopt(ctx context.Context, t snapshot.Tenure) (*Lease, error) {
 		return nil, fmt.Errorf("%w: a clone needs a live tenure: token %d, seq %d, remaining %s", ErrInvalid, t.Token, t.Seq, t.Remaining)
 	}
 	reply := make(chan acquireResult, 1)
-	c.enqueue(request{event: engine.Adopt{Name: t.Name, Holder: t.Holder, Token: t.Token, Seq: t.Seq, Remaining: t.Remaining}, reply: reply})
+	c.submit(request{event: engine.Adopt{Name: t.Name, Holder: t.Holder, Token: t.Token, Seq: t.Seq, Remaining: t.Remaining}, reply: reply})
 	select {
 	case r := <-reply:
 		return r.lease, r.err
