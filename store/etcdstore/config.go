@@ -42,8 +42,10 @@ type Config struct {
 
 	// MaxTxnOps is the most operations the etcd server accepts in one
 	// transaction (its --max-txn-ops flag). [Store.Renew] renews up to
-	// MaxTxnOps−3 leases per transaction and sends the transactions of one
-	// batch concurrently. Default: [DefaultMaxTxnOps], etcd's default. A
+	// MaxTxnOps−3 leases per transaction, [Store.AcquireBatch] acquires up
+	// to MaxTxnOps−7 and [Store.ReleaseBatch] releases up to MaxTxnOps−6
+	// (at least one each), and each sends the transactions of one batch
+	// concurrently. Default: [DefaultMaxTxnOps], etcd's default. A
 	// value above the server's makes large batches fail; a value below it
 	// only costs transactions. Minimum: 4.
 	MaxTxnOps int

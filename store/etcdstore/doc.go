@@ -208,7 +208,8 @@
 //
 // # etcd leases
 //
-// Each [Store.Acquire] grants an etcd lease for its key, and each
+// Each [Store.Acquire] grants an etcd lease for its key, each
+// [Store.AcquireBatch] one per distinct TTL for the keys it creates, and each
 // [Store.Renew] grants one new etcd lease per distinct TTL in the batch and
 // moves every lease it renews onto it. Leases that are not in the batch
 // stay on the etcd lease they had and expire with it. The obvious design,
@@ -229,8 +230,13 @@
 // carrying up to [Config.MaxTxnOps]−3 leases, plus 1 per distinct etcd
 // lease of the current holders of entries that did not match. Release 1,
 // 2 when someone waits in line (the first transaction finds the line not
-// empty and reads its head; the second releases naming it). Get 1, plus 1
-// when held. List 1, plus 1 per distinct etcd lease among the held leases.
+// empty and reads its head; the second releases naming it).
+// [Store.AcquireBatch] 1 grant per distinct TTL, then transactions of up to
+// [Config.MaxTxnOps]−7 acquisitions, sent concurrently; the entries it
+// finds held cost what Acquire's refusals cost beyond their transaction.
+// [Store.ReleaseBatch] transactions of up to [Config.MaxTxnOps]−6
+// releases, sent concurrently, plus 1 per lease someone waits for. Get 1,
+// plus 1 when held. List 1, plus 1 per distinct etcd lease among the held leases.
 // Nothing here grows with the number of followers but the count of the
 // keys ahead of a waiting follower, which the server does.
 //

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/tenure-dev/tenure/internal/storekit"
@@ -39,7 +38,7 @@ const lessorSweep = 500 * time.Millisecond
 type Store struct {
 	client *clientv3.Client
 	prefix string
-	perTxn int // leases per renew transaction
+	maxOps int // Config.MaxTxnOps
 	gate   *storekit.Gate
 }
 
@@ -57,7 +56,7 @@ func New(client *clientv3.Client, cfg Config) (*Store, error) {
 	return &Store{
 		client: client,
 		prefix: cfg.KeyPrefix,
-		perTxn: cfg.MaxTxnOps - opsPerRenewal,
+		maxOps: cfg.MaxTxnOps,
 		gate:   storekit.NewGate("etcdstore", "etcdstore.New"),
 	}, nil
 }
@@ -89,47 +88,21 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (store.Grant
 	if err != nil {
 		return store.Grant{}, classify(fmt.Sprintf("acquire %q: grant etcd lease", p.Name), err)
 	}
-	k := s.keys(p.Name)
-	granted := time.Duration(lease.TTL) * time.Second
-	holder := encodeHolder(p.Holder)
-	start := encodeStart(p.Holder, time.Now(), p.Payload)
-	announce := storekit.EncodeNotice(store.Notice{Name: p.Name, Kind: store.NoticeAcquired, Holder: p.Holder, Remaining: granted})
+	op := fmt.Sprintf("acquire %q", p.Name)
 	for range acquireAttempts {
-		resp, err := s.client.Txn(ctx).
-			If(clientv3.Compare(clientv3.CreateRevision(k.held), "=", 0)).
-			Then(
-				clientv3.OpPut(k.held, holder, clientv3.WithLease(lease.ID)),
-				clientv3.OpPut(k.claim, ""),
-				clientv3.OpPut(k.start, start),
-				clientv3.OpDelete(k.seq),
-				clientv3.OpDelete(k.released),
-				clientv3.OpDelete(k.waiter(p.Holder)),
-				clientv3.OpPut(k.announce, announce),
-			).
-			Else(clientv3.OpGet(k.held), clientv3.OpGet(k.start), clientv3.OpGet(k.waiter(p.Holder))).
-			Commit()
+		cmp, then, els := s.acquireTxn(p, lease)
+		resp, err := s.client.Txn(ctx).If(cmp).Then(then...).Else(els...).Commit()
 		if err != nil {
-			return store.Grant{}, classify(fmt.Sprintf("acquire %q", p.Name), err)
+			return store.Grant{}, classify(op, err)
 		}
 		if resp.Succeeded {
-			return store.Grant{
-				Name:      p.Name,
-				Holder:    p.Holder,
-				Token:     store.Token(resp.Header.Revision),
-				Seq:       1,
-				Remaining: granted,
-				Payload:   p.Payload,
-			}, nil
+			return acquired(p, lease, resp.Header.Revision), nil
 		}
-		rs := resp.Responses
-		sn := snapshot{
-			held:  first(rs[0].GetResponseRange().Kvs),
-			start: first(rs[1].GetResponseRange().Kvs),
-		}
+		sn, in := refusedSnapshot(resp.Responses)
 		if sn.held == nil {
 			continue // the compare saw the key, so the read in the same transaction does too
 		}
-		left, err := s.remaining(ctx, fmt.Sprintf("acquire %q", p.Name), []*mvccpb.KeyValue{sn.held})
+		left, err := s.remaining(ctx, op, []*mvccpb.KeyValue{sn.held})
 		if err != nil {
 			return store.Grant{}, err
 		}
@@ -139,21 +112,7 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (store.Grant
 			continue
 		}
 		s.revoke(ctx, lease.ID)
-		g, err := sn.grant(p.Name, remaining)
-		if err != nil {
-			return store.Grant{}, err
-		}
-		last, err := sn.last(p.Name)
-		if err != nil {
-			return store.Grant{}, err
-		}
-		he := &store.HeldError{Name: p.Name, Holder: g.Holder, Token: g.Token, Seq: g.Seq, Remaining: g.Remaining + lessorSweep, Payload: last.Payload}
-		if p.Wait {
-			if he.Position, err = s.wait(ctx, p, first(rs[2].GetResponseRange().Kvs), remaining); err != nil {
-				return store.Grant{}, err
-			}
-		}
-		return store.Grant{}, he
+		return store.Grant{}, s.refuse(ctx, p, sn, in, remaining)
 	}
 	s.revoke(ctx, lease.ID)
 	return store.Grant{}, fmt.Errorf("etcdstore: acquire %q: %w: the lease was held, then expired, %d times in a row while the store looked; retry",
@@ -228,44 +187,18 @@ func (s *Store) Renew(ctx context.Context, ps []store.RenewParams) ([]store.Rene
 		return []store.RenewResult{}, nil
 	}
 
-	leases := make(map[int64]*clientv3.LeaseGrantResponse)
-	for _, sec := range secs {
-		if leases[sec] != nil {
-			continue
-		}
-		lease, err := s.client.Grant(ctx, sec)
-		if err != nil {
-			return nil, classify("renew: grant etcd lease", err)
-		}
-		leases[sec] = lease
+	leases, err := s.grants(ctx, "renew", secs)
+	if err != nil {
+		return nil, err
 	}
 
-	outcomes := make([]*clientv3.TxnResponse, len(ps))
-	errs := make([]error, 0)
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for lo := 0; lo < len(ps); lo += s.perTxn {
-		hi := min(lo+s.perTxn, len(ps))
-		wg.Go(func() {
-			ops := make([]clientv3.Op, 0, hi-lo)
-			for i := lo; i < hi; i++ {
-				ops = append(ops, s.renewOp(ps[i], leases[secs[i]].ID))
-			}
-			resp, err := s.client.Txn(ctx).Then(ops...).Commit()
-			if err != nil {
-				mu.Lock()
-				errs = append(errs, err)
-				mu.Unlock()
-				return
-			}
-			for j, r := range resp.Responses {
-				outcomes[lo+j] = (*clientv3.TxnResponse)(r.GetResponseTxn())
-			}
-		})
+	ops := make([]clientv3.Op, len(ps))
+	for i, p := range ps {
+		ops[i] = s.renewOp(p, leases[secs[i]].ID)
 	}
-	wg.Wait()
-	if len(errs) > 0 {
-		return nil, classify(fmt.Sprintf("renew batch of %d", len(ps)), errs[0])
+	outcomes, _, err := s.nested(ctx, ops, s.maxOps-opsPerRenewal)
+	if err != nil {
+		return nil, classify(fmt.Sprintf("renew batch of %d", len(ps)), err)
 	}
 
 	results := make([]store.RenewResult, len(ps))
@@ -360,50 +293,11 @@ func (s *Store) Release(ctx context.Context, p store.ReleaseParams) error {
 	if err := p.Validate(); err != nil {
 		return fmt.Errorf("etcdstore: release: %w", err)
 	}
-	k := s.keys(p.Name)
-	op := fmt.Sprintf("release %q", p.Name)
-	ours := []clientv3.Cmp{
-		clientv3.Compare(clientv3.CreateRevision(k.held), "=", int64(p.Token)),
-		clientv3.Compare(clientv3.Value(k.held), "=", encodeHolder(p.Holder)),
-	}
-	release := func(next store.Holder) []clientv3.Op {
-		return []clientv3.Op{
-			clientv3.OpDelete(k.held),
-			clientv3.OpDelete(k.claim),
-			clientv3.OpPut(k.released, ""),
-			clientv3.OpPut(k.announce, storekit.EncodeNotice(store.Notice{Name: p.Name, Kind: store.NoticeReleased, Next: next})),
-		}
-	}
-	resp, err := s.client.Txn(ctx).
-		If(ours...).
-		Then(clientv3.OpTxn(
-			[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(k.line), "=", 0).WithPrefix()},
-			release(store.Holder{}),
-			[]clientv3.Op{clientv3.OpGet(k.line, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(1))},
-		)).
-		Commit()
+	resp, err := s.client.Txn(ctx).Then(s.releaseOp(p)).Commit()
 	if err != nil {
-		return classify(op, err)
+		return classify(fmt.Sprintf("release %q", p.Name), err)
 	}
-	if resp.Succeeded {
-		inner := resp.Responses[0].GetResponseTxn()
-		if inner.Succeeded {
-			return nil
-		}
-		head := first(inner.Responses[0].GetResponseRange().Kvs)
-		next, err := decodeHolder(head)
-		if err != nil {
-			return corrupt(p.Name, head, err)
-		}
-		if resp, err = s.client.Txn(ctx).If(ours...).Then(release(next)...).Commit(); err != nil {
-			return classify(op, err)
-		}
-	}
-	if !resp.Succeeded {
-		return fmt.Errorf("etcdstore: release of lease %q by %s with token %d refused: %w",
-			p.Name, p.Holder, p.Token, store.ErrNotHeld)
-	}
-	return nil
+	return s.released(ctx, p, (*clientv3.TxnResponse)(resp.Responses[0].GetResponseTxn()))
 }
 
 // Get implements [store.Store.Get]: one read of the lease's keys, and for

@@ -169,7 +169,7 @@ func (s *Store) validateStrict(name string, tok store.Token, h store.Holder, seq
 	if len(ops) == 0 {
 		return fmt.Errorf("%w: no operations; pass the writes to make under the tenure", store.ErrInvalid)
 	}
-	if limit := s.perTxn + opsPerRenewal - strictOps; len(ops) > limit {
+	if limit := s.maxOps - strictOps; len(ops) > limit {
 		return fmt.Errorf("%w: %d operations; a strict transaction carries at most %d (Config.MaxTxnOps less the store's %d)",
 			store.ErrInvalid, len(ops), limit, strictOps)
 	}
