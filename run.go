@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -441,8 +442,10 @@ func (r *runner) flyAcquires(as []engine.SendAcquire) {
 	})
 }
 
-// releaseAll carries out the releases of a shutdown: in batches, one
-// round trip each, when the store releases in batches, else one call each.
+// releaseAll carries out the releases of a shutdown: when the store
+// releases in batches, in batches of up to [store.MaxRenewBatch], one
+// round trip each, one after the other, each bounded by maxReleaseWait;
+// else one call each.
 func (r *runner) releaseAll(as []engine.SendRelease) {
 	br, ok := r.c.store.(store.BatchReleaser)
 	if !ok || len(as) < 2 {
@@ -453,14 +456,19 @@ func (r *runner) releaseAll(as []engine.SendRelease) {
 	}
 	r.inflight += len(as)
 	r.jobs = append(r.jobs, func() []engine.Event {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), maxReleaseWait)
-		defer cancel()
-		return drive.ReleaseBatch(ctx, br, as)
+		evs := make([]engine.Event, 0, len(as))
+		for batch := range slices.Chunk(as, store.MaxRenewBatch) {
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), maxReleaseWait)
+			evs = append(evs, drive.ReleaseBatch(ctx, br, batch)...)
+			cancel()
+		}
+		return evs
 	})
 }
 
-// maxReleaseWait bounds a release at the store: a store that does not
-// answer by then lets the lease expire by its TTL instead.
+// maxReleaseWait bounds a release, or a batch of releases, at the store: a
+// store that does not answer by then lets the lease expire by its TTL
+// instead.
 const maxReleaseWait = 5 * time.Second
 
 func (r *runner) acquired(a engine.Acquired) {

@@ -3,10 +3,14 @@ package tenure_test
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/tenure-dev/tenure"
@@ -88,4 +92,61 @@ func TestShutdownReleasesInOneBatch(t *testing.T) {
 			}
 		})
 	}
+}
+
+// slowBatches takes a while over each batch of releases.
+type slowBatches struct {
+	*memstore.Store
+	each time.Duration
+}
+
+func (s slowBatches) ReleaseBatch(ctx context.Context, ps []store.ReleaseParams) ([]error, error) {
+	select {
+	case <-time.After(s.each):
+		return s.Store.ReleaseBatch(ctx, ps)
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%w: %w", store.ErrUnavailable, ctx.Err())
+	}
+}
+
+// TestShutdownGivesEachBatchItsOwnTime: a shutdown that gives back more
+// leases than one batch carries bounds each batch's wait for the store,
+// not the whole, so the last batch is released too when every batch
+// alone answers in time.
+func TestShutdownGivesEachBatchItsOwnTime(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		m := memstore.New(memstore.Config{})
+		defer m.Close()
+		c, err := tenure.New(slowBatches{Store: m, each: 3 * time.Second}, tenure.Config{})
+		require.NoError(t, err)
+		ctx, cancel := context.WithCancel(t.Context())
+		ran := make(chan error, 1)
+		go func() { ran <- c.Run(ctx) }()
+
+		n := store.MaxRenewBatch + 1
+		names := make(chan string, n)
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Go(func() {
+				l, err := c.Acquire(t.Context(), fmt.Sprintf("job-%05d", i))
+				if assert.NoError(t, err) {
+					names <- l.Name()
+				}
+			})
+		}
+		wg.Wait()
+		close(names)
+		cancel()
+		require.NoError(t, <-ran)
+		released := 0
+		for name := range names {
+			rec, err := m.Get(t.Context(), name)
+			require.NoError(t, err)
+			if rec.State == store.StateReleased {
+				released++
+			}
+		}
+		require.Equal(t, n, released, "two batches of 3 s each, every lease released")
+	})
 }
