@@ -201,22 +201,35 @@ func (r *runner) launch(jobs []job) {
 	}
 }
 
-// maxIdlers bounds the workers kept waiting for a store call; those
-// beyond it, started by a burst of calls, end with their call.
-const maxIdlers = 8
+// Idle workers: at most maxIdlers wait for a store call, each for at most
+// workerLinger. Those beyond, started by a burst of calls, end with their
+// call; the others end once the client has been quiet for a while, so
+// that a process running many clients does not keep their stacks.
+const (
+	maxIdlers    = 8
+	workerLinger = time.Second
+)
 
 // work carries out j, hands its answer in, and waits for the next job
-// while Run runs.
+// while Run runs (see maxIdlers).
 func (r *runner) work(j job) {
+	linger := time.NewTimer(workerLinger)
+	defer linger.Stop()
 	for {
-		r.handIn(j())
+		evs := j()
+		j = nil // an idle worker keeps nothing of its last call
+		r.handIn(evs)
 		if r.idlers.Add(1) > maxIdlers {
 			r.idlers.Add(-1)
 			return
 		}
+		linger.Reset(workerLinger)
 		select {
 		case j = <-r.idle:
 			r.idlers.Add(-1)
+		case <-linger.C:
+			r.idlers.Add(-1)
+			return
 		case <-r.ctx.Done():
 			r.idlers.Add(-1)
 			return
