@@ -178,7 +178,9 @@ func (h NatsHarness) Bucket(tb testing.TB) (jetstream.JetStream, natsstore.Confi
 	}
 	cfg := natsstore.Config{Bucket: "t" + testutil.RandomHex(8)}
 	if err := natsstore.Migrate(tb.Context(), js, cfg); err != nil {
-		tb.Fatalf("testserver: %v", err)
+		// The server logs why it could not make a stream; the API error
+		// does not say.
+		tb.Fatalf("testserver: %v; the server's log ends:\n%s", err, h.Server.LogTail())
 	}
 	tb.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
