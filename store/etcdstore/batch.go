@@ -49,12 +49,9 @@ func (s *Store) AcquireBatch(ctx context.Context, ps []store.AcquireParams) ([]s
 	if err := store.ValidateAcquireBatch(ps); err != nil {
 		return nil, fmt.Errorf("etcdstore: acquire batch: %w", err)
 	}
-	secs := make([]int64, len(ps))
-	for i, p := range ps {
-		var err error
-		if secs[i], err = ttlSeconds(p.Name, p.TTL); err != nil {
-			return nil, fmt.Errorf("etcdstore: acquire batch: %w", err)
-		}
+	secs, err := batchSeconds("acquire batch", ps, func(p store.AcquireParams) (string, time.Duration) { return p.Name, p.TTL })
+	if err != nil {
+		return nil, err
 	}
 	if len(ps) == 0 {
 		return []store.AcquireResult{}, nil
@@ -88,11 +85,7 @@ func (s *Store) AcquireBatch(ctx context.Context, ps []store.AcquireParams) ([]s
 			held = append(held, sn.held)
 		}
 	}
-	for sec, lease := range leases {
-		if !used[sec] {
-			s.revoke(ctx, lease.ID)
-		}
-	}
+	s.revokeUnused(ctx, leases, used)
 	left, err := s.remaining(ctx, "acquire batch", held)
 	if err != nil {
 		return nil, err
@@ -211,6 +204,29 @@ func (s *Store) refuse(ctx context.Context, p store.AcquireParams, sn snapshot, 
 		}
 	}
 	return he
+}
+
+// batchSeconds returns the TTL of each entry of a batch in whole seconds
+// (see ttlSeconds), or an error for the call op.
+func batchSeconds[P any](op string, ps []P, entry func(P) (name string, ttl time.Duration)) ([]int64, error) {
+	secs := make([]int64, len(ps))
+	for i, p := range ps {
+		var err error
+		if secs[i], err = ttlSeconds(entry(p)); err != nil {
+			return nil, fmt.Errorf("etcdstore: %s: %w", op, err)
+		}
+	}
+	return secs, nil
+}
+
+// revokeUnused revokes the etcd leases of a batch, granted per TTL in
+// seconds, that carry no key (used: those that do).
+func (s *Store) revokeUnused(ctx context.Context, leases map[int64]*clientv3.LeaseGrantResponse, used map[int64]bool) {
+	for sec, lease := range leases {
+		if !used[sec] {
+			s.revoke(ctx, lease.ID)
+		}
+	}
 }
 
 // grants grants one etcd lease per distinct TTL in secs, one round trip

@@ -176,12 +176,9 @@ func (s *Store) Renew(ctx context.Context, ps []store.RenewParams) ([]store.Rene
 	if err := store.ValidateRenewBatch(ps); err != nil {
 		return nil, fmt.Errorf("etcdstore: renew: %w", err)
 	}
-	secs := make([]int64, len(ps))
-	for i, p := range ps {
-		var err error
-		if secs[i], err = ttlSeconds(p.Name, p.TTL); err != nil {
-			return nil, fmt.Errorf("etcdstore: renew: %w", err)
-		}
+	secs, err := batchSeconds("renew", ps, func(p store.RenewParams) (string, time.Duration) { return p.Name, p.TTL })
+	if err != nil {
+		return nil, err
 	}
 	if len(ps) == 0 {
 		return []store.RenewResult{}, nil
@@ -227,11 +224,7 @@ func (s *Store) Renew(ctx context.Context, ps []store.RenewParams) ([]store.Rene
 			others = append(others, snaps[i].held)
 		}
 	}
-	for sec, lease := range leases {
-		if !used[sec] {
-			s.revoke(ctx, lease.ID)
-		}
-	}
+	s.revokeUnused(ctx, leases, used)
 	left, err := s.remaining(ctx, "renew", others)
 	if err != nil {
 		return nil, err
