@@ -12,12 +12,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tenure-dev/tenure/internal/faultnet"
 	"github.com/tenure-dev/tenure/internal/testserver"
 	"github.com/tenure-dev/tenure/internal/testserver/kubeserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
@@ -111,6 +113,11 @@ func TestCells(t *testing.T) {
 				ctx, cancel := context.WithTimeout(t.Context(), d+90*time.Second)
 				cmd := exec.CommandContext(ctx, exe, "-backend", b, "-seed", fmt.Sprint(cellSeed),
 					"-duration", d.String(), "-fault-every", ciFaultEvery.String(), "-out", filepath.Join(dir, fmt.Sprint(attempt)))
+				// A cell that outlives its deadline is stuck: SIGQUIT
+				// makes it print every goroutine's stack, which says where.
+				cmd.Env = append(os.Environ(), "GOTRACEBACK=all")
+				cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGQUIT) }
+				cmd.WaitDelay = 10 * time.Second
 				out, err := cmd.CombinedOutput()
 				cancel()
 				t.Logf("%s", out)
@@ -396,4 +403,32 @@ func TestFailoverMovesOn(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, "up", body)
 	}
+}
+
+// TestNoRestartAfterTeardown checks that a killed worker's restart, due
+// as the cell ends, starts no worker once teardown has begun: teardown
+// would not kill it, and the cell would wait for it forever.
+func TestNoRestartAfterTeardown(t *testing.T) {
+	t.Parallel()
+	sleeper, err := exec.LookPath("sleep")
+	require.NoError(t, err)
+	logf, err := os.Create(filepath.Join(t.TempDir(), "workers.log"))
+	require.NoError(t, err)
+	defer logf.Close()
+	// The "worker" is sleep, whose argument list ends in a duration it
+	// cannot parse, so a worker started by mistake would fail at once
+	// rather than outlive the test; the assertion is on s.cmd.
+	c := &cell{cfg: CellConfig{Exe: sleeper}, procs: map[string]*procInfo{}, logf: logf}
+	px, err := faultnet.Listen("127.0.0.1:1")
+	require.NoError(t, err)
+	defer px.Close()
+	s := &slot{i: 1, proxies: []*faultnet.Proxy{px}, replies: make(chan string, 1)}
+	c.slots = []*slot{s}
+	require.NoError(t, c.startMain(s))
+	require.NotNil(t, s.cmd, "a worker starts while the cell runs")
+	first := s.cmd
+	c.teardown()
+	require.NoError(t, c.startMain(s))
+	require.True(t, s.cmd == first, "a restart after teardown began started a worker")
+	c.wg.Wait()
 }

@@ -448,15 +448,28 @@ func (s *slot) each(f func(*faultnet.Proxy)) {
 	}
 }
 
-// startMain starts (or restarts) the main worker of slot s.
+// startMain starts (or restarts) the main worker of slot s, unless the
+// cell is ending. It decides and launches under the slot's lock, and
+// teardown sets ending before it takes each slot's lock to kill its
+// worker: a restart racing the end of the cell either starts before
+// teardown reaches the slot, which then kills it, or sees ending and
+// starts nothing. (A restart that read ending first and launched after
+// teardown passed the slot left a worker nobody killed, and the cell
+// waited for it until the test's deadline.)
 func (c *cell) startMain(s *slot) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c.mu.Lock()
+	ending := c.ending
+	c.mu.Unlock()
+	if ending {
+		return nil
+	}
 	cmd, stdin, err := c.launch(s, true)
 	if err != nil {
 		return err
 	}
-	s.mu.Lock()
 	s.cmd, s.stdin = cmd, stdin
-	s.mu.Unlock()
 	return nil
 }
 

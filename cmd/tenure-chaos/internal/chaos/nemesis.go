@@ -213,14 +213,7 @@ func (c *cell) inject(ctx context.Context, d draw) {
 		c.hist.log(ev)
 		p.signal(syscall.SIGKILL)
 		if p.main {
-			c.later(ctx, span(0.1, 0.5), func() {
-				c.mu.Lock()
-				ending := c.ending
-				c.mu.Unlock()
-				if !ending {
-					_ = c.startMain(s)
-				}
-			})
+			c.later(ctx, span(0.1, 0.5), func() { _ = c.startMain(s) })
 		}
 	case faultCut:
 		c.hist.log(ev)
