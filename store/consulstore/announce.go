@@ -3,6 +3,7 @@ package consulstore
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	"github.com/tenure-dev/tenure/internal/storekit"
 	"github.com/tenure-dev/tenure/store"
@@ -77,19 +78,29 @@ func parseBoard(e *api.KVPair) (board, error) {
 	return b, nil
 }
 
-// op returns the transaction operation that adds a to the board: a
-// compare-and-set on the index read (0: only if the key is still absent),
-// so announcements are numbered without gaps.
-func (b board) op(key string, a announced) (*api.TxnOp, error) {
-	next := announcements{Seq: b.val.Seq + 1}
-	a.Seq = next.Seq
-	keep := b.val.Recent[max(0, len(b.val.Recent)-(announceKept-1)):]
-	next.Recent = append(append(make([]announced, 0, len(keep)+1), keep...), a)
+// op returns the transaction operation that adds as to the board, in
+// order: a compare-and-set on the index read (0: only if the key is still
+// absent), so announcements are numbered without gaps. The key keeps the
+// latest [announceKept] of them, those of a transaction that announces
+// more included.
+func (b board) op(key string, as ...announced) (*api.TxnOp, error) {
+	next := announcements{Seq: b.val.Seq + uint64(len(as))}
+	all := slices.Concat(b.val.Recent, as)
+	for i := range as {
+		all[len(b.val.Recent)+i].Seq = b.val.Seq + uint64(i) + 1
+	}
+	next.Recent = all[max(0, len(all)-announceKept):]
 	body, err := json.Marshal(next)
 	if err != nil {
 		return nil, fmt.Errorf("encoding the announcements: %w", err)
 	}
 	return &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVCAS, Key: key, Index: b.index, Value: body}}, nil
+}
+
+// boardWritten returns the board as the transaction of index that applied
+// op, an operation of [board.op], left it.
+func boardWritten(op *api.TxnOp, index uint64) (board, error) {
+	return parseBoard(&api.KVPair{Key: op.KV.Key, Value: op.KV.Value, ModifyIndex: index})
 }
 
 // news returns what a listener that last saw announcement seq delivers on

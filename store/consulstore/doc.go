@@ -1,7 +1,8 @@
 // Package consulstore is a [store.Store] on Consul's KV store and sessions
 // that keeps followers in line (without a hold; see The line). It also
-// implements [store.Notifier] and [store.Lister], and gives Consul
-// users the fence in their own transactions: a token check
+// implements [store.Notifier], [store.Lister], [store.BatchAcquirer] and
+// [store.BatchReleaser], and gives Consul users the fence in their own
+// transactions: a token check
 // ([Store.FenceOps]) and the strict, chain-advancing write
 // ([Store.StrictTxn]).
 //
@@ -84,9 +85,19 @@
 // written; an entry written by an older version of this store, which
 // recorded no notice, reads as a [store.NoticeChanged] of its lease. When
 // more came than the key keeps since it last looked, it delivers the empty
-// notice (look at everything again). A listener costs one query per announcement and one
-// a minute when nothing happens, however many leases live under the prefix;
-// renewals do not wake it.
+// notice (look at everything again).
+//
+// A batch ([Store.AcquireBatch], [Store.ReleaseBatch]) announces each
+// transaction's changes with one compare-and-set of the key, each change
+// an announcement of its own. A transaction carries up to 31 acquisitions
+// or 63 releases, more than the key keeps, so a listener that did not look
+// while one went by hears the empty notice and looks again at every lease
+// it waits for, as [store.Notifier] allows. The key is not made longer for
+// batches: every listener reads all of it at every announcement.
+//
+// A listener costs one query per announcement and one a minute when
+// nothing happens, however many leases live under the prefix; renewals do
+// not wake it.
 //
 // Expiries are not announced: Consul invalidating a session runs no code of
 // this store's, and nothing a listener could watch tells an invalidation
@@ -215,7 +226,14 @@
 //
 // Every acquisition creates a session for the new tenure (holder, TTL,
 // [Config.LockDelay], release behaviour, no health checks: only its TTL or
-// an operator ends it). A renewal checks, for each lease, the record's
+// an operator ends it); a batch of acquisitions ([Store.AcquireBatch])
+// creates one such session per distinct TTL and puts every lease it grants
+// with that TTL into it, since Consul creates sessions one request at a
+// time and never inside a transaction. The leases of a shared session stay
+// independent: a release unlocks its own record only, a renewal of some of
+// them moves those to a new session (see Moved below) and leaves the
+// others to expire on time, and a renewal of all of them renews the
+// session in place. A renewal checks, for each lease, the record's
 // ModifyIndex and the counter's with the token (the compare-and-set on
 // holder, token and seq, promise P6) and writes seq+1, in one transaction
 // per batch of leases. It keeps each lease's expiry its own in one of two
@@ -266,7 +284,8 @@
 // not create a session (a release through another store) leaves it to
 // expire.
 //
-// Round trips, each one HTTP request to the agent, on the caller's path:
+// Round trips, each one HTTP request to the agent, on the caller's path
+// (n leases, of which f are free, r held as given):
 //
 //   - Acquire: one consistent read (the lease, its line and the
 //     announcement key); when the lease is free, one session creation and
@@ -280,6 +299,17 @@
 //     creation and one transaction, which locks its key and reads the line
 //     for its place, to take one (three). Nothing here grows with the
 //     number of followers but the size of the reads that list the line.
+//   - AcquireBatch: ⌈(n+1)/128⌉ consistent reads (the leases, their lines
+//     and the announcement key), one session creation per distinct TTL
+//     among the free leases, and ⌈f/31⌉ transactions (four operations a
+//     lease and one announcement), sent one after the other since each
+//     compares and sets the announcement key: three round trips up to 31
+//     free leases of one TTL, as one Acquire; 42 for 1,000. A transaction
+//     rolled back because a lease or the announcement key changed costs a
+//     read of what changed and the transaction again. An entry refused
+//     that waits in line costs what Acquire's refusal costs beyond its
+//     read, each. An error for the whole call destroys the sessions it
+//     created, in the background, with whatever they hold.
 //   - Renew of n leases with one TTL, in place: one session renewal and
 //     ⌈n/64⌉ transactions; two round trips up to 64 leases, and one Raft
 //     write per transaction.
@@ -291,6 +321,9 @@
 //   - Release: one consistent read (which also finds the head of the line)
 //     and one transaction, and the session's destruction in the background
 //     when it is empty.
+//   - ReleaseBatch: ⌈(n+1)/128⌉ consistent reads and ⌈r/63⌉ transactions
+//     (two operations a lease and one announcement): two round trips up
+//     to 63 leases; races as for AcquireBatch.
 //   - Get and List: one consistent read.
 //
 // Reads use ?consistent, so a leader that lost its quorum cannot answer

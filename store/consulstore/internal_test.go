@@ -178,7 +178,30 @@ func TestBoardOp(t *testing.T) {
 	}
 	require.Equal(t, uint64(4), b.val.Recent[0].Seq, "only the latest are kept")
 
-	_, err := parseBoard(&api.KVPair{Key: "p/.announce", Value: []byte("not json"), ModifyIndex: 3})
+	// A transaction of a batch announces more than the key keeps: the
+	// latest are kept, numbered in order, and a listener that saw none
+	// of them hears the empty notice first.
+	many := make([]announced, announceKept+3)
+	for i := range many {
+		many[i] = newAnnounced(store.Notice{Name: fmt.Sprintf("m%d", i), Kind: store.NoticeReleased})
+	}
+	op, err := b.op("p/.announce", many...)
+	require.NoError(t, err)
+	require.Equal(t, b.index, op.KV.Index)
+	next, err := boardWritten(op, b.index+10)
+	require.NoError(t, err)
+	require.Equal(t, b.index+10, next.index)
+	require.Equal(t, b.val.Seq+uint64(len(many)), next.val.Seq)
+	require.Len(t, next.val.Recent, announceKept)
+	for j, a := range next.val.Recent {
+		require.Equal(t, next.val.Seq-announceKept+1+uint64(j), a.Seq)
+		require.Equal(t, fmt.Sprintf("m%d", len(many)-announceKept+j), a.Name)
+	}
+	heard, _ := news(b.val.Seq, next.val)
+	require.Len(t, heard, announceKept+1)
+	require.Equal(t, store.Notice{}, heard[0], "more came than the key keeps")
+
+	_, err = parseBoard(&api.KVPair{Key: "p/.announce", Value: []byte("not json"), ModifyIndex: 3})
 	require.ErrorContains(t, err, "KeyPrefix")
 	absent, err := parseBoard(&api.KVPair{Key: "p/.announce"})
 	require.NoError(t, err)

@@ -46,8 +46,9 @@ func (w written) lease(name string) lease {
 
 // memo remembers the store's own last write per lease and how many of the
 // remembered leases each session locks. The store creates every session it
-// uses for a fresh set of leases (one acquisition, or one renewal's batch)
-// and never moves a lease into an existing session, so when none of the
+// uses for a fresh set of leases (one acquisition, the leases of one
+// batch of acquisitions that share a TTL, or one renewal's batch) and
+// never moves a lease into an existing session, so when none of the
 // leases it put into a session is there any more, the session holds
 // nothing and can be destroyed. A copy of the process (a fork, a restored
 // snapshot) carries the same memo; it can only move leases out of the

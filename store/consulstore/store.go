@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -17,10 +16,12 @@ import (
 )
 
 var (
-	_ store.Store    = (*Store)(nil)
-	_ store.Notifier = (*Store)(nil)
-	_ store.Lister   = (*Store)(nil)
-	_ store.TTLFloor = (*Store)(nil)
+	_ store.Store         = (*Store)(nil)
+	_ store.Notifier      = (*Store)(nil)
+	_ store.Lister        = (*Store)(nil)
+	_ store.TTLFloor      = (*Store)(nil)
+	_ store.BatchAcquirer = (*Store)(nil)
+	_ store.BatchReleaser = (*Store)(nil)
 )
 
 const (
@@ -29,10 +30,11 @@ const (
 	maxTxnOps = 128
 	// renewOps is how many operations one lease's renewal takes.
 	renewOps = 4
-	// maxAttempts bounds the read-then-write loops of Acquire and Release
-	// when a concurrent change to the lease invalidates what they read.
+	// maxAttempts bounds, per lease, the read-then-write loop of
+	// acquisitions and releases ([Store.write]) when a concurrent change
+	// to the lease invalidates what it read.
 	maxAttempts = 8
-	// maxRaces bounds the same loops when only the announcement key
+	// maxRaces bounds the same loop when only the announcement key
 	// changed (another lease under the prefix changed hands meanwhile).
 	maxRaces = 32
 	// cleanupTimeout bounds each best-effort destruction of a session that
@@ -93,7 +95,7 @@ func (s *Store) MinTTL() time.Duration { return s.cfg.MinSessionTTL }
 // During Consul's lock-delay after an expiry (see [Config.LockDelay]) the
 // lease is reported held by its last holder, with the configured delay as
 // its remaining time. The transaction that grants the lease also announces
-// it (see [Store.Listen]).
+// it (see [Store.Listen]). It is [Store.AcquireBatch] of one entry.
 func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (store.Grant, error) {
 	op := fmt.Sprintf("acquire lease %q", p.Name)
 	if err := s.begin(ctx, op); err != nil {
@@ -106,142 +108,11 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (store.Grant
 	if err != nil {
 		return store.Grant{}, interpret(op, err)
 	}
-	k := s.keys(p.Name)
-	// session is created when the lease is first seen free and kept
-	// across attempts; it is destroyed unless the lease went into it.
-	var session string
-	defer func() { s.reap(session) }()
-	for changes, races := 0, 0; changes < maxAttempts && races < maxRaces; {
-		l, b, err := s.readForWrite(ctx, p.Name)
-		if err != nil {
-			return store.Grant{}, interpret(op, err)
-		}
-		if l.held() {
-			return store.Grant{}, s.refuse(ctx, op, p, ttl, l, l.heldError())
-		}
-		if session == "" {
-			if session, err = s.createSession(ctx, p.Holder, ttl); err != nil {
-				return store.Grant{}, interpret(op, err)
-			}
-		}
-		g, outcome, err := s.tryAcquire(ctx, p, ttl, k, l, b, session)
-		switch {
-		case err != nil:
-			return store.Grant{}, interpret(op, err)
-		case outcome == outcomeAcquired:
-			session = ""
-			return g, nil
-		case outcome == outcomeLockDelayed:
-			held := l.heldError()
-			held.Remaining = max(s.cfg.LockDelay, time.Second)
-			return store.Grant{}, s.refuse(ctx, op, p, ttl, l, held)
-		case outcome == outcomeRaced:
-			races++
-		default:
-			changes++
-		}
-		// The lease, or only the announcement key, changed between the
-		// read and the transaction: read them again.
-	}
-	return store.Grant{}, fmt.Errorf("consulstore: %s: %w: the lease kept changing under repeated attempts; retry", op, store.ErrUnavailable)
-}
-
-type acquireOutcome int
-
-const (
-	outcomeAcquired acquireOutcome = iota + 1
-	// outcomeChanged: the lease changed since it was read.
-	outcomeChanged
-	// outcomeRaced: only the announcement key changed since it was read.
-	outcomeRaced
-	outcomeLockDelayed
-)
-
-// acquireOps is how many operations of an acquisition come before its
-// announcement: the guard, the counter and the lock.
-const acquireOps = 3
-
-// tryAcquire, in one transaction, bumps the counter, locks the lease record
-// with session and announces the new tenure, provided neither the lease
-// nor the announcement key changed since l and b were read. On success the
-// lease is remembered as written; otherwise session holds nothing.
-func (s *Store) tryAcquire(ctx context.Context, p store.AcquireParams, ttl time.Duration, k keys, l lease, b board, session string) (store.Grant, acquireOutcome, error) {
-	v := value{
-		Label:      p.Holder.Label,
-		Instance:   p.Holder.Instance,
-		Seq:        1,
-		TTLMillis:  ttl.Milliseconds(),
-		AcquiredAt: time.Now().UTC(),
-		Payload:    p.Payload,
-	}
-	body, err := v.encode()
+	res, err := s.acquire(ctx, []store.AcquireParams{p}, []time.Duration{ttl})
 	if err != nil {
-		return store.Grant{}, 0, err
+		return store.Grant{}, interpret(op, err)
 	}
-	announce, err := b.op(s.announceKey(), newAnnounced(store.Notice{Name: p.Name, Kind: store.NoticeAcquired, Holder: p.Holder, Remaining: ttl}))
-	if err != nil {
-		return store.Grant{}, 0, err
-	}
-	guard := &api.KVTxnOp{Verb: api.KVCheckNotExists, Key: k.lease}
-	if l.exists {
-		guard = &api.KVTxnOp{Verb: api.KVCheckIndex, Key: k.lease, Index: l.index}
-	}
-	ops := api.TxnOps{
-		{KV: guard},
-		// A ModifyIndex of 0 creates the counter only if it is absent.
-		{KV: &api.KVTxnOp{Verb: api.KVCAS, Key: k.counter, Index: uint64(l.token), Value: []byte(strconv.FormatUint(l.tenures+1, 10))}},
-		{KV: &api.KVTxnOp{Verb: api.KVLock, Key: k.lease, Session: session, Value: body}},
-		announce,
-		// The new holder leaves the line, if it was in it.
-		{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: k.waiter(p.Holder)}},
-	}
-	ok, resp, err := s.txn(ctx, ops, false)
-	if err != nil {
-		return store.Grant{}, 0, err
-	}
-	if !ok {
-		for _, e := range resp.Errors {
-			if strings.HasSuffix(e.What, "due to lock delay") {
-				return store.Grant{}, outcomeLockDelayed, nil
-			}
-		}
-		if onlyAt(resp, acquireOps) {
-			return store.Grant{}, outcomeRaced, nil
-		}
-		return store.Grant{}, outcomeChanged, nil
-	}
-	var token store.Token
-	for _, r := range resp.Results {
-		if r.KV != nil && r.KV.Key == k.counter {
-			token = store.Token(r.KV.ModifyIndex)
-		}
-	}
-	if token <= 0 {
-		return store.Grant{}, 0, fmt.Errorf("the transaction that acquired the lease did not report the counter's index; read the lease with Get")
-	}
-	// The session that kept the new holder's place in line keeps nothing
-	// now.
-	if _, waited := l.place(p.Holder); waited != "" {
-		s.reap(waited)
-	}
-	// The counter was written by the same transaction as the record: its
-	// ModifyIndex is the record's too.
-	s.reap(s.memo.wrote(p.Name, written{token: token, val: v, index: uint64(token), session: session, ends: time.Now().Add(2 * ttl)}, false))
-	return store.Grant{Name: p.Name, Holder: p.Holder, Token: token, Seq: 1, Remaining: ttl, Payload: p.Payload}, outcomeAcquired, nil
-}
-
-// onlyAt reports whether a rolled-back transaction failed at operation i
-// and nowhere else.
-func onlyAt(resp *api.TxnResponse, i int) bool {
-	if resp == nil || len(resp.Errors) == 0 {
-		return false
-	}
-	for _, e := range resp.Errors {
-		if e.OpIndex != i {
-			return false
-		}
-	}
-	return true
+	return res[0].Grant, res[0].Err
 }
 
 // Renew implements [store.Store.Renew]. A batch that is exactly the
@@ -266,13 +137,9 @@ func (s *Store) Renew(ctx context.Context, ps []store.RenewParams) ([]store.Rene
 	if err := store.ValidateRenewBatch(ps); err != nil {
 		return nil, interpret(op, err)
 	}
-	ttls := make([]time.Duration, len(ps))
-	for i, p := range ps {
-		ttl, err := s.cfg.sessionTTL(p.TTL)
-		if err != nil {
-			return nil, interpret(fmt.Sprintf("renew lease %q", p.Name), err)
-		}
-		ttls[i] = ttl
+	ttls, err := sessionTTLs(s.cfg, ps, func(p store.RenewParams) (string, time.Duration) { return p.Name, p.TTL })
+	if err != nil {
+		return nil, interpret(op, err)
 	}
 	if len(ps) == 0 {
 		return []store.RenewResult{}, nil
@@ -290,8 +157,8 @@ func (s *Store) Renew(ctx context.Context, ps []store.RenewParams) ([]store.Rene
 	if err := s.readInto(ctx, ps, leases, unread); err != nil {
 		return nil, interpret(op, err)
 	}
-	r := &renewal{s: s, ps: ps, ttls: ttls, leases: leases, hinted: hinted, results: make([]store.RenewResult, len(ps)), sessions: make(map[time.Duration]*batchSession)}
-	defer r.done()
+	r := &renewal{s: s, ps: ps, ttls: ttls, leases: leases, hinted: hinted, results: make([]store.RenewResult, len(ps)), sessions: newBatchSessions(s)}
+	defer r.sessions.done()
 	all := make([]int, len(ps))
 	for i := range ps {
 		all[i] = i
@@ -339,7 +206,7 @@ func (s *Store) readInto(ctx context.Context, ps []store.RenewParams, leases []l
 	for j, i := range idx {
 		names[j] = ps[i].Name
 	}
-	read, err := s.read(ctx, names)
+	read, _, err := s.read(ctx, names, false)
 	if err != nil {
 		return err
 	}
@@ -358,21 +225,48 @@ type renewal struct {
 	leases   []lease
 	hinted   []bool // the lease is known from the store's own last write
 	results  []store.RenewResult
-	sessions map[time.Duration]*batchSession
+	sessions *batchSessions
 }
 
-// batchSession is a session a renewal created and how many leases it moved
+// batchSessions are the sessions one call creates for a batch of leases
+// (a renewal moving them, or acquisitions), one per session TTL, each
+// when first needed.
+type batchSessions struct {
+	s  *Store
+	by map[time.Duration]*batchSession
+}
+
+// batchSession is a session a call created and how many leases it put
 // into it.
 type batchSession struct {
-	id    string
-	moved int
+	id  string
+	put int
 }
 
-// done destroys the sessions the renewal created and moved nothing into.
-func (r *renewal) done() {
-	for _, bs := range r.sessions {
-		if bs.moved == 0 {
-			r.s.reap(bs.id)
+func newBatchSessions(s *Store) *batchSessions {
+	return &batchSessions{s: s, by: make(map[time.Duration]*batchSession)}
+}
+
+// get returns the session of ttl, created for holder if there is none
+// yet.
+func (bs *batchSessions) get(ctx context.Context, holder store.Holder, ttl time.Duration) (*batchSession, error) {
+	if b := bs.by[ttl]; b != nil {
+		return b, nil
+	}
+	id, err := bs.s.createSession(ctx, holder, ttl)
+	if err != nil {
+		return nil, err
+	}
+	b := &batchSession{id: id}
+	bs.by[ttl] = b
+	return b, nil
+}
+
+// done destroys the sessions nothing was put into.
+func (bs *batchSessions) done() {
+	for _, b := range bs.by {
+		if b.put == 0 {
+			bs.s.reap(b.id)
 		}
 	}
 }
@@ -409,21 +303,16 @@ func (r *renewal) renew(ctx context.Context, idx []int) ([]int, error) {
 			lost = append(lost, failed...)
 			continue
 		}
-		bs := r.sessions[ttl]
-		if bs == nil {
-			id, err := r.s.createSession(ctx, r.ps[idx[0]].Holder, ttl)
-			if err != nil {
-				return nil, err
-			}
-			bs = &batchSession{id: id}
-			r.sessions[ttl] = bs
+		bs, err := r.sessions.get(ctx, r.ps[idx[0]].Holder, ttl)
+		if err != nil {
+			return nil, err
 		}
 		failed, err := r.group(ctx, idx, ttl, bs.id, true)
 		if err != nil {
-			bs.moved = len(idx) // some may be in it: it is not destroyed
+			bs.put += len(idx) // some may be in it: it is not destroyed
 			return nil, err
 		}
-		bs.moved += len(idx) - len(failed)
+		bs.put += len(idx) - len(failed)
 		lost = append(lost, failed...)
 	}
 	return lost, nil
@@ -552,7 +441,8 @@ func txnIndex(resp *api.TxnResponse) uint64 {
 // for the head (see The line in the package documentation). The counter is kept, and a clean release
 // sets off no lock-delay. When the session that held the lease holds none
 // of the other leases this store put into it, it is destroyed in the
-// background; otherwise it is left to expire with them.
+// background; otherwise it is left to expire with them. It is
+// [Store.ReleaseBatch] of one entry.
 func (s *Store) Release(ctx context.Context, p store.ReleaseParams) error {
 	op := fmt.Sprintf("release lease %q", p.Name)
 	if err := s.begin(ctx, op); err != nil {
@@ -561,45 +451,11 @@ func (s *Store) Release(ctx context.Context, p store.ReleaseParams) error {
 	if err := p.Validate(); err != nil {
 		return interpret(op, err)
 	}
-	k := s.keys(p.Name)
-	for changes, races := 0, 0; changes < maxAttempts && races < maxRaces; {
-		l, b, err := s.readForWrite(ctx, p.Name)
-		if err != nil {
-			return interpret(op, err)
-		}
-		if !l.held() || l.val.holder() != p.Holder || l.token != p.Token {
-			return fmt.Errorf("consulstore: release of lease %q by %s with token %d refused: %w",
-				p.Name, p.Holder, p.Token, store.ErrNotHeld)
-		}
-		v := l.val
-		v.Released = true
-		body, err := v.encode()
-		if err != nil {
-			return interpret(op, err)
-		}
-		announce, err := b.op(s.announceKey(), newAnnounced(store.Notice{Name: p.Name, Kind: store.NoticeReleased, Next: l.head()}))
-		if err != nil {
-			return interpret(op, err)
-		}
-		ok, resp, err := s.txn(ctx, api.TxnOps{
-			{KV: &api.KVTxnOp{Verb: api.KVCheckIndex, Key: k.lease, Index: l.index}},
-			{KV: &api.KVTxnOp{Verb: api.KVUnlock, Key: k.lease, Session: l.session, Value: body}},
-			announce,
-		}, false)
-		if err != nil {
-			return interpret(op, err)
-		}
-		if ok {
-			s.reap(s.memo.left(p.Name))
-			return nil
-		}
-		if onlyAt(resp, 2) {
-			races++ // only the announcement key moved
-		} else {
-			changes++ // renewed or lost since the read
-		}
+	errs, err := s.release(ctx, []store.ReleaseParams{p})
+	if err != nil {
+		return interpret(op, err)
 	}
-	return fmt.Errorf("consulstore: %s: %w: the lease kept changing under repeated attempts; retry", op, store.ErrUnavailable)
+	return errs[0]
 }
 
 // Get implements [store.Store.Get], with one consistent read. The
@@ -675,77 +531,59 @@ func (s *Store) begin(ctx context.Context, op string) error { return s.gate.Begi
 // announceKey is the key of the announcements (see [Store.Listen]).
 func (s *Store) announceKey() string { return s.cfg.KeyPrefix + announceKeyName }
 
-// readForWrite reads one lease, its line and the announcement key with one
-// consistent read, for a write that changes hands.
-func (s *Store) readForWrite(ctx context.Context, name string) (lease, board, error) {
-	k := s.keys(name)
-	_, resp, err := s.txn(ctx, api.TxnOps{
-		{KV: &api.KVTxnOp{Verb: api.KVGetTree, Key: k.dir}},
-		{KV: &api.KVTxnOp{Verb: api.KVGetOrEmpty, Key: s.announceKey()}},
-	}, true)
-	if err != nil {
-		return lease{}, board{}, err
-	}
-	var (
-		mine []*api.KVPair
-		b    board
-	)
-	for _, e := range kvPairs(resp) {
-		switch {
-		case e.Key == k.lease, e.Key == k.counter, strings.HasPrefix(e.Key, k.line):
-			mine = append(mine, e)
-		case e.Key == s.announceKey():
-			if b, err = parseBoard(e); err != nil {
-				return lease{}, board{}, err
-			}
-		}
-	}
-	l, err := parseLease(name, k, mine)
-	return l, b, err
-}
-
 // readOne reads one lease with a consistent read.
 func (s *Store) readOne(ctx context.Context, name string) (lease, error) {
-	ls, err := s.read(ctx, []string{name})
+	ls, _, err := s.read(ctx, []string{name}, false)
 	if err != nil {
 		return lease{}, err
 	}
 	return ls[0], nil
 }
 
-// read reads the leases names, in order, with consistent read-only
-// transactions of up to [maxTxnOps] get-tree operations each.
-func (s *Store) read(ctx context.Context, names []string) ([]lease, error) {
-	out := make([]lease, 0, len(names))
-	for chunk := range slices.Chunk(names, maxTxnOps) {
-		ops := make(api.TxnOps, len(chunk))
-		for i, name := range chunk {
-			ops[i] = &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVGetTree, Key: s.keys(name).dir}}
-		}
-		_, resp, err := s.txn(ctx, ops, true)
+// read reads the leases names, in order, each with its line, in
+// consistent read-only transactions of up to [maxTxnOps] get-tree
+// operations each. With announcements, for a write that changes hands, the
+// first transaction also reads the announcement key.
+func (s *Store) read(ctx context.Context, names []string, announcements bool) ([]lease, board, error) {
+	ops := make(api.TxnOps, 0, len(names)+1)
+	if announcements {
+		ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVGetOrEmpty, Key: s.announceKey()}})
+	}
+	dirs := make(map[string]int, len(names)) // a lease's directory → its index in names
+	for i, name := range names {
+		dir := s.keys(name).dir
+		dirs[dir] = i
+		ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVGetTree, Key: dir}})
+	}
+	var b board
+	entries := make([][]*api.KVPair, len(names))
+	for chunk := range slices.Chunk(ops, maxTxnOps) {
+		_, resp, err := s.txn(ctx, chunk, true)
 		if err != nil {
-			return nil, err
+			return nil, board{}, err
 		}
-		byKey := make(map[string]*api.KVPair)
 		for _, e := range kvPairs(resp) {
-			byKey[e.Key] = e
-		}
-		for _, name := range chunk {
-			k := s.keys(name)
-			var mine []*api.KVPair
-			for _, key := range []string{k.lease, k.counter} {
-				if e := byKey[key]; e != nil {
-					mine = append(mine, e)
+			if e.Key == s.announceKey() {
+				if b, err = parseBoard(e); err != nil {
+					return nil, board{}, err
 				}
+				continue
 			}
-			l, err := parseLease(name, k, mine)
-			if err != nil {
-				return nil, err
+			seg, _, _ := strings.Cut(strings.TrimPrefix(e.Key, s.cfg.KeyPrefix), "/")
+			if i, ok := dirs[s.cfg.KeyPrefix+seg+"/"]; ok {
+				entries[i] = append(entries[i], e)
 			}
-			out = append(out, l)
 		}
 	}
-	return out, nil
+	leases := make([]lease, len(names))
+	for i, name := range names {
+		l, err := parseLease(name, s.keys(name), entries[i])
+		if err != nil {
+			return nil, board{}, err
+		}
+		leases[i] = l
+	}
+	return leases, b, nil
 }
 
 // parseTree builds the leases found among entries read under the key
