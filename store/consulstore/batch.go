@@ -371,6 +371,7 @@ func (a *acquisitions) applied(i int, l lease, index uint64) {
 	if _, waited := l.place(p.Holder); waited != "" {
 		a.s.reap(waited)
 	}
+	a.s.heads.acquired(p.Name, p.Holder)
 	// The transaction wrote the counter and the record: their ModifyIndex
 	// is its index, and the counter's is the token.
 	token := store.Token(index)

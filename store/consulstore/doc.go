@@ -37,7 +37,8 @@
 // [Store.List]) it is an estimate, because Consul does not say when a
 // session was created: the lease may end any time within twice that.
 // Followers are woken earlier by [Store.Listen] when the lease is released
-// or acquired, not when it expires.
+// or acquired, and the follower at the head of the line also when it
+// expires (see Notifications).
 //
 // Consul refuses session TTLs below its servers' session_ttl_min (10 s by
 // default) and above 24 h. [Store.MinTTL] reports [Config.MinSessionTTL]
@@ -97,14 +98,48 @@
 //
 // A listener costs one query per announcement and one a minute when
 // nothing happens, however many leases live under the prefix; renewals do
-// not wake it.
+// not wake it. Watching for expiries (below) adds one query per lease the
+// store is first in line for.
 //
 // Expiries are not announced: Consul invalidating a session runs no code of
-// this store's, and nothing a listener could watch tells an invalidation
-// from a release short of a query per lease. A follower of an expired
-// lease tries again at the expiry it was told (up to one TTL late, since
-// Consul may keep the session up to twice its TTL); the acquisition that
-// follows is announced.
+// this store's, so no transaction of the store's writes the announcement
+// key for it. Consul does unlock the lease record when it invalidates the
+// holder's session (that write changes the record's ModifyIndex and clears
+// its Session), so a blocking query on the record sees the expiry as soon
+// as Consul makes it, as one on the lock's key does for Consul's own
+// api.Lock. A query per lease for every listener would cost each listener
+// every lease under the prefix, and tell every follower at once; the
+// store keeps it for the one follower that needs it. When a refusal puts a
+// follower first in line ([store.HeldError].Position 1, see The line), the
+// store remembers that it is the head of that lease's line, and while a
+// [Store.Listen] call runs it keeps one blocking query on that lease's
+// record. When the query finds the record unlocked and not released, every
+// Listen call of the store delivers a [store.NoticeChanged] of the lease,
+// the kind etcdstore gives an expiry (the lease is free; the notice names
+// no next follower and no new holder), and the head of the line tries at
+// once instead of at the expiry it was told, which with Consul's 2×TTL may
+// be up to one TTL late. A failover after a crash so lasts Consul's
+// invalidation and the head's acquisition, as with Consul's own api.Lock.
+//
+// The store forgets a head when its follower acquires the lease through
+// this store, when a refusal tells it a later place, and twice the TTL of
+// the session that keeps its place after it last asked (by then Consul has
+// forgotten a follower that stopped asking), or when the lease's record
+// is deleted; forgetting ends its query.
+// The queries are shared by the store's Listen calls and number at most
+// 32; a process first in line for more leases than that is told of some
+// of their expiries only, and tries at the told expiry for the others.
+// A head's query also wakes at each renewal of its lease, since a renewal
+// rewrites the record: the cost is one blocking query per lease this
+// store is first in line for, each asked again at every renewal of that
+// lease, and nothing for the leases the store's holders hold.
+//
+// Followers behind the head are not told of the expiry (no herd: one
+// expiry costs the store the head's acquisition); they hear of the head's
+// new tenure, which is announced, or else try at the expiry they were
+// told. A notice carries a lease name, not a follower, so every Listen
+// call of the head's store delivers it: followers of that lease that share
+// the head's store (several clients over one store) try as well.
 //
 // Because the announcement key is a compare-and-set, acquisitions and
 // releases of different leases under one prefix are serialized: one that
@@ -163,9 +198,15 @@
 // lengthen a tenure or delay a takeover: it is read only for a refusal's
 // Position and a release's Next, and no acquisition or renewal checks it.
 //
-// After an expiry the line keeps no order: Consul announces no expiry (see
-// Notifications), followers come back at the expiries they were told, and
-// the first to arrive takes the lease.
+// After an expiry the head of the line hears of it first: its store,
+// which answered it with place 1, watches the lease while it listens (see
+// Notifications), and it tries as soon as Consul unlocks the record. The
+// others come back at the expiries they were told, which may fall before
+// Consul's invalidation (the lease is then still held) or after the head's
+// new tenure (they hear of it), so the head takes the lease unless a
+// follower comes back in the round trip between. No order is promised:
+// a head whose store does not listen, or whose query missed the expiry,
+// leaves the lease to the first follower to arrive.
 //
 // # History
 //
@@ -325,6 +366,15 @@
 //     (two operations a lease and one announcement): two round trips up
 //     to 63 leases; races as for AcquireBatch.
 //   - Get and List: one consistent read.
+//
+// Off the caller's path, [Store.Listen] keeps one blocking query on the
+// announcement key, and one more per lease this store is first in line
+// for (at most 32, shared by all of the store's Listen calls; see
+// Notifications). The first returns at each announcement, each of the
+// others at each change to its lease's record (the holder's renewals
+// included), and every one after a minute without change. None grows with
+// the leases the store's holders hold or with the followers behind the
+// head.
 //
 // Reads use ?consistent, so a leader that lost its quorum cannot answer
 // them from stale state.

@@ -13,15 +13,18 @@ import (
 
 // refuse returns held, the refusal of acquisition p of lease l (as read),
 // after putting p.Holder in line or keeping its place there when p.Wait
-// asks for it (see [Store.wait]); ttl is p.TTL as a session TTL.
+// asks for it (see [Store.wait]); ttl is p.TTL as a session TTL. A place
+// at the head of the line is remembered, so that [Store.Listen] watches
+// the lease for an expiry (see [heads]).
 func (s *Store) refuse(ctx context.Context, op string, p store.AcquireParams, ttl time.Duration, l lease, held *store.HeldError) error {
 	if !p.Wait {
 		return held
 	}
-	place, err := s.wait(ctx, p, ttl, l, held.Remaining)
+	place, kept, err := s.wait(ctx, p, ttl, l, held.Remaining)
 	if err != nil {
 		return interpret(op+": wait in line", err)
 	}
+	s.heads.placed(p.Holder, l, place, kept)
 	held.Position = place
 	return held
 }
@@ -43,7 +46,8 @@ func (s *Store) forgetAfter(remaining, ttl time.Duration) time.Duration {
 }
 
 // wait puts p.Holder in the line of lease l (as the refusal read it), or
-// keeps its place there, and returns its place (1: next).
+// keeps its place there, and returns its place (1: next) and the TTL of
+// the session that keeps it.
 //
 // A follower's key, wait/<holder> in the lease's directory, is locked by
 // a session of its own whose TTL is [Store.forgetAfter] and whose
@@ -55,18 +59,23 @@ func (s *Store) forgetAfter(remaining, ttl time.Duration) time.Duration {
 // whose session ended since the read) creates a session and locks a new
 // key with it, reading the line in the same transaction: two round trips,
 // and its place is counted from what the transaction read.
-func (s *Store) wait(ctx context.Context, p store.AcquireParams, ttl time.Duration, l lease, remaining time.Duration) (int, error) {
+func (s *Store) wait(ctx context.Context, p store.AcquireParams, ttl time.Duration, l lease, remaining time.Duration) (int, time.Duration, error) {
+	forget := s.forgetAfter(remaining, ttl)
 	if place, session := l.place(p.Holder); place > 0 && session != "" {
 		entry, _, err := s.client.Session().Renew(session, (&api.WriteOptions{}).WithContext(ctx))
 		if err != nil {
-			return 0, fmt.Errorf("renew the session of the place in line: %w", err)
+			return 0, 0, fmt.Errorf("renew the session of the place in line: %w", err)
 		}
 		if entry != nil {
-			return place, nil
+			// The session keeps the TTL it was created with; an answer
+			// that does not say it leaves the TTL a new place would get.
+			if kept, err := time.ParseDuration(entry.TTL); err == nil {
+				forget = kept
+			}
+			return place, forget, nil
 		}
 		// The session ended, and its key with it: take a new place.
 	}
-	forget := s.forgetAfter(remaining, ttl)
 	session, err := s.newSession(ctx, sessionRequest{
 		Name:       "tenure line " + p.Holder.String(),
 		TTL:        forget.String(),
@@ -76,13 +85,13 @@ func (s *Store) wait(ctx context.Context, p store.AcquireParams, ttl time.Durati
 		NodeChecks: []string{},
 	})
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	k := s.keys(p.Name)
 	body, err := json.Marshal(waitValue{Label: p.Holder.Label, Instance: p.Holder.Instance})
 	if err != nil {
 		s.reap(session)
-		return 0, fmt.Errorf("encoding the follower's key: %w", err)
+		return 0, 0, fmt.Errorf("encoding the follower's key: %w", err)
 	}
 	ok, resp, err := s.txn(ctx, api.TxnOps{
 		{KV: &api.KVTxnOp{Verb: api.KVLock, Key: k.waiter(p.Holder), Session: session, Value: body}},
@@ -91,21 +100,21 @@ func (s *Store) wait(ctx context.Context, p store.AcquireParams, ttl time.Durati
 	if err != nil {
 		// The key may be locked by the session: leave the session to
 		// expire with it.
-		return 0, err
+		return 0, 0, err
 	}
 	if !ok {
 		s.reap(session)
-		return 0, fmt.Errorf("%w: the key that keeps the place in line is locked by another session (%s); another acquisition by the same holder put it in line meanwhile: retry",
+		return 0, 0, fmt.Errorf("%w: the key that keeps the place in line is locked by another session (%s); another acquisition by the same holder put it in line meanwhile: retry",
 			store.ErrUnavailable, txnErrors(resp))
 	}
 	// The first result is the lock's; the others are the line read after it.
 	in, err := parseLease(p.Name, k, kvPairs(resp)[1:])
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	place, _ := in.place(p.Holder)
 	if place == 0 {
-		return 0, fmt.Errorf("the transaction that put the follower in line did not read its key back; acquire again")
+		return 0, 0, fmt.Errorf("the transaction that put the follower in line did not read its key back; acquire again")
 	}
-	return place, nil
+	return place, forget, nil
 }

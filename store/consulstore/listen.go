@@ -3,6 +3,7 @@ package consulstore
 import (
 	"context"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/tenure-dev/tenure/store"
@@ -33,14 +34,34 @@ const (
 // the prefix, and renewals do not wake it. notify runs on the calling
 // goroutine, one notice at a time.
 //
-// Expiries are not announced: Consul invalidating a session runs no code
-// of this store's. A follower tries again at the expiry it was told; the
-// acquisition that follows an expiry is announced.
+// Expiries run no code of this store's (Consul invalidates the session),
+// so no announcement tells of them. Instead, for each lease this store
+// last told a follower it is first in line for ([store.HeldError].Position
+// 1; see The line in the package documentation), Listen keeps one blocking
+// query more, on the lease's record key, which Consul unlocks when it
+// invalidates the holder's session. When that query finds the record
+// unlocked without a release, Listen delivers a [store.NoticeChanged] of
+// the lease (it expired, or an operator ended its session or deleted it),
+// and the follower tries at once instead of at the expiry it was told.
+// That is the kind etcdstore gives an expiry: the lease is free, and the
+// notice claims no release ([store.NoticeReleased]) and no new tenure
+// ([store.NoticeAcquired]). The query also wakes at each renewal of the
+// lease (a renewal rewrites the record). It ends when the follower
+// acquires the lease through this store, when a refusal gives it a later
+// place, twice the TTL of the session that keeps its place after it
+// last asked (when Consul has certainly forgotten a follower that
+// stopped asking), or when the record is deleted. Such queries are shared
+// by every Listen call of the store and number at most 32; a store first
+// in line for more leases is told of some of their expiries only. Followers further back are not
+// told: they hear of the head's acquisition, or else try at the expiry
+// they were told. The acquisition that follows an expiry is announced.
 //
 // After a failed query Listen waits (100 ms, doubling to 5 s, with jitter)
 // and asks again; announcements made meanwhile are delivered when it next
-// succeeds, if the key still keeps them. After its first successful query
-// it calls notify with the empty name: what changed before it cannot be
+// succeeds, if the key still keeps them. The queries on records back off
+// the same way, each on its own, and never hold up the announcements.
+// After its first successful query of the announcement key it calls
+// notify with the empty name: what changed before it cannot be
 // told (see [store.Notifier]). When the key does not exist yet, Listen
 // creates it (empty), so that its queries wait on that key alone. It
 // returns ctx's error when ctx is done and an error matching
@@ -49,9 +70,42 @@ func (s *Store) Listen(ctx context.Context, notify func(store.Notice)) error {
 	return s.gate.Listen(ctx, notify, s.watch)
 }
 
-// watch is the loop of [Store.Listen]: one blocking query after another
-// until ctx is done.
+// watch is the loop of [Store.Listen]: it delivers, on the calling
+// goroutine, what the announcement watch ([Store.announcements]) and the
+// watches of the records ([heads]) find, until ctx is done.
 func (s *Store) watch(ctx context.Context, notify func(store.Notice)) {
+	box := s.heads.subscribe()
+	defer s.heads.unsubscribe(box)
+	news := make(chan []store.Notice)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() { s.announcements(ctx, news) })
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ns := <-news:
+			for _, n := range ns {
+				if ctx.Err() != nil {
+					return
+				}
+				notify(n)
+			}
+		case <-box.wake:
+			for _, name := range box.take() {
+				if ctx.Err() != nil {
+					return
+				}
+				notify(store.Notice{Name: name, Kind: store.NoticeChanged})
+			}
+		}
+	}
+}
+
+// announcements is the watch of the announcement key: one blocking query
+// after another until ctx is done, each sending what it found to out
+// (the empty notice first, after the first successful query).
+func (s *Store) announcements(ctx context.Context, out chan<- []store.Notice) {
 	var (
 		index      uint64
 		seq        uint64 // the last announcement delivered
@@ -73,29 +127,41 @@ func (s *Store) watch(ctx context.Context, notify func(store.Notice)) {
 			err = s.plantBoard(ctx, key)
 		}
 		if err == nil {
+			var found []store.Notice
 			if !subscribed {
-				notify(store.Notice{}) // the first view: what changed before it is unknown
+				found = append(found, store.Notice{}) // the first view: what changed before it is unknown
 				subscribed, seq = true, b.val.Seq
 			}
-			var out []store.Notice
-			out, seq = news(seq, b.val)
-			for _, n := range out {
-				if ctx.Err() != nil {
-					break
+			var more []store.Notice
+			more, seq = news(seq, b.val)
+			if found = append(found, more...); len(found) > 0 {
+				select {
+				case out <- found:
+				case <-ctx.Done():
+					return
 				}
-				notify(n)
 			}
 			index = nextIndex(index, meta.LastIndex)
 			backoff = listenBackoffMin
 			continue
 		}
-		timer := time.NewTimer(backoff/2 + rand.N(backoff/2+1))
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-		case <-timer.C:
+		if !pause(ctx, backoff) {
+			return
 		}
 		backoff = min(2*backoff, listenBackoffMax)
+	}
+}
+
+// pause waits about d (between d/2 and d, at random) after a failed query,
+// and reports false when ctx ended first.
+func pause(ctx context.Context, d time.Duration) bool {
+	timer := time.NewTimer(d/2 + rand.N(d/2+1))
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-timer.C:
+		return true
 	}
 }
 

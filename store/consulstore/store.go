@@ -49,8 +49,9 @@ type Store struct {
 	client *api.Client
 	cfg    Config
 
-	gate *storekit.Gate
-	memo *memo
+	gate  *storekit.Gate
+	memo  *memo
+	heads *heads // the places at the head of a line, watched by Listen
 
 	// The sessions waiting to be destroyed, and the goroutine that
 	// destroys them (see [Store.reap]).
@@ -74,6 +75,7 @@ func New(client *api.Client, cfg Config) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{client: client, cfg: cfg, gate: storekit.NewGate("consulstore", "consulstore.New"), memo: newMemo()}
+	s.heads = newHeads(s)
 	s.reapCtx, s.reapCancel = context.WithCancel(context.Background())
 	return s, nil
 }
