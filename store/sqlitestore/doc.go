@@ -16,7 +16,11 @@
 // Every write (an acquisition, a release, or a whole batch of either or of
 // renewals) is one transaction
 // begun IMMEDIATE, so it holds the file's write lock from its first read to
-// its commit and processes sharing the file take turns. [Store.Acquire]
+// its commit and processes sharing the file take turns. Within one process
+// the writes of every Store opened on the same path queue for that lock in
+// the order they came, rather than retrying in SQLite's busy handler, which
+// sleeps up to 100 ms between tries and lets whoever retries at the right
+// moment go first. [Store.Acquire]
 // calls made at once by any callers of one Store share transactions, and
 // so commits: while two are under way, later ones wait for one to end and
 // go together, up to 1,000 to a transaction. The file is in WAL

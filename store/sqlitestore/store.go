@@ -34,8 +34,9 @@ const DefaultPollInterval = 10 * time.Millisecond
 type Config struct {
 	// BusyTimeout is how long one call waits for the database's write lock
 	// while another connection or process holds it, before failing with an
-	// error matching [store.ErrUnavailable]. Calls of one Store queue
-	// among themselves first, for at most as long again ([Store.Acquire]
+	// error matching [store.ErrUnavailable]. Calls of one process on one
+	// file (of every Store it opened on that path) queue among themselves
+	// first, in order, for at most as long again ([Store.Acquire]
 	// calls made at once wait before that for their turn in a shared
 	// transaction, as long as the transactions ahead of them take). Zero
 	// means [DefaultBusyTimeout]; negative values are refused. A longer timeout
@@ -122,10 +123,12 @@ type Store struct {
 	path string
 	cfg  Config
 	gate *storekit.Gate
-	// writeSem lets one of this process's write transactions at a time ask
-	// SQLite for the file's write lock, so goroutines of one process queue
-	// here (for at most the busy timeout, and honouring their contexts)
-	// instead of polling SQLite's busy handler against each other.
+	// writeSem lets one of this process's write transactions on the file
+	// at a time ask SQLite for its write lock, so goroutines of one
+	// process queue here, in order (for at most the busy timeout, and
+	// honouring their contexts), instead of polling SQLite's busy handler
+	// against each other. Every Store of the process on the same path
+	// shares it (see [openFile]).
 	writeSem chan struct{}
 	// acquires sends the Acquire calls made at once together (see Acquire).
 	acquires *storekit.AcquireGroup
@@ -173,15 +176,59 @@ func Open(ctx context.Context, path string, cfg Config) (*Store, error) {
 		path:      abs,
 		cfg:       cfg,
 		gate:      storekit.NewGate("sqlitestore", "sqlitestore.Open"),
-		writeSem:  make(chan struct{}, 1),
+		writeSem:  openFile(abs),
 		listeners: make(map[*listener]struct{}),
 	}
 	s.acquires = storekit.NewAcquireGroup("sqlitestore", s.acquireTogether)
 	if err := s.setup(ctx); err != nil {
 		_ = s.db.Close() // The setup error is the one worth reporting.
+		closeFile(abs)
 		return nil, err
 	}
 	return s, nil
+}
+
+// files holds the write semaphore of each database file this process has
+// open, by absolute path, and how many open Stores use it. Stores on one
+// file in one process (several clients, each with a Store of its own)
+// share it: their writes queue in the order they came, where SQLite's
+// busy handler would let whichever retried at the right moment go first
+// and put the others to sleep for up to 100 ms at a time, long enough for
+// a follower to miss the [store.Handoff] kept for it.
+var files = struct {
+	sync.Mutex
+	open map[string]*openedFile
+}{open: make(map[string]*openedFile)}
+
+type openedFile struct {
+	writeSem chan struct{}
+	stores   int
+}
+
+// openFile returns the write semaphore of the file at path, for a Store
+// being opened on it.
+func openFile(path string) chan struct{} {
+	files.Lock()
+	defer files.Unlock()
+	f := files.open[path]
+	if f == nil {
+		f = &openedFile{writeSem: make(chan struct{}, 1)}
+		files.open[path] = f
+	}
+	f.stores++
+	return f.writeSem
+}
+
+// closeFile forgets the write semaphore of the file at path once no open
+// Store uses it.
+func closeFile(path string) {
+	files.Lock()
+	defer files.Unlock()
+	if f := files.open[path]; f != nil {
+		if f.stores--; f.stores == 0 {
+			delete(files.open, path)
+		}
+	}
 }
 
 // preparePath makes path absolute and makes sure its directory and file
@@ -312,6 +359,7 @@ func (s *Store) Close() error {
 	if !s.gate.Close() {
 		return nil
 	}
+	closeFile(s.path)
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("sqlitestore: close %q: %w", s.path, err)
 	}
