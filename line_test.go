@@ -198,6 +198,51 @@ func TestAttemptsDueTogetherGoInOneBatch(t *testing.T) {
 	})
 }
 
+// slowAcquires is a memstore whose every acquisition round trip takes
+// delay.
+type slowAcquires struct {
+	*memstore.Store
+	delay time.Duration
+}
+
+func (s slowAcquires) Acquire(ctx context.Context, p store.AcquireParams) (store.Grant, error) {
+	time.Sleep(s.delay)
+	return s.Store.Acquire(ctx, p)
+}
+
+func (s slowAcquires) AcquireBatch(ctx context.Context, ps []store.AcquireParams) ([]store.AcquireResult, error) {
+	time.Sleep(s.delay)
+	return s.Store.AcquireBatch(ctx, ps)
+}
+
+// TestQueuedAttemptsTrustFromTheirRoundTrip: thousands of Acquire calls
+// made at once wait in the client for the round trips ahead of them; each
+// attempt's trust window starts with its own round trip, so none is given
+// back as too late however long it waited. Each round trip takes 900 ms
+// (under the renew interval, TTL/3, that bounds it); two go at a time, of
+// up to 1,000 attempts each, so the last of 7,000 is answered 3.6 s after
+// the calls were made, past the TTL of 3 s.
+func TestQueuedAttemptsTrustFromTheirRoundTrip(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		m := memstore.New(memstore.Config{})
+		t.Cleanup(func() { _ = m.Close() })
+		b := setup(t, slowAcquires{Store: m, delay: 900 * time.Millisecond}, tenure.Config{TTL: 3 * time.Second, Label: "many"})
+
+		const n = 7000
+		errs := make(chan error, n)
+		for i := range n {
+			go func() {
+				_, err := b.client.Acquire(t.Context(), fmt.Sprintf("shard-%04d", i))
+				errs <- err
+			}()
+		}
+		for range n {
+			require.NoError(t, <-errs)
+		}
+	})
+}
+
 // gatedBatches is a memstore whose acquisitions wait at a gate: each
 // round trip (a lone Acquire or an AcquireBatch) is counted, then held
 // until the test opens the gate.

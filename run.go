@@ -418,8 +418,8 @@ func (r *runner) call(a engine.Action) {
 // go together, up to maxAcquireBatch to a round trip. So one Acquire call
 // pays no wait, and thousands made at once (or campaigns retrying at one
 // expiry) take a few round trips each of many leases rather than one each.
-// An attempt's trust window starts when the engine asked for it, so the
-// wait only shortens it (promise P3).
+// An attempt's trust window starts when its round trip does (see
+// flyAcquires), so the wait in this queue does not shorten it.
 func (r *runner) sendAcquires() {
 	for len(r.acquires) > 0 && r.acquireFlights.Load() < maxAcquireFlights {
 		n := min(len(r.acquires), maxAcquireBatch)
@@ -448,6 +448,16 @@ func (r *runner) flyAcquires(as []engine.SendAcquire) {
 		// The flight ends before its answers are handed in: the turn
 		// that takes them sends the attempts that waited for it.
 		defer r.acquireFlights.Add(-1)
+		// Each attempt's trust window starts now, as its request leaves:
+		// still before the store can grant it (promise P3), and not when
+		// the engine asked, which can be a queue of flights earlier (a
+		// window started there ran out before thousands of attempts made
+		// at once were answered, and their grants were given back as too
+		// late).
+		sent := r.now()
+		for i := range as {
+			as[i].SentAt = sent
+		}
 		if len(as) == 1 {
 			return []engine.Event{drive.Call(ctx, r.c.store, as[0])}
 		}

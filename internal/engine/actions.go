@@ -10,7 +10,10 @@ import (
 type Action interface{ action() }
 
 // SendAcquire asks the store for a new tenure. Answer with [AcquireDone]
-// carrying the same Name, Holder and SentAt.
+// carrying the same Name and Holder, and SentAt: the action's, or a later
+// instant taken before the request left (a caller that queues the action
+// restamps it when it sends it). A tenure's trust window starts at SentAt,
+// so it must not be later than the store's grant.
 type SendAcquire struct {
 	Name    string
 	Holder  store.Holder
