@@ -199,20 +199,34 @@ func TestAttemptsDueTogetherGoInOneBatch(t *testing.T) {
 }
 
 // slowAcquires is a memstore whose every acquisition round trip takes
-// delay.
+// delay, unless its context ends first.
 type slowAcquires struct {
 	*memstore.Store
 	delay time.Duration
 }
 
 func (s slowAcquires) Acquire(ctx context.Context, p store.AcquireParams) (store.Grant, error) {
-	time.Sleep(s.delay)
+	if err := s.wait(ctx); err != nil {
+		return store.Grant{}, err
+	}
 	return s.Store.Acquire(ctx, p)
 }
 
 func (s slowAcquires) AcquireBatch(ctx context.Context, ps []store.AcquireParams) ([]store.AcquireResult, error) {
-	time.Sleep(s.delay)
+	if err := s.wait(ctx); err != nil {
+		return nil, err
+	}
 	return s.Store.AcquireBatch(ctx, ps)
+}
+
+// wait is the round trip's delay.
+func (s slowAcquires) wait(ctx context.Context) error {
+	select {
+	case <-time.After(s.delay):
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("%w: %w", store.ErrUnavailable, ctx.Err())
+	}
 }
 
 // TestQueuedAttemptsTrustFromTheirRoundTrip: thousands of Acquire calls
