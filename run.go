@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -479,13 +478,7 @@ func (r *runner) releaseAll(as []engine.SendRelease) {
 	}
 	r.inflight += len(as)
 	r.jobs = append(r.jobs, func() []engine.Event {
-		evs := make([]engine.Event, 0, len(as))
-		for batch := range slices.Chunk(as, store.MaxRenewBatch) {
-			ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), maxReleaseWait)
-			evs = append(evs, drive.ReleaseBatch(ctx, br, batch)...)
-			cancel()
-		}
-		return evs
+		return drive.ReleaseBatch(context.WithoutCancel(r.ctx), br, as, maxReleaseWait)
 	})
 }
 

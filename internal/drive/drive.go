@@ -224,19 +224,24 @@ func checkRenewed(ps []store.RenewParams, res []store.RenewResult) error {
 }
 
 // ReleaseBatch releases the tenures of several [engine.SendRelease]
-// actions through s, [store.MaxRenewBatch] at a time, and returns the
-// [engine.ReleaseDone] that answers each, in order. When the store answers
-// a call with the wrong number of results, every release of that call is
-// answered with an error matching [store.ErrUnavailable]: its outcome is
-// unknown, and the lease is left to expire.
-func ReleaseBatch(ctx context.Context, s store.BatchReleaser, as []engine.SendRelease) []engine.Event {
+// actions through s, [store.MaxRenewBatch] at a time, one call after the
+// other, each bounded by each under ctx (a batch that does not answer in
+// time leaves its leases to expire, and the next batch still gets its
+// own time), and returns the [engine.ReleaseDone] that answers each, in
+// order. When the store answers a call with the wrong number of results,
+// every release of that call is answered with an error matching
+// [store.ErrUnavailable]: its outcome is unknown, and the lease is left
+// to expire.
+func ReleaseBatch(ctx context.Context, s store.BatchReleaser, as []engine.SendRelease, each time.Duration) []engine.Event {
 	evs := make([]engine.Event, 0, len(as))
 	for chunk := range slices.Chunk(as, store.MaxRenewBatch) {
 		ps := make([]store.ReleaseParams, len(chunk))
 		for i, a := range chunk {
 			ps[i] = store.ReleaseParams{Name: a.Name, Holder: a.Holder, Token: a.Token}
 		}
-		errs, err := s.ReleaseBatch(ctx, ps)
+		cctx, cancel := context.WithTimeout(ctx, each)
+		errs, err := s.ReleaseBatch(cctx, ps)
+		cancel()
 		if err == nil && len(errs) != len(ps) {
 			err = fmt.Errorf("%w: the store answered %d results for a release batch of %d", store.ErrUnavailable, len(errs), len(ps))
 		}

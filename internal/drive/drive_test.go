@@ -261,7 +261,7 @@ func TestReleaseBatchSplitsAndAnswersInOrder(t *testing.T) {
 	}
 	as[n-1].Holder = bob // not bob's to release
 
-	evs := drive.ReleaseBatch(t.Context(), s, as)
+	evs := drive.ReleaseBatch(t.Context(), s, as, time.Minute)
 	require.Len(t, evs, n)
 	for i, ev := range evs[:n-1] {
 		require.Equal(t, engine.ReleaseDone{Name: as[i].Name, Token: as[i].Token}, ev)
@@ -296,7 +296,7 @@ func TestMisreportedReleaseBatchIsUnknown(t *testing.T) {
 		g := acquire(t, s, name, alice)
 		as = append(as, engine.SendRelease{Name: name, Holder: alice, Token: g.Grant.Token})
 	}
-	for i, ev := range drive.ReleaseBatch(t.Context(), shortBatch{s}, as) {
+	for i, ev := range drive.ReleaseBatch(t.Context(), shortBatch{s}, as, time.Minute) {
 		d := ev.(engine.ReleaseDone)
 		require.Equal(t, as[i].Name, d.Name)
 		require.ErrorIs(t, d.Err, store.ErrUnavailable, as[i].Name)
