@@ -108,6 +108,9 @@ func (s *Store) acquire(ctx context.Context, ps []store.AcquireParams, ttls []ti
 	names := make([]string, len(ps))
 	for i, p := range ps {
 		names[i] = p.Name
+		if s.speculate(p.Name, p.Holder) {
+			a.sessions.start(ctx, p.Holder, ttls[i])
+		}
 	}
 	if err := s.write(ctx, names, acquireOps, a); err != nil {
 		for i, r := range a.results {
@@ -115,9 +118,7 @@ func (s *Store) acquire(ctx context.Context, ps []store.AcquireParams, ttls []ti
 				s.memo.left(ps[i].Name)
 			}
 		}
-		for _, b := range a.sessions.by {
-			s.reap(b.id)
-		}
+		a.sessions.abandon()
 		return nil, err
 	}
 	a.sessions.done()
@@ -321,7 +322,9 @@ func (a *acquisitions) ready(ctx context.Context, i int, l lease) bool {
 	if !l.held() {
 		return true
 	}
-	a.results[i].Err = a.s.refuse(ctx, a.op(i), a.ps[i], a.ttls[i], l, l.heldError())
+	held := l.heldError()
+	a.s.busy.held(l.name, 2*held.Remaining, store.Holder{})
+	a.results[i].Err = a.s.refuse(ctx, a.op(i), a.ps[i], a.ttls[i], l, held)
 	return false
 }
 
@@ -372,6 +375,7 @@ func (a *acquisitions) applied(i int, l lease, index uint64) {
 		a.s.reap(waited)
 	}
 	a.s.heads.acquired(p.Name, p.Holder)
+	a.s.busy.free(p.Name)
 	// The transaction wrote the counter and the record: their ModifyIndex
 	// is its index, and the counter's is the token.
 	token := store.Token(index)
@@ -387,6 +391,7 @@ func (a *acquisitions) rolledBack(ctx context.Context, i int, l lease, errs []st
 		if strings.HasSuffix(e, "due to lock delay") {
 			held := l.heldError()
 			held.Remaining = max(a.s.cfg.LockDelay, time.Second)
+			a.s.busy.held(l.name, held.Remaining, store.Holder{})
 			a.results[i].Err = a.s.refuse(ctx, a.op(i), a.ps[i], a.ttls[i], l, held)
 			return true
 		}
@@ -432,8 +437,14 @@ func (r *releases) ops(_ context.Context, _ int, l lease) (api.TxnOps, store.Not
 }
 
 // applied forgets the lease, and destroys its session when none of the
-// leases this store put into it is there any more.
-func (r *releases) applied(i int, _ lease, _ uint64) { r.s.reap(r.s.memo.left(r.ps[i].Name)) }
+// leases this store put into it is there any more. A lease released to a
+// follower waiting is the head's to take next.
+func (r *releases) applied(i int, l lease, _ uint64) {
+	if next := l.head(); next != (store.Holder{}) {
+		r.s.busy.held(l.name, store.Handoff, next)
+	}
+	r.s.reap(r.s.memo.left(r.ps[i].Name))
+}
 
 func (r *releases) rolledBack(context.Context, int, lease, []string) bool { return false }
 

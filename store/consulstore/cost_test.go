@@ -1,10 +1,13 @@
 package consulstore_test
 
 import (
+	"bytes"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -66,6 +69,100 @@ func countedStore(t *testing.T, prefix string) (*consulstore.Store, *counting) {
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, s.Close()) })
 	return s, c
+}
+
+// overlapping is a counting transport that, while hold is set, keeps each
+// read (a transaction of get operations only) from leaving until a
+// session creation has been sent, and counts the reads that saw one.
+type overlapping struct {
+	counting
+	hold       atomic.Bool
+	created    chan struct{}
+	overlapped atomic.Int32
+}
+
+func (o *overlapping) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.URL.Path == "/v1/session/create" {
+		select {
+		case o.created <- struct{}{}:
+		default:
+		}
+	}
+	if o.hold.Load() && r.URL.Path == "/v1/txn" && r.Body != nil {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			return nil, err
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if bytes.Contains(body, []byte(`"get-tree"`)) && !bytes.Contains(body, []byte(`"lock"`)) {
+			select {
+			case <-o.created:
+				o.overlapped.Add(1)
+			case <-time.After(eventTimeout):
+			}
+		}
+	}
+	return o.counting.RoundTrip(r)
+}
+
+// A lease found free costs two round trips' time, not three: the
+// acquisition creates its session while its read is in flight. One the
+// store expects to be refused (it saw the lease held) creates none; a
+// wrong guess costs a refusal a session, created and destroyed, once.
+func TestAcquireCreatesItsSessionDuringTheRead(t *testing.T) {
+	t.Parallel()
+	b := setup(t, consulstore.Config{})
+	tr := &http.Transport{Proxy: nil}
+	t.Cleanup(tr.CloseIdleConnections)
+	o := &overlapping{counting: counting{next: tr, n: make(map[string]int)}, created: make(chan struct{}, 1)}
+	client, err := api.NewClient(&api.Config{Address: testserver.SharedConsul(t).HTTPAddr, HttpClient: &http.Client{Transport: o}})
+	require.NoError(t, err)
+	s, err := consulstore.New(client, consulstore.Config{KeyPrefix: b.store.Config().KeyPrefix, MinSessionTTL: testserver.ConsulSessionTTLMin})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, s.Close()) })
+	acquire := func(h store.Holder) (store.Grant, error) {
+		return s.Acquire(t.Context(), store.AcquireParams{Name: b.name, Holder: h, TTL: longTTL})
+	}
+
+	o.hold.Store(true)
+	holder := testutil.Holder(t, "holder")
+	g, err := acquire(holder)
+	require.NoError(t, err)
+	o.hold.Store(false)
+	require.Equal(t, int32(1), o.overlapped.Load(), "the session creation was sent while the read was in flight")
+	require.Equal(t, map[string]int{"PUT /v1/txn": 2, "PUT /v1/session/create": 1}, onCallersPath(o.take()))
+
+	_, err = acquire(testutil.Holder(t, "same store"))
+	require.ErrorIs(t, err, store.ErrHeld)
+	require.Equal(t, map[string]int{"PUT /v1/txn": 1}, onCallersPath(o.take()), "a refusal of a lease the store holds: the read alone")
+
+	other, counted := countedStore(t, b.store.Config().KeyPrefix)
+	passerBy := testutil.Holder(t, "passer-by")
+	for _, want := range []map[string]int{
+		{"PUT /v1/txn": 1, "PUT /v1/session/create": 1}, // the store knows nothing of the lease: it guesses free
+		{"PUT /v1/txn": 1}, // it saw the lease held
+	} {
+		_, err = other.Acquire(t.Context(), store.AcquireParams{Name: b.name, Holder: passerBy, TTL: longTTL})
+		require.ErrorIs(t, err, store.ErrHeld)
+		require.Equal(t, want, onCallersPath(counted.take()))
+	}
+
+	// Heard released, the lease is worth a guess again.
+	r := testutil.NewNotifications()
+	testutil.RunListener(t, t.Context(), other.Listen, r.Notify, eventTimeout)
+	require.True(t, r.Wait("", eventTimeout), "Listen announces its subscription")
+	require.NoError(t, s.Release(t.Context(), store.ReleaseParams{Name: b.name, Holder: holder, Token: g.Token}))
+	require.True(t, r.WaitFor(func(n store.Notice) bool { return n.Name == b.name && n.Kind == store.NoticeReleased }, eventTimeout))
+	counted.take()
+	_, err = other.Acquire(t.Context(), store.AcquireParams{Name: b.name, Holder: passerBy, TTL: longTTL})
+	require.NoError(t, err)
+	n := onCallersPath(counted.take())
+	for k := range n {
+		if strings.HasPrefix(k, "GET ") {
+			delete(n, k) // the listener's blocking queries
+		}
+	}
+	require.Equal(t, map[string]int{"PUT /v1/txn": 2, "PUT /v1/session/create": 1}, n)
 }
 
 // A listener's queries wait on the announcement key alone: renewals of

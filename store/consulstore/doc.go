@@ -331,8 +331,16 @@
 //   - Acquire: one consistent read (the lease, its line and the
 //     announcement key); when the lease is free, one session creation and
 //     one transaction more, which also takes the acquirer out of the line
-//     (three round trips, as without a line; the session that kept its
-//     place is destroyed in the background). A transaction that lost the
+//     (three requests, as without a line; the session that kept its place
+//     is destroyed in the background). The session is created while the
+//     read is in flight unless the store expects a refusal, so a free
+//     lease costs two round trips' time: the store expects one when it
+//     holds the lease by its own last write, or saw it held (a refusal, or
+//     an acquisition its Listen heard) less than twice the remaining time
+//     ago, or kept for another follower by a release (made or heard) less
+//     than [store.Handoff] ago; a release its Listen hears ends that. A
+//     refusal that guessed wrong waits for the creation, a Raft write, and
+//     destroys the session in the background. A transaction that lost the
 //     race for the announcement key to another lease's acquisition or
 //     release costs a read and a transaction more, with the same session.
 //     Refused, the read alone; refused when it waits in line, one session
@@ -342,10 +350,12 @@
 //     number of followers but the size of the reads that list the line.
 //   - AcquireBatch: ⌈(n+1)/128⌉ consistent reads (the leases, their lines
 //     and the announcement key), one session creation per distinct TTL
-//     among the free leases, and ⌈f/31⌉ transactions (four operations a
-//     lease and one announcement), sent one after the other since each
-//     compares and sets the announcement key: three round trips up to 31
-//     free leases of one TTL, as one Acquire; 42 for 1,000. A transaction
+//     among the free leases (while the first read is in flight, for the
+//     TTLs of the entries the store expects free, as for Acquire), and
+//     ⌈f/31⌉ transactions (four operations a lease and one announcement),
+//     sent one after the other since each compares and sets the
+//     announcement key: three requests up to 31 free leases of one TTL,
+//     as one Acquire; 42 for 1,000. A transaction
 //     rolled back because a lease or the announcement key changed costs a
 //     read of what changed and the transaction again. An entry refused
 //     that waits in line costs what Acquire's refusal costs beyond its

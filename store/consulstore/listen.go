@@ -89,6 +89,7 @@ func (s *Store) watch(ctx context.Context, notify func(store.Notice)) {
 				if ctx.Err() != nil {
 					return
 				}
+				s.heard(n)
 				notify(n)
 			}
 		case <-box.wake:
@@ -96,7 +97,9 @@ func (s *Store) watch(ctx context.Context, notify func(store.Notice)) {
 				if ctx.Err() != nil {
 					return
 				}
-				notify(store.Notice{Name: name, Kind: store.NoticeChanged})
+				n := store.Notice{Name: name, Kind: store.NoticeChanged}
+				s.heard(n)
+				notify(n)
 			}
 		}
 	}

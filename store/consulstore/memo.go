@@ -117,6 +117,16 @@ func (m *memo) hint(p store.RenewParams) (written, bool) {
 	return w, ok && w.val.holder() == p.Holder && w.token == p.Token && w.val.Seq == p.Seq
 }
 
+// holds reports whether lease name is locked by the store's own last
+// write to it, as far as the memo knows: written less than its TTL ago or
+// renewed since, and not left.
+func (m *memo) holds(name string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	w, ok := m.leases[name]
+	return ok && time.Now().Before(w.ends.Add(-w.val.ttl()))
+}
+
 // wrote records a write to lease name that left it locked by w.session. It
 // returns the session the lease left when no remembered lease is in it
 // any more ("" otherwise). inPlace says the write kept the lease in its

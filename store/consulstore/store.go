@@ -52,6 +52,7 @@ type Store struct {
 	gate  *storekit.Gate
 	memo  *memo
 	heads *heads // the places at the head of a line, watched by Listen
+	busy  *busy  // leases last seen held, for [Store.speculate]
 
 	// The sessions waiting to be destroyed, and the goroutine that
 	// destroys them (see [Store.reap]).
@@ -76,6 +77,7 @@ func New(client *api.Client, cfg Config) (*Store, error) {
 	}
 	s := &Store{client: client, cfg: cfg, gate: storekit.NewGate("consulstore", "consulstore.New"), memo: newMemo()}
 	s.heads = newHeads(s)
+	s.busy = newBusy()
 	s.reapCtx, s.reapCancel = context.WithCancel(context.Background())
 	return s, nil
 }
@@ -90,7 +92,9 @@ func (s *Store) Config() Config { return s.cfg }
 func (s *Store) MinTTL() time.Duration { return s.cfg.MinSessionTTL }
 
 // Acquire implements [store.Store.Acquire]. A lease that is free costs
-// three round trips (read, session create, transaction); a held one, one,
+// three requests (read, session create, transaction), the first two at
+// once unless the store expects the lease held, so two round trips' time;
+// a held one, one,
 // and when p.Wait asks for a place in line one more to keep it or two more
 // to take it (see [Store.wait]). The acquirer leaves the line in the
 // transaction that grants it the lease.
@@ -232,7 +236,8 @@ type renewal struct {
 
 // batchSessions are the sessions one call creates for a batch of leases
 // (a renewal moving them, or acquisitions), one per session TTL, each
-// when first needed.
+// when first needed or, for acquisitions, started before the read (see
+// [batchSessions.start]).
 type batchSessions struct {
 	s  *Store
 	by map[time.Duration]*batchSession
@@ -241,33 +246,75 @@ type batchSessions struct {
 // batchSession is a session a call created and how many leases it put
 // into it.
 type batchSession struct {
-	id  string
-	put int
+	made chan struct{} // closed once id or err is set
+	id   string
+	err  error
+	put  int
 }
 
 func newBatchSessions(s *Store) *batchSessions {
 	return &batchSessions{s: s, by: make(map[time.Duration]*batchSession)}
 }
 
-// get returns the session of ttl, created for holder if there is none
-// yet.
-func (bs *batchSessions) get(ctx context.Context, holder store.Holder, ttl time.Duration) (*batchSession, error) {
-	if b := bs.by[ttl]; b != nil {
-		return b, nil
+// start begins creating the session of ttl for holder on a goroutine of
+// its own, unless the call has one, so that its round trip overlaps the
+// call's read; [batchSessions.get] waits for it. The request ends with
+// ctx.
+func (bs *batchSessions) start(ctx context.Context, holder store.Holder, ttl time.Duration) {
+	if bs.by[ttl] != nil {
+		return
 	}
-	id, err := bs.s.createSession(ctx, holder, ttl)
-	if err != nil {
-		return nil, err
-	}
-	b := &batchSession{id: id}
+	b := &batchSession{made: make(chan struct{})}
 	bs.by[ttl] = b
+	go func() {
+		defer close(b.made)
+		b.id, b.err = bs.s.createSession(ctx, holder, ttl)
+	}()
+}
+
+// get returns the session of ttl, once created; it creates it for holder
+// if the call has none yet.
+func (bs *batchSessions) get(ctx context.Context, holder store.Holder, ttl time.Duration) (*batchSession, error) {
+	b := bs.by[ttl]
+	if b == nil {
+		id, err := bs.s.createSession(ctx, holder, ttl)
+		if err != nil {
+			return nil, err
+		}
+		b = &batchSession{made: createdNow, id: id}
+		bs.by[ttl] = b
+	}
+	<-b.made
+	if b.err != nil {
+		return nil, b.err
+	}
 	return b, nil
 }
 
-// done destroys the sessions nothing was put into.
+// createdNow is the made channel of a session created on the caller's
+// path.
+var createdNow = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
+
+// done waits for the creations the call started and destroys, in the
+// background, the sessions nothing was put into.
 func (bs *batchSessions) done() {
+	bs.reap(func(b *batchSession) bool { return b.put == 0 })
+}
+
+// abandon waits for the creations the call started and destroys, in the
+// background, every session of the call, with whatever it holds.
+func (bs *batchSessions) abandon() {
+	bs.reap(func(*batchSession) bool { return true })
+}
+
+func (bs *batchSessions) reap(which func(*batchSession) bool) {
 	for _, b := range bs.by {
-		if b.put == 0 {
+		<-b.made
+		if b.err == nil && which(b) {
 			bs.s.reap(b.id)
 		}
 	}
