@@ -18,7 +18,9 @@
 // client clock decides anything. Consequences:
 //
 //   - etcd counts lease TTLs in whole seconds: a TTL is rounded up to the
-//     next second, and the granted time is what Acquire and Renew report.
+//     next second, and the granted time is what Acquire and Renew report
+//     (Acquire less the age of the spare etcd lease it took, if it took
+//     one: see etcd leases).
 //   - etcd's minimum TTL is 2 s at its default election timeout of 1 s, and
 //     the server silently raises shorter leases. The store refuses a TTL
 //     below [MinTTL] (or above [MaxTTL]) with an error matching
@@ -130,7 +132,8 @@
 // comes when etcd deletes the key: at the TTL of the holder's last
 // renewal (counted from its LeaseGrant, sent just before the renewal's
 // transaction), plus up to the lessor's 500 ms sweep and a raft round,
-// the watch event and the new holder's acquisition (two round trips).
+// the watch event and the new holder's acquisition (one or two round
+// trips).
 //
 // The expiry a refusal reports only matters when that notice is lost (a
 // watch down or compacted past at that moment): it is the latest the
@@ -208,29 +211,34 @@
 //
 // # etcd leases
 //
-// Each [Store.Acquire] grants an etcd lease for its key, each
-// [Store.AcquireBatch] one per distinct TTL for the keys it creates, and each
-// [Store.Renew] grants one new etcd lease per distinct TTL in the batch and
-// moves every lease it renews onto it. Leases that are not in the batch
-// stay on the etcd lease they had and expire with it. The obvious design,
-// one etcd lease per process kept alive with LeaseKeepAlive, cannot honour
-// the contract: a keepalive extends every key on the lease, so a lease its
-// holder stopped renewing (its work stalled, or it was given up and the
-// release did not arrive) would live on for as long as the process renews
-// any other, and a renewal could not change the TTL. The cost is one
-// LeaseGrant (a raft entry) per renewal round instead of a keepalive, and
-// a few empty etcd leases per process, each gone after its TTL. An Acquire
-// that finds the lease held revokes the etcd lease it granted.
+// Each [Store.Acquire] puts its keys on an etcd lease of their own: the
+// store's spare of that TTL, granted in the background after the store's
+// last acquisition with it, or, when there is none younger than a quarter
+// of its TTL, one it grants on the caller's path; the tenure is reported
+// shorter by the spare's age (see [spares]). Each [Store.AcquireBatch]
+// grants one per distinct TTL for the keys it creates, and each
+// [Store.Renew] one per distinct TTL in the batch, moving every lease it
+// renews onto it. Leases that are not in the batch stay on the etcd lease
+// they had and expire with it. The obvious design, one etcd lease per
+// process kept alive with LeaseKeepAlive, cannot honour the contract: a
+// keepalive extends every key on the lease, so a lease its holder stopped
+// renewing (its work stalled, or it was given up and the release did not
+// arrive) would live on for as long as the process renews any other, and a
+// renewal could not change the TTL. The cost is one LeaseGrant (a raft
+// entry) per renewal round instead of a keepalive, and a few empty etcd
+// leases per process, each gone after its TTL. An Acquire that finds the
+// lease held keeps the etcd lease it took as the spare.
 //
-// Round trips: Acquire 2 (grant, transaction), 4 when the lease is held
-// (also ask the holder's remaining time, and revoke), 6 when the caller
-// also waits in line (grant the etcd lease of its wait/ key, then put the
-// key and count its place in one transaction). Renew 1 grant per distinct
-// TTL, then the transactions of the batch, sent concurrently, each
-// carrying up to [Config.MaxTxnOps]−3 leases, plus 1 per distinct etcd
-// lease of the current holders of entries that did not match. Release 1,
-// 2 when someone waits in line (the first transaction finds the line not
-// empty and reads its head; the second releases naming it).
+// Round trips: Acquire 1 (the transaction) with a spare, 2 without (grant,
+// transaction), and a grant in the background for the next spare; 2 or 3
+// when the lease is held (also ask the holder's remaining time), 4 or 5
+// when the caller also waits in line (grant the etcd lease of its wait/
+// key, then put the key and count its place in one transaction). Renew 1
+// grant per distinct TTL, then the transactions of the batch, sent
+// concurrently, each carrying up to [Config.MaxTxnOps]−3 leases, plus 1 per
+// distinct etcd lease of the current holders of entries that did not match.
+// Release 1, 2 when someone waits in line (the first transaction finds the
+// line not empty and reads its head; the second releases naming it).
 // [Store.AcquireBatch] 1 grant per distinct TTL, then transactions of up to
 // [Config.MaxTxnOps]−7 acquisitions, sent concurrently; the entries it
 // finds held cost what Acquire's refusals cost beyond their transaction.

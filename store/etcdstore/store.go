@@ -40,6 +40,7 @@ type Store struct {
 	prefix string
 	maxOps int // Config.MaxTxnOps
 	gate   *storekit.Gate
+	spares *spares
 }
 
 // New returns a store that keeps its leases in etcd through client, under
@@ -58,18 +59,22 @@ func New(client *clientv3.Client, cfg Config) (*Store, error) {
 		prefix: cfg.KeyPrefix,
 		maxOps: cfg.MaxTxnOps,
 		gate:   storekit.NewGate("etcdstore", "etcdstore.New"),
+		spares: newSpares(),
 	}, nil
 }
 
-// Acquire implements [store.Store.Acquire] in two round trips: it grants
-// an etcd lease of p.TTL rounded up to whole seconds, then creates the
-// held/ key on it (and the claim/ key a release deletes) in a transaction
-// that requires the key to be absent, takes the caller out of the line
-// and announces the new tenure. The token is that transaction's
-// revision. When the lease is held, Acquire asks the server how long the
-// holder's etcd lease has left and revokes the one it granted: two more
-// round trips, and two more to take or keep a place in line when p.Wait
-// asks for one (see [Store.wait]).
+// Acquire implements [store.Store.Acquire] in one round trip, or two: it
+// takes the store's spare etcd lease of p.TTL rounded up to whole seconds
+// (see [spares]), or grants one, then creates the held/ key on it (and
+// the claim/ key a release deletes) in a transaction that requires the
+// key to be absent, takes the caller out of the line and announces the
+// new tenure. The token is that transaction's revision; the remaining
+// time is the etcd lease's TTL less the spare's age. A store has a spare
+// of a TTL once it acquired a lease with it: each acquisition grants the
+// next in the background. When the lease is held, Acquire asks the server
+// how long the holder's etcd lease has left and keeps the etcd lease it
+// took as the spare: one more round trip, and two more to take or keep a
+// place in line when p.Wait asks for one (see [Store.wait]).
 //
 // A TTL below [MinTTL] or above [MaxTTL] is refused with an error matching
 // [store.ErrInvalid].
@@ -84,19 +89,23 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (store.Grant
 	if err != nil {
 		return store.Grant{}, fmt.Errorf("etcdstore: acquire: %w", err)
 	}
-	lease, err := s.client.Grant(ctx, secs)
-	if err != nil {
-		return store.Grant{}, classify(fmt.Sprintf("acquire %q: grant etcd lease", p.Name), err)
-	}
 	op := fmt.Sprintf("acquire %q", p.Name)
+	lease, err := s.leaseFor(ctx, op, secs)
+	if err != nil {
+		return store.Grant{}, err
+	}
+	age := lease.age()
 	for range acquireAttempts {
-		cmp, then, els := s.acquireTxn(p, lease)
+		cmp, then, els := s.acquireTxn(p, lease.lease)
 		resp, err := s.client.Txn(ctx).If(cmp).Then(then...).Else(els...).Commit()
 		if err != nil {
 			return store.Grant{}, classify(op, err)
 		}
 		if resp.Succeeded {
-			return acquired(p, lease, resp.Header.Revision), nil
+			s.refill(secs)
+			g := acquired(p, lease.lease, resp.Header.Revision)
+			g.Remaining -= age
+			return g, nil
 		}
 		sn, in := refusedSnapshot(resp.Responses)
 		if sn.held == nil {
@@ -111,10 +120,10 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (store.Grant
 			// The holder's etcd lease expired between the two calls.
 			continue
 		}
-		s.revoke(ctx, lease.ID)
+		s.unused(ctx, secs, lease)
 		return store.Grant{}, s.refuse(ctx, p, sn, in, remaining)
 	}
-	s.revoke(ctx, lease.ID)
+	s.unused(ctx, secs, lease)
 	return store.Grant{}, fmt.Errorf("etcdstore: acquire %q: %w: the lease was held, then expired, %d times in a row while the store looked; retry",
 		p.Name, store.ErrUnavailable, acquireAttempts)
 }
@@ -475,6 +484,7 @@ func (s *Store) IsOwner(name string, token store.Token) clientv3.Cmp {
 // harmless.
 func (s *Store) Close() error {
 	s.gate.Close()
+	s.spares.close()
 	return nil
 }
 

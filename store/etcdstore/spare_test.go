@@ -1,0 +1,124 @@
+package etcdstore_test
+
+import (
+	"context"
+	"maps"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tenure-dev/tenure/store"
+
+	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+
+	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testutil"
+	"github.com/tenure-dev/tenure/store/etcdstore"
+)
+
+// calls counts the unary calls of an etcd client, by method.
+type calls struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (c *calls) count(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoke grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	c.mu.Lock()
+	c.n[method]++
+	c.mu.Unlock()
+	return invoke(ctx, method, req, reply, cc, opts...)
+}
+
+// take returns the calls counted since the last take, and forgets them.
+func (c *calls) take() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := maps.Clone(c.n)
+	clear(c.n)
+	return n
+}
+
+// countedStore is a store with a client of its own whose calls are counted.
+func countedStore(t *testing.T) (*etcdstore.Store, *calls) {
+	t.Helper()
+	c := &calls{n: make(map[string]int)}
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:   []string{testserver.SharedEtcd(t).Endpoint},
+		DialTimeout: eventTimeout,
+		Logger:      zap.NewNop(),
+		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(c.count)},
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, cli.Close()) })
+	return newStore(t, cli, etcdstore.Config{}), c
+}
+
+const (
+	grantCall = "/etcdserverpb.Lease/LeaseGrant"
+	txnCall   = "/etcdserverpb.KV/Txn"
+	ttlCall   = "/etcdserverpb.Lease/LeaseTimeToLive"
+)
+
+// Once a store has acquired a lease with a TTL, its next acquisition with
+// that TTL is one round trip: the etcd lease comes from the spare granted
+// in the background, and the tenure is reported shorter by the spare's
+// age. A refused acquisition keeps its etcd lease as the spare and
+// revokes nothing; the next acquisition takes it.
+func TestAcquireTakesTheSpareLease(t *testing.T) {
+	t.Parallel()
+	s, c := countedStore(t)
+	const ttl = 10 * time.Second
+	holder, other := testutil.Holder(t, "holder"), testutil.Holder(t, "other")
+	name := testutil.UniqueName(t)
+	acquire := func(n string, h store.Holder) (store.Grant, error) {
+		return s.Acquire(t.Context(), store.AcquireParams{Name: n, Holder: h, TTL: ttl})
+	}
+
+	g, err := acquire(name+"-1", holder)
+	require.NoError(t, err)
+	require.Equal(t, ttl, g.Remaining, "a lease granted by the acquisition")
+	etcdstore.WaitForSpares(s)
+	require.Equal(t, map[string]int{grantCall: 2, txnCall: 1}, c.take(), "the acquisition, and the spare granted after it")
+
+	g, err = acquire(name+"-2", holder)
+	require.NoError(t, err)
+	require.Less(t, g.Remaining, ttl, "the tenure is reported shorter by the spare's age")
+	require.Greater(t, g.Remaining, ttl*3/4)
+	etcdstore.WaitForSpares(s)
+	require.Equal(t, map[string]int{txnCall: 1, grantCall: 1}, c.take(), "the transaction alone, and the next spare")
+
+	_, err = acquire(name+"-2", other)
+	require.ErrorIs(t, err, store.ErrHeld)
+	etcdstore.WaitForSpares(s)
+	require.Equal(t, map[string]int{txnCall: 1, ttlCall: 1}, c.take(), "a refusal keeps the spare: no grant, no revocation")
+
+	_, err = acquire(name+"-3", other)
+	require.NoError(t, err)
+	etcdstore.WaitForSpares(s)
+	require.Equal(t, map[string]int{txnCall: 1, grantCall: 1}, c.take(), "the spare the refusal gave back, and the next")
+}
+
+// A spare older than a quarter of its TTL is not taken: the acquisition
+// grants an etcd lease of its own and reports the whole TTL. The old
+// spare is left to expire, not revoked.
+func TestAcquireLeavesAnOldSpare(t *testing.T) {
+	t.Parallel()
+	s, c := countedStore(t)
+	const ttl = etcdstore.MinTTL
+	holder := testutil.Holder(t, "holder")
+	name := testutil.UniqueName(t)
+	_, err := s.Acquire(t.Context(), store.AcquireParams{Name: name + "-1", Holder: holder, TTL: ttl})
+	require.NoError(t, err)
+	etcdstore.WaitForSpares(s)
+	c.take()
+
+	time.Sleep(ttl/4 + 100*time.Millisecond) // the spare grows old
+	g, err := s.Acquire(t.Context(), store.AcquireParams{Name: name + "-2", Holder: holder, TTL: ttl})
+	require.NoError(t, err)
+	require.Equal(t, ttl, g.Remaining)
+	etcdstore.WaitForSpares(s)
+	require.Equal(t, map[string]int{grantCall: 2, txnCall: 1}, c.take(), "a grant of its own, and the next spare; no revocation")
+}
