@@ -24,8 +24,8 @@ const (
 // (etcd's own Mutex reuses its session's lease the same way).
 //
 // A tenure on a spare ends when the spare does: its grant reports the
-// etcd lease's TTL less the time since the spare's LeaseGrant was sent,
-// never more than the server gives it (promise P3). A spare older than a
+// etcd lease's TTL less the time since the spare's LeaseGrant was sent
+// (see [spare.age]), never more than the server gives it (promise P3). A spare older than a
 // quarter of its TTL is not taken: it is left to expire, and the
 // acquisition grants a lease of its own, as every acquisition did before.
 //
@@ -46,11 +46,12 @@ type spares struct {
 }
 
 // spare is an etcd lease granted ahead, and when its LeaseGrant was sent
-// by the local clock (the zero time for a lease granted by the
-// acquisition that carries it).
+// by the local clocks (zero for a lease granted by the acquisition that
+// carries it).
 type spare struct {
 	lease *clientv3.LeaseGrantResponse
-	sent  time.Time
+	sent  time.Time // with its monotonic clock reading
+	wall  time.Time // the same instant, by the wall clock alone
 }
 
 func newSpares() *spares {
@@ -59,12 +60,17 @@ func newSpares() *spares {
 }
 
 // age is how long before now the lease's grant was sent: 0 for a lease
-// granted by the acquisition itself.
+// granted by the acquisition itself. It is the longer of what the
+// monotonic and the wall clock measured: a machine suspended meanwhile
+// (a paused VM, a snapshot restored) stops the monotonic clock but not
+// the etcd lease, and its wall clock shows the time that passed; a wall
+// clock set back cannot shorten the age.
 func (sp spare) age() time.Duration {
 	if sp.sent.IsZero() {
 		return 0
 	}
-	return time.Since(sp.sent)
+	now := time.Now()
+	return max(now.Sub(sp.sent), now.Round(0).Sub(sp.wall))
 }
 
 // take returns the spare of secs when it is young enough to carry a
@@ -141,7 +147,7 @@ func (s *Store) refill(secs int64) {
 		defer sps.mu.Unlock()
 		delete(sps.filling, secs)
 		if err == nil && !sps.closed {
-			sps.by[secs] = spare{lease: lease, sent: sent}
+			sps.by[secs] = spare{lease: lease, sent: sent, wall: sent.Round(0)}
 		}
 	})
 }
