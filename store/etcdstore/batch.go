@@ -33,9 +33,10 @@ const (
 
 // AcquireBatch implements [store.BatchAcquirer]. It grants one etcd lease
 // per distinct TTL in ps (one round trip), then attempts every acquisition
-// as [Store.Acquire] does, one nested transaction each, up to
-// [Config.MaxTxnOps]−7 of them per etcd transaction, the transactions sent
-// concurrently (one more round trip). The leases taken in one transaction
+// as [Store.Acquire] does, one nested transaction each, in etcd
+// transactions of up to about ([Config.MaxTxnOps]−7)²/4 of them (3,660 at
+// etcd's default; see [Store.nested]), sent concurrently (one more round
+// trip). The leases taken in one transaction
 // share its revision as their token. Entries found held cost what a
 // refusal of Acquire costs beyond its transaction: one round trip per
 // distinct etcd lease of their holders for the time they have left, and
@@ -109,9 +110,10 @@ func (s *Store) AcquireBatch(ctx context.Context, ps []store.AcquireParams) ([]s
 }
 
 // ReleaseBatch implements [store.BatchReleaser]: every release as
-// [Store.Release] does it, one nested transaction each, up to
-// [Config.MaxTxnOps]−6 of them per etcd transaction, the transactions
-// sent concurrently (one round trip), and one more round trip for each
+// [Store.Release] does it, one nested transaction each, in etcd
+// transactions of up to about ([Config.MaxTxnOps]−6)²/4 of them (3,721
+// at etcd's default; see [Store.nested]), sent concurrently (one round
+// trip), and one more round trip for each
 // lease someone waits for (to release it naming the head of its line).
 func (s *Store) ReleaseBatch(ctx context.Context, ps []store.ReleaseParams) ([]error, error) {
 	if err := s.begin("release batch"); err != nil {
@@ -246,12 +248,32 @@ func (s *Store) grants(ctx context.Context, op string, secs []int64) (map[int64]
 	return leases, nil
 }
 
-// nested sends ops, each a nested transaction, in etcd transactions of at
-// most per of them (at least one), all at once, and returns the answer of
-// each op and the revision of the transaction that carried it. On an
-// error some of the transactions may have been applied.
+// maxRequestBytes is the most [Store.nested] puts in one etcd request,
+// by its estimate of the operations' sizes ([opSize], a little over
+// protobuf's): etcd refuses a request larger than its
+// --max-request-bytes, 1.5 MiB by default.
+const maxRequestBytes = 1280 << 10
+
+// nested sends ops, each a nested transaction, and returns the answer of
+// each op and the revision of the transaction that carried it. per is how
+// many of them one transaction may carry (at least one).
+//
+// etcd counts the widest branch of each transaction against what the
+// transactions around it leave, so ops that fit in one transaction go in
+// one; more go in groups of per/2, a transaction of up to per−per/2
+// groups each: up to per²/4 ops a request (3,906 leases to renew at
+// etcd's default --max-txn-ops), while their estimated size stays under
+// [maxRequestBytes]. A request is one raft entry, so a batch of any size
+// costs the server about the same; a holder of 1,000 leases renews them
+// in one request. The requests of one call are sent at once. On an error
+// some of them may have been applied.
 func (s *Store) nested(ctx context.Context, ops []clientv3.Op, per int) ([]*clientv3.TxnResponse, []int64, error) {
 	per = max(per, 1)
+	group := len(ops) // ops per group: all of them, when they fit in one transaction
+	if len(ops) > per && per > 1 {
+		group = per / 2
+	}
+	perRequest := max(per, group*(per-group))
 	outcomes := make([]*clientv3.TxnResponse, len(ops))
 	revs := make([]int64, len(ops))
 	var (
@@ -259,29 +281,76 @@ func (s *Store) nested(ctx context.Context, ops []clientv3.Op, per int) ([]*clie
 		first error
 		wg    sync.WaitGroup
 	)
-	for lo := 0; lo < len(ops); lo += per {
-		hi := min(lo+per, len(ops))
-		wg.Go(func() {
-			resp, err := s.client.Txn(ctx).Then(ops[lo:hi]...).Commit()
-			if err != nil {
-				mu.Lock()
-				if first == nil {
-					first = err
-				}
-				mu.Unlock()
-				return
+	send := func(lo, hi int) {
+		var resp *clientv3.TxnResponse
+		var err error
+		if hi-lo <= per {
+			resp, err = s.client.Txn(ctx).Then(ops[lo:hi]...).Commit()
+		} else {
+			groups := make([]clientv3.Op, 0, (hi-lo+group-1)/group)
+			for g := lo; g < hi; g += group {
+				groups = append(groups, clientv3.OpTxn(nil, ops[g:min(g+group, hi)], nil))
 			}
-			for j, r := range resp.Responses {
-				outcomes[lo+j] = (*clientv3.TxnResponse)(r.GetResponseTxn())
-				revs[lo+j] = resp.Header.Revision
+			resp, err = s.client.Txn(ctx).Then(groups...).Commit()
+		}
+		if err != nil {
+			mu.Lock()
+			if first == nil {
+				first = err
 			}
-		})
+			mu.Unlock()
+			return
+		}
+		for j := range hi - lo {
+			var r *etcdserverpb.ResponseOp
+			if hi-lo <= per {
+				r = resp.Responses[j]
+			} else {
+				r = resp.Responses[j/group].GetResponseTxn().Responses[j%group]
+			}
+			outcomes[lo+j] = (*clientv3.TxnResponse)(r.GetResponseTxn())
+			revs[lo+j] = resp.Header.Revision
+		}
+	}
+	for lo := 0; lo < len(ops); {
+		hi, size := lo, 0
+		for hi < len(ops) && hi-lo < perRequest {
+			n := opSize(ops[hi])
+			if hi > lo && size+n > maxRequestBytes {
+				break
+			}
+			size += n
+			hi++
+		}
+		start := lo
+		wg.Go(func() { send(start, hi) })
+		lo = hi
 	}
 	wg.Wait()
 	if first != nil {
 		return nil, nil, first
 	}
 	return outcomes, revs, nil
+}
+
+// opSize estimates the bytes op takes in a request: its keys and values
+// and a few bytes of framing for each operation and compare.
+func opSize(op clientv3.Op) int {
+	const framing = 16
+	n := framing + len(op.KeyBytes()) + len(op.RangeBytes()) + len(op.ValueBytes())
+	if op.IsTxn() {
+		cmps, then, els := op.Txn()
+		for _, c := range cmps {
+			n += framing + len(c.KeyBytes()) + len(c.GetCompare().RangeEnd) + len(c.ValueBytes())
+		}
+		for _, o := range then {
+			n += opSize(o)
+		}
+		for _, o := range els {
+			n += opSize(o)
+		}
+	}
+	return n
 }
 
 // releaseOp is the transaction that releases p's tenure if it is the

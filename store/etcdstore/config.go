@@ -41,11 +41,13 @@ type Config struct {
 	KeyPrefix string
 
 	// MaxTxnOps is the most operations the etcd server accepts in one
-	// transaction (its --max-txn-ops flag). [Store.Renew] renews up to
-	// MaxTxnOps−3 leases per transaction, [Store.AcquireBatch] acquires up
-	// to MaxTxnOps−7 and [Store.ReleaseBatch] releases up to MaxTxnOps−6
-	// (at least one each), and each sends the transactions of one batch
-	// concurrently. Default: [DefaultMaxTxnOps], etcd's default. A
+	// transaction (its --max-txn-ops flag), counted as etcd counts it:
+	// the widest branch of each transaction against what the transactions
+	// around it leave. [Store.Renew] renews up to MaxTxnOps−3 leases in one
+	// transaction, and more in nested groups, up to about (MaxTxnOps−3)²/4
+	// per transaction; [Store.AcquireBatch] likewise with MaxTxnOps−7 and
+	// [Store.ReleaseBatch] with MaxTxnOps−6 (at least one each); each sends
+	// the transactions of one batch concurrently. Default: [DefaultMaxTxnOps], etcd's default. A
 	// value above the server's makes large batches fail; a value below it
 	// only costs transactions. Minimum: 4.
 	MaxTxnOps int

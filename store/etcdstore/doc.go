@@ -173,7 +173,10 @@
 //     the renewed leases' seqs moved on, so the holder, which stood down,
 //     re-acquires with a new token.
 //   - [Config.MaxTxnOps] above the server's --max-txn-ops makes large
-//     batches fail with an error that names the setting.
+//     batches fail with an error that names the setting; a server whose
+//     --max-request-bytes is below 1.25 MiB (the default is 1.5 MiB), the
+//     most the store puts in one request, fails them with an error that
+//     names that flag.
 //   - Keys under the prefix that this store did not write make calls on
 //     their lease fail with an error naming the key.
 //   - A [Store.StrictTxn] whose outcome is unknown (ErrUnavailable) ends
@@ -235,18 +238,19 @@
 // when the caller also waits in line (grant the etcd lease of its wait/
 // key, then put the key and count its place in one transaction). Renew 1
 // grant per distinct TTL, then the transactions of the batch, sent
-// concurrently, each carrying up to [Config.MaxTxnOps]−3 leases, plus 1 per
-// distinct etcd lease of the current holders of entries that did not match.
-// Release 1, 2 when someone waits in line (the first transaction finds the
-// line not empty and reads its head; the second releases naming it).
-// [Store.AcquireBatch] 1 grant per distinct TTL, then transactions of up to
-// [Config.MaxTxnOps]−7 acquisitions, sent concurrently; the entries it
-// finds held cost what Acquire's refusals cost beyond their transaction.
-// [Store.ReleaseBatch] transactions of up to [Config.MaxTxnOps]−6
-// releases, sent concurrently, plus 1 per lease someone waits for. Get 1,
-// plus 1 when held. List 1, plus 1 per distinct etcd lease among the held leases.
-// Nothing here grows with the number of followers but the count of the
-// keys ahead of a waiting follower, which the server does.
+// concurrently, each carrying up to 3,906 leases (at the default
+// [Config.MaxTxnOps]), plus 1 per distinct etcd lease of the current
+// holders of entries that did not match. Release 1, 2 when someone waits in
+// line (the first transaction finds the line not empty and reads its head;
+// the second releases naming it). [Store.AcquireBatch] 1 grant per distinct
+// TTL, then transactions of up to 3,660 acquisitions (at the default
+// [Config.MaxTxnOps]), sent concurrently; the entries it finds held cost
+// what Acquire's refusals cost beyond their transaction.
+// [Store.ReleaseBatch] transactions of up to 3,721 releases, sent
+// concurrently, plus 1 per lease someone waits for. Get 1, plus 1 when
+// held. List 1, plus 1 per distinct etcd lease among the held leases.
+// Nothing here grows with the number of followers but the count of the keys
+// ahead of a waiting follower, which the server does.
 //
 // # Renewal chain
 //

@@ -24,9 +24,13 @@ func classify(op string, err error) error {
 	if unavailable(err) {
 		return fmt.Errorf("etcdstore: %s: %w (the call may have been applied): %w", op, store.ErrUnavailable, err)
 	}
-	if errors.Is(err, rpctypes.ErrTooManyOps) || errors.Is(err, rpctypes.ErrRequestTooLarge) {
+	if errors.Is(err, rpctypes.ErrTooManyOps) {
 		return fmt.Errorf("etcdstore: %s: the server refused the transaction as too large; set Config.MaxTxnOps to the server's --max-txn-ops (default %d): %w",
 			op, DefaultMaxTxnOps, err)
+	}
+	if errors.Is(err, rpctypes.ErrRequestTooLarge) {
+		return fmt.Errorf("etcdstore: %s: the server refused the request as too large; this store sends up to %d KiB a request, so raise the server's --max-request-bytes to at least that (default 1.5 MiB), or renew and acquire in smaller batches: %w",
+			op, maxRequestBytes>>10, err)
 	}
 	return fmt.Errorf("etcdstore: %s: %w", op, err)
 }

@@ -32,7 +32,7 @@ func TestClassify(t *testing.T) {
 		"TooManyRequests":  {err: rpctypes.ErrTooManyRequests, unavailable: true},
 		"NoSpace":          {err: rpctypes.ErrNoSpace, unavailable: true},
 		"TooManyOps":       {err: rpctypes.ErrTooManyOps, contains: "Config.MaxTxnOps"},
-		"TooLarge":         {err: rpctypes.ErrRequestTooLarge, contains: "Config.MaxTxnOps"},
+		"TooLarge":         {err: rpctypes.ErrRequestTooLarge, contains: "--max-request-bytes"},
 		"PermissionDenied": {err: rpctypes.ErrPermissionDenied, contains: "permission denied"},
 		"Plain":            {err: errors.New("something else"), contains: "something else"},
 	} {

@@ -2,6 +2,7 @@ package etcdstore_test
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"sync"
 	"testing"
@@ -121,4 +122,38 @@ func TestAcquireLeavesAnOldSpare(t *testing.T) {
 	require.Equal(t, ttl, g.Remaining)
 	etcdstore.WaitForSpares(s)
 	require.Equal(t, map[string]int{grantCall: 2, txnCall: 1}, c.take(), "a grant of its own, and the next spare; no revocation")
+}
+
+// A batch of 1,000 leases, as one client holds them, is one transaction
+// at etcd's default --max-txn-ops: acquired in one (with one grant) and
+// renewed in one (with one grant), the entries in nested groups. An
+// error here names the server's refusal (too many operations, a request
+// too large).
+func TestThousandLeasesInOneTransaction(t *testing.T) {
+	t.Parallel()
+	s, c := countedStore(t)
+	h := testutil.Holder(t, "holder")
+	ps := make([]store.AcquireParams, 1000) // names as short as a service's, under the store's prefix
+	for i := range ps {
+		ps[i] = store.AcquireParams{Name: fmt.Sprintf("l%04d", i), Holder: h, TTL: longTTL}
+	}
+	res, err := s.AcquireBatch(t.Context(), ps)
+	require.NoError(t, err)
+	rps := make([]store.RenewParams, len(res))
+	for i, r := range res {
+		require.NoError(t, r.Err, "lease %q", ps[i].Name)
+		require.Equal(t, ps[i].Name, r.Grant.Name, "results come back in the order of the batch")
+		rps[i] = renewParams(r.Grant, longTTL)
+	}
+	require.Equal(t, res[0].Grant.Token, res[len(res)-1].Grant.Token, "one transaction, one revision")
+	require.Equal(t, map[string]int{grantCall: 1, txnCall: 1}, c.take())
+
+	rs, err := s.Renew(t.Context(), rps)
+	require.NoError(t, err)
+	for i, r := range rs {
+		require.True(t, r.Renewed, "lease %q", rps[i].Name)
+		require.Equal(t, rps[i].Name, r.Grant.Name)
+		require.Equal(t, int64(2), r.Grant.Seq)
+	}
+	require.Equal(t, map[string]int{grantCall: 1, txnCall: 1}, c.take())
 }

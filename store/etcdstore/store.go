@@ -172,9 +172,10 @@ func (s *Store) wait(ctx context.Context, p store.AcquireParams, in *mvccpb.KeyV
 // Renew implements [store.Store.Renew]. It grants one new etcd lease per
 // distinct TTL in ps (one round trip, for a [tenure.Client] always one),
 // then moves every lease that matches onto it with a compare-and-set on its
-// token, seq and holder: one nested transaction per lease, up to
-// [Config.MaxTxnOps]−3 of them per etcd transaction, the transactions of
-// one batch sent concurrently (one more round trip). Leases that are not
+// token, seq and holder: one nested transaction per lease, in etcd
+// transactions of up to about ([Config.MaxTxnOps]−3)²/4 of them (3,906 at
+// etcd's default; see [Store.nested]), sent concurrently (one more round
+// trip): 1,000 leases cost a grant and one transaction. Leases that are not
 // in ps stay on the etcd leases they had, and expire when those do.
 // Entries that do not match cost a further round trip per distinct etcd
 // lease of their current holders, to report the time they have left.
