@@ -438,10 +438,13 @@ func (r *releases) ops(_ context.Context, _ int, l lease) (api.TxnOps, store.Not
 
 // applied forgets the lease, and destroys its session when none of the
 // leases this store put into it is there any more. A lease released to a
-// follower waiting is the head's to take next.
+// follower waiting is the head's to take next; one nobody waits for is
+// free.
 func (r *releases) applied(i int, l lease, _ uint64) {
 	if next := l.head(); next != (store.Holder{}) {
 		r.s.busy.held(l.name, store.Handoff, next)
+	} else {
+		r.s.busy.free(l.name)
 	}
 	r.s.reap(r.s.memo.left(r.ps[i].Name))
 }

@@ -165,6 +165,39 @@ func TestAcquireCreatesItsSessionDuringTheRead(t *testing.T) {
 	require.Equal(t, map[string]int{"PUT /v1/txn": 2, "PUT /v1/session/create": 1}, n)
 }
 
+// A store that released a lease nobody waits for guesses it free at once,
+// though its Listen heard it acquired and has not yet heard the release.
+func TestAcquireAfterOwnReleaseCreatesItsSessionDuringTheRead(t *testing.T) {
+	t.Parallel()
+	b := setup(t, consulstore.Config{})
+	tr := &http.Transport{Proxy: nil}
+	t.Cleanup(tr.CloseIdleConnections)
+	o := &overlapping{counting: counting{next: tr, n: make(map[string]int)}, created: make(chan struct{}, 1)}
+	client, err := api.NewClient(&api.Config{Address: testserver.SharedConsul(t).HTTPAddr, HttpClient: &http.Client{Transport: o}})
+	require.NoError(t, err)
+	s, err := consulstore.New(client, consulstore.Config{KeyPrefix: b.store.Config().KeyPrefix, MinSessionTTL: testserver.ConsulSessionTTLMin})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, s.Close()) })
+	r := testutil.NewNotifications()
+	testutil.RunListener(t, t.Context(), s.Listen, r.Notify, eventTimeout)
+	require.True(t, r.Wait("", eventTimeout), "Listen announces its subscription")
+
+	holder := testutil.Holder(t, "holder")
+	p := store.AcquireParams{Name: b.name, Holder: holder, TTL: longTTL}
+	g, err := s.Acquire(t.Context(), p)
+	require.NoError(t, err)
+	require.True(t, r.WaitFor(func(n store.Notice) bool { return n.Name == b.name && n.Kind == store.NoticeAcquired }, eventTimeout))
+	require.NoError(t, s.Release(t.Context(), store.ReleaseParams{Name: b.name, Holder: holder, Token: g.Token}))
+	select {
+	case <-o.created: // the first acquisition's
+	default:
+	}
+	o.hold.Store(true)
+	_, err = s.Acquire(t.Context(), p)
+	require.NoError(t, err)
+	require.Equal(t, int32(1), o.overlapped.Load(), "the session creation was sent while the read was in flight")
+}
+
 // A listener's queries wait on the announcement key alone: renewals of
 // many leases under its prefix cost it nothing, and each release or
 // acquisition costs it one query, whatever lives under the prefix.
