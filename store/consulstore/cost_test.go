@@ -63,12 +63,29 @@ func countedStore(t *testing.T, prefix string) (*consulstore.Store, *counting) {
 	tr := &http.Transport{Proxy: nil}
 	t.Cleanup(tr.CloseIdleConnections)
 	c := &counting{next: tr, n: make(map[string]int)}
-	client, err := api.NewClient(&api.Config{Address: testserver.SharedConsul(t).HTTPAddr, HttpClient: &http.Client{Transport: c}})
+	return storeWith(t, prefix, c), c
+}
+
+// storeWith is a store on prefix with a client of its own whose requests
+// go through rt.
+func storeWith(t *testing.T, prefix string, rt http.RoundTripper) *consulstore.Store {
+	t.Helper()
+	client, err := api.NewClient(&api.Config{Address: testserver.SharedConsul(t).HTTPAddr, HttpClient: &http.Client{Transport: rt}})
 	require.NoError(t, err)
 	s, err := consulstore.New(client, consulstore.Config{KeyPrefix: prefix, MinSessionTTL: testserver.ConsulSessionTTLMin})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, s.Close()) })
-	return s, c
+	return s
+}
+
+// overlappingStore is a store on prefix whose requests are counted, and
+// whose reads wait for a session creation while o.hold is set.
+func overlappingStore(t *testing.T, prefix string) (*consulstore.Store, *overlapping) {
+	t.Helper()
+	tr := &http.Transport{Proxy: nil}
+	t.Cleanup(tr.CloseIdleConnections)
+	o := &overlapping{counting: counting{next: tr, n: make(map[string]int)}, created: make(chan struct{}, 1)}
+	return storeWith(t, prefix, o), o
 }
 
 // overlapping is a counting transport that, while hold is set, keeps each
@@ -112,14 +129,7 @@ func (o *overlapping) RoundTrip(r *http.Request) (*http.Response, error) {
 func TestAcquireCreatesItsSessionDuringTheRead(t *testing.T) {
 	t.Parallel()
 	b := setup(t, consulstore.Config{})
-	tr := &http.Transport{Proxy: nil}
-	t.Cleanup(tr.CloseIdleConnections)
-	o := &overlapping{counting: counting{next: tr, n: make(map[string]int)}, created: make(chan struct{}, 1)}
-	client, err := api.NewClient(&api.Config{Address: testserver.SharedConsul(t).HTTPAddr, HttpClient: &http.Client{Transport: o}})
-	require.NoError(t, err)
-	s, err := consulstore.New(client, consulstore.Config{KeyPrefix: b.store.Config().KeyPrefix, MinSessionTTL: testserver.ConsulSessionTTLMin})
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, s.Close()) })
+	s, o := overlappingStore(t, b.store.Config().KeyPrefix)
 	acquire := func(h store.Holder) (store.Grant, error) {
 		return s.Acquire(t.Context(), store.AcquireParams{Name: b.name, Holder: h, TTL: longTTL})
 	}
@@ -170,14 +180,7 @@ func TestAcquireCreatesItsSessionDuringTheRead(t *testing.T) {
 func TestAcquireAfterOwnReleaseCreatesItsSessionDuringTheRead(t *testing.T) {
 	t.Parallel()
 	b := setup(t, consulstore.Config{})
-	tr := &http.Transport{Proxy: nil}
-	t.Cleanup(tr.CloseIdleConnections)
-	o := &overlapping{counting: counting{next: tr, n: make(map[string]int)}, created: make(chan struct{}, 1)}
-	client, err := api.NewClient(&api.Config{Address: testserver.SharedConsul(t).HTTPAddr, HttpClient: &http.Client{Transport: o}})
-	require.NoError(t, err)
-	s, err := consulstore.New(client, consulstore.Config{KeyPrefix: b.store.Config().KeyPrefix, MinSessionTTL: testserver.ConsulSessionTTLMin})
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, s.Close()) })
+	s, o := overlappingStore(t, b.store.Config().KeyPrefix)
 	r := testutil.NewNotifications()
 	testutil.RunListener(t, t.Context(), s.Listen, r.Notify, eventTimeout)
 	require.True(t, r.Wait("", eventTimeout), "Listen announces its subscription")
