@@ -102,28 +102,6 @@ func TestAcquireTakesTheSpareLease(t *testing.T) {
 	require.Equal(t, map[string]int{txnCall: 1, grantCall: 1}, c.take(), "the spare the refusal gave back, and the next")
 }
 
-// A spare older than a quarter of its TTL is not taken: the acquisition
-// grants an etcd lease of its own and reports the whole TTL. The old
-// spare is left to expire, not revoked.
-func TestAcquireLeavesAnOldSpare(t *testing.T) {
-	t.Parallel()
-	s, c := countedStore(t)
-	const ttl = etcdstore.MinTTL
-	holder := testutil.Holder(t, "holder")
-	name := testutil.UniqueName(t)
-	_, err := s.Acquire(t.Context(), store.AcquireParams{Name: name + "-1", Holder: holder, TTL: ttl})
-	require.NoError(t, err)
-	etcdstore.WaitForSpares(s)
-	c.take()
-
-	time.Sleep(ttl/4 + 100*time.Millisecond) // the spare grows old
-	g, err := s.Acquire(t.Context(), store.AcquireParams{Name: name + "-2", Holder: holder, TTL: ttl})
-	require.NoError(t, err)
-	require.Equal(t, ttl, g.Remaining)
-	etcdstore.WaitForSpares(s)
-	require.Equal(t, map[string]int{grantCall: 2, txnCall: 1}, c.take(), "a grant of its own, and the next spare; no revocation")
-}
-
 // A batch of 1,000 leases, as one client holds them, is one transaction
 // at etcd's default --max-txn-ops: acquired in one (with one grant) and
 // renewed in one (with one grant), the entries in nested groups. An
