@@ -45,13 +45,18 @@ type spares struct {
 	wg      sync.WaitGroup
 }
 
-// spare is an etcd lease granted ahead, and when its LeaseGrant was sent
-// by the local clocks (zero for a lease granted by the acquisition that
-// carries it).
+// spare is an etcd lease, and when its LeaseGrant was sent by the local
+// clocks.
 type spare struct {
 	lease *clientv3.LeaseGrantResponse
 	sent  time.Time // with its monotonic clock reading
 	wall  time.Time // the same instant, by the wall clock alone
+}
+
+// granting stamps a grant about to be sent now.
+func granting() spare {
+	now := time.Now()
+	return spare{sent: now, wall: now.Round(0)}
 }
 
 func newSpares() *spares {
@@ -59,16 +64,12 @@ func newSpares() *spares {
 	return &spares{by: make(map[int64]spare), filling: make(map[int64]bool), ctx: ctx, cancel: cancel}
 }
 
-// age is how long before now the lease's grant was sent: 0 for a lease
-// granted by the acquisition itself. It is the longer of what the
-// monotonic and the wall clock measured: a machine suspended meanwhile
-// (a paused VM, a snapshot restored) stops the monotonic clock but not
-// the etcd lease, and its wall clock shows the time that passed; a wall
-// clock set back cannot shorten the age.
+// age is how long before now the lease's grant was sent: the longer of
+// what the monotonic and the wall clock measured. A machine suspended
+// meanwhile (a paused VM, a snapshot restored) stops the monotonic clock
+// but not the etcd lease, and its wall clock shows the time that passed;
+// a wall clock set back cannot shorten the age.
 func (sp spare) age() time.Duration {
-	if sp.sent.IsZero() {
-		return 0
-	}
 	now := time.Now()
 	return max(now.Sub(sp.sent), now.Round(0).Sub(sp.wall))
 }
@@ -108,24 +109,27 @@ func (sps *spares) close() {
 }
 
 // leaseFor returns the etcd lease an acquisition of TTL secs puts its keys
-// on: the spare, when young enough, or one granted now.
-func (s *Store) leaseFor(ctx context.Context, op string, secs int64) (spare, error) {
+// on, and whether it is the spare: the spare, when young enough, or one
+// granted now, after the acquisition was sent.
+func (s *Store) leaseFor(ctx context.Context, op string, secs int64) (spare, bool, error) {
 	if sp, ok := s.spares.take(secs); ok {
-		return sp, nil
+		return sp, true, nil
 	}
+	sp := granting()
 	lease, err := s.client.Grant(ctx, secs)
 	if err != nil {
-		return spare{}, classify(op+": grant etcd lease", err)
+		return spare{}, false, classify(op+": grant etcd lease", err)
 	}
-	return spare{lease: lease}, nil
+	sp.lease = lease
+	return sp, false, nil
 }
 
 // unused disposes of the etcd lease of a refused acquisition, which
-// carries no key: it becomes the spare of secs, or, granted by that
-// acquisition and not needed, is revoked. A lease that was a spare is
-// never revoked (see [spares]).
-func (s *Store) unused(ctx context.Context, secs int64, sp spare) {
-	if !s.spares.giveBack(secs, sp) && sp.sent.IsZero() {
+// carries no key: it becomes the spare of secs, with the time its grant
+// was sent, or, granted by that acquisition and not needed, is revoked. A
+// lease that was a spare is never revoked (see [spares]).
+func (s *Store) unused(ctx context.Context, secs int64, sp spare, wasSpare bool) {
+	if !s.spares.giveBack(secs, sp) && !wasSpare {
 		s.revoke(ctx, sp.lease.ID)
 	}
 }
@@ -141,13 +145,14 @@ func (s *Store) refill(secs int64) {
 	}
 	sps.filling[secs] = true
 	sps.wg.Go(func() {
-		sent := time.Now()
+		sp := granting()
 		lease, err := s.client.Grant(sps.ctx, secs)
 		sps.mu.Lock()
 		defer sps.mu.Unlock()
 		delete(sps.filling, secs)
 		if err == nil && !sps.closed {
-			sps.by[secs] = spare{lease: lease, sent: sent, wall: sent.Round(0)}
+			sp.lease = lease
+			sps.by[secs] = sp
 		}
 	})
 }

@@ -18,7 +18,6 @@ func TestSpareAgeTakesTheLongerClock(t *testing.T) {
 	require.GreaterOrEqual(t, suspended.age(), time.Hour, "the wall clock saw an hour pass")
 	setBack := spare{sent: now.Add(-time.Minute), wall: now.Round(0).Add(time.Hour)}
 	require.GreaterOrEqual(t, setBack.age(), time.Minute, "the monotonic clock saw a minute pass")
-	require.Zero(t, spare{}.age(), "a lease granted by the acquisition itself")
 }
 
 // A spare older than a quarter of its TTL is not taken, and is forgotten:
@@ -40,4 +39,17 @@ func TestOldSpareIsNotTaken(t *testing.T) {
 	require.True(t, ok, "a spare just granted")
 	require.Equal(t, lease, sp.lease)
 	require.Empty(t, sps.by, "a spare is taken once")
+}
+
+// A lease an acquisition granted and did not use becomes the spare with
+// the time its grant was sent, so its age counts from then.
+func TestGivenBackLeaseKeepsItsGrantTime(t *testing.T) {
+	t.Parallel()
+	sent := time.Now().Add(-time.Second)
+	sps := newSpares()
+	require.True(t, sps.giveBack(2, spare{lease: &clientv3.LeaseGrantResponse{ID: 1, TTL: 2}, sent: sent, wall: sent.Round(0)}))
+	_, ok := sps.take(2)
+	require.False(t, ok, "granted 1 s ago, a quarter of 2 s has passed")
+	sp := granting()
+	require.Less(t, sp.age(), time.Second, "a grant stamped now")
 }

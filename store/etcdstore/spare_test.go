@@ -42,8 +42,9 @@ func (c *calls) take() map[string]int {
 	return n
 }
 
-// countedStore is a store with a client of its own whose calls are counted.
-func countedStore(t *testing.T) (*etcdstore.Store, *calls) {
+// countedStore is a store with a client of its own whose calls are
+// counted, under prefix (a fresh one when empty).
+func countedStore(t *testing.T, prefix string) (*etcdstore.Store, *calls) {
 	t.Helper()
 	c := &calls{n: make(map[string]int)}
 	cli, err := clientv3.New(clientv3.Config{
@@ -54,7 +55,7 @@ func countedStore(t *testing.T) (*etcdstore.Store, *calls) {
 	})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, cli.Close()) })
-	return newStore(t, cli, etcdstore.Config{}), c
+	return newStore(t, cli, etcdstore.Config{KeyPrefix: prefix}), c
 }
 
 const (
@@ -70,7 +71,7 @@ const (
 // revokes nothing; the next acquisition takes it.
 func TestAcquireTakesTheSpareLease(t *testing.T) {
 	t.Parallel()
-	s, c := countedStore(t)
+	s, c := countedStore(t, "")
 	const ttl = 10 * time.Second
 	holder, other := testutil.Holder(t, "holder"), testutil.Holder(t, "other")
 	name := testutil.UniqueName(t)
@@ -102,6 +103,31 @@ func TestAcquireTakesTheSpareLease(t *testing.T) {
 	require.Equal(t, map[string]int{txnCall: 1, grantCall: 1}, c.take(), "the spare the refusal gave back, and the next")
 }
 
+// The etcd lease of a refused acquisition that granted it becomes the
+// spare, aged from its grant: the next acquisition takes it, reporting
+// the tenure shorter by that age, and grants none on its path.
+func TestRefusedAcquisitionLeavesItsLeaseAsTheSpare(t *testing.T) {
+	t.Parallel()
+	prefix := "tenure-test/" + testutil.UniqueName(t) + "/"
+	s, c := countedStore(t, prefix)
+	other, _ := countedStore(t, prefix)
+	const ttl = 10 * time.Second
+	name := testutil.UniqueName(t)
+	_, err := other.Acquire(t.Context(), store.AcquireParams{Name: name, Holder: testutil.Holder(t, "holder"), TTL: ttl})
+	require.NoError(t, err)
+
+	me := testutil.Holder(t, "me")
+	_, err = s.Acquire(t.Context(), store.AcquireParams{Name: name, Holder: me, TTL: ttl})
+	require.ErrorIs(t, err, store.ErrHeld)
+	require.Equal(t, 1, c.take()[grantCall], "the refused acquisition granted its etcd lease")
+	g, err := s.Acquire(t.Context(), store.AcquireParams{Name: name + "-free", Holder: me, TTL: ttl})
+	require.NoError(t, err)
+	require.Less(t, g.Remaining, ttl, "the tenure is reported shorter by the age of the lease's grant")
+	require.Greater(t, g.Remaining, ttl*3/4)
+	etcdstore.WaitForSpares(s)
+	require.Equal(t, map[string]int{txnCall: 1, grantCall: 1}, c.take(), "the transaction on the spare, and the next spare")
+}
+
 // A batch of 1,000 leases, as one client holds them, is one transaction
 // at etcd's default --max-txn-ops: acquired in one (with one grant) and
 // renewed in one (with one grant), the entries in nested groups. An
@@ -109,7 +135,7 @@ func TestAcquireTakesTheSpareLease(t *testing.T) {
 // too large).
 func TestThousandLeasesInOneTransaction(t *testing.T) {
 	t.Parallel()
-	s, c := countedStore(t)
+	s, c := countedStore(t, "")
 	h := testutil.Holder(t, "holder")
 	ps := make([]store.AcquireParams, 1000) // names as short as a service's, under the store's prefix
 	for i := range ps {

@@ -90,11 +90,16 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (store.Grant
 		return store.Grant{}, fmt.Errorf("etcdstore: acquire: %w", err)
 	}
 	op := fmt.Sprintf("acquire %q", p.Name)
-	lease, err := s.leaseFor(ctx, op, secs)
+	lease, wasSpare, err := s.leaseFor(ctx, op, secs)
 	if err != nil {
 		return store.Grant{}, err
 	}
-	age := lease.age()
+	// A lease granted now was granted after the acquisition was sent,
+	// which is where the caller counts the tenure from (promise P3).
+	var age time.Duration
+	if wasSpare {
+		age = lease.age()
+	}
 	for range acquireAttempts {
 		cmp, then, els := s.acquireTxn(p, lease.lease)
 		resp, err := s.client.Txn(ctx).If(cmp).Then(then...).Else(els...).Commit()
@@ -120,10 +125,10 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (store.Grant
 			// The holder's etcd lease expired between the two calls.
 			continue
 		}
-		s.unused(ctx, secs, lease)
+		s.unused(ctx, secs, lease, wasSpare)
 		return store.Grant{}, s.refuse(ctx, p, sn, in, remaining)
 	}
-	s.unused(ctx, secs, lease)
+	s.unused(ctx, secs, lease, wasSpare)
 	return store.Grant{}, fmt.Errorf("etcdstore: acquire %q: %w: the lease was held, then expired, %d times in a row while the store looked; retry",
 		p.Name, store.ErrUnavailable, acquireAttempts)
 }
