@@ -25,9 +25,10 @@ const (
 //
 // A tenure on a spare ends when the spare does: its grant reports the
 // etcd lease's TTL less the time since the spare's LeaseGrant was sent
-// (see [spare.age]), never more than the server gives it (promise P3). A spare older than a
-// quarter of its TTL is not taken: it is left to expire, and the
-// acquisition grants a lease of its own, as every acquisition did before.
+// (see [spare.age]), never more than the server gives it (promise P3). A
+// spare older than a quarter of its TTL is not taken: it is left to
+// expire, and the acquisition grants a lease of its own, as every
+// acquisition did before.
 //
 // A spare is never revoked: a copy of the process (a fork, a restored
 // snapshot) carries the same spare and may have put a lease's keys on it,
