@@ -101,9 +101,13 @@ func (p *Process) Kill() {
 	r := p.run
 	p.run = nil
 	p.mu.Unlock()
-	if r == nil {
-		return
+	if r != nil {
+		stop(r)
 	}
+}
+
+// stop kills run r unless it has exited, and waits until it has.
+func stop(r *run) {
 	select {
 	case <-r.exited:
 		// Reaped already: its pid, and so its group's id, may name
@@ -197,7 +201,15 @@ func (p *Process) launch(ctx context.Context) error {
 	p.run = r
 	p.mu.Unlock()
 	if err := p.waitReady(ctx, r); err != nil {
-		p.Kill()
+		// End this launch's own run. A Kill may have taken it meanwhile,
+		// and a restart after that put its own run in its place, which
+		// must live on.
+		p.mu.Lock()
+		if p.run == r {
+			p.run = nil
+		}
+		p.mu.Unlock()
+		stop(r)
 		return fmt.Errorf("testserver: %s (%s): %w; its log ends:\n%s", p.cfg.Name, p.cfg.Dir, err, p.LogTail())
 	}
 	return nil

@@ -3,9 +3,13 @@ package testserver_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -109,4 +113,63 @@ func TestKillRestartStop(t *testing.T) {
 	require.NoError(t, p.Stop())
 	require.NoError(t, p.Stop())
 	require.NoDirExists(t, dir)
+}
+
+// A restart whose server is killed while it waits for it to be ready
+// fails, and ends only its own run: a restart begun after that kill runs
+// on. A late cleanup of the first once killed the second's server, and a
+// chaos cell with restarts close together lost its server for good.
+func TestFailedRestartSparesTheNextRestartsServer(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir() + "/data"
+	require.NoError(t, os.Mkdir(dir, 0o755))
+	pids := func() []string {
+		b, err := os.ReadFile(dir + "/pids")
+		if err != nil {
+			return nil
+		}
+		return strings.Fields(string(b))
+	}
+	// phase is what the probes answer for: the start (ready once its run
+	// wrote its pid), the first restart (its probe hangs until its
+	// context ends, then fails for good) or the second (ready once its run
+	// wrote its pid, after the before runs' pids).
+	var phase, before atomic.Int32
+	probing := make(chan struct{})
+	p, err := testserver.Start(t.Context(), testserver.Config{
+		Name: "fake", Bin: sh(t), Args: []string{"-c", "echo $$ >> pids; exec sleep 600"}, Dir: dir,
+		Ready: func(ctx context.Context) error {
+			runs := 1
+			switch phase.Load() {
+			case 1:
+				close(probing)
+				<-ctx.Done()
+				return fmt.Errorf("%w: the first restart's probe", testserver.ErrForeign)
+			case 2:
+				runs = int(before.Load()) + 1
+			}
+			if len(pids()) < runs {
+				return errors.New("not started yet")
+			}
+			return nil
+		},
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, p.Stop()) })
+
+	phase.Store(1)
+	first := make(chan error, 1)
+	go func() { first <- p.Restart(t.Context()) }()
+	<-probing
+	p.Kill() // the first restart's server, while its probe hangs
+	before.Store(int32(len(pids())))
+	phase.Store(2)
+	require.NoError(t, p.Restart(t.Context()), "a second restart")
+	require.ErrorIs(t, <-first, testserver.ErrForeign, "the first restart failed")
+
+	all := pids()
+	require.Len(t, all, int(before.Load())+1, "the second restart's run wrote its pid last")
+	pid, err := strconv.Atoi(all[len(all)-1])
+	require.NoError(t, err)
+	require.NoError(t, syscall.Kill(pid, 0), "the second restart's server still runs")
 }
