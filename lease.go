@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync/atomic"
 	"time"
 
@@ -37,6 +38,19 @@ type chainGrant struct {
 
 // Name returns the lease name.
 func (l *Lease) Name() string { return l.name }
+
+// LogValue makes a Lease log with [log/slog] as what a person reading the
+// log needs: the lease's name, the token it was granted and its holder.
+// The token is the one granted, also after the tenure ended (a log line
+// about an ended tenure must still say which one), and never the trust
+// window's raw clock readings, which mean nothing outside this process.
+func (l *Lease) LogValue() slog.Value {
+	return slog.GroupValue(
+		slog.String("name", l.name),
+		slog.Int64("token", int64(l.token)),
+		slog.String("holder", l.holder.String()),
+	)
+}
 
 // Payload returns what this tenure published with the lease
 // ([Config.Payload]): what followers see in [Observation.Payload], in a
