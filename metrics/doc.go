@@ -25,6 +25,14 @@
 //   - tenure_lease_held{store,lease} (gauge): 1 from the grant until the
 //     tenure is found lost, then 0. Summed over a fleet it should be 1 for
 //     a lease that must always have a holder.
+//   - tenure_lease_holder_info{store,lease,holder} (gauge): 1 while this
+//     process holds the lease, with its holder ("label/instance") as a
+//     label, as client-go's leader_election_master_status gives the
+//     leader's name; the series is deleted when the tenure ends, so a
+//     fleet's sum shows who holds each lease now.
+//   - tenure_lease_transitions_total{store,lease} (counter): changes of
+//     this process's leadership of the lease, a grant or an end each; a
+//     rising rate across the fleet is a lease that flaps.
 //   - tenure_lease_token{store,lease} (gauge): the fencing token of the
 //     current tenure, 0 while none is held.
 //   - tenure_acquisitions_total{store,lease} (counter): tenures begun.
@@ -53,6 +61,9 @@
 //     successful campaign waited for its grant.
 //   - tenure_fence_refused_total{resource} (counter): fenced writes
 //     refused for a stale token, as counted by [Observer.Fenced].
+//   - tenure_build_info{version,goversion} (gauge): always 1; the labels
+//     name the version of the tenure module linked into the program
+//     ("(devel)" for a build from a checkout) and the Go version.
 //
 // Series per lease stay as few as the leases a process takes; the
 // histograms per store. The reason label has the eleven values above.

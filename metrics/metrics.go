@@ -3,6 +3,7 @@ package metrics
 import (
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -49,7 +50,9 @@ type Observer struct {
 	store string
 
 	held          *prometheus.GaugeVec
+	holderInfo    *prometheus.GaugeVec
 	token         *prometheus.GaugeVec
+	transitions   *prometheus.CounterVec
 	acquisitions  *prometheus.CounterVec
 	losses        *prometheus.CounterVec
 	acquireErrors *prometheus.CounterVec
@@ -61,6 +64,7 @@ type Observer struct {
 	subscriptions *prometheus.CounterVec
 	campaignWait  *prometheus.HistogramVec
 	fenceRefused  *prometheus.CounterVec
+	buildInfo     prometheus.Gauge
 }
 
 var _ tenure.Observer = (*Observer)(nil)
@@ -94,6 +98,14 @@ func New(cfg Config) (*Observer, error) {
 		held: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "tenure_lease_held",
 			Help: "1 while this process holds the lease (a tenure is trusted or not yet found lost), 0 after.",
+		}, lease),
+		holderInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "tenure_lease_holder_info",
+			Help: "1 while this process holds the lease as holder (label/instance); the series goes with the tenure.",
+		}, []string{"store", "lease", "holder"}),
+		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tenure_lease_transitions_total",
+			Help: "Changes of this process's leadership of the lease, either way (a grant or an end of a tenure).",
 		}, lease),
 		token: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "tenure_lease_token",
@@ -145,7 +157,13 @@ func New(cfg Config) (*Observer, error) {
 			Name: "tenure_fence_refused_total",
 			Help: "Writes a fence refused because their token was stale, as counted by Observer.Fenced.",
 		}, []string{"resource"}),
+		buildInfo: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name:        "tenure_build_info",
+			Help:        "Always 1; its labels name the tenure module's version and the Go version the program was built with.",
+			ConstLabels: buildLabels(),
+		}),
 	}
+	o.buildInfo.Set(1)
 	var done []prometheus.Collector
 	for _, c := range o.collectors() {
 		if err := cfg.Registerer.Register(c); err != nil {
@@ -164,9 +182,32 @@ func New(cfg Config) (*Observer, error) {
 }
 
 func (o *Observer) collectors() []prometheus.Collector {
-	return []prometheus.Collector{o.held, o.token, o.acquisitions, o.losses, o.acquireErrors, o.renewDuration,
-		o.renewErrors, o.suspensions, o.clones, o.notifications, o.subscriptions, o.campaignWait, o.fenceRefused}
+	return []prometheus.Collector{o.held, o.holderInfo, o.token, o.transitions, o.acquisitions, o.losses, o.acquireErrors, o.renewDuration,
+		o.renewErrors, o.suspensions, o.clones, o.notifications, o.subscriptions, o.campaignWait, o.fenceRefused, o.buildInfo}
 }
+
+// buildLabels names the tenure module's version in the running program
+// (its version as a dependency, "(devel)" when tenure is the main module
+// or the program was built without module information) and the Go version.
+func buildLabels() prometheus.Labels {
+	version, goVersion := "(devel)", "unknown"
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		goVersion = bi.GoVersion
+		for _, m := range bi.Deps {
+			if m.Path == tenureModule {
+				version = m.Version
+			}
+		}
+		if bi.Main.Path == tenureModule && bi.Main.Version != "" {
+			version = bi.Main.Version
+		}
+	}
+	return prometheus.Labels{"version": version, "goversion": goVersion}
+}
+
+// tenureModule is the path of the module whose version tenure_build_info
+// reports.
+const tenureModule = "github.com/tenure-dev/tenure"
 
 func checkBuckets(b []float64) error {
 	if len(b) == 0 {
@@ -189,6 +230,8 @@ func (o *Observer) Handle(e tenure.Event) {
 	switch e.Kind {
 	case tenure.EventAcquired:
 		o.held.WithLabelValues(st, e.Name).Set(1)
+		o.holderInfo.WithLabelValues(st, e.Name, e.Holder.String()).Set(1)
+		o.transitions.WithLabelValues(st, e.Name).Inc()
 		o.token.WithLabelValues(st, e.Name).Set(float64(e.Token))
 		o.acquisitions.WithLabelValues(st, e.Name).Inc()
 		if e.Campaign {
@@ -196,6 +239,8 @@ func (o *Observer) Handle(e tenure.Event) {
 		}
 	case tenure.EventLost:
 		o.held.WithLabelValues(st, e.Name).Set(0)
+		o.holderInfo.DeleteLabelValues(st, e.Name, e.Holder.String())
+		o.transitions.WithLabelValues(st, e.Name).Inc()
 		o.token.WithLabelValues(st, e.Name).Set(0)
 		o.losses.WithLabelValues(st, e.Name, Reason(e.Reason)).Inc()
 	case tenure.EventAcquireFailed:

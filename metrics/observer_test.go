@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -93,7 +94,52 @@ tenure_losses_total{lease="nightly",reason="released",store="billing-db"} 1
 `
 		require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(want),
 			"tenure_acquisitions_total", "tenure_lease_held", "tenure_lease_token", "tenure_losses_total"))
+
+		holding := fmt.Sprintf(`
+# HELP tenure_lease_holder_info 1 while this process holds the lease as holder (label/instance); the series goes with the tenure.
+# TYPE tenure_lease_holder_info gauge
+tenure_lease_holder_info{holder=%q,lease="nightly",store="billing-db"} 1
+# HELP tenure_lease_transitions_total Changes of this process's leadership of the lease, either way (a grant or an end of a tenure).
+# TYPE tenure_lease_transitions_total counter
+tenure_lease_transitions_total{lease="nightly",store="billing-db"} 3
+`, c.Holder().String())
+		require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(holding),
+			"tenure_lease_holder_info", "tenure_lease_transitions_total"))
+
+		require.NoError(t, l.Release(t.Context()))
+		const released = `
+# HELP tenure_lease_transitions_total Changes of this process's leadership of the lease, either way (a grant or an end of a tenure).
+# TYPE tenure_lease_transitions_total counter
+tenure_lease_transitions_total{lease="nightly",store="billing-db"} 4
+`
+		require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(released),
+			"tenure_lease_holder_info", "tenure_lease_transitions_total"), "the holder's series goes with its tenure")
 	})
+}
+
+// tenure_build_info names the module's version and the Go version, once
+// per registry.
+func TestBuildInfo(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	_, err := metrics.New(metrics.Config{Registerer: reg})
+	require.NoError(t, err)
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	var labels map[string]string
+	for _, f := range families {
+		if f.GetName() != "tenure_build_info" {
+			continue
+		}
+		require.Len(t, f.GetMetric(), 1)
+		require.Equal(t, 1.0, f.GetMetric()[0].GetGauge().GetValue())
+		labels = map[string]string{}
+		for _, lp := range f.GetMetric()[0].GetLabel() {
+			labels[lp.GetName()] = lp.GetValue()
+		}
+	}
+	require.Equal(t, map[string]string{"version": "(devel)", "goversion": runtime.Version()}, labels,
+		"a test binary of this module reports the checkout as (devel)")
 }
 
 func TestRenewErrorsAreCounted(t *testing.T) {
