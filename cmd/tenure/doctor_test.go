@@ -75,3 +75,41 @@ func TestDoctor(t *testing.T) {
 		require.Contains(t, h.stdout.rest(), "tenure doctor [--ttl 30s] [--label L] [--json] [--store URL]")
 	})
 }
+
+// TestDoctorLeavesOneHiddenLease runs doctor twice on one store: it leaves
+// one released record of its lease, whose token counter the second run
+// took up, and status lists it only when named.
+func TestDoctorLeavesOneHiddenLease(t *testing.T) {
+	t.Parallel()
+	storeURL := "sqlite:" + filepath.Join(t.TempDir(), "d.db")
+	env := testEnv(t)
+	for range 2 {
+		p := run(t, env, "doctor", "--ttl", "10s", "--store", storeURL)
+		require.Equal(t, 0, p.code, "stdout:\n%s\nstderr:\n%s", p.stdout.rest(), p.stderr.rest())
+	}
+	run(t, env, "run", "--name", "nightly", "--store", storeURL, "--", "true")
+
+	type snapshot struct {
+		Leases []struct {
+			Name  string `json:"name"`
+			State string `json:"state"`
+			Token int64  `json:"token"`
+		} `json:"leases"`
+	}
+	status := func(args ...string) snapshot {
+		t.Helper()
+		p := run(t, env, append([]string{"status", "--json", "--store", storeURL}, args...)...)
+		require.Equal(t, 0, p.code, "stderr:\n%s", p.stderr.rest())
+		var s snapshot
+		require.NoError(t, json.Unmarshal([]byte(p.stdout.rest()), &s))
+		return s
+	}
+	all := status()
+	require.Len(t, all.Leases, 1, "every lease but doctor's: %+v", all.Leases)
+	require.Equal(t, "nightly", all.Leases[0].Name)
+
+	named := status(doctor.Lease)
+	require.Len(t, named.Leases, 1)
+	require.Equal(t, "released", named.Leases[0].State)
+	require.Equal(t, int64(2), named.Leases[0].Token, "the second run took the lease up again, with the next token")
+}

@@ -28,8 +28,8 @@ one finding per check, each OK, WARN or FAIL with what to do:
   clock          this host's clock against the store's (PostgreSQL, Redis,
                  MySQL; SQLite is this host; etcd and Consul have no wall-clock
                  expiry), and whether a clock steps over about one second
-  lease-cycle    a throwaway lease "tenure-doctor-…" acquired, renewed and
-                 released: the role may make every call the protocol needs
+  lease-cycle    the lease "tenure-doctor" acquired, renewed and released:
+                 the role may make every call the protocol needs
   notifications  the release was announced to a subscriber
   durability     Redis: persistence, replicas and eviction settings under which
                  acknowledged writes (leases, fences) can be lost
@@ -39,7 +39,9 @@ one finding per check, each OK, WARN or FAIL with what to do:
                  the fleet registry (PostgreSQL), live agents sharing a
                  machine-id or hostname label: copies of one machine
 
-The throwaway lease stays in the store as a released record; doctor changes
+The lease "tenure-doctor" stays in the store as one released record, however
+often doctor runs (its token counter must outlive it); status and serve leave
+it out of their lists of every lease, and show it when named. Doctor changes
 nothing else. With --json it prints one object:
   {"store":"redis://…","ok":false,"findings":[{"check":"durability",
    "status":"WARN","detail":"appendonly=no: …","fix":"run with appendonly yes …"}]}

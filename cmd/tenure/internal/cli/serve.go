@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tenure-dev/tenure/cmd/tenure/internal/doctor"
 	"github.com/tenure-dev/tenure/cmd/tenure/internal/serve"
 	"github.com/tenure-dev/tenure/cmd/tenure/internal/storeurl"
 	"github.com/tenure-dev/tenure/registry"
@@ -114,6 +115,7 @@ func (o *serveOptions) run(ctx context.Context, e *env, names []string) error {
 		StoreDisplay:  opened.Target.Display,
 		Interval:      *o.interval,
 		HealthyWithin: *o.healthyWithin,
+		Hidden:        doctor.Hidden,
 	})
 	if err != nil {
 		return err

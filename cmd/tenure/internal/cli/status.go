@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/tenure-dev/tenure/store"
 
+	"github.com/tenure-dev/tenure/cmd/tenure/internal/doctor"
 	"github.com/tenure-dev/tenure/cmd/tenure/internal/storeopen"
 )
 
@@ -165,7 +167,7 @@ func snapshot(ctx context.Context, opened *storeopen.Opened, names []string) ([]
 		if err != nil {
 			return nil, opened.Target.Wrap(err)
 		}
-		recs = all
+		recs = slices.DeleteFunc(all, func(r store.Record) bool { return doctor.Hidden(r.Name) })
 	}
 	for _, n := range names {
 		r, err := opened.Store.Get(ctx, n)

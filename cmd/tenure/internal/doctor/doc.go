@@ -10,7 +10,7 @@
 // this host's wall clock against the store's (PostgreSQL clock_timestamp(),
 // Redis TIME, MySQL SYSDATE(6); SQLite is this host; etcd and Consul have
 // no wall-clock expiry) and whether either clock steps over about a second
-// of monotonic time; a throwaway lease "tenure-doctor-…" acquired, renewed
+// of monotonic time; the lease "tenure-doctor" ([Lease]) acquired, renewed
 // and released, which proves the role's privileges through real calls; the
 // release's notification arriving; for Redis, the persistence and
 // replication settings under which it can lose acknowledged writes; and
@@ -21,6 +21,8 @@
 // hostname label. A copy of a machine (a cloned VM, a snapshot restored)
 // shows up that way.
 //
-// A store that cannot be opened gives one FAIL. The throwaway lease stays
-// in the store as a released record; doctor changes nothing else.
+// A store that cannot be opened gives one FAIL. Doctor's lease stays in
+// the store as one released record, whose token counter the next run
+// takes up; `tenure status` and `tenure serve` leave it out of their lists
+// of every lease. Doctor changes nothing else.
 package doctor

@@ -43,6 +43,18 @@ const (
 	CheckDurability    = "durability"
 )
 
+// Lease is the name of the lease doctor's lease cycle takes, renews and
+// releases. It is one fixed name, so that doctor leaves one released record
+// in a store however often it runs (a store keeps a released lease's record
+// for its token counter: promise P2), and `tenure status` and `tenure
+// serve` leave it out of their lists of every lease ([Hidden]); named, it
+// shows as any lease does.
+const Lease = "tenure-doctor"
+
+// Hidden reports whether the lease name is left out of a list of every
+// lease: doctor's own.
+func Hidden(name string) bool { return name == Lease }
+
 // Finding is one check's verdict and what to do about it.
 type Finding struct {
 	Check  string `json:"check"`
@@ -68,10 +80,10 @@ type Options struct {
 	ClockSamples int
 	ClockSpan    time.Duration
 	// NotifyTimeout bounds the wait for the store's notification of the
-	// throwaway lease's release; default 5 s.
+	// lease cycle's release; default 5 s.
 	NotifyTimeout time.Duration
-	// Lease is the throwaway lease name; default "tenure-doctor-" and
-	// random hex digits.
+	// Lease is the name of the lease the lease cycle takes; default
+	// [Lease].
 	Lease string
 	// Label is the holder label this host uses, compared with the live
 	// holders' labels; default [DefaultLabel], tenure run's.
@@ -101,7 +113,7 @@ func (o Options) withDefaults() Options {
 		o.NotifyTimeout = 5 * time.Second
 	}
 	if o.Lease == "" {
-		o.Lease = "tenure-doctor-" + randomHex(6)
+		o.Lease = Lease
 	}
 	if o.Label == "" {
 		o.Label = DefaultLabel()
@@ -131,8 +143,9 @@ func Unreachable(display string, err error) Finding {
 
 // Check examines the open store o and returns its findings, in a fixed
 // order: reachable, schema, ttl, clock, lease-cycle, notifications,
-// history (stores that keep one), identity and, for Redis, durability. It writes one throwaway lease (acquired, renewed
-// and released), which stays in the store as a released record.
+// history (stores that keep one), identity and, for Redis, durability. It
+// takes the lease [Lease] (acquired, renewed and released), which stays in
+// the store as a released record.
 func Check(ctx context.Context, o *storeopen.Opened, opts Options) []Finding {
 	opts = opts.withDefaults()
 	var fs []Finding
@@ -221,7 +234,7 @@ func summary(fs []Finding) string {
 	return fmt.Sprintf("%d OK, %d WARN, %d FAIL", n[0], n[1], n[2])
 }
 
-// checkReachable times opts.Pings reads of the throwaway name (a real
+// checkReachable times opts.Pings reads of doctor's lease (a real
 // round trip on every store) and returns the finding and the first read's
 // error other than ErrNotFound, for the schema check.
 func checkReachable(ctx context.Context, o *storeopen.Opened, opts Options) (Finding, error) {
@@ -422,7 +435,7 @@ func describeOffset(d time.Duration) string {
 	return "level with"
 }
 
-// checkLeaseCycle acquires, renews and releases the throwaway lease with
+// checkLeaseCycle acquires, renews and releases doctor's lease with
 // the store's notifications subscribed, and reports whether the protocol's
 // calls are allowed and the release was announced.
 func checkLeaseCycle(ctx context.Context, o *storeopen.Opened, opts Options) []Finding {
@@ -469,7 +482,7 @@ func checkLeaseCycle(ctx context.Context, o *storeopen.Opened, opts Options) []F
 	ttl := store.MinTTLOf(o.Store)
 	cctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
-	g, err := o.Store.Acquire(cctx, store.AcquireParams{Name: opts.Lease, Holder: holder, TTL: ttl})
+	g, err := acquireOwnLease(cctx, o.Store, store.AcquireParams{Name: opts.Lease, Holder: holder, TTL: ttl})
 	step := "acquire"
 	if err == nil {
 		step = "renew"
@@ -485,7 +498,7 @@ func checkLeaseCycle(ctx context.Context, o *storeopen.Opened, opts Options) []F
 	}
 	switch {
 	case err == nil:
-		cycle.Detail = fmt.Sprintf("acquired, renewed and released the throwaway lease %q (token %d)", opts.Lease, g.Token)
+		cycle.Detail = fmt.Sprintf("acquired, renewed and released the lease %q (token %d); status and serve leave it out of their lists", opts.Lease, g.Token)
 	case storeopen.PermissionDenied(err):
 		cycle.Status, cycle.Detail = Fail, fmt.Sprintf("the role may not %s a lease: %s", step, o.Target.Wrap(err))
 		cycle.Fix = grantFix(ctx, o) + " (a read-only role, granted with --grant-read for status and dashboards, fails here by design)"
@@ -493,7 +506,7 @@ func checkLeaseCycle(ctx context.Context, o *storeopen.Opened, opts Options) []F
 		cycle.Status, cycle.Detail = Fail, fmt.Sprintf("%s failed: %s", step, o.Target.Wrap(err))
 		cycle.Fix = fmt.Sprintf("run `tenure migrate --store %s` as the schema's owner", o.Target.Display)
 	default:
-		cycle.Status, cycle.Detail = Fail, fmt.Sprintf("%s of the throwaway lease %q failed: %s", step, opts.Lease, o.Target.Wrap(err))
+		cycle.Status, cycle.Detail = Fail, fmt.Sprintf("%s of the lease %q failed: %s", step, opts.Lease, o.Target.Wrap(err))
 		cycle.Fix = "read the error above: holders fail the same way"
 	}
 	fs := []Finding{cycle}
@@ -524,7 +537,31 @@ func checkLeaseCycle(ctx context.Context, o *storeopen.Opened, opts Options) []F
 	return append(fs, note)
 }
 
-// checkHistory reads back the history of the throwaway lease, for stores
+// heldAttempts bounds how often the lease cycle waits for another doctor
+// on the same store to give the lease back.
+const heldAttempts = 3
+
+// acquireOwnLease acquires doctor's lease, waiting out another doctor's
+// cycle on the same store (a lease of the store's shortest TTL, held for
+// a few round trips) at most [heldAttempts] times.
+func acquireOwnLease(ctx context.Context, st store.Store, p store.AcquireParams) (store.Grant, error) {
+	for attempt := 1; ; attempt++ {
+		g, err := st.Acquire(ctx, p)
+		var held *store.HeldError
+		if !errors.As(err, &held) || attempt == heldAttempts {
+			return g, err
+		}
+		t := time.NewTimer(held.Remaining + 10*time.Millisecond)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return g, err
+		}
+	}
+}
+
+// checkHistory reads back the history of doctor's lease, for stores
 // that keep one: its last event must be the release the lease cycle just
 // made. A failure is a WARN: holders do not read the history, people do
 // (tenure history, the status page).

@@ -74,6 +74,10 @@ type Config struct {
 	// History is how many changes of holder, token or state the server
 	// keeps per lease, in memory (default [DefaultHistory]).
 	History int
+	// Hidden, when set, names the leases left out of the list of every
+	// lease (when Names is empty): the page, the timeline and /metrics do
+	// not show them. Named in Names, a lease shows whatever Hidden says.
+	Hidden func(name string) bool
 }
 
 // Server reads a store at intervals and serves what it saw over HTTP.
@@ -264,7 +268,11 @@ func (s *Server) Refresh(ctx context.Context) error {
 // readLeases lists every lease, or gets the named ones.
 func (s *Server) readLeases(ctx context.Context) ([]store.Record, error) {
 	if s.lister != nil {
-		return s.lister.List(ctx)
+		recs, err := s.lister.List(ctx)
+		if s.cfg.Hidden != nil {
+			recs = slices.DeleteFunc(recs, func(r store.Record) bool { return s.cfg.Hidden(r.Name) })
+		}
+		return recs, err
 	}
 	recs := make([]store.Record, 0, len(s.cfg.Names))
 	for _, n := range s.cfg.Names {

@@ -258,6 +258,31 @@ func TestNamedLeases(t *testing.T) {
 	require.NotContains(t, body, `data-lease="other"`)
 }
 
+// TestHiddenLeases: a lease Config.Hidden names is left out of the list of
+// every lease (page and /metrics), and shown when named.
+func TestHiddenLeases(t *testing.T) {
+	t.Parallel()
+	st := openSQLite(t)
+	acquire(t, st, "shown", testutil.Holder(t, "h"))
+	acquire(t, st, "doctor", testutil.Holder(t, "h"))
+	hidden := func(name string) bool { return name == "doctor" }
+
+	s := newServer(t, Config{Store: st, Hidden: hidden})
+	require.NoError(t, s.Refresh(context.Background()))
+	_, _, page := get(t, s.Handler(), "/")
+	require.Contains(t, page, `data-lease="shown"`)
+	require.NotContains(t, page, `data-lease="doctor"`)
+	_, _, metrics := get(t, s.Handler(), "/metrics")
+	require.Contains(t, metrics, `tenure_serve_lease_held{lease="shown"} 1`)
+	require.NotContains(t, metrics, `lease="doctor"`)
+	require.Contains(t, metrics, `tenure_serve_leases{state="held"} 1`+"\n")
+
+	named := newServer(t, Config{Store: st, Names: []string{"doctor"}, Hidden: hidden})
+	require.NoError(t, named.Refresh(context.Background()))
+	_, _, page = get(t, named.Handler(), "/")
+	require.Contains(t, page, `data-lease="doctor"`)
+}
+
 func TestHealthz(t *testing.T) {
 	t.Parallel()
 	st := openSQLite(t)
