@@ -659,20 +659,27 @@ func TestEmptyStoreRefused(t *testing.T) {
 }
 
 // TestDefaultStoreAnnounced: without --store and TENURE_STORE, run,
-// status and release say on stderr that they use this host's SQLite file.
+// status and release say on stderr that they use this host's SQLite file
+// when the call creates it, and only then.
 func TestDefaultStoreAnnounced(t *testing.T) {
 	t.Parallel()
+	const says = `creating the default store sqlite:`
 	env := testEnv(t)
-	const says = `using the default store sqlite:`
 	p := run(t, env, "run", "--name", "nightly", "--", "sh", "-c", "echo ran")
 	require.Equal(t, 0, p.code, p.stderr.all())
 	require.Equal(t, "ran", p.stdout.rest())
 	require.Contains(t, p.stderr.rest(), says)
+	require.Contains(t, p.stderr.rest(), `pass --store or set TENURE_STORE to share lease "nightly" with other hosts`)
 	p = run(t, env, "status", "nightly")
 	require.Equal(t, 0, p.code, p.stderr.all())
-	require.Contains(t, p.stderr.rest(), says)
+	require.NotContains(t, p.stderr.rest(), "default store", "said once, when the file was made")
 	p = run(t, env, "release", "--force", "nightly")
 	require.Equal(t, 0, p.code, p.stderr.all())
 	require.Contains(t, p.stdout.rest(), `lease "nightly" is not held`)
-	require.Contains(t, p.stderr.rest(), says)
+	require.NotContains(t, p.stderr.rest(), "default store")
+
+	for _, args := range [][]string{{"status", "nightly"}, {"release", "--force", "nightly"}} {
+		p := run(t, testEnv(t), args...)
+		require.Contains(t, p.stderr.rest(), says, "%s on a host without the file", args[0])
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"sort"
@@ -345,10 +346,23 @@ func (e *env) openStore(ctx context.Context, command string, given bool, flagVal
 	if err != nil {
 		return nil, err
 	}
-	if t.Default {
-		e.errorf("using the default store %s: this host only; pass --store or set %s to see other hosts' leases", t.Display, storeurl.EnvVar)
-	}
+	e.announceDefault(t, "to see other hosts' leases")
 	return storeopen.Open(ctx, t, storeopen.Options{})
+}
+
+// announceDefault says on standard error that t, the default store, is
+// about to be created: once per host and user, when its file does not
+// exist yet, not on every call (a cron job's log would repeat it nightly).
+// purpose ends the line's advice: "pass --store or set TENURE_STORE
+// <purpose>".
+func (e *env) announceDefault(t storeurl.Target, purpose string) {
+	if !t.Default {
+		return
+	}
+	if _, err := os.Stat(t.Path); !errors.Is(err, fs.ErrNotExist) {
+		return
+	}
+	e.errorf("creating the default store %s: this host only; pass --store or set %s %s (said once, as the file is made)", t.Display, storeurl.EnvVar, purpose)
 }
 
 // flagSet reports whether the flag name was given on the command line.

@@ -88,9 +88,7 @@ func runDoctor(ctx context.Context, e *env, given bool, storeURL string, asJSON 
 	if err != nil {
 		return err
 	}
-	if t.Default {
-		e.errorf("using the default store %s: this host only; pass --store or set %s to examine another store", t.Display, storeurl.EnvVar)
-	}
+	e.announceDefault(t, "to examine another store")
 	var findings []doctor.Finding
 	octx, cancel := context.WithTimeout(ctx, storeTimeout)
 	opened, err := storeopen.Open(octx, t, storeopen.Options{})

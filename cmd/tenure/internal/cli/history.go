@@ -45,8 +45,8 @@ The PostgreSQL store (after tenure migrate; 30 days by default) and the
 SQLite store (30 days) keep history. Redis, etcd, Consul and MySQL stores do
 not: history with them exits 64 and says so.
 
-Without --store and TENURE_STORE, history says on standard error that it
-reads this host's SQLite file; an empty --store or TENURE_STORE is refused
+Without --store and TENURE_STORE, history reads this host's SQLite file
+(saying so on standard error when that call creates the file); an empty --store or TENURE_STORE is refused
 (exit 64).`,
 		setup: func(fs *flag.FlagSet) action {
 			var o historyOptions

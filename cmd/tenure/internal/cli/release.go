@@ -42,8 +42,8 @@ refuses it at once). If it runs under tenure run on a store that notifies
 round trip and SIGKILLs its command at once (the lease is already gone);
 on SQLite, at its next renewal.
 
-Without --store and TENURE_STORE, release says on standard error that it
-uses this host's SQLite file; an empty --store or TENURE_STORE is refused
+Without --store and TENURE_STORE, release uses this host's SQLite file
+(saying so on standard error when that call creates the file); an empty --store or TENURE_STORE is refused
 (exit 64).`,
 		setup: func(fs *flag.FlagSet) action {
 			var o releaseOptions

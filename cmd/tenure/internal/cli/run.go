@@ -76,7 +76,8 @@ run takes the terminal back and stops too (the lease is not renewed while
 stopped, so a stop longer than the grace costs the lease: see below).
 
 Without --store and TENURE_STORE, run uses this host's SQLite file and
-says so on standard error; an empty --store or TENURE_STORE is refused
+says so on standard error when it creates the file (once per host and
+user, not on every run); an empty --store or TENURE_STORE is refused
 (exit 64), so a misconfigured host does not silently run alone.
 
 When the lease is held by someone else, run exits 75 after one line naming
@@ -290,9 +291,7 @@ func (o *runOptions) run(ctx context.Context, e *env, args []string) error {
 		defer h.close()
 		e.logger.Info("serving /healthz", "lease", o.name, "addr", h.ln.Addr().String())
 	}
-	if target.Default {
-		e.errorf("using the default store %s: this host only; pass --store or set %s to share lease %q with other hosts", target.Display, storeurl.EnvVar, o.name)
-	}
+	e.announceDefault(target, fmt.Sprintf("to share lease %q with other hosts", o.name))
 	opened, err := storeopen.Open(ctx, target, storeopen.Options{})
 	if err != nil {
 		return err

@@ -58,8 +58,8 @@ quoted with Go escapes ("job\u202e"); --json writes them as JSON \u escapes ("jo
 With --watch it prints a snapshot every --interval until interrupted; a
 snapshot that fails prints one error line and the watch goes on.
 
-Without --store and TENURE_STORE, status says on standard error that it
-reads this host's SQLite file; an empty --store or TENURE_STORE is refused
+Without --store and TENURE_STORE, status reads this host's SQLite file
+(saying so on standard error when that call creates the file); an empty --store or TENURE_STORE is refused
 (exit 64).`,
 		setup: func(fs *flag.FlagSet) action {
 			var o statusOptions
