@@ -1,15 +1,16 @@
 // Package tenure runs singleton work one at a time on compute that can be
 // paused, restored from a snapshot twice, forked with its disk, and whose
 // clocks lie. It holds leases with fencing tokens over a store you already
-// run (PostgreSQL, Redis, etcd, Consul, or an embedded SQLite file), and
-// ships the resource-side checks that make the tokens mean something.
+// run (PostgreSQL, MySQL/MariaDB, Redis, etcd, Consul, NATS JetStream,
+// Kubernetes Lease objects, or an embedded SQLite file), and ships the
+// resource-side checks that make the tokens mean something.
 //
 // This package is the user's API: [Client], [Config], [Lease],
 // [ChainWrite], [Transition] and the errors to match. The contract a
 // backend implements is package [github.com/tenure-dev/tenure/store]; the
-// backends are its subpackages (pgstore, redisstore, etcdstore,
-// consulstore, sqlitestore, memstore, alwaysleader), the resource-side
-// checks are under fence/.
+// backends are its subpackages (pgstore, mysqlstore, sqlitestore,
+// redisstore, etcdstore, consulstore, natsstore, k8sstore, alwaysleader,
+// memstore), the resource-side checks are under fence/.
 //
 // # What is promised, and where
 //

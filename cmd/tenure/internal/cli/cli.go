@@ -329,7 +329,7 @@ func (v durationValue) Set(s string) error {
 
 // storeUsage documents the --store flag of every command that opens a
 // store.
-const storeUsage = "store `URL`: postgres://…, sqlite:PATH, mysql://…, redis://…, rediss://…, etcd://HOST:PORT[,HOST:PORT], consul://HOST:PORT or always:REASON (default $" + storeurl.EnvVar + ", else the SQLite file in $XDG_STATE_HOME/tenure); TLS and secrets: see tenure help"
+const storeUsage = "store `URL`: " + storeurl.Supported + " (default $" + storeurl.EnvVar + ", else the SQLite file in $XDG_STATE_HOME/tenure); TLS and secrets: see tenure help"
 
 // openStore resolves and opens the store of command's --store flag value
 // (given says whether the flag was on the command line). An empty --store,

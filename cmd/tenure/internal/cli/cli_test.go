@@ -225,6 +225,28 @@ func TestHelp(t *testing.T) {
 	}
 }
 
+// TestEverySchemeNamed: `tenure help` and the --store usage of every
+// command that takes any store name every scheme a store URL may have.
+func TestEverySchemeNamed(t *testing.T) {
+	t.Parallel()
+	names := func(text, scheme string) bool {
+		return regexp.MustCompile(`(^|[^a-z])` + scheme + `:`).MatchString(text)
+	}
+	help := cli(t, "help").stdout
+	for _, scheme := range storeurl.Schemes {
+		require.True(t, names(help, scheme), "tenure help shows the %s URL form", scheme)
+	}
+	for _, name := range commandNames() {
+		o := cli(t, "help", name)
+		if !strings.Contains(o.stdout, "--store URL") || !names(o.stdout, "sqlite") {
+			continue // no store, or a PostgreSQL store only (fence, agents, owner)
+		}
+		for _, scheme := range storeurl.Schemes {
+			require.True(t, names(o.stdout, scheme), "tenure help %s: --store's usage shows %s", name, scheme)
+		}
+	}
+}
+
 func TestVersion(t *testing.T) {
 	t.Parallel()
 	o := cli(t, "version")

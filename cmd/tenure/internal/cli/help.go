@@ -118,6 +118,19 @@ Store URLs:
       sets the key prefix (default tenure/), tenure_session_ttl_min=D the
       servers' session_ttl_min (default 10s: a shorter --ttl is refused),
       tenure_lock_delay=D the sessions' lock-delay (default 0).
+  nats://[USER:PASSWORD@]HOST:PORT[,HOST:PORT…]
+      NATS JetStream KV (nats-server 2.11 or later: per-key TTLs), port 4222
+      when omitted. tenure_bucket=NAME sets the bucket (default tenure),
+      which migrate creates (tenure_replicas=N for its stream);
+      password_file=, token_file=, creds_file= keep secrets out of the URL.
+      NATS refuses leases shorter than 1s and keeps whole seconds.
+  k8s://[NAMESPACE]
+      Kubernetes Lease objects (coordination.k8s.io/v1) of a namespace
+      (default: the kubeconfig context's, or the pod's), reached as kubectl
+      reaches them: kubeconfig=PATH (else $KUBECONFIG, ~/.kube/config, the
+      pod's service account), context=NAME; tenure_prefix=PREFIX sets the
+      objects' name prefix (default tenure). migrate --print --grant
+      ACCOUNT prints the least-privilege Role and RoleBinding.
   always:REASON
       No store: every holder leads at once, for genuinely idempotent jobs.
       The written REASON (percent-encoding allowed) is required and is

@@ -34,6 +34,11 @@ const (
 // mask replaces every secret in what this package prints.
 const mask = "xxxxx"
 
+// Schemes are the URL schemes [Parse] accepts; [Supported] shows a form of
+// each, and the tests hold `tenure help` and every --store flag's usage to
+// naming them all.
+var Schemes = []string{"postgres", "postgresql", "mysql", "mariadb", "sqlite", "redis", "rediss", "etcd", "consul", "nats", "k8s", "always"}
+
 // Supported lists the URL forms accepted, for messages.
 const Supported = "postgres://…, postgresql://…, mysql://…, mariadb://…, sqlite:PATH, redis://…, rediss://…, etcd://HOST:PORT[,HOST:PORT], consul://HOST:PORT, nats://HOST:PORT[,HOST:PORT], k8s://NAMESPACE or always:REASON"
 

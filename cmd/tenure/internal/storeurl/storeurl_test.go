@@ -188,3 +188,19 @@ func TestWrapRedactsAndKeepsSentinels(t *testing.T) {
 	require.NotContains(t, err.Error(), "\n")
 	require.NoError(t, tg.Wrap(nil))
 }
+
+// TestSchemesAreTheParsedOnes: every scheme of Schemes parses (a URL of it
+// may be refused for its parts, never for its scheme), Supported shows it,
+// and a scheme left out of Schemes is refused as unsupported.
+func TestSchemesAreTheParsedOnes(t *testing.T) {
+	t.Parallel()
+	for _, s := range storeurl.Schemes {
+		_, err := storeurl.Parse(s + "://")
+		if err != nil {
+			require.NotContains(t, err.Error(), "not supported", s)
+		}
+		require.Contains(t, storeurl.Supported, s+":", "Supported shows %s", s)
+	}
+	_, err := storeurl.Parse("zookeeper://h")
+	require.ErrorContains(t, err, `scheme "zookeeper" is not supported`)
+}
