@@ -136,6 +136,33 @@ func TestRunJSONOutcome(t *testing.T) {
 	})
 }
 
+// TestStandbyIsReady: a standby waiting for a held lease under --health is
+// alive and ready, and not the leader, so that a rolling update's new pod
+// becomes ready beside the holder; once it holds the lease it is all three.
+func TestStandbyIsReady(t *testing.T) {
+	t.Parallel()
+	s := sqliteStore(t)
+	env := s.env(t)
+	holder := start(t, env, append([]string{"run", "--name", "r", "--ttl", "6s"}, blockingChild...)...)
+	holder.stdout.await(startedLine)
+	standby := start(t, env, append([]string{"-v", "run", "--name", "r", "--ttl", "6s", "--wait", "--health", "127.0.0.1:0"}, blockingChild...)...)
+	addr := standby.stderr.await(`msg="serving /livez, /readyz and /leaderz" .*addr=(\S+)`)[1]
+	standby.stderr.await(`^tenure: lease "r" is held by .*; waiting for it$`)
+	for path, want := range map[string]int{"/livez": http.StatusOK, "/readyz": http.StatusOK, "/leaderz": http.StatusServiceUnavailable, "/healthz": http.StatusServiceUnavailable} {
+		code, body := probe(t, addr, path)
+		require.Equal(t, want, code, "standby %s: %s", path, body)
+	}
+	holder.closeStdin()
+	require.Equal(t, 0, holder.wait(), holder.stderr.all())
+	standby.stdout.await(startedLine)
+	for _, path := range []string{"/livez", "/readyz", "/leaderz", "/healthz"} {
+		code, body := probe(t, addr, path)
+		require.Equal(t, http.StatusOK, code, "holder %s: %s", path, body)
+	}
+	standby.closeStdin()
+	require.Equal(t, 0, standby.wait(), standby.stderr.all())
+}
+
 // TestRunWaitReportsHolderChanges has two waiters, one with plain lines
 // and one with --log-format json, wait for a held lease. When its holder
 // releases it, one waiter takes it, and the other reports the new holder
@@ -215,7 +242,14 @@ func TestRunWaitReportsHolderChanges(t *testing.T) {
 // healthz asks run's /healthz and returns the status and the body.
 func healthz(t *testing.T, addr string) (int, string) {
 	t.Helper()
-	resp, err := http.Get("http://" + addr + "/healthz")
+	return probe(t, addr, "/healthz")
+}
+
+// probe asks the probe at path of run's --health and returns the status
+// and the body.
+func probe(t *testing.T, addr, path string) (int, string) {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + path)
 	require.NoError(t, err)
 	defer func() { require.NoError(t, resp.Body.Close()) }()
 	b, err := io.ReadAll(resp.Body)
@@ -227,6 +261,8 @@ func healthz(t *testing.T, addr string) (int, string) {
 // progress` for each line the test sends, then stops: /healthz goes from
 // 200 to 503, run gives the lease up as "progress stalled" (exit 79, the
 // lease released at the store), and a report after that is refused.
+// /readyz answers 200 while the run holds and 503 once the tenure is lost;
+// /livez answers 200 again once the run is on its way out.
 func TestRunProgressGate(t *testing.T) {
 	t.Parallel()
 	s := sqliteStore(t)
@@ -237,7 +273,7 @@ func TestRunProgressGate(t *testing.T) {
 	script := `trap '' TERM; while read line; do "$TENURE_BIN" progress; echo "progress $? $line"; done`
 	p := start(t, env, "-v", "run", "--name", "p", "--ttl", "15s", "--grace", "4s", "--progress-timeout", "5s",
 		"--health", "127.0.0.1:0", "--json", out, "--", "sh", "-c", script)
-	addr := p.stderr.await(`msg="serving /healthz" .*addr=(\S+)`)[1]
+	addr := p.stderr.await(`msg="serving /livez, /readyz and /leaderz" .*addr=(\S+)`)[1]
 	send := func(line string) {
 		_, err := fmt.Fprintln(p.stdin, line)
 		require.NoError(t, err)
@@ -248,6 +284,10 @@ func TestRunProgressGate(t *testing.T) {
 	code, body := healthz(t, addr)
 	require.Equal(t, http.StatusOK, code, body)
 	require.Regexp(t, `^holding lease "p" with token \d+; last progress \S+ ago\n$`, body)
+	for _, path := range []string{"/livez", "/readyz", "/leaderz"} {
+		code, body := probe(t, addr, path)
+		require.Equal(t, http.StatusOK, code, "%s: %s", path, body)
+	}
 
 	// No more progress: poll the health check (it has no event to await)
 	// until it turns.
@@ -262,6 +302,11 @@ func TestRunProgressGate(t *testing.T) {
 	code, body = healthz(t, addr)
 	require.Equal(t, http.StatusServiceUnavailable, code)
 	require.Contains(t, body, `lease "p" lost: progress stalled`)
+	code, body = probe(t, addr, "/readyz")
+	require.Equal(t, http.StatusServiceUnavailable, code, body)
+	code, body = probe(t, addr, "/livez")
+	require.Equal(t, http.StatusOK, code, body)
+	require.Contains(t, body, "the run is ending")
 	send("2")
 	p.stdout.await(fmt.Sprintf(`^progress %d 2$`, cli.ExitLost))
 

@@ -12,10 +12,25 @@ import (
 	"github.com/tenure-dev/tenure"
 )
 
-// health serves run --health: GET /healthz answers 200 only while the
-// lease is held and, with --progress-timeout, the command's last progress
-// is fresh. A process that answers 200 while its work is wedged is the
-// liveness probe that lies; this one asks the progress gate.
+// health serves run --health: three probes, each a question a platform
+// asks, so that none of them deadlocks a rolling update.
+//
+//   - /livez (liveness): is this run working, or wedged? 503 only while it
+//     holds the lease and, with --progress-timeout, the command has not
+//     reported progress for that long: the holder is wedged. A standby
+//     waiting for the lease is alive.
+//   - /readyz (readiness): may this run be counted on? 200 from the start,
+//     waiting or holding; 503 once its tenure has ended (lost or
+//     released) and the run is on its way out. A standby is ready, so a
+//     rolling update's new pod becomes ready while the old one holds the
+//     lease, and the old one is then stopped.
+//   - /leaderz (the holder-only check; /healthz is its older name): 200
+//     only while the lease is held and progress is fresh. It answers 503 on
+//     every standby: never a readiness or liveness probe of a Deployment
+//     with more than one replica.
+//
+// A process that answers 200 while its work is wedged is the liveness
+// probe that lies; /livez and /leaderz ask the progress gate.
 type health struct {
 	name            string
 	progressTimeout time.Duration
@@ -54,7 +69,7 @@ func (h *health) close() {
 	h.wg.Wait()
 }
 
-// held records the tenure whose health /healthz reports.
+// held records the tenure whose health the probes report.
 func (h *health) held(l *tenure.Lease) {
 	if h == nil {
 		return
@@ -74,27 +89,46 @@ func (h *health) progressed() {
 	h.lastProgress = time.Now()
 }
 
-// state is the answer to /healthz now: the status code and why.
-func (h *health) state() (int, string) {
+// The probes, by path.
+const (
+	probeLive   = "/livez"
+	probeReady  = "/readyz"
+	probeLeader = "/leaderz"
+	probeHealth = "/healthz" // the older name of /leaderz
+)
+
+// state is the answer of the probe at path now: the status code and why.
+func (h *health) state(path string) (int, string) {
 	h.mu.Lock()
 	l, last := h.lease, h.lastProgress
 	h.mu.Unlock()
 	if l == nil {
+		if path == probeLive || path == probeReady {
+			return http.StatusOK, fmt.Sprintf("standby: waiting for lease %q", h.name)
+		}
 		return http.StatusServiceUnavailable, fmt.Sprintf("not holding lease %q: waiting for it", h.name)
 	}
 	token := l.Token()
 	if token == 0 {
+		why := fmt.Sprintf("lease %q is no longer trusted: no renewal was seen in time", h.name)
 		if err := l.Err(); err != nil {
 			var lost *tenure.LostError
 			if errors.As(err, &lost) && lost.Reason == tenure.LossReleased {
-				return http.StatusServiceUnavailable, fmt.Sprintf("lease %q was released: the command is done", h.name)
+				why = fmt.Sprintf("lease %q was released: the command is done", h.name)
+			} else {
+				why = fmt.Sprintf("lease %q lost: %s", h.name, lossReason(err))
 			}
-			return http.StatusServiceUnavailable, fmt.Sprintf("lease %q lost: %s", h.name, lossReason(err))
 		}
-		return http.StatusServiceUnavailable, fmt.Sprintf("lease %q is no longer trusted: no renewal was seen in time", h.name)
+		if path == probeLive {
+			return http.StatusOK, why + "; the run is ending"
+		}
+		return http.StatusServiceUnavailable, why
 	}
 	since := time.Since(last)
 	if h.progressTimeout > 0 && since >= h.progressTimeout {
+		if path == probeReady {
+			return http.StatusOK, fmt.Sprintf("holding lease %q with token %d; no progress for %s (--progress-timeout %s)", h.name, token, since.Round(time.Millisecond), h.progressTimeout)
+		}
 		return http.StatusServiceUnavailable, fmt.Sprintf("holding lease %q with token %d, but no progress for %s (--progress-timeout %s): the command looks stuck",
 			h.name, token, since.Round(time.Millisecond), h.progressTimeout)
 	}
@@ -105,8 +139,10 @@ func (h *health) state() (int, string) {
 }
 
 func (h *health) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path != "/healthz" {
-		http.Error(w, "not found: tenure run serves /healthz only", http.StatusNotFound)
+	switch r.URL.Path {
+	case probeLive, probeReady, probeLeader, probeHealth:
+	default:
+		http.Error(w, "not found: tenure run serves /livez, /readyz and /leaderz (/healthz: the same as /leaderz)", http.StatusNotFound)
 		return
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
@@ -114,7 +150,7 @@ func (h *health) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "use GET or HEAD", http.StatusMethodNotAllowed)
 		return
 	}
-	code, why := h.state()
+	code, why := h.state(r.URL.Path)
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(code)

@@ -112,11 +112,17 @@ sees half of one):
 progress at least every D with "tenure progress" (it reaches this run
 over TENURE_RUN_CONTROL), or the lease is given up as lost ("progress
 stalled", exit 79) so that a healthy holder can take over. --health ADDR
-serves GET /healthz on ADDR: 200 while the lease is held and, with
---progress-timeout, the last progress is younger than D; 503 otherwise
-(waiting, lost, stalled), with one line saying why. A standby waiting with
---wait answers 503, so use it as a readiness check, or as a liveness check
-only where a restart is the right answer to a stalled holder.
+serves three probes on ADDR, each 200 or 503 with one line saying why:
+  /livez    liveness: 503 only while this run holds the lease and the
+            command has not reported progress for --progress-timeout (a
+            wedged holder); a standby waiting with --wait is alive
+  /readyz   readiness: 200 while waiting or holding, 503 once the tenure
+            ended and the run is on its way out; a standby is ready, so a
+            rolling update's new pod becomes ready beside the holder
+  /leaderz  the holder-only check (/healthz is its older name): 200 only
+            while the lease is held and progress is fresh; every standby
+            answers 503, so never use it as a Deployment's readiness or
+            liveness probe
 
 --payload publishes TEXT with the tenure (the address where the command
 serves, say: up to 1024 bytes, no control characters); followers read it
@@ -165,7 +171,7 @@ resource's token check.`,
 			fs.StringVar(&o.store, "store", "", storeUsage)
 			fs.Var(&o.heldExit, "held-exit-code", "without --wait, exit `N` (0 to 125) instead of 75 when the lease is held elsewhere")
 			o.progressTimeout = durationFlag(fs, "progress-timeout", 0, "give the lease up when the command reports no progress (tenure progress) for this `duration`; 0 turns the progress gate off")
-			fs.StringVar(&o.health, "health", "", "serve GET /healthz on `ADDR` (host:port): 200 while the lease is held and progress is fresh, else 503")
+			fs.StringVar(&o.health, "health", "", "serve the probes /livez, /readyz and /leaderz on `ADDR` (host:port)")
 			fs.StringVar(&o.jsonPath, "json", "", "write the outcome as one JSON object to `FILE` when run ends (- for standard error)")
 			fs.BoolVar(&o.watchdog, "watchdog", false, hiddenFlag+"run as the watchdog of a tenure run, reading kill deadlines from descriptor 3")
 			return func(ctx context.Context, e *env, args []string) error {
@@ -289,7 +295,7 @@ func (o *runOptions) run(ctx context.Context, e *env, args []string) error {
 		}
 		h.serve()
 		defer h.close()
-		e.logger.Info("serving /healthz", "lease", o.name, "addr", h.ln.Addr().String())
+		e.logger.Info("serving /livez, /readyz and /leaderz", "lease", o.name, "addr", h.ln.Addr().String())
 	}
 	e.announceDefault(target, fmt.Sprintf("to share lease %q with other hosts", o.name))
 	opened, err := storeopen.Open(ctx, target, storeopen.Options{})
