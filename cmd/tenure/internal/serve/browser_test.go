@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -76,6 +77,11 @@ func TestBrowser(t *testing.T) {
 		checkInBrowser(t, bin, openSQLite(t), nil, "sqlite:tenure.db")
 	})
 
+	t.Run("SixHolders", func(t *testing.T) {
+		t.Parallel()
+		checkColoursInBrowser(t, bin, openSQLite(t), 6)
+	})
+
 	t.Run("PostgreSQL", func(t *testing.T) {
 		t.Parallel()
 		owner := testserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")
@@ -101,6 +107,45 @@ func TestBrowser(t *testing.T) {
 		require.Contains(t, body, `<tr class="agent state-alive"><td class="name">host-17</td>`)
 		require.Contains(t, body, "10.0.0.17:7000")
 	})
+}
+
+// checkColoursInBrowser hands one lease from holder to holder n times,
+// serves the page, and reads in the DOM chromium built that each holder's
+// bars on the timelines have a colour of their own.
+func checkColoursInBrowser(t *testing.T, bin string, st store.Store, n int) {
+	t.Helper()
+	ctx := context.Background()
+	s := newServer(t, Config{Store: st})
+	for i := range n {
+		g := acquire(t, st, "nightly-billing", testutil.Holder(t, fmt.Sprintf("host-%d", i+1)))
+		require.NoError(t, s.Refresh(ctx))
+		if i < n-1 {
+			release(t, st, g)
+			require.NoError(t, s.Refresh(ctx))
+		}
+	}
+	srv := httptest.NewServer(s.Handler())
+	t.Cleanup(srv.Close)
+	dom := string(browse(t, bin, srv.URL+"/", "--dump-dom"))
+
+	bars := regexp.MustCompile(`fill="(#[0-9a-f]{6})" stroke="#ffffff" stroke-width="1"><title>nightly-billing: held by (host-\d+)/`).FindAllStringSubmatch(dom, -1)
+	fills := map[string]map[string]bool{} // holder → the fills of its bars
+	for _, m := range bars {
+		if fills[m[2]] == nil {
+			fills[m[2]] = map[string]bool{}
+		}
+		fills[m[2]][m[1]] = true
+	}
+	require.Len(t, fills, n, "every holder has bars on the timeline")
+	owner := map[string]string{} // fill → holder
+	for holder, fs := range fills {
+		require.Len(t, fs, 1, "%s's bars share one colour", holder)
+		for f := range fs {
+			require.Empty(t, owner[f], "%s and %s share the colour %s", owner[f], holder, f)
+			owner[f] = holder
+		}
+	}
+	require.Contains(t, dom, fmt.Sprintf("Each holder has a colour of its own (up to %d holders).", len(palette)))
 }
 
 // checkInBrowser serves st's status page on a free loopback port and checks
@@ -151,10 +196,11 @@ func checkInBrowser(t *testing.T, bin string, st store.Store, reg *registry.Regi
 	img, err := png.Decode(f)
 	require.NoError(t, err, "the screenshot is a PNG")
 	require.Equal(t, image.Rect(0, 0, shotW, shotH), img.Bounds())
-	colours, holderPixels := scan(img, holderColor(holder))
-	t.Logf("screenshot: %d colours, %d pixels of the holder's colour %s", colours, holderPixels, holderColor(holder))
+	// host-1 held the lease first, host-2 second: the palette's second colour.
+	colours, holderPixels := scan(img, palette[1])
+	t.Logf("screenshot: %d colours, %d pixels of the holder's colour %s", colours, holderPixels, palette[1])
 	require.GreaterOrEqual(t, colours, 20, "a page with text, tables and a timeline has many colours; a blank one has few")
-	require.GreaterOrEqual(t, holderPixels, 200, "the timeline's bar in the current holder's colour %s", holderColor(holder))
+	require.GreaterOrEqual(t, holderPixels, 200, "the timeline's bar in the current holder's colour %s", palette[1])
 	return dom
 }
 

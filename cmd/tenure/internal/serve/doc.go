@@ -12,7 +12,7 @@
 // / shows the lease table (name, state, holder, token, seq, remaining time
 // and acquisition time, all by the store's clock at the last read), the
 // fleet registry's agents when [Config.Registry] is set, a timeline drawn
-// as inline SVG of each lease's holders (one colour per holder) and tokens
+// as inline SVG of each lease's holders (the holders shown take ten colours in the order first seen, so up to ten never share one) and tokens
 // since the server started, and the latest [MaxRecentChanges] changes the
 // server observed.
 // It reloads itself every [RefreshSeconds] seconds.

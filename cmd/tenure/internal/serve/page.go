@@ -36,12 +36,15 @@ type pageData struct {
 	ReadAge, ReadTook             string
 	Leases                        []leaseRow
 	Total, Held, Hidden           int
-	HasRegistry                   bool
-	Agents                        []agentRow
-	AgentsErr                     string
-	Timeline                      *timeline
-	Changes                       []changeRow
-	History, Recent               int
+	// Holders is how many holders the page colours; past the palette's
+	// size, colours repeat and the page says so.
+	Holders, Colours int
+	HasRegistry      bool
+	Agents           []agentRow
+	AgentsErr        string
+	Timeline         *timeline
+	Changes          []changeRow
+	History, Recent  int
 	// The store's own history, when it is a [store.Historian].
 	Historian     bool
 	Events        []eventRow
@@ -109,6 +112,8 @@ func (s *Server) pageData(now time.Time) pageData {
 	d.ReadAge = ago(now, s.last.at)
 	d.ReadTook = took(s.last.took)
 	d.Total = len(s.last.leases)
+	colours := s.pageColours()
+	d.Holders, d.Colours = len(colours), len(palette)
 	for i, r := range s.last.leases {
 		if r.State == store.StateHeld {
 			d.Held++
@@ -116,7 +121,7 @@ func (s *Server) pageData(now time.Time) pageData {
 		if i >= MaxRows {
 			continue
 		}
-		d.Leases = append(d.Leases, toLeaseRow(r))
+		d.Leases = append(d.Leases, toLeaseRow(r, colours))
 	}
 	d.Hidden = d.Total - len(d.Leases)
 	for _, a := range s.last.agents {
@@ -125,22 +130,22 @@ func (s *Server) pageData(now time.Time) pageData {
 	if s.last.agentsErr != nil {
 		d.AgentsErr = s.last.agentsErr.Error()
 	}
-	d.Timeline = s.buildTimeline(s.started, now)
-	d.Changes = s.recentChanges()
+	d.Timeline = s.buildTimeline(s.started, now, colours)
+	d.Changes = s.recentChanges(colours)
 	if s.last.eventsErr != nil {
 		d.EventsErr = s.last.eventsErr.Error()
 	}
 	for _, ev := range slices.Backward(s.last.events) {
-		d.Events = append(d.Events, toEventRow(ev))
+		d.Events = append(d.Events, toEventRow(ev, colours))
 	}
-	d.StoreTimeline = storeTimeline(s.last.events, s.last.leases, s.last.at)
+	d.StoreTimeline = storeTimeline(s.last.events, s.last.leases, s.last.at, colours)
 	return d
 }
 
-func toEventRow(ev store.HistoryEvent) eventRow {
+func toEventRow(ev store.HistoryEvent, colours colours) eventRow {
 	r := eventRow{
 		At: ev.At.UTC().Format(timeFormat), Name: ev.Name, Event: ev.Kind.String(),
-		Holder: ev.Holder.String(), Token: ev.Token.String(), Previous: "-", Color: holderColor(ev.Holder),
+		Holder: ev.Holder.String(), Token: ev.Token.String(), Previous: "-", Color: colours.of(ev.Holder),
 	}
 	if ev.PreviousToken != 0 {
 		r.Previous = ev.PreviousHolder.String() + " (token " + ev.PreviousToken.String() + ")"
@@ -148,7 +153,7 @@ func toEventRow(ev store.HistoryEvent) eventRow {
 	return r
 }
 
-func toLeaseRow(r store.Record) leaseRow {
+func toLeaseRow(r store.Record, colours colours) leaseRow {
 	l := leaseRow{Name: r.Name, State: stateName(r.State), Holder: r.Holder.String(), Token: "-", Seq: "-", Remaining: "-", AcquiredAt: "-", Payload: r.Payload}
 	if r.Token > 0 {
 		l.Token = r.Token.String()
@@ -159,7 +164,7 @@ func toLeaseRow(r store.Record) leaseRow {
 	}
 	if r.State == store.StateHeld {
 		l.Remaining = r.Remaining.Round(time.Millisecond).String()
-		l.Color = holderColor(r.Holder)
+		l.Color = colours.of(r.Holder)
 	}
 	return l
 }
@@ -189,12 +194,12 @@ func toAgentRow(a registry.Agent) agentRow {
 
 // recentChanges lists the latest changes this server saw, newest first;
 // s.mu is held.
-func (s *Server) recentChanges() []changeRow {
+func (s *Server) recentChanges(colours colours) []changeRow {
 	rows := make([]changeRow, 0, len(s.recent))
 	for _, n := range slices.Backward(s.recent) {
 		row := changeRow{At: n.c.at.UTC().Format(timeFormat), Name: n.name, What: describe(n.c)}
 		if n.c.state == store.StateHeld {
-			row.Color = holderColor(n.c.holder)
+			row.Color = colours.of(n.c.holder)
 		}
 		rows = append(rows, row)
 	}

@@ -141,7 +141,7 @@ func TestPage(t *testing.T) {
 	require.Contains(t, body, "host-1&#34;&gt;&lt;script&gt;alert(1)&lt;/script&gt;/"+first.Instance)
 	require.Contains(t, body, `<td class="state">held</td>`)
 	require.Contains(t, body, "1 held of 1")
-	require.Contains(t, body, `fill="`+holderColor(first)+`"`, "the holder's colour on the timeline")
+	require.Contains(t, body, `fill="`+palette[0]+`"`, "the first holder's colour on the timeline")
 	require.Contains(t, body, "first seen: held by")
 	require.Contains(t, body, "<title>billing[U&#43;00A0][U&#43;3164]&lt;b&gt;x&lt;/b&gt;: held by host-1&#34;", "a bar's tooltip names the holder")
 	require.Contains(t, body, "a change between two reads, and everything before this server started, is not shown")
@@ -155,7 +155,7 @@ func TestPage(t *testing.T) {
 	_, _, body = get(t, h, "/")
 	require.Contains(t, body, "held by host-2/"+second.Instance+" with token "+g2.Token.String())
 	require.Contains(t, body, "released (last holder host-1")
-	require.Contains(t, body, `fill="`+holderColor(second)+`"`)
+	require.Contains(t, body, `fill="`+palette[1]+`"`, "the second holder has a colour of its own")
 	require.Contains(t, body, `fill="`+idleFill+`"`, "the released interval is drawn grey")
 	require.Contains(t, body, ">#"+g1.Token.String()+"</text>", "the token is written on the timeline")
 	observed, recorded, ok := strings.Cut(body, `<section id="store-history">`)
@@ -195,6 +195,32 @@ func TestPageWithoutStoreHistory(t *testing.T) {
 
 // TestStoreTimeline: a tenure the store recorded no end of is drawn to the
 // last read, faded unless that read still showed it held.
+// TestColoursAreDistinct: the holders a page shows take the palette's
+// colours in the order first seen, so no two of up to len(palette)
+// holders share one, and more reuse them in turn.
+func TestColoursAreDistinct(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC)
+	var seen []sighting
+	holders := make([]store.Holder, len(palette)+2)
+	for i := range holders {
+		holders[i] = store.Holder{Label: "host", Instance: fmt.Sprint(i)}
+		// Seen again later, and in an order other than the first sightings'.
+		seen = append(seen, sighting{holders[i], at.Add(time.Hour - time.Duration(i)*time.Second)})
+		seen = append(seen, sighting{holders[i], at.Add(time.Duration(i) * time.Second)})
+	}
+	c := assignColours(seen)
+	require.Len(t, c, len(holders))
+	used := map[string]bool{}
+	for i, h := range holders[:len(palette)] {
+		require.Equal(t, palette[i], c.of(h), "holder %d takes the palette's colours in the order first seen", i)
+		used[c.of(h)] = true
+	}
+	require.Len(t, used, len(palette), "no two of the first %d holders share a colour", len(palette))
+	require.Equal(t, palette[0], c.of(holders[len(palette)]), "past the palette, colours are reused in turn")
+	require.Equal(t, palette[1], c.of(holders[len(palette)+1]))
+}
+
 func TestStoreTimeline(t *testing.T) {
 	t.Parallel()
 	at := time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC)
@@ -205,21 +231,22 @@ func TestStoreTimeline(t *testing.T) {
 		{Name: "other", Kind: store.EventGranted, Holder: a, Token: 6, At: at.Add(30 * time.Second)},
 		{Name: "other", Kind: store.EventForceReleased, Holder: a, Token: 6, At: at.Add(40 * time.Second)},
 	}
-	require.Nil(t, storeTimeline(nil, nil, at))
+	c := colours{a: palette[3], b: palette[4]}
+	require.Nil(t, storeTimeline(nil, nil, at, c))
 	now := at.Add(2 * time.Minute)
-	tl := storeTimeline(events, []store.Record{{Grant: store.Grant{Name: "job", Holder: b, Token: 7}, State: store.StateHeld}}, now)
+	tl := storeTimeline(events, []store.Record{{Grant: store.Grant{Name: "job", Holder: b, Token: 7}, State: store.StateHeld}}, now, c)
 	require.Equal(t, 2, tl.Shown)
 	require.Equal(t, "job", tl.Rows[0].Name)
 	job := tl.Rows[0].Segments
 	require.Len(t, job, 2)
-	require.Equal(t, holderColor(a), job[0].Fill)
-	require.Equal(t, holderColor(b), job[1].Fill)
+	require.Equal(t, palette[3], job[0].Fill)
+	require.Equal(t, palette[4], job[1].Fill)
 	require.False(t, job[1].Faded, "still held at the last read")
 	require.InDelta(t, tl.PlotX+tl.PlotW, job[1].X+job[1].W, 0.2, "drawn to now")
 	other := tl.Rows[1].Segments
-	require.Equal(t, []string{holderColor(a), idleFill}, []string{other[0].Fill, other[1].Fill})
+	require.Equal(t, []string{palette[3], idleFill}, []string{other[0].Fill, other[1].Fill})
 
-	tl = storeTimeline(events, nil, now)
+	tl = storeTimeline(events, nil, now, c)
 	require.True(t, tl.Rows[0].Segments[1].Faded, "not held at the last read: its end is unknown")
 	require.Contains(t, tl.Rows[0].Segments[1].Title, "the store records no expiry time")
 }
@@ -373,7 +400,7 @@ func TestHistoryBounded(t *testing.T) {
 	require.Equal(t, store.StateHeld, changes[1].state)
 	require.Equal(t, last.Token, changes[1].token)
 	require.False(t, changes[0].first)
-	tl := s.buildTimeline(s.started, time.Now())
+	tl := s.buildTimeline(s.started, time.Now(), s.pageColours())
 	require.Len(t, tl.Rows, 1)
 	require.Len(t, tl.Rows[0].Segments, 3)
 	require.Greater(t, tl.Rows[0].Segments[0].X, tl.PlotX, "the changes dropped from the history are not drawn as the oldest one kept")

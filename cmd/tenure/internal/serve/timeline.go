@@ -1,7 +1,6 @@
 package serve
 
 import (
-	"hash/fnv"
 	"math"
 	"slices"
 	"strings"
@@ -9,23 +8,6 @@ import (
 
 	"github.com/tenure-dev/tenure/store"
 )
-
-// palette colours holders on the page: a holder's colour is picked by a
-// hash of its label and instance, so it keeps its colour across reloads.
-var palette = []string{
-	"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e",
-	"#17becf", "#8c564b", "#e377c2", "#bcbd22", "#393b79",
-}
-
-// idleFill colours the time a lease was not held.
-const idleFill = "#e4e4e4"
-
-// holderColor returns h's colour.
-func holderColor(h store.Holder) string {
-	f := fnv.New32a()
-	_, _ = f.Write([]byte(h.Label + "\x00" + h.Instance)) // hash writes never fail
-	return palette[f.Sum32()%uint32(len(palette))]
-}
 
 // Geometry of the timeline, in SVG user units (pixels at zoom 100 %).
 const (
@@ -82,12 +64,12 @@ type tlEntry struct {
 
 // buildTimeline draws the leases whose history changed last, from the first
 // read (from) to now; s.mu is held.
-func (s *Server) buildTimeline(from, now time.Time) *timeline {
+func (s *Server) buildTimeline(from, now time.Time, c colours) *timeline {
 	all := make([]tlEntry, 0, len(s.history))
 	for name, h := range s.history {
 		all = append(all, tlEntry{name: name, changes: h.changes})
 	}
-	return drawTimeline(all, from, now)
+	return drawTimeline(all, from, now, c)
 }
 
 // storeTimeline draws the store's recorded events (oldest first) up to now
@@ -95,7 +77,7 @@ func (s *Server) buildTimeline(from, now time.Time) *timeline {
 // next tenure, and to now when the last read still showed it held (faded
 // when it did not: the store records no expiry). current is the last
 // read's leases.
-func storeTimeline(events []store.HistoryEvent, current []store.Record, now time.Time) *timeline {
+func storeTimeline(events []store.HistoryEvent, current []store.Record, now time.Time, colours colours) *timeline {
 	if len(events) == 0 {
 		return nil
 	}
@@ -129,7 +111,7 @@ func storeTimeline(events []store.HistoryEvent, current []store.Record, now time
 		}
 		entries[i] = *e
 	}
-	return drawTimeline(entries, events[0].At, now)
+	return drawTimeline(entries, events[0].At, now, colours)
 }
 
 func later(a, b time.Time) time.Time {
@@ -141,7 +123,7 @@ func later(a, b time.Time) time.Time {
 
 // drawTimeline lays out the [MaxTimelineLeases] leases of all that changed
 // last, by name, from from to now.
-func drawTimeline(all []tlEntry, from, now time.Time) *timeline {
+func drawTimeline(all []tlEntry, from, now time.Time, colours colours) *timeline {
 	lastAt := func(e tlEntry) time.Time { return e.changes[len(e.changes)-1].at }
 	slices.SortFunc(all, func(a, b tlEntry) int {
 		if c := lastAt(b).Compare(lastAt(a)); c != 0 {
@@ -179,7 +161,7 @@ func drawTimeline(all []tlEntry, from, now time.Time) *timeline {
 			seg.TextX = round1(seg.X + seg.W/2)
 			when := c.at.UTC().Format(clockFormat) + "–" + end.UTC().Format(clockFormat) + " UTC"
 			if c.state == store.StateHeld {
-				seg.Fill = holderColor(c.holder)
+				seg.Fill = colours.of(c.holder)
 				seg.Title = oneLine(e.name) + ": held by " + oneLine(c.holder.String()) + ", token " + c.token.String() + ", " + when
 				if seg.W >= tlMinLabelW {
 					seg.Label = "#" + c.token.String()
