@@ -101,6 +101,22 @@ func awaitTicks(t *testing.T, path string) {
 	}
 }
 
+// awaitTickAfter waits until path holds a timestamp after at.
+func awaitTickAfter(t *testing.T, path string, at int64) {
+	t.Helper()
+	deadline := time.Now().Add(patience)
+	for {
+		b, _ := os.ReadFile(path)
+		for _, l := range strings.Split(string(b), "\n") {
+			if n, err := strconv.ParseInt(strings.TrimSpace(l), 10, 64); err == nil && n > at {
+				return
+			}
+		}
+		require.True(t, time.Now().Before(deadline), "nothing ticked in %s after %d", path, at)
+		time.Sleep(10 * time.Millisecond) // polling a file, with a deadline
+	}
+}
+
 // awaitGone waits until none of pids is alive (zombies count as gone).
 func awaitGone(t *testing.T, pids ...int) {
 	t.Helper()
@@ -269,6 +285,70 @@ func TestRunForcedRelease(t *testing.T) {
 	require.Regexp(t, fmt.Sprintf(`lost lease "nightly" with token %d: .*SIGKILL now`, first), a.stderr.all())
 	aLast := lastTick(t, ticks)
 	require.Less(t, aLast, bStart, "the old holder's command wrote %s after the next holder started", time.Duration(aLast-bStart))
+}
+
+// TestForcedReleaseNoOverlap: `release --force`, then a second tenure
+// run --wait, while the first's command (which ignores SIGTERM) appends a
+// timestamp every 20ms: no line of the first comes after the second's
+// command started, on stores that tell the holder at once (PostgreSQL by
+// NOTIFY, SQLite by polling its file: the holder kills its command, and
+// the lease is free at once) and on one that cannot (MySQL: release moves the holder's renewal chain
+// on and keeps its expiry, which it prints; the holder stands down at its
+// next renewal, the next holder gets in at the expiry).
+func TestForcedReleaseNoOverlap(t *testing.T) {
+	t.Parallel()
+	for name, open := range map[string]func(*testing.T) store{"Postgres": pgStore, "SQLite": sqliteStore, "MySQL": mysqlStore} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			s := open(t)
+			ticks := filepath.Join(t.TempDir(), "ticks")
+			env := s.env(t, "TICKS="+ticks)
+			flags := []string{"run", "--name", "nightly", "--ttl", "6s"}
+			a := start(t, env, append(flags, "--label", "a", "--", "sh", "-c", ticker)...)
+			first := atoi(t, a.stdout.await(startedLine)[3])
+			s.awaitListeners(t, 1)
+			awaitTicks(t, ticks)
+
+			r := run(t, env, "release", "--force", "nightly")
+			require.Equal(t, 0, r.code, r.stderr.all())
+			released := r.stdout.rest()
+			b := start(t, env, append(flags, append([]string{"--label", "b", "--wait"}, nextHolder...)...)...)
+			bStart := atoi(t, b.stdout.await(`^started (\d+)$`)[1])
+			require.Equal(t, 0, b.wait(), b.stderr.all())
+			require.Equal(t, cli.ExitLost, a.wait(), a.stderr.all())
+			aLast := lastTick(t, ticks)
+			require.Less(t, aLast, bStart, "the old holder's command wrote %s after the next holder started", time.Duration(aLast-bStart))
+			if s.kind == "mysql" {
+				require.Regexp(t, `the next holder can take it in \S+ by the store's clock`, released)
+				require.Regexp(t, fmt.Sprintf(`lost lease "nightly" with token %d: .*the chain moved on: a clone, or an operator's release --force`, first), a.stderr.all())
+			}
+		})
+	}
+}
+
+// TestForcedReleaseNowOnMySQL: with --now, MySQL lets the next holder in
+// at once, and release says what that risks: the holder, which MySQL
+// cannot tell, writes on beside the next holder until its next renewal.
+func TestForcedReleaseNowOnMySQL(t *testing.T) {
+	t.Parallel()
+	s := mysqlStore(t)
+	ticks := filepath.Join(t.TempDir(), "ticks")
+	env := s.env(t, "TICKS="+ticks)
+	// Renewals every 5s: the release and the next holder's start come
+	// well before the first.
+	flags := []string{"run", "--name", "nightly", "--ttl", "15s"}
+	a := start(t, env, append(flags, "--label", "a", "--", "sh", "-c", ticker)...)
+	a.stdout.await(startedLine)
+	awaitTicks(t, ticks)
+
+	r := run(t, env, "release", "--force", "--now", "nightly")
+	require.Equal(t, 0, r.code, r.stderr.all())
+	require.Contains(t, r.stdout.rest(), "beside the next holder")
+	b := run(t, env, append(flags, append([]string{"--label", "b"}, nextHolder...)...)...)
+	require.Equal(t, 0, b.code, "the next holder was not let in at once: %s", b.stderr.all())
+	bStart := atoi(t, b.stdout.await(`^started (\d+)$`)[1])
+	awaitTickAfter(t, ticks, bStart)
+	require.Equal(t, cli.ExitLost, a.wait(), a.stderr.all())
 }
 
 // TestRunSelfReleaseThenExit: the command releases its own tenure, goes

@@ -148,6 +148,7 @@ func TestUsageErrors(t *testing.T) {
 		{"StatusBadName", []string{"status", "--store", db, "a\x7fb"}, "control character"},
 		{"ReleaseNoName", []string{"release", "--store", db}, "takes one lease NAME"},
 		{"ReleaseTwoNames", []string{"release", "--force", "a", "b", "--store", db}, "takes one lease NAME, got 2"},
+		{"ReleaseNowWithoutForce", []string{"release", "--now", "a", "--store", db}, "--now goes with --force"},
 		{"MigrateArgument", []string{"migrate", "now"}, "takes no arguments"},
 		{"MigrateGrantWithoutPrint", []string{"migrate", "--grant", "app"}, "--grant and --grant-read need --print"},
 		{"MigrateTokenFloorPrint", []string{"migrate", "--print", "--token-floor"}, "does not go with --print"},
@@ -728,6 +729,7 @@ func TestLossReason(t *testing.T) {
 	require.Equal(t, "renew error: pgstore: renew: timeout",
 		lossReason(&tenure.LostError{Reason: tenure.LossRenewError, Cause: errors.New("pgstore: renew:\ntimeout")}))
 	require.Contains(t, lossReason(&tenure.LostError{Reason: tenure.LossExpiredAtStore}), "tenure release --force")
+	require.Contains(t, lossReason(&tenure.LostError{Reason: tenure.LossSeqMismatch}), "an operator's release --force")
 	require.Equal(t, "unknown reason", lossReason(nil))
 	require.True(t, storeReachable(&tenure.LostError{Reason: tenure.LossSuspended}))
 	require.False(t, storeReachable(&tenure.LostError{Reason: tenure.LossRenewError}))

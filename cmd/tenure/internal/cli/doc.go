@@ -35,9 +35,15 @@
 //     PostgreSQL and SQLite keep history ([store.Historian]); other stores
 //     are refused with exit 64.
 //   - release: give up the caller's own lease (TENURE_HOLDER and
-//     TENURE_TOKEN must match it), or with --force expire anyone's, keeping
-//     the token counter so its old holder is fenced (recorded in the
-//     history as force-released, [store.ForceReleaser]).
+//     TENURE_TOKEN must match it), or with --force end anyone's tenure,
+//     keeping the token counter so its old holder is fenced. A store that
+//     notifies ([store.Notifier]) tells the holder at once, so the lease is
+//     expired now (recorded in the history as force-released,
+//     [store.ForceReleaser]); on one that does not (MySQL) release renews
+//     in the holder's name with the seq it read and the time left, so the
+//     holder's next renewal is a seq mismatch while the expiry stays, and
+//     no one else gets the lease before the holder's trusted time has run
+//     out. --now expires it at once there too.
 //   - migrate: create or upgrade the store's schema (on PostgreSQL the
 //     fleet registry's too), or print its SQL (PostgreSQL and SQLite), with
 //     the grants of a run-time role (--grant: EXECUTE on the functions,

@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/tenure-dev/tenure/store"
 
+	"github.com/tenure-dev/tenure/cmd/tenure/internal/storeopen"
 	"github.com/tenure-dev/tenure/cmd/tenure/internal/storeurl"
 )
 
@@ -20,10 +22,11 @@ const releaseAttempts = 3
 func releaseCommand() *command {
 	return &command{
 		summary:      "release a lease: your own, or anyone's with --force",
-		synopsis:     "release NAME [--force] [--store URL]",
+		synopsis:     "release NAME [--force [--now]] [--store URL]",
 		interspersed: true,
 		about: `Release expires the lease NAME at the store now, keeping its token counter,
-so the next holder gets a greater token and takes over at once.
+so the next holder gets a greater token and takes over at once (an
+operator's --force on MySQL differs: see below).
 
 Without --force it releases only the caller's own tenure: TENURE_HOLDER and
 TENURE_TOKEN, which tenure run gives its command, must match the lease.
@@ -34,20 +37,44 @@ next holder may start at once, so make the release the command's last act:
 its tree is killed if it still runs the grace later. Elsewhere, or when
 that tenure run no longer holds the lease, release asks the store directly.
 
-With --force an operator expires whoever holds the lease. Its holder is
-fenced from then on: a fence refuses its token as soon as a greater token
-is recorded (on PostgreSQL, tenure_fence does, and tenure_check_lease
-refuses it at once). If it runs under tenure run on a store that notifies
-(PostgreSQL, Redis, etcd, Consul), that tenure run hears of it within a
-round trip and SIGKILLs its command at once (the lease is already gone);
-on SQLite, at its next renewal.
+With --force an operator ends the tenure of whoever holds the lease. How
+depends on whether the store can tell the holder at once:
+  - PostgreSQL, Redis, etcd, Consul, NATS, Kubernetes and SQLite (which
+    polls its file every 10ms) announce a release: a tenure run holding
+    the lease hears of it within a round trip and SIGKILLs its command.
+    So release expires the lease now and the next holder takes over at
+    once, with a greater token. (Should the announcement be lost, to a
+    reconnection, the holder learns at its next renewal.)
+  - MySQL/MariaDB sends no notification: the holder would learn of a
+    release only at its next renewal, up to TTL/3 later, while the next
+    holder could already be running. So release instead moves the
+    holder's renewal chain on (a renewal in its name, with the seq it
+    read, for the time the lease has left: its expiry stays where it
+    was) and prints that time by the store's clock. The holder's next
+    renewal finds the chain moved on and its tenure run stops the
+    command (SIGTERM, SIGKILL after the grace), all within the time it
+    trusts, which ends before that expiry; nobody can take the lease
+    before the expiry, and a tenure run --wait takes it then, with a
+    greater token.
+--now expires the lease at once on every store. On MySQL that risks what
+the default avoids: the old holder's command goes on working beside the
+next holder's until its next renewal (up to TTL/3), refused only where a
+fence checks its token. Use it when the holder is known to be gone (its
+host is dead), not to hurry a live one.
+
+Either way the holder is fenced: a fence refuses its token as soon as a
+greater token is recorded (on PostgreSQL, tenure_check_lease refuses it at
+once; on MySQL without --now, so does mysqlfence's strict check, since the
+chain moved on). tenure history records the act as force-released where
+the store keeps a history (PostgreSQL, SQLite).
 
 Without --store and TENURE_STORE, release uses this host's SQLite file
 (saying so on standard error when that call creates the file); an empty --store or TENURE_STORE is refused
 (exit 64).`,
 		setup: func(fs *flag.FlagSet) action {
 			var o releaseOptions
-			fs.BoolVar(&o.force, "force", false, "expire the lease whoever holds it")
+			fs.BoolVar(&o.force, "force", false, "end the tenure of whoever holds the lease (on a store that cannot tell the holder at once, MySQL, the next holder waits out the time it has left)")
+			fs.BoolVar(&o.now, "now", false, "with --force, expire the lease at once on every store; on MySQL the old holder's command may run beside the next holder's until its next renewal")
 			fs.StringVar(&o.store, "store", "", storeUsage)
 			return func(ctx context.Context, e *env, args []string) error {
 				o.storeGiven = flagSet(fs, "store")
@@ -59,6 +86,7 @@ Without --store and TENURE_STORE, release uses this host's SQLite file
 
 type releaseOptions struct {
 	force      bool
+	now        bool
 	store      string
 	storeGiven bool
 }
@@ -70,6 +98,9 @@ func (o *releaseOptions) run(ctx context.Context, e *env, args []string) error {
 	name := args[0]
 	if err := store.ValidateName(name); err != nil {
 		return usagef("release", "%s", message(err))
+	}
+	if o.now && !o.force {
+		return usagef("release", "--now goes with --force: it says how an operator's forced release ends another holder's tenure; your own tenure is released at once anyway")
 	}
 	var (
 		own   store.Holder
@@ -118,6 +149,17 @@ func (o *releaseOptions) run(ctx context.Context, e *env, args []string) error {
 			return &exitError{code: ExitNotAcquired, err: fmt.Errorf("lease %q is held by %s with token %d, not by %s with token %d; not released (an operator may use --force)",
 				name, rec.Holder, rec.Token, own, token)}
 		}
+		_, notifies := opened.Store.(store.Notifier)
+		if o.force && !o.now && !notifies {
+			done, err := standDown(ctx, e, opened, name, rec)
+			if err != nil {
+				return err
+			}
+			if done {
+				return nil
+			}
+			continue // It changed (a renewal, a release) between the two calls: look again.
+		}
 		release := opened.Store.Release
 		if fr, ok := opened.Store.(store.ForceReleaser); ok && o.force {
 			release = fr.ForceRelease // the history tells it from the holder's own
@@ -132,6 +174,9 @@ func (o *releaseOptions) run(ctx context.Context, e *env, args []string) error {
 			return opened.Target.Wrap(err)
 		}
 		switch {
+		case o.force && !notifies:
+			fmt.Fprintf(e.stdout, "released lease %q; its holder %s with token %d is now fenced: a fence refuses token %d once a greater token is recorded; the next holder may start at once, but this store sends no notification: the old holder learns of the release only at its next renewal, and until then its work may run on beside the next holder, refused only where a fence checks its token\n",
+				name, rec.Holder, rec.Token, rec.Token)
 		case o.force && opened.Target.Kind == storeurl.Postgres:
 			fmt.Fprintf(e.stdout, "released lease %q; its holder %s with token %d is now fenced: tenure_check_lease refuses token %d at once and tenure_fence refuses it once a greater token is recorded; the next holder gets a greater token\n",
 				name, rec.Holder, rec.Token, rec.Token)
@@ -144,6 +189,36 @@ func (o *releaseOptions) run(ctx context.Context, e *env, args []string) error {
 		return nil
 	}
 	return fmt.Errorf("lease %q changed hands %d times while being released; try again", name, releaseAttempts)
+}
+
+// standDown ends the tenure rec of lease name on a store that cannot tell
+// its holder at once. A renewal in the holder's name, a compare-and-set on
+// the seq Get read, moves the holder's renewal chain on, so that its own
+// next renewal fails as a seq mismatch and it stands down. The TTL is the
+// time rec had left, rounded up to a millisecond, so the store's expiry
+// stays where it was (the store sets it to its now + TTL, and its now has
+// moved on since Get). No one else can acquire the lease before that
+// expiry, which comes after the end of the time the holder trusts (its
+// deadline is its last renewal's send time + the time granted − a
+// margin). It reports false when the lease changed between Get and the
+// renewal.
+func standDown(ctx context.Context, e *env, opened *storeopen.Opened, name string, rec store.Record) (bool, error) {
+	ttl := max(rec.Remaining, time.Millisecond)
+	if r := ttl % time.Millisecond; r != 0 {
+		ttl += time.Millisecond - r
+	}
+	sctx, cancel := withStoreTimeout(ctx)
+	res, err := opened.Store.Renew(sctx, []store.RenewParams{{Name: name, Holder: rec.Holder, Token: rec.Token, Seq: rec.Seq, TTL: ttl}})
+	cancel()
+	if err != nil {
+		return false, opened.Target.Wrap(err)
+	}
+	if len(res) != 1 || !res[0].Renewed {
+		return false, nil
+	}
+	fmt.Fprintf(e.stdout, "lease %q: the renewal chain of its holder %s with token %d moved on and the lease keeps its expiry: the holder stands down at its next renewal, and the next holder can take it in %s by the store's clock, with a greater token (this store sends no notification, so the holder cannot be told at once; --now would let the next holder in at once, beside the old one)\n",
+		name, rec.Holder, rec.Token, remaining(res[0].Grant.Remaining))
+	return true, nil
 }
 
 // ownTenure reads the caller's tenure from TENURE_HOLDER and TENURE_TOKEN,

@@ -950,8 +950,11 @@ func lossReason(err error) string {
 		return message(err)
 	}
 	why := lost.Reason.String()
-	if lost.Reason == tenure.LossExpiredAtStore {
+	switch lost.Reason {
+	case tenure.LossExpiredAtStore:
 		why += " (it expired there, or was released, e.g. by tenure release --force)"
+	case tenure.LossSeqMismatch:
+		why += " (the chain moved on: a clone, or an operator's release --force)"
 	}
 	if lost.Cause != nil {
 		why += ": " + message(lost.Cause)
