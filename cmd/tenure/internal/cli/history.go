@@ -46,8 +46,8 @@ SQLite store (30 days) keep history. Redis, etcd, Consul and MySQL stores do
 not: history with them exits 64 and says so.
 
 Without --store and TENURE_STORE, history reads this host's SQLite file
-(saying so on standard error when that call creates the file); an empty --store or TENURE_STORE is refused
-(exit 64).`,
+(saying so on standard error when that call creates the file); an empty
+--store or TENURE_STORE is refused (exit 64).`,
 		setup: func(fs *flag.FlagSet) action {
 			var o historyOptions
 			fs.BoolVar(&o.json, "json", false, "print JSON")

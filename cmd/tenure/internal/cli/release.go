@@ -69,8 +69,8 @@ chain moved on). tenure history records the act as force-released where
 the store keeps a history (PostgreSQL, SQLite).
 
 Without --store and TENURE_STORE, release uses this host's SQLite file
-(saying so on standard error when that call creates the file); an empty --store or TENURE_STORE is refused
-(exit 64).`,
+(saying so on standard error when that call creates the file); an empty
+--store or TENURE_STORE is refused (exit 64).`,
 		setup: func(fs *flag.FlagSet) action {
 			var o releaseOptions
 			fs.BoolVar(&o.force, "force", false, "end the tenure of whoever holds the lease (on a store that cannot tell the holder at once, MySQL, the next holder waits out the time it has left)")

@@ -59,8 +59,8 @@ With --watch it prints a snapshot every --interval until interrupted; a
 snapshot that fails prints one error line and the watch goes on.
 
 Without --store and TENURE_STORE, status reads this host's SQLite file
-(saying so on standard error when that call creates the file); an empty --store or TENURE_STORE is refused
-(exit 64).`,
+(saying so on standard error when that call creates the file); an empty
+--store or TENURE_STORE is refused (exit 64).`,
 		setup: func(fs *flag.FlagSet) action {
 			var o statusOptions
 			fs.BoolVar(&o.json, "json", false, "print JSON, one object per snapshot")
