@@ -150,6 +150,13 @@ func Migrate(ctx context.Context, js jetstream.JetStream, cfg Config) error {
 	return s.Close()
 }
 
+// Replicas returns how many servers keep the bucket's stream, as the
+// server last reported it to this store. With fewer than 3, a power loss
+// can lose writes the server acknowledged (see the package doc's failure
+// modes), unless the server runs with sync_always, which a client cannot
+// see.
+func (s *Store) Replicas() int { return s.stream.CachedInfo().Config.Replicas }
+
 // MinTTL returns [MinTTL] ([store.TTLFloor]).
 func (s *Store) MinTTL() time.Duration { return MinTTL }
 
