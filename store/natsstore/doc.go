@@ -78,7 +78,7 @@
 // request after the held key was read. A renewal keeps the token. The
 // Redis store makes its tokens the same way. last + 1 makes tokens grow
 // while the stream keeps its messages, whatever the clock does; the clock
-// makes them grow when it lost them:
+// makes them grow when the stream lost its last messages:
 //
 //   - nats-server acknowledges a write before it is on disk (it syncs its
 //     files every two minutes unless sync_always is set), so a power loss
@@ -90,13 +90,13 @@
 //     bucket or server, keeps no last token; the clock keeps new tokens
 //     above the old ones.
 //
-// The floor holds as long as the server's clock does not go back across
-// the loss by more than the time lost (run NTP that slews rather than
-// steps), and a replica that takes over a cluster's stream has a clock
-// that is not behind. A token can come from last + 1 above the clock only
-// after the clock went back; then a tenure that lost both its held key
-// (it expired) and its record (the acquisition's record write failed, and
-// it reported no grant) may see its token handed out again.
+// The floor holds as long as the server's clock, after the loss, is ahead
+// of where it stood when the lost tokens were made: it must not step back
+// (run NTP that slews rather than steps), and a replica that takes over a
+// cluster's stream must not be behind. A token comes from last + 1, above
+// the clock, only after the clock went back; then a tenure whose record
+// write failed (its acquisition reported no grant) and whose held key
+// expired may see its token handed out again.
 //
 // Tokens are not consecutive: they are about the microseconds since 1970,
 // below 2^53 (exact in a double) until the year 2255. Earlier versions of
