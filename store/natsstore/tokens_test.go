@@ -131,9 +131,12 @@ func TestTokensSurvivePowerLoss(t *testing.T) {
 	synced := lastSeq()
 
 	// The unsynced tail: tenures of a lease the disk knows and of one it
-	// does not, each token accepted somewhere.
+	// does not, each token accepted somewhere; the last one still held.
 	cycle(old, 5)
 	cycle(lost, 5)
+	kept := acquire(t, s, lost, holder, time.Minute)
+	require.Greater(t, kept.Token, issued)
+	issued = kept.Token
 	written := lastSeq()
 	require.Greater(t, written, synced)
 
@@ -146,6 +149,9 @@ func TestTokensSurvivePowerLoss(t *testing.T) {
 	require.Equal(t, synced, lastSeq(), "the server lost the tail: its sequence went back")
 	_, err = s.Get(t.Context(), lost)
 	require.ErrorIs(t, err, store.ErrNotFound, "the lease only the tail knew is gone")
+	rs, err := s.Renew(t.Context(), []store.RenewParams{{Name: lost, Holder: holder, Token: kept.Token, Seq: kept.Seq, TTL: time.Minute}})
+	require.NoError(t, err)
+	require.False(t, rs[0].Renewed, "the holder of a tenure the loss forgot stands down at its next renewal")
 
 	for _, name := range []string{old, lost} {
 		g := acquire(t, s, name, holder, time.Minute)
