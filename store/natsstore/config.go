@@ -37,7 +37,8 @@ type Config struct {
 	// Replicas is how many servers of a cluster keep the bucket when
 	// [Migrate] creates it: 1 (the default) on a single server, 3 or 5 in
 	// a cluster, where a bucket of 1 replica loses its leases, not its
-	// tokens' order, when that server's disk does. Ignored by [Open].
+	// tokens' order, when that server's disk or power does (see the
+	// package doc's failure modes). Ignored by [Open].
 	Replicas int
 }
 

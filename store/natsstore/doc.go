@@ -33,8 +33,9 @@
 // in between, so a clone whose seq moved on, or that lost the race, fails;
 // Release writes its marker only over the tenure it checked.
 //
-// Round trips: Acquire 3 or 4 (read, write the held key, read and write
-// the record key); Renew 2 per lease (read, write), the leases of a batch
+// Round trips: Acquire 4 (read the held key; read the record key and the
+// server's clock, at once; write the held key; write the record key);
+// Renew 2 per lease (read, write), the leases of a batch
 // up to 64 at once: JetStream has no transaction that writes several keys
 // with per-message TTLs and expected revisions, so a batch is pipelined,
 // not one request; Release 2; Get 1, or 2 when the lease is not held; List
@@ -70,24 +71,47 @@
 //
 // # Tokens
 //
-// A token is the revision of the message that began the tenure: the
-// bucket stream's sequence number. JetStream's sequence is one counter per
-// stream, raised by every message (renewals, releases, markers and record
-// writes included) and never lowered by deleting or purging keys, by
-// purging the whole stream (which moves its first sequence up) or by a
-// restart of a server with file storage, so every new tenure of any lease
-// gets a greater token (promise P2). Tokens are not consecutive.
+// A new tenure's token is max(last + 1, the server's clock in
+// microseconds), where last is the greatest token the lease's keys name
+// (the held key's released tenure, the record key) and the clock is the
+// wall clock of the server that keeps the stream, read with a stream info
+// request after the held key was read. A renewal keeps the token. The
+// Redis store makes its tokens the same way. last + 1 makes tokens grow
+// while the stream keeps its messages, whatever the clock does; the clock
+// makes them grow when the stream lost its last messages:
 //
-// They start again at 1 when the bucket is deleted and created again, or
-// when the store is pointed at another bucket or server: never do that
-// while fences hold tokens of this one, or create the new bucket's stream
-// with a first sequence (first_seq) above every token they recorded.
+//   - nats-server acknowledges a write before it is on disk (it syncs its
+//     files every two minutes unless sync_always is set), so a power loss
+//     of the host of a one-replica bucket can lose the stream's last
+//     messages and move its sequence back. The tokens handed out in the
+//     lost tail were made from clock readings before the loss; the next
+//     ones read a later clock.
+//   - A bucket deleted and created again, or the store pointed at another
+//     bucket or server, keeps no last token; the clock keeps new tokens
+//     above the old ones.
+//
+// The floor holds as long as the server's clock, after the loss, is ahead
+// of where it stood when the lost tokens were made: it must not step back
+// (run NTP that slews rather than steps), and a replica that takes over a
+// cluster's stream must not be behind. A token comes from last + 1, above
+// the clock, only after the clock went back; then a tenure whose record
+// write failed (its acquisition reported no grant) and whose held key
+// expired may see its token handed out again.
+//
+// Tokens are not consecutive: they are about the microseconds since 1970,
+// below 2^53 (exact in a double) until the year 2255. Earlier versions of
+// this store took the stream sequence, far below the clock, as the token;
+// such a process still acquiring in the bucket hands out tokens that
+// fences refuse (its holder gets [store.ErrFenced] and overwrites
+// nothing) until it is upgraded. A tenure it began reads as before (the
+// revision of its first message is its token) and is a floor as any.
+//
 // [Open] cannot see a bucket's past, but it refuses buckets whose tokens
 // could go back or whose leases could end other than by their TTL:
-// memory storage (a restart empties the stream and restarts its
-// sequence), mirrors and sourced streams, no per-key TTLs, a history of
-// more than one value per key, a bucket-wide TTL and discarding old
-// messages when full. [Migrate] creates a bucket that passes.
+// memory storage (a restart empties the stream), mirrors and sourced
+// streams, no per-key TTLs, a history of more than one value per key, a
+// bucket-wide TTL and discarding old messages when full. [Migrate]
+// creates a bucket that passes.
 //
 // # Notifications
 //
@@ -120,6 +144,15 @@
 //   - An expired lease reports the seq its tenure began with: renewals
 //     write only the held key, and the server's expiry marker carries
 //     nothing. A released lease reports its last seq.
+//   - A power loss of the host of a one-replica bucket (or of every
+//     replica at once) can lose up to two minutes of writes that
+//     nats-server had acknowledged: a lease acquired in them reads as
+//     free, so a second holder can be let in while the first works on
+//     until its next renewal fails (the fence keeps them apart: tokens
+//     still grow, see Tokens); a lease released in them reads as held
+//     until its TTL runs out. Replicas on separate hosts ([Config.Replicas]
+//     3), or sync_always in the servers' jetstream configuration, keep
+//     acknowledged writes.
 //   - Keys in the bucket that this store did not write make calls on their
 //     lease fail with an error naming the key's revision.
 //   - Bad input fails with [store.ErrInvalid] and changes nothing; after

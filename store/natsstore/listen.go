@@ -77,7 +77,7 @@ func (s *Store) watch(ctx context.Context, notify func(store.Notice)) bool {
 }
 
 // announced returns the lease name of a held key's entry that ends or
-// begins a tenure; renewals announce nothing.
+// begins a tenure (a value of seq 1); renewals announce nothing.
 func announced(e jetstream.KeyValueEntry) (string, bool) {
 	enc, ok := strings.CutPrefix(e.Key(), "h.")
 	if !ok {
@@ -89,7 +89,7 @@ func announced(e jetstream.KeyValueEntry) (string, bool) {
 	}
 	if e.Operation() == jetstream.KeyValuePut {
 		var v value
-		if json.Unmarshal(e.Value(), &v) != nil || v.Token != 0 {
+		if json.Unmarshal(e.Value(), &v) != nil || v.Seq != 1 {
 			return "", false
 		}
 	}

@@ -108,9 +108,9 @@ func TestTTLRounding(t *testing.T) {
 	require.Equal(t, natsstore.MinTTL, store.MinTTLOf(s))
 }
 
-// TestTokensSurvive: the token is the stream sequence, which neither a
-// purge of the lease's keys, nor a purge of the whole stream, nor a
-// restart of the server lowers.
+// TestTokensSurvive: neither a purge of the lease's keys (its last
+// token), nor a purge of the whole stream, nor a restart of the server
+// lowers the token of the next tenure.
 func TestTokensSurvive(t *testing.T) {
 	t.Parallel()
 	srv := testserver.OwnNats(t)

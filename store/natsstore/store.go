@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -98,7 +99,7 @@ func checkBucket(bucket string, c jetstream.StreamConfig) error {
 	var problem string
 	switch {
 	case c.Storage != jetstream.FileStorage:
-		problem = "keeps its messages in memory: a server restart empties it and starts its sequence, the tokens, again at 1"
+		problem = "keeps its messages in memory: a server restart empties it, ending every lease at once"
 	case c.Mirror != nil || len(c.Sources) > 0:
 		problem = "is a mirror or sources other streams: its sequence numbers are not those of the writes it accepts"
 	case !c.AllowMsgTTL || c.SubjectDeleteMarkerTTL <= 0:
@@ -149,6 +150,13 @@ func Migrate(ctx context.Context, js jetstream.JetStream, cfg Config) error {
 	return s.Close()
 }
 
+// Replicas returns how many servers keep the bucket's stream, as the
+// server last reported it to this store. With fewer than 3, a power loss
+// can lose writes the server acknowledged (see the package doc's failure
+// modes), unless the server runs with sync_always, which a client cannot
+// see.
+func (s *Store) Replicas() int { return s.stream.CachedInfo().Config.Replicas }
+
 // MinTTL returns [MinTTL] ([store.TTLFloor]).
 func (s *Store) MinTTL() time.Duration { return MinTTL }
 
@@ -165,8 +173,9 @@ func (s *Store) Close() error {
 type value struct {
 	Label    string `json:"l"`
 	Instance string `json:"i"`
-	// Token is the tenure's token; 0 on the message that began the
-	// tenure, whose revision is the token.
+	// Token is the tenure's token. It is 0 on the first message of a
+	// tenure begun by a natsstore before tokens had a clock floor, which
+	// took that message's revision as the token.
 	Token int64 `json:"t,omitempty"`
 	Seq   int64 `json:"s"`
 	// AcquiredAt is the acquiring process's wall clock, Unix nanoseconds.
@@ -276,10 +285,11 @@ func (s *Store) begin() error {
 }
 
 // Acquire implements [store.Store]: it reads the held key and, when no
-// tenure is live, writes the new one with the revision it read as the
-// expected last revision and the TTL as the message's TTL. The new
-// message's revision is the token. Then it records the tenure under the
-// record key, for [Store.Get] after the held key is gone.
+// tenure is live, reads the record key and the server's clock at once,
+// makes the token (see [nextToken]) and writes the new tenure with the
+// revision it read as the expected last revision and the TTL as the
+// message's TTL. Then it records the tenure under the record key, for
+// [Store.Get] after the held key is gone.
 func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (store.Grant, error) {
 	if err := p.Validate(); err != nil {
 		return store.Grant{}, fmt.Errorf("natsstore: %w", err)
@@ -300,52 +310,108 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (store.Grant
 			g := l.grant(p.Name)
 			return store.Grant{}, &store.HeldError{Name: p.Name, Holder: g.Holder, Token: g.Token, Seq: g.Seq, Remaining: g.Remaining, Payload: g.Payload}
 		}
-		v := newValue(p.Holder, 0, 1, time.Now().UnixNano())
+		// The clock is read after the held key: a tenure that ended
+		// before that read began before it too, so its token is below
+		// the clock unless the clock went back.
+		var rec recorded
+		var now time.Time
+		err = storekit.Each(2, 2, func(i int) (err error) {
+			if i == 0 {
+				rec, err = s.readRecord(ctx, p.Name)
+			} else {
+				now, err = s.serverClock(ctx, "acquire "+p.Name)
+			}
+			return err
+		})
+		if err != nil {
+			return store.Grant{}, err
+		}
+		last := rec.v.Token
+		if l.hasValue {
+			last = max(last, l.v.Token)
+		}
+		tok, err := nextToken(p.Name, last, now)
+		if err != nil {
+			return store.Grant{}, err
+		}
+		v := newValue(p.Holder, tok, 1, time.Now().UnixNano())
 		v.Payload = p.Payload
 		data, err := json.Marshal(v)
 		if err != nil {
 			return store.Grant{}, fmt.Errorf("natsstore: acquire %q: %w", p.Name, err)
 		}
-		rev, err := s.publish(ctx, s.subject("h", p.Name), data, nil, l.rev, ttl)
+		_, err = s.publish(ctx, s.subject("h", p.Name), data, nil, l.rev, ttl)
 		if wrongLastSeq(err) {
 			continue
 		}
 		if err != nil {
 			return store.Grant{}, classify("acquire "+p.Name, err)
 		}
-		v.Token = int64(rev)
-		if err := s.record(ctx, p.Name, v); err != nil {
+		if err := s.record(ctx, p.Name, v, rec); err != nil {
 			return store.Grant{}, err
 		}
-		return store.Grant{Name: p.Name, Holder: p.Holder, Token: store.Token(rev), Seq: 1, Remaining: ttl, Payload: p.Payload}, nil
+		return store.Grant{Name: p.Name, Holder: p.Holder, Token: tok, Seq: 1, Remaining: ttl, Payload: p.Payload}, nil
 	}
 	return store.Grant{}, fmt.Errorf("natsstore: acquire %q: %w: the lease changed under each of %d attempts; try again", p.Name, store.ErrUnavailable, casAttempts)
 }
 
+// nextToken returns the token of a new tenure of name: max(last + 1, now
+// in microseconds), where last is the greatest token the lease's keys
+// name and now the server's clock, read after them. last + 1 makes tokens
+// grow while the stream keeps its messages; the clock makes them grow
+// when it lost its last ones (a power loss of a server that had not
+// written them to disk): a later grant reads a later clock.
+func nextToken(name string, last int64, now time.Time) (store.Token, error) {
+	if last == math.MaxInt64 {
+		return 0, fmt.Errorf("natsstore: acquire %q: the lease's last token is %d, the greatest an int64 holds: tokens cannot grow any more", name, last)
+	}
+	return store.Token(max(last+1, now.UnixMicro())), nil
+}
+
+// recorded is what a lease's record key holds.
+type recorded struct {
+	rev uint64 // revision of the key's last message; 0 when it has none
+	v   value  // zero when the key has no tenure (none, deleted, purged)
+}
+
+// readRecord reads the record key of name.
+func (s *Store) readRecord(ctx context.Context, name string) (recorded, error) {
+	m, err := s.stream.GetLastMsgForSubject(ctx, s.subject("r", name))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return recorded{}, nil
+	}
+	if err != nil {
+		return recorded{}, classify("read the record of lease "+name, err)
+	}
+	r := recorded{rev: m.Sequence}
+	if len(m.Data) == 0 {
+		return r, nil
+	}
+	if err := json.Unmarshal(m.Data, &r.v); err != nil {
+		return recorded{}, fmt.Errorf("natsstore: lease %q: its record key (revision %d) is not a tenure's: %w", name, m.Sequence, err)
+	}
+	return r, nil
+}
+
 // record writes v under name's record key unless the key records a later
-// tenure already, with the revision it read as the expected last
-// revision, so that of two racing writers the later tenure stays.
-func (s *Store) record(ctx context.Context, name string, v value) error {
+// tenure already, with the revision of cur (the key as read before) as
+// the expected last revision, so that of two racing writers the later
+// tenure stays; after a lost race it reads the key again.
+func (s *Store) record(ctx context.Context, name string, v value, cur recorded) error {
 	data, err := json.Marshal(v)
 	if err != nil {
 		return fmt.Errorf("natsstore: record %q: %w", name, err)
 	}
-	subject := s.subject("r", name)
-	for range casAttempts {
-		var expect uint64
-		m, err := s.stream.GetLastMsgForSubject(ctx, subject)
-		switch {
-		case errors.Is(err, jetstream.ErrMsgNotFound):
-		case err != nil:
-			return classify("record "+name, err)
-		default:
-			var cur value
-			if json.Unmarshal(m.Data, &cur) == nil && cur.Token >= v.Token {
-				return nil
+	for i := range casAttempts {
+		if i > 0 {
+			if cur, err = s.readRecord(ctx, name); err != nil {
+				return err
 			}
-			expect = m.Sequence
 		}
-		_, err = s.publish(ctx, subject, data, nil, expect, 0)
+		if cur.v.Token >= v.Token {
+			return nil
+		}
+		_, err = s.publish(ctx, s.subject("r", name), data, nil, cur.rev, 0)
 		if !wrongLastSeq(err) {
 			return classify("record "+name, err)
 		}
@@ -418,8 +484,8 @@ func (s *Store) renewOne(ctx context.Context, p store.RenewParams, ttl time.Dura
 
 // Release implements [store.Store]: it writes a deletion marker carrying
 // the tenure over the held key, with the revision it read as the expected
-// last revision. The stream's sequence goes on, so the next tenure's token
-// is greater.
+// last revision. The marker keeps the tenure's token, the floor of the
+// next one's.
 func (s *Store) Release(ctx context.Context, p store.ReleaseParams) error {
 	if err := p.Validate(); err != nil {
 		return fmt.Errorf("natsstore: %w", err)
@@ -495,19 +561,25 @@ func toRecord(name string, v value, state store.State, remaining time.Duration) 
 }
 
 // ServerTime returns the wall clock of the server that keeps the bucket's
-// stream, which is the clock its TTLs run on, as it answered a stream
-// info request. It is for diagnostics (tenure doctor compares it with the
-// host's); no lease decision uses it.
+// stream, which is the clock its TTLs run on and the floor of its tokens,
+// as it answered a stream info request. tenure doctor compares it with
+// the host's.
 func (s *Store) ServerTime(ctx context.Context) (time.Time, error) {
 	if err := s.begin(); err != nil {
 		return time.Time{}, err
 	}
+	return s.serverClock(ctx, "read the server's clock")
+}
+
+// serverClock reads the server's wall clock (see [Store.ServerTime]) for
+// op.
+func (s *Store) serverClock(ctx context.Context, op string) (time.Time, error) {
 	info, err := s.stream.Info(ctx)
 	if err != nil {
-		return time.Time{}, classify("read the server's clock", err)
+		return time.Time{}, classify(op, err)
 	}
 	if info.TimeStamp.IsZero() {
-		return time.Time{}, fmt.Errorf("natsstore: the server reported no time with its stream info; nats-server 2.10 or later does")
+		return time.Time{}, fmt.Errorf("natsstore: %s: the server reported no time with its stream info; nats-server 2.10 or later does", op)
 	}
 	return info.TimeStamp, nil
 }

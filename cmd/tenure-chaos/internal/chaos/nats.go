@@ -15,7 +15,7 @@ import (
 
 // The nats cell keeps its leases in a JetStream KV bucket of a
 // nats-server the harness starts (file storage, so a restart keeps the
-// stream and its sequence, the tokens) and its chains in a
+// stream and the leases' last tokens) and its chains in a
 // [tokenResource]: a NATS publish writes one subject, so nothing could
 // write a chain and check the lease at once.
 

@@ -13,7 +13,8 @@
 // of monotonic time; the lease "tenure-doctor" ([Lease]) acquired, renewed
 // and released, which proves the role's privileges through real calls; the
 // release's notification arriving; for Redis, the persistence and
-// replication settings under which it can lose acknowledged writes; and
+// replication settings under which it can lose acknowledged writes, for
+// NATS the bucket's replicas (with one, a power loss can); and
 // identity sources that look inherited: live holders with this host's
 // label (the host name, as tenure run uses it) that no process on this
 // host runs (read from TENURE_HOLDER in /proc/PID/environ), and, where the

@@ -17,6 +17,7 @@ import (
 	"github.com/tenure-dev/tenure/cmd/tenure/internal/storeopen"
 	"github.com/tenure-dev/tenure/cmd/tenure/internal/storeurl"
 	"github.com/tenure-dev/tenure/store"
+	"github.com/tenure-dev/tenure/store/natsstore"
 	"github.com/tenure-dev/tenure/store/redisstore"
 	"github.com/tenure-dev/tenure/store/sqlitestore"
 )
@@ -143,9 +144,9 @@ func Unreachable(display string, err error) Finding {
 
 // Check examines the open store o and returns its findings, in a fixed
 // order: reachable, schema, ttl, clock, lease-cycle, notifications,
-// history (stores that keep one), identity and, for Redis, durability. It
-// takes the lease [Lease] (acquired, renewed and released), which stays in
-// the store as a released record.
+// history (stores that keep one), identity and, for Redis and NATS,
+// durability. It takes the lease [Lease] (acquired, renewed and released),
+// which stays in the store as a released record.
 func Check(ctx context.Context, o *storeopen.Opened, opts Options) []Finding {
 	opts = opts.withDefaults()
 	var fs []Finding
@@ -165,8 +166,11 @@ func Check(ctx context.Context, o *storeopen.Opened, opts Options) []Finding {
 		fs = append(fs, checkHistory(ctx, o, opts)...)
 	}
 	fs = append(fs, checkIdentity(ctx, o, opts)...)
-	if st, ok := o.Store.(*redisstore.Store); ok {
+	switch st := o.Store.(type) {
+	case *redisstore.Store:
 		fs = append(fs, checkDurability(ctx, st)...)
+	case *natsstore.Store:
+		fs = append(fs, checkNatsDurability(st))
 	}
 	return fs
 }
@@ -612,6 +616,26 @@ func checkDurability(ctx context.Context, st *redisstore.Store) []Finding {
 		fs = append(fs, Finding{Check: CheckDurability, Status: Warn, Detail: r.Setting + "=" + r.Value + ": " + effect, Fix: fix})
 	}
 	return fs
+}
+
+// checkNatsDurability reads how many servers keep the bucket: nats-server
+// acknowledges a write before it is on disk, so with one replica a power
+// loss forgets the last writes. Whether the server syncs every write
+// (sync_always) no client can see.
+func checkNatsDurability(st *natsstore.Store) Finding {
+	n := st.Replicas()
+	if n >= 3 {
+		return Finding{Check: CheckDurability, Status: OK,
+			Detail: fmt.Sprintf("the bucket is kept by %d servers: a power loss of one host loses no acknowledged write", n)}
+	}
+	servers := "1 server"
+	if n != 1 {
+		servers = fmt.Sprintf("%d servers", n)
+	}
+	return Finding{Check: CheckDurability, Status: Warn,
+		Detail: fmt.Sprintf("the bucket is kept by %s, and nats-server acknowledges writes before they are on disk (it syncs every 2 minutes unless sync_always is set, which a client cannot see): "+
+			"a power loss of its host can forget the leases acquired or released in that time, and let a second holder in beside the first; tokens still grow (their floor is the server's clock), so fences keep the two apart", servers),
+		Fix: "set jetstream { sync_always: true } in the server's configuration (this warning stays: tenure cannot see it), or keep the leases in a new bucket of 3 replicas on a cluster (tenure migrate with tenure_replicas=3 and a new tenure_bucket; tokens stay above the old bucket's, their floor being the server's clock)"}
 }
 
 // round rounds d for people: to the microsecond under a millisecond, to

@@ -147,6 +147,11 @@ func TestHealthyStores(t *testing.T) {
 			}
 			if name == "NATS" {
 				require.Contains(t, find(fs, doctor.CheckSchema)[0].Detail, "per-key TTLs")
+				durability := find(fs, doctor.CheckDurability)
+				require.Len(t, durability, 1, describe(fs))
+				require.Equal(t, doctor.Warn, durability[0].Status, "a bucket of one replica")
+				require.Contains(t, durability[0].Detail, "kept by 1 server,")
+				require.Contains(t, durability[0].Fix, "sync_always")
 			}
 			history := find(fs, doctor.CheckHistory)
 			if name == "SQLite" || name == "PostgreSQL" {
