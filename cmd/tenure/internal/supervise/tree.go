@@ -128,13 +128,62 @@ func (p Proc) Exists() bool {
 	return ok
 }
 
-// Alive reports whether p is still the same, unreaped, non-zombie process.
+// Alive reports whether p is still the same process and some thread of it
+// still runs. A process whose main thread exited (pthread_exit) while
+// other threads go on reads as a zombie in /proc/PID/stat, yet runs: it
+// is alive until no thread but the exited leader is left in
+// /proc/PID/task.
 func (p Proc) Alive() bool {
 	f, ok := p.stat()
-	return ok && f[0] != "Z" && f[0] != "X"
+	if !ok {
+		return false
+	}
+	if f[0] != "Z" && f[0] != "X" {
+		return true
+	}
+	return p.threadsLeft()
 }
 
-// Signal sends sig to p if it is still the same process.
+// threadsLeft reports whether a thread of p other than its exited leader
+// is still running (not a zombie, not dead).
+func (p Proc) threadsLeft() bool {
+	dir := "/proc/" + strconv.Itoa(p.Pid) + "/task"
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	for _, t := range tasks {
+		if t.Name() == strconv.Itoa(p.Pid) {
+			continue
+		}
+		if st, ok := taskState(dir + "/" + t.Name() + "/stat"); ok && st != "Z" && st != "X" {
+			return true
+		}
+	}
+	return false
+}
+
+// taskState returns the state (field 3) of the stat file at path.
+func taskState(path string) (string, bool) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return "", false
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) == 0 {
+		return "", false
+	}
+	return f[0], true
+}
+
+// Signal sends sig to p while any thread of it is alive (see [Proc.Alive]):
+// a signal to the pid reaches the whole thread group, even when its main
+// thread has exited.
 func (p Proc) Signal(sig syscall.Signal) {
 	if p.Alive() {
 		_ = syscall.Kill(p.Pid, sig) // Gone in between: nothing to do.
@@ -242,8 +291,9 @@ func Reap(keep ...int) {
 	}
 }
 
-// Live returns the descendants of root that are running or stopped (not
-// zombies), leaving out the subtrees of skip.
+// Live returns the descendants of root that are alive (see [Proc.Alive]:
+// a zombie leader whose other threads run counts), leaving out the
+// subtrees of skip.
 func Live(root int, skip ...int) []int {
 	var live []int
 	for _, pid := range Descendants(root, skip...) {

@@ -1,0 +1,231 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tenure-dev/tenure/cmd/tenure/internal/cli"
+	"github.com/tenure-dev/tenure/cmd/tenure/internal/supervise"
+)
+
+// leaderZombieC is a worker whose main thread exits (pthread_exit) while a
+// thread it started goes on: /proc/PID/stat reads Z and its environ reads
+// empty, yet it runs. It ignores SIGTERM, writes its pid to argv[2], then
+// appends a CLOCK_REALTIME timestamp (ns) to argv[1] every 10 ms for ever.
+const leaderZombieC = `#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <time.h>
+#include <unistd.h>
+static void *tick(void *path) {
+	for (;;) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		FILE *f = fopen(path, "a");
+		if (f) {
+			fprintf(f, "%lld\n", (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec);
+			fclose(f);
+		}
+		usleep(10000);
+	}
+	return 0;
+}
+int main(int argc, char **argv) {
+	pthread_t t;
+	if (argc != 3) return 2;
+	signal(SIGTERM, SIG_IGN);
+	FILE *p = fopen(argv[2], "w");
+	if (!p) return 2;
+	fprintf(p, "%d\n", (int)getpid());
+	fclose(p);
+	pthread_create(&t, 0, tick, argv[1]);
+	pthread_exit(0);
+}
+`
+
+// buildLeaderZombie compiles leaderZombieC with the machine's cc.
+func buildLeaderZombie(t *testing.T) string {
+	t.Helper()
+	cc, err := exec.LookPath("cc")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("no C compiler (cc) on PATH: the leader-zombie tests build their worker with it; install gcc")
+		}
+		t.Skip("no C compiler (cc) on PATH; install gcc to run the leader-zombie tests")
+	}
+	dir := t.TempDir()
+	src, exe := filepath.Join(dir, "lz.c"), filepath.Join(dir, "lz")
+	require.NoError(t, os.WriteFile(src, []byte(leaderZombieC), 0o600))
+	out, err := exec.Command(cc, "-O", "-pthread", "-o", exe, src).CombinedOutput()
+	require.NoError(t, err, "cc: %s", out)
+	return exe
+}
+
+// threadsRun reports whether process p is still itself and any thread of
+// it is neither a zombie nor dead, read from /proc/PID/task on its own
+// (not through the supervise package under test).
+func threadsRun(p supervise.Proc) bool {
+	if q, ok := supervise.Identify(p.Pid); !ok || q != p {
+		return false
+	}
+	tasks, _ := filepath.Glob("/proc/" + strconv.Itoa(p.Pid) + "/task/*/stat")
+	for _, task := range tasks {
+		b, err := os.ReadFile(task)
+		if err != nil {
+			continue
+		}
+		if i := strings.LastIndexByte(string(b), ')'); i >= 0 && i+2 < len(b) && b[i+2] != 'Z' && b[i+2] != 'X' {
+			return true
+		}
+	}
+	return false
+}
+
+// leaderZombie starts the scene's worker bookkeeping: where it ticks, where
+// it writes its pid, and a cleanup that kills and reaps it if the test
+// left it running (it may have been re-parented to this test binary).
+type leaderZombie struct {
+	exe, ticks, pidFile string
+}
+
+func newLeaderZombie(t *testing.T) *leaderZombie {
+	t.Helper()
+	dir := t.TempDir()
+	z := &leaderZombie{exe: buildLeaderZombie(t), ticks: filepath.Join(dir, "ticks"), pidFile: filepath.Join(dir, "pid")}
+	t.Cleanup(func() {
+		b, err := os.ReadFile(z.pidFile)
+		if err != nil {
+			return
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil {
+			return
+		}
+		_ = syscall.Kill(pid, syscall.SIGKILL) // only if the test failed and left it running
+		var ws syscall.WaitStatus
+		_, _ = syscall.Wait4(pid, &ws, syscall.WNOHANG, nil) // ECHILD: reaped elsewhere
+	})
+	return z
+}
+
+// proc returns the worker as a Proc, once it has written its pid.
+func (z *leaderZombie) proc(t *testing.T) supervise.Proc {
+	t.Helper()
+	b, err := os.ReadFile(z.pidFile)
+	require.NoError(t, err)
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	require.NoError(t, err)
+	p, ok := supervise.Identify(pid)
+	require.True(t, ok, "the worker %d is gone already", pid)
+	return p
+}
+
+// env is the command environment of the scene: where the worker is, and
+// whether run must do without cgroups.
+func (z *leaderZombie) env(scan bool) []string {
+	env := []string{"LZ=" + z.exe, "TICKS=" + z.ticks, "LZPID=" + z.pidFile}
+	if scan {
+		env = append(env, supervise.NoCgroupEnv+"=1")
+	}
+	return env
+}
+
+// supervisionModes runs scene once under each supervision mode: the
+// cgroup (where this host offers it) and the subreaper with the task scan.
+func supervisionModes(t *testing.T, scene func(t *testing.T, scan bool)) {
+	t.Run("Cgroup", func(t *testing.T) {
+		t.Parallel()
+		if ok, why := supervise.Mode(); !ok {
+			if os.Getenv("CI") != "" {
+				t.Fatalf("tenure run has no cgroup on this host: %s; CI runs as root with cgroup v2", why)
+			}
+			t.Skipf("tenure run has no cgroup on this host: %s", why)
+		}
+		scene(t, false)
+	})
+	t.Run("TaskScan", func(t *testing.T) {
+		t.Parallel()
+		scene(t, true)
+	})
+}
+
+// trackedBy checks, from run's -v log, which supervision was in force.
+func trackedBy(t *testing.T, p *proc, scan bool) {
+	t.Helper()
+	if scan {
+		require.Contains(t, p.stderr.all(), `tracked_by="child subreaper and task scan`)
+	} else {
+		require.Contains(t, p.stderr.all(), `tracked_by="cgroup v2`)
+	}
+}
+
+// TestRunLeaderZombieInBackground: the command starts a worker whose main
+// thread exits while a thread writes, in the background, and exits 0 at
+// once. tenure run must see the worker as alive: it kills it (SIGTERM is
+// ignored: SIGKILL after the grace) before it releases, so no write of it
+// lands after the next holder (--wait) started, and none of it is left.
+func TestRunLeaderZombieInBackground(t *testing.T) {
+	t.Parallel()
+	supervisionModes(t, func(t *testing.T, scan bool) {
+		z := newLeaderZombie(t)
+		env := sqliteStore(t).env(t, z.env(scan)...)
+		sh := `"$LZ" "$TICKS" "$LZPID" &
+while [ ! -s "$TICKS" ]; do sleep 0.01; done
+echo "started $TENURE_HOLDER $TENURE_TOKEN"
+exit 0`
+		flags := []string{"run", "--name", "nightly", "--ttl", "3s"}
+		a := start(t, env, append([]string{"-v"}, append(flags, "--label", "a", "--", "sh", "-c", sh)...)...)
+		a.stdout.await(startedLine)
+		worker := z.proc(t)
+		b := start(t, env, append(flags, append([]string{"--label", "b", "--wait"}, nextHolder...)...)...)
+		bStart := atoi(t, b.stdout.await(`^started (\d+)$`)[1])
+		require.Equal(t, 0, b.wait(), b.stderr.all())
+		require.Equal(t, 0, a.wait(), a.stderr.all())
+		aLast := lastTick(t, z.ticks)
+		require.Less(t, aLast, bStart, "the worker wrote %s after the next holder started", time.Duration(aLast-bStart))
+		require.False(t, threadsRun(worker), "the worker %d still runs after tenure exited", worker.Pid)
+		trackedBy(t, a, scan)
+	})
+}
+
+// TestRunLeaderZombieSetsid: the command starts the same worker after
+// setsid (out of its process group and session) and runs on, ignoring
+// SIGTERM. `release --force` ends the tenure; tenure run must kill the
+// worker with the rest before it exits, so no write of it lands after the
+// next holder (--wait) started, and none of it is left.
+func TestRunLeaderZombieSetsid(t *testing.T) {
+	t.Parallel()
+	supervisionModes(t, func(t *testing.T, scan bool) {
+		z := newLeaderZombie(t)
+		env := pgStore(t).env(t, z.env(scan)...)
+		sh := `trap '' TERM
+setsid "$LZ" "$TICKS" "$LZPID" &
+while [ ! -s "$TICKS" ]; do sleep 0.01; done
+echo "started $TENURE_HOLDER $TENURE_TOKEN"
+while :; do sleep 0.05; done`
+		flags := []string{"run", "--name", "nightly", "--ttl", "3s"}
+		a := start(t, env, append([]string{"-v"}, append(flags, "--label", "a", "--", "sh", "-c", sh)...)...)
+		a.stdout.await(startedLine)
+		worker := z.proc(t)
+		b := start(t, env, append(flags, append([]string{"--label", "b", "--wait"}, nextHolder...)...)...)
+		b.stderr.await(`waiting for it$`)
+
+		r := run(t, env, "release", "--force", "nightly")
+		require.Equal(t, 0, r.code, r.stderr.all())
+		bStart := atoi(t, b.stdout.await(`^started (\d+)$`)[1])
+		require.Equal(t, 0, b.wait(), b.stderr.all())
+		require.Equal(t, cli.ExitLost, a.wait(), a.stderr.all())
+		aLast := lastTick(t, z.ticks)
+		require.Less(t, aLast, bStart, "the worker wrote %s after the next holder started", time.Duration(aLast-bStart))
+		require.False(t, threadsRun(worker), "the worker %d still runs after tenure exited", worker.Pid)
+		trackedBy(t, a, scan)
+	})
+}
