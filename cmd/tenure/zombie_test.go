@@ -229,3 +229,43 @@ while :; do sleep 0.05; done`
 		trackedBy(t, a, scan)
 	})
 }
+
+// TestRunKilledTenureLeaderZombie: SIGKILL of tenure while the command's
+// setsid'd worker has only its writing thread left. The watchdog alone
+// must kill the worker: it no longer has a readable environ (no
+// TENURE_RUN_TREE mark at /proc/PID/environ) and left the command's
+// process group, so it is found by the watchdog's own scans, its threads'
+// environ, or the cgroup.
+func TestRunKilledTenureLeaderZombie(t *testing.T) {
+	t.Parallel()
+	supervisionModes(t, func(t *testing.T, scan bool) {
+		z := newLeaderZombie(t)
+		env := sqliteStore(t).env(t, z.env(scan)...)
+		sh := `trap '' TERM
+setsid "$LZ" "$TICKS" "$LZPID" &
+while [ ! -s "$TICKS" ]; do sleep 0.01; done
+echo "started $TENURE_HOLDER $TENURE_TOKEN"
+while :; do sleep 0.05; done`
+		a := start(t, env, "-v", "run", "--name", "nightly", "--ttl", "3s", "--", "sh", "-c", sh)
+		a.stdout.await(startedLine)
+		worker := z.proc(t)
+		a.signal(syscall.SIGKILL)
+		require.Equal(t, 128+int(syscall.SIGKILL), a.wait())
+		a.stderr.await(`tenure: watchdog: tenure exited without stopping its command`)
+		deadline := time.Now().Add(patience)
+		for threadsRun(worker) {
+			require.True(t, time.Now().Before(deadline), "the worker %d still runs %s after tenure was killed", worker.Pid, patience)
+			time.Sleep(10 * time.Millisecond) // polling /proc, with a deadline
+		}
+		// It was re-parented to this test binary, a subreaper (TestMain).
+		var ws syscall.WaitStatus
+		_, _ = syscall.Wait4(worker.Pid, &ws, syscall.WNOHANG, nil) // ECHILD: reaped by another
+		trackedBy(t, a, scan)
+		if !scan {
+			parent, err := supervise.CgroupParent()
+			require.NoError(t, err)
+			_, err = os.Stat(filepath.Join(parent, "tenure-run-"+strconv.Itoa(a.cmd.Process.Pid)))
+			require.ErrorIs(t, err, os.ErrNotExist, "the watchdog left the cgroup behind")
+		}
+	})
+}
