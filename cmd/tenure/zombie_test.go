@@ -16,42 +16,11 @@ import (
 	"github.com/tenure-dev/tenure/cmd/tenure/internal/supervise"
 )
 
-// leaderZombieC is a worker whose main thread exits (pthread_exit) while a
-// thread it started goes on: /proc/PID/stat reads Z and its environ reads
-// empty, yet it runs. It ignores SIGTERM, writes its pid to argv[2], then
-// appends a CLOCK_REALTIME timestamp (ns) to argv[1] every 10 ms for ever.
-const leaderZombieC = `#include <pthread.h>
-#include <signal.h>
-#include <stdio.h>
-#include <time.h>
-#include <unistd.h>
-static void *tick(void *path) {
-	for (;;) {
-		struct timespec ts;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		FILE *f = fopen(path, "a");
-		if (f) {
-			fprintf(f, "%lld\n", (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec);
-			fclose(f);
-		}
-		usleep(10000);
-	}
-	return 0;
-}
-int main(int argc, char **argv) {
-	pthread_t t;
-	if (argc != 3) return 2;
-	signal(SIGTERM, SIG_IGN);
-	FILE *p = fopen(argv[2], "w");
-	if (!p) return 2;
-	fprintf(p, "%d\n", (int)getpid());
-	fclose(p);
-	pthread_create(&t, 0, tick, argv[1]);
-	pthread_exit(0);
-}
-`
+// leaderZombieSource is a worker whose main thread exits (pthread_exit)
+// while a thread writes; see the file.
+const leaderZombieSource = "internal/supervise/testdata/leaderzombie.c"
 
-// buildLeaderZombie compiles leaderZombieC with the machine's cc.
+// buildLeaderZombie compiles leaderZombieSource with the machine's cc.
 func buildLeaderZombie(t *testing.T) string {
 	t.Helper()
 	cc, err := exec.LookPath("cc")
@@ -61,10 +30,8 @@ func buildLeaderZombie(t *testing.T) string {
 		}
 		t.Skip("no C compiler (cc) on PATH; install gcc to run the leader-zombie tests")
 	}
-	dir := t.TempDir()
-	src, exe := filepath.Join(dir, "lz.c"), filepath.Join(dir, "lz")
-	require.NoError(t, os.WriteFile(src, []byte(leaderZombieC), 0o600))
-	out, err := exec.Command(cc, "-O", "-pthread", "-o", exe, src).CombinedOutput()
+	exe := filepath.Join(t.TempDir(), "lz")
+	out, err := exec.Command(cc, "-O", "-pthread", "-o", exe, leaderZombieSource).CombinedOutput()
 	require.NoError(t, err, "cc: %s", out)
 	return exe
 }
