@@ -63,6 +63,7 @@ var watchdogExe = "/proc/self/exe"
 func runCommand() *command {
 	return &command{
 		summary:  "run a command under a lease",
+		onHost:   func() string { _, how := supervise.Mode(); return "supervision: " + how },
 		synopsis: "run --name NAME [--ttl 30s] [--wait [--wait-timeout D] | --held-exit-code N] [--label L] [--payload TEXT] [--grace 10s] [--progress-timeout D] [--health ADDR] [--json FILE|-] [--store URL] -- CMD [ARGS...]",
 		about: `Run acquires the lease NAME and runs CMD under it, in its own process
 group, with TENURE_TOKEN (the fencing token), TENURE_LEASE (NAME) and
@@ -126,7 +127,18 @@ While the command runs the lease is renewed every TTL/3. What is killed,
 when, and by whom:
   - the whole tree: the command's process group and every descendant (run
     is a child subreaper, so background jobs and setsid escapees stay
-    under it);
+    under it). Where cgroup v2 can be written (root, or a delegated
+    subtree such as a systemd unit's with Delegate=yes), the command is
+    also born in a cgroup of its own under run's, which no process of the
+    tree can leave; it is killed by the cgroup (frozen, cgroup.kill, and
+    SIGKILL to each process listed) and waited for until empty, then
+    removed. Elsewhere, or with TENURE_RUN_NO_CGROUP=1 (for tests, and
+    hosts where tenure must not make cgroups), run finds the tree by the
+    subreaper and /proc alone. Either way a process counts as gone only
+    when no thread of it runs: one whose main thread exited while others
+    go on (it reads as a zombie) is still waited for and killed. The
+    "On this host" line below, and tenure doctor, say which mode is in
+    force here;
   - by run, on loss (renewals failing, superseded, released by an
     operator, clone or suspension detected): one line with the reason and
     the token, SIGTERM, SIGKILL after the grace (--grace, else 10s or TTL/4
@@ -137,7 +149,8 @@ when, and by whom:
     the local deadline, itself a safety margin before the store's expiry;
   - by a watchdog (tenure run re-executed, a process of its own, fed each
     kill deadline over a pipe): SIGKILL when tenure is stopped, starved or
-    killed past the deadline; the command also has Pdeathsig SIGKILL;
+    killed past the deadline, by the cgroup too when there is one, which
+    it then removes; the command also has Pdeathsig SIGKILL;
   - on SIGPWR (kill -PWR PID, for resume and restore hooks), or when the
     command runs "tenure revoke-inherited": SIGKILL at once, the tenure
     is revoked and not released (it expires by its TTL), exit 79;

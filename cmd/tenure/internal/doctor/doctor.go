@@ -131,7 +131,9 @@ func Unreachable(display string, err error) Finding {
 
 // Check examines the open store o and returns its findings, in a fixed
 // order: reachable, schema, ttl, clock, lease-cycle, notifications,
-// history (stores that keep one), identity and, for Redis, durability. It writes one throwaway lease (acquired, renewed
+// history (stores that keep one), identity, for Redis, durability, and
+// supervision (how tenure run keeps its command's processes on this
+// host). It writes one throwaway lease (acquired, renewed
 // and released), which stays in the store as a released record.
 func Check(ctx context.Context, o *storeopen.Opened, opts Options) []Finding {
 	opts = opts.withDefaults()
@@ -155,7 +157,7 @@ func Check(ctx context.Context, o *storeopen.Opened, opts Options) []Finding {
 	if st, ok := o.Store.(*redisstore.Store); ok {
 		fs = append(fs, checkDurability(ctx, st)...)
 	}
-	return fs
+	return append(fs, checkSupervision())
 }
 
 // Failed reports whether any finding is a FAIL.

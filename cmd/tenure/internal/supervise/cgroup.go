@@ -126,11 +126,36 @@ func Mode() (cgroup bool, how string) {
 	if err != nil {
 		return false, "child subreaper and task scan (no cgroup: " + err.Error() + ")"
 	}
-	kill := "cgroup.kill and SIGKILL to each process it lists"
-	if _, err := os.Stat(filepath.Join(dir, "cgroup.kill")); err != nil {
-		kill = "SIGKILL to each process it lists, frozen (no cgroup.kill: Linux before 5.14)"
+	kill := "cgroup.kill and SIGKILL to each process in it"
+	if !kernelAtLeast(5, 14) {
+		kill = "SIGKILL to each process in it, frozen (no cgroup.kill before Linux 5.14)"
 	}
 	return true, "cgroup v2 (each command in a cgroup of its own under " + dir + ", killed by " + kill + ", waited for until empty) and child subreaper"
+}
+
+// kernelAtLeast reports whether the running kernel's version is at least
+// major.minor.
+func kernelAtLeast(major, minor int) bool {
+	var u unix.Utsname
+	if unix.Uname(&u) != nil {
+		return false
+	}
+	return versionAtLeast(unix.ByteSliceToString(u.Release[:]), major, minor)
+}
+
+// versionAtLeast reports whether a release such as "6.18.44-fc" is at
+// least major.minor.
+func versionAtLeast(release string, major, minor int) bool {
+	f := strings.SplitN(release, ".", 3)
+	if len(f) < 2 {
+		return false
+	}
+	maj, err1 := strconv.Atoi(f[0])
+	mnr, err2 := strconv.Atoi(strings.TrimRightFunc(f[1], func(r rune) bool { return r < '0' || r > '9' }))
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	return maj > major || (maj == major && mnr >= minor)
 }
 
 // NewCgroup makes the cgroup for one command, named name, under the

@@ -267,3 +267,21 @@ func TestCgroupLeftBehind(t *testing.T) {
 	w.awaitExit(t)
 	require.Empty(t, again.Procs())
 }
+
+func TestVersionAtLeast(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		release string
+		want    bool
+	}{
+		{"6.18.44-fc-v1300", true},
+		{"5.14.0-362.el9.x86_64", true},
+		{"5.13.19", false},
+		{"4.19.0-27-amd64", false},
+		{"6.1", true},
+		{"6", false},
+		{"", false},
+	} {
+		require.Equal(t, tc.want, versionAtLeast(tc.release, 5, 14), tc.release)
+	}
+}
