@@ -18,7 +18,7 @@ func checkSupervision() Finding {
 	if ok {
 		return Finding{Check: CheckSupervision, Status: OK, Detail: how}
 	}
-	fix := "run tenure as root, or in a delegated cgroup v2 subtree (systemd: Delegate=yes), on a host with cgroup v2 mounted: without a cgroup, a process of the command that leaves its tree and clears its environment while tenure and its watchdog are both gone is not found"
+	fix := "run tenure as root, or in a delegated cgroup v2 subtree (systemd: Delegate=yes), on a host with cgroup v2 mounted: without a cgroup, when tenure dies, a process of the command its watchdog had not seen yet that left the tree and cleared its environment is not found"
 	if os.Getenv(supervise.NoCgroupEnv) != "" {
 		fix = "unset " + supervise.NoCgroupEnv + " unless tenure must not make cgroups on this host"
 	}
