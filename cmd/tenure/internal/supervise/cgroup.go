@@ -179,7 +179,8 @@ func NewCgroup(name string) (*Cgroup, error) {
 }
 
 // OpenCgroup returns the cgroup at dir, made by [NewCgroup] in another
-// process, or false when dir is not a cgroup v2 directory.
+// process, or false when dir is not under the cgroup v2 mount. The cgroup
+// may be gone already (removed once empty): it then holds nothing.
 func OpenCgroup(dir string) (*Cgroup, bool) {
 	mi, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
@@ -187,10 +188,7 @@ func OpenCgroup(dir string) (*Cgroup, bool) {
 	}
 	point, root, ok := cgroupMount(string(mi))
 	sub, err := filepath.Rel(point, dir)
-	if !ok || err != nil || strings.HasPrefix(sub, "..") {
-		return nil, false
-	}
-	if _, err := os.Stat(filepath.Join(dir, "cgroup.events")); err != nil {
+	if !ok || err != nil || strings.HasPrefix(sub, "..") || !filepath.IsAbs(dir) {
 		return nil, false
 	}
 	return &Cgroup{Dir: dir, rel: filepath.Join(root, sub)}, true

@@ -284,11 +284,12 @@ func (p Proc) stat() ([]string, bool) {
 	return f, true
 }
 
-// SignalTree sends sig to leader's process group (see [SignalGroup]) and
-// to every descendant of root but those under skip, and returns how many
+// SignalTree sends sig to every descendant of root but those under skip
+// and to leader's process group (see [SignalGroup]), and returns how many
 // descendants it signalled (zombies included: they are reaped by [Reap]).
+// The descendants come first: finding them reads the tree's /proc
+// entries, while the group's check reads every process's.
 func SignalTree(leader Proc, root int, sig syscall.Signal, skip ...int) int {
-	SignalGroup(leader, sig)
 	n := 0
 	for _, pid := range Descendants(root, skip...) {
 		if p, ok := Identify(pid); ok {
@@ -296,6 +297,7 @@ func SignalTree(leader Proc, root int, sig syscall.Signal, skip ...int) int {
 			p.Signal(sig)
 		}
 	}
+	SignalGroup(leader, sig)
 	return n
 }
 

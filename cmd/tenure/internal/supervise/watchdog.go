@@ -208,7 +208,7 @@ func RunWatchdog(stderr io.Writer) int {
 	var cg *Cgroup
 	if dir := os.Getenv(cgroupEnv); dir != "" {
 		if cg, _ = OpenCgroup(dir); cg == nil {
-			fmt.Fprintf(stderr, "tenure: watchdog: %s=%q is not a cgroup v2 directory; the watchdog is started by tenure run, not by hand\n", cgroupEnv, dir)
+			fmt.Fprintf(stderr, "tenure: watchdog: %s=%q is not under the cgroup v2 mount; the watchdog is started by tenure run, not by hand\n", cgroupEnv, dir)
 			return 2
 		}
 	}
