@@ -166,8 +166,11 @@ exit 0`
 // TestRunLeaderZombieSetsid: the command starts the same worker after
 // setsid (out of its process group and session) and runs on, ignoring
 // SIGTERM. `release --force` ends the tenure; tenure run must kill the
-// worker with the rest before it exits, so no write of it lands after the
-// next holder (--wait) started, and none of it is left.
+// worker with the rest before it exits, so none of it is left and no write
+// of it lands after the next holder started. The next holder starts once
+// the old tenure run has exited: a holder already waiting would race the
+// old one's kill, as a forced release lets it in at once (that overlap is
+// TestRunForcedRelease's); the worker survived the old tenure run's exit.
 func TestRunLeaderZombieSetsid(t *testing.T) {
 	t.Parallel()
 	supervisionModes(t, func(t *testing.T, scan bool) {
@@ -182,14 +185,13 @@ while :; do sleep 0.05; done`
 		a := start(t, env, append([]string{"-v"}, append(flags, "--label", "a", "--", "sh", "-c", sh)...)...)
 		a.stdout.await(startedLine)
 		worker := z.proc(t)
-		b := start(t, env, append(flags, append([]string{"--label", "b", "--wait"}, nextHolder...)...)...)
-		b.stderr.await(`waiting for it$`)
 
 		r := run(t, env, "release", "--force", "nightly")
 		require.Equal(t, 0, r.code, r.stderr.all())
+		require.Equal(t, cli.ExitLost, a.wait(), a.stderr.all())
+		b := start(t, env, append(flags, append([]string{"--label", "b", "--wait"}, nextHolder...)...)...)
 		bStart := atoi(t, b.stdout.await(`^started (\d+)$`)[1])
 		require.Equal(t, 0, b.wait(), b.stderr.all())
-		require.Equal(t, cli.ExitLost, a.wait(), a.stderr.all())
 		aLast := lastTick(t, z.ticks)
 		require.Less(t, aLast, bStart, "the worker wrote %s after the next holder started", time.Duration(aLast-bStart))
 		require.False(t, threadsRun(worker), "the worker %d still runs after tenure exited", worker.Pid)

@@ -205,12 +205,10 @@ func RunWatchdog(stderr io.Writer) int {
 		return 2
 	}
 	parent := sup.Pid
-	var cg *Cgroup
-	if dir := os.Getenv(cgroupEnv); dir != "" {
-		if cg, _ = OpenCgroup(dir); cg == nil {
-			fmt.Fprintf(stderr, "tenure: watchdog: %s=%q is not under the cgroup v2 mount; the watchdog is started by tenure run, not by hand\n", cgroupEnv, dir)
-			return 2
-		}
+	cg, err := watchdogCgroup()
+	if err != nil {
+		fmt.Fprintf(stderr, "tenure: watchdog: %v\n", err)
+		return 2
 	}
 	// root is whose descendants make the tree: the supervisor, or the
 	// process it names, as itself (a pid that died may name a stranger).
@@ -221,19 +219,7 @@ func RunWatchdog(stderr io.Writer) int {
 		fmt.Fprintln(stderr, "tenure: watchdog: no pipe on descriptor 3")
 		return 2
 	}
-	type msg struct{ kind, value int64 }
-	msgs := make(chan msg, 16)
-	go func() {
-		defer close(msgs)
-		var b [16]byte
-		for {
-			if _, err := io.ReadFull(in, b[:]); err != nil {
-				return
-			}
-			msgs <- msg{int64(binary.LittleEndian.Uint64(b[:8])), int64(binary.LittleEndian.Uint64(b[8:]))}
-		}
-	}()
-
+	msgs := readMessages(in)
 	var (
 		leader      Proc // the command, which leads its process group
 		leaderStart uint64
@@ -305,6 +291,41 @@ loop:
 	}
 	fmt.Fprintf(stderr, "tenure: watchdog: %s; killed %s and %d processes of its tree\n", why, what, n)
 	return ExitFired
+}
+
+// message is one message from the supervisor: a kind and a value.
+type message struct{ kind, value int64 }
+
+// readMessages reads the supervisor's messages from in until it fails
+// (EOF when the supervisor closed its end or died), then closes the
+// channel.
+func readMessages(in io.Reader) <-chan message {
+	msgs := make(chan message, 16)
+	go func() {
+		defer close(msgs)
+		var b [16]byte
+		for {
+			if _, err := io.ReadFull(in, b[:]); err != nil {
+				return
+			}
+			msgs <- message{int64(binary.LittleEndian.Uint64(b[:8])), int64(binary.LittleEndian.Uint64(b[8:]))}
+		}
+	}()
+	return msgs
+}
+
+// watchdogCgroup returns the command's cgroup that the supervisor names
+// in the environment, or nil when it names none.
+func watchdogCgroup() (*Cgroup, error) {
+	dir := os.Getenv(cgroupEnv)
+	if dir == "" {
+		return nil, nil
+	}
+	cg, ok := OpenCgroup(dir)
+	if !ok {
+		return nil, fmt.Errorf("%s=%q is not under the cgroup v2 mount; the watchdog is started by tenure run, not by hand", cgroupEnv, dir)
+	}
+	return cg, nil
 }
 
 // supervisorEnv names the supervisor to its watchdog: "PID:STARTTIME".
