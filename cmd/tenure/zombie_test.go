@@ -238,3 +238,63 @@ while :; do sleep 0.05; done`
 		}
 	})
 }
+
+// TestRunDelegatedCgroup: a user who is not root, in a cgroup v2 subtree
+// delegated to it (the directory and its cgroup.procs, cgroup.threads and
+// cgroup.subtree_control owned by the user, as systemd's Delegate=yes
+// does), gets the cgroup mode: the command runs in a cgroup under the
+// user's own, removed when run exits.
+func TestRunDelegatedCgroup(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") != "" {
+			t.Fatal("the delegated-cgroup test sets up the delegation as root; CI runs as root")
+		}
+		t.Skip("the delegated-cgroup test sets up the delegation as root")
+	}
+	parent, err := supervise.CgroupParent()
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("no cgroup on this host: %v; CI runs as root with cgroup v2", err)
+		}
+		t.Skipf("no cgroup on this host: %v", err)
+	}
+	const nobody = 65534
+	name := "tenure-test-delegated-" + strconv.Itoa(os.Getpid())
+	deleg := filepath.Join(parent, name)
+	require.NoError(t, os.Mkdir(deleg, 0o755))
+	t.Cleanup(func() { require.NoError(t, syscall.Rmdir(deleg)) })
+	for _, f := range []string{"", "cgroup.procs", "cgroup.threads", "cgroup.subtree_control"} {
+		require.NoError(t, os.Chown(filepath.Join(deleg, f), nobody, nobody))
+	}
+	// A copy of the binary and a state directory the user can reach.
+	dir, err := os.MkdirTemp("", "tenure-delegated-")
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, os.RemoveAll(dir)) })
+	require.NoError(t, os.Chmod(dir, 0o755))
+	exe, state := filepath.Join(dir, "tenure"), filepath.Join(dir, "state")
+	b, err := os.ReadFile(bin)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(exe, b, 0o755))
+	require.NoError(t, os.Mkdir(state, 0o755))
+	require.NoError(t, os.Chown(state, nobody, nobody))
+
+	cgDir, err := os.Open(deleg)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, cgDir.Close()) }()
+	cmd := exec.Command(exe, "-v", "run", "--name", "delegated", "--", "sh", "-c", `grep '^0::' /proc/self/cgroup`)
+	cmd.Env = pgStore(t).env(t, "XDG_STATE_HOME="+state, "HOME="+state)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody},
+		UseCgroupFD: true, CgroupFD: int(cgDir.Fd())}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	require.NoError(t, err, "tenure run as uid %d: %s", nobody, stderr.String())
+	require.Regexp(t, `(?m)^0::.*/`+name+`/tenure-run-\d+$`, string(out), "the command is not in a cgroup of its own under the delegated one")
+	require.Contains(t, stderr.String(), `tracked_by="cgroup v2 (each command in a cgroup of its own under `+deleg+",")
+	left, err := os.ReadDir(deleg)
+	require.NoError(t, err)
+	for _, e := range left {
+		require.False(t, e.IsDir(), "run left its cgroup %s behind", e.Name())
+	}
+}
