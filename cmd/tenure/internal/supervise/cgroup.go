@@ -1,7 +1,6 @@
 package supervise
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"os"
@@ -200,22 +199,36 @@ func (c *Cgroup) Open() (*os.File, error) {
 	return os.OpenFile(c.Dir, os.O_RDONLY|unix.O_DIRECTORY, 0)
 }
 
-// Procs returns the processes in the cgroup (cgroup.procs), a process
-// whose main thread exited while others run among them.
+// Procs returns the processes in the cgroup and in any cgroup the command
+// made below it (each cgroup.procs), a process whose main thread exited
+// while others run among them.
 func (c *Cgroup) Procs() []int {
-	f, err := os.Open(filepath.Join(c.Dir, "cgroup.procs"))
-	if err != nil {
-		return nil
-	}
-	defer func() { _ = f.Close() }() // Read only.
 	var pids []int
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if n, err := strconv.Atoi(strings.TrimSpace(sc.Text())); err == nil {
-			pids = append(pids, n)
+	for _, dir := range c.dirs() {
+		b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+		if err != nil {
+			continue // Removed in between: empty.
+		}
+		for _, f := range strings.Fields(string(b)) {
+			if n, err := strconv.Atoi(f); err == nil {
+				pids = append(pids, n)
+			}
 		}
 	}
 	return pids
+}
+
+// dirs returns the cgroup's directory and those below it, each parent
+// before its children.
+func (c *Cgroup) dirs() []string {
+	var dirs []string
+	_ = filepath.WalkDir(c.Dir, func(path string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			dirs = append(dirs, path)
+		}
+		return nil // A cgroup removed during the walk holds nothing.
+	})
+	return dirs
 }
 
 // Populated reports whether any process is left in the cgroup
@@ -252,7 +265,7 @@ func (c *Cgroup) Signal(sig syscall.Signal) int {
 	return n
 }
 
-// holds reports whether process pid is in the cgroup, by its
+// holds reports whether process pid is in the cgroup or below it, by its
 // /proc/PID/cgroup or, when its main thread has exited, a thread's.
 func (c *Cgroup) holds(pid int) bool {
 	dir := "/proc/" + strconv.Itoa(pid)
@@ -261,7 +274,7 @@ func (c *Cgroup) holds(pid int) bool {
 	for _, p := range append(paths, tasks...) {
 		if b, err := os.ReadFile(p); err == nil {
 			if rel, ok := unifiedPath(string(b)); ok {
-				return rel == c.rel
+				return rel == c.rel || strings.HasPrefix(rel, c.rel+"/")
 			}
 		}
 	}
@@ -278,11 +291,16 @@ func (c *Cgroup) Kill() int {
 	return c.Signal(syscall.SIGKILL)
 }
 
-// Remove removes the cgroup once it is empty, waiting up to wait for the
-// last processes to leave it; a cgroup already gone is no error.
+// Remove removes the cgroup, and any the command made below it, once
+// empty, waiting up to wait for the last processes to leave; a cgroup
+// already gone is no error.
 func (c *Cgroup) Remove(wait time.Duration) error {
 	deadline := time.Now().Add(wait)
 	for {
+		dirs := c.dirs()
+		for i := len(dirs) - 1; i > 0; i-- {
+			_ = unix.Rmdir(dirs[i]) // Busy: the loop tries again; the last error is c.Dir's.
+		}
 		err := unix.Rmdir(c.Dir)
 		if err == nil || errors.Is(err, unix.ENOENT) {
 			return nil

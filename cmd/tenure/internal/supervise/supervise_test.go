@@ -285,3 +285,23 @@ func TestVersionAtLeast(t *testing.T) {
 		require.Equal(t, tc.want, versionAtLeast(tc.release, 5, 14), tc.release)
 	}
 }
+
+// TestCgroupNested: a cgroup the command made below its own (as a
+// container runtime would) is covered too: its processes are listed,
+// held, killed, and it is removed with the command's.
+func TestCgroupNested(t *testing.T) {
+	t.Parallel()
+	cg := newTestCgroup(t)
+	sub := &Cgroup{Dir: filepath.Join(cg.Dir, "inner"), rel: cg.rel + "/inner"}
+	require.NoError(t, os.Mkdir(sub.Dir, 0o755))
+	w := startInCgroup(t, sub, true)
+	require.Equal(t, []int{w.proc.Pid}, cg.Procs())
+	require.True(t, cg.holds(w.proc.Pid))
+	require.True(t, cg.Populated())
+	require.Error(t, cg.Remove(0), "a populated cgroup was removed")
+	require.Equal(t, 1, cg.Kill())
+	w.awaitExit(t)
+	require.NoError(t, cg.Remove(patience))
+	_, err := os.Stat(cg.Dir)
+	require.ErrorIs(t, err, os.ErrNotExist)
+}
