@@ -5,11 +5,13 @@ import (
 	"net"
 	"net/url"
 	"path/filepath"
+	"regexp"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/tenure-dev/tenure/cmd/tenure/internal/doctor"
+	"github.com/tenure-dev/tenure/cmd/tenure/internal/supervise"
 	"github.com/tenure-dev/tenure/internal/testserver"
 )
 
@@ -27,6 +29,16 @@ func TestDoctor(t *testing.T) {
 		require.Contains(t, out, "CHECK          STATUS  FINDING")
 		require.Contains(t, out, "lease-cycle    OK")
 		require.Contains(t, out, " 0 FAIL")
+		_, how := supervise.Mode()
+		require.Regexp(t, `(?m)^supervision +(OK|WARN) +`+regexp.QuoteMeta(how)+`$`, out)
+	})
+	t.Run("SupervisionFallback", func(t *testing.T) {
+		t.Parallel()
+		p := run(t, testEnv(t, supervise.NoCgroupEnv+"=1"), "doctor", "--store", "sqlite:"+filepath.Join(t.TempDir(), "d.db"))
+		out := p.stdout.rest()
+		require.Equal(t, 0, p.code, "stderr:\n%s", p.stderr.rest())
+		require.Contains(t, out, "supervision    WARN    child subreaper and task scan (no cgroup: TENURE_RUN_NO_CGROUP is set)")
+		require.Contains(t, out, "supervision (WARN): unset TENURE_RUN_NO_CGROUP")
 	})
 	t.Run("SkewedClock", func(t *testing.T) {
 		t.Parallel()

@@ -375,12 +375,27 @@ func TestRunSelfReleaseThenExit(t *testing.T) {
 
 // TestRunSaysHowItTracksTheTree: with -v, tenure run names the mechanism
 // that tracks the command's descendants. The real binary is the whole
-// process, so it is a child subreaper.
+// process, so it is a child subreaper; where the host allows it, the
+// command also gets a cgroup of its own, which is gone once run exits.
 func TestRunSaysHowItTracksTheTree(t *testing.T) {
 	t.Parallel()
 	s := sqliteStore(t)
-	p := run(t, s.env(t), "-v", "run", "--name", "tracked", "--", "true")
+	p := run(t, s.env(t, supervise.NoCgroupEnv+"=1"), "-v", "run", "--name", "tracked", "--", "true")
 	require.Equal(t, 0, p.code, p.stderr.all())
 	require.Contains(t, p.stderr.all(), `msg="supervising the command"`)
-	require.Contains(t, p.stderr.all(), `tracked_by="child subreaper: every descendant, setsid escapees too"`)
+	require.Contains(t, p.stderr.all(), `tracked_by="child subreaper and task scan: every descendant, setsid escapees too (no cgroup: TENURE_RUN_NO_CGROUP is set)"`)
+
+	cgroup, how := supervise.Mode()
+	if !cgroup {
+		t.Skipf("no cgroup on this host: %s", how)
+	}
+	p = run(t, s.env(t), "-v", "run", "--name", "tracked", "--", "sh", "-c", `grep '^0::' /proc/self/cgroup`)
+	require.Equal(t, 0, p.code, p.stderr.all())
+	require.Contains(t, p.stderr.all(), `tracked_by="`+strings.ReplaceAll(how, `"`, `\"`)+`"`)
+	own := p.stdout.await(`^0::(.*/tenure-run-(\d+))$`)
+	require.Equal(t, strconv.Itoa(p.cmd.Process.Pid), own[2], "the command is not in run's cgroup")
+	parent, err := supervise.CgroupParent()
+	require.NoError(t, err)
+	_, err = os.Stat(filepath.Join(parent, "tenure-run-"+own[2]))
+	require.ErrorIs(t, err, os.ErrNotExist, "run left its cgroup behind")
 }

@@ -85,6 +85,9 @@ type command struct {
 	summary  string // one line for the command list
 	synopsis string // the usage line, after "tenure "
 	about    string // what it does, for `tenure help NAME`
+	// onHost, when set, says how the command works on this host; help
+	// shows it after about (the generated docs, for every host, do not).
+	onHost func() string
 	// interspersed lets flags follow positional arguments.
 	interspersed bool
 	// raw passes the arguments to the action unparsed: the command parses

@@ -10,8 +10,10 @@
 //     its own process group, with TENURE_TOKEN, TENURE_LEASE and
 //     TENURE_HOLDER in its environment. INT, TERM, HUP, QUIT, USR1, USR2,
 //     WINCH and CONT are forwarded to the command's group; SIGPWR
-//     ([RevokeSignal]) revokes. run is a child subreaper and kills the
-//     command's whole tree ([supervise]): on loss SIGTERM, and SIGKILL after
+//     ([RevokeSignal]) revokes. run is a child subreaper, puts the command
+//     in a cgroup v2 of its own where the host allows it (help and doctor
+//     say which), and kills the command's whole tree ([supervise]): on
+//     loss SIGTERM, and SIGKILL after
 //     the client's grace (at once after a detected pause); a watchdog
 //     process (run --watchdog, hidden) SIGKILLs the tree when run is
 //     stopped or killed past its kill deadline. The lease is released only

@@ -176,6 +176,9 @@ const hiddenFlag = "internal: "
 func commandHelp(name string, cmd *command) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Usage: tenure %s\n\n%s\n", cmd.synopsis, cmd.about)
+	if cmd.onHost != nil {
+		fmt.Fprintf(&b, "\nOn this host: %s\n", cmd.onHost())
+	}
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	cmd.setup(fs)
 	if !cmd.raw {

@@ -63,6 +63,7 @@ var watchdogExe = "/proc/self/exe"
 func runCommand() *command {
 	return &command{
 		summary:  "run a command under a lease",
+		onHost:   func() string { _, how := supervise.Mode(); return "supervision: " + how },
 		synopsis: "run --name NAME [--ttl 30s] [--wait [--wait-timeout D] | --held-exit-code N] [--label L] [--payload TEXT] [--grace 10s] [--progress-timeout D] [--health ADDR] [--json FILE|-] [--store URL] -- CMD [ARGS...]",
 		about: `Run acquires the lease NAME and runs CMD under it, in its own process
 group, with TENURE_TOKEN (the fencing token), TENURE_LEASE (NAME) and
@@ -133,7 +134,18 @@ While the command runs the lease is renewed every TTL/3. What is killed,
 when, and by whom:
   - the whole tree: the command's process group and every descendant (run
     is a child subreaper, so background jobs and setsid escapees stay
-    under it);
+    under it). Where cgroup v2 can be written (root, or a delegated
+    subtree such as a systemd unit's with Delegate=yes), the command is
+    also born in a cgroup of its own under run's, which no process of the
+    tree can leave; it is killed by the cgroup (frozen, cgroup.kill, and
+    SIGKILL to each process listed) and waited for until empty, then
+    removed. Elsewhere, or with TENURE_RUN_NO_CGROUP=1 (for tests, and
+    hosts where tenure must not make cgroups), run finds the tree by the
+    subreaper and /proc alone. Either way a process counts as gone only
+    when no thread of it runs: one whose main thread exited while others
+    go on (it reads as a zombie) is still waited for and killed. The
+    "On this host" line below, and tenure doctor, say which mode is in
+    force here;
   - by run, on loss (renewals failing, superseded, released by an
     operator, clone or suspension detected): one line with the reason and
     the token, SIGTERM, SIGKILL after the grace (--grace, else 10s or TTL/4
@@ -144,7 +156,8 @@ when, and by whom:
     the local deadline, itself a safety margin before the store's expiry;
   - by a watchdog (tenure run re-executed, a process of its own, fed each
     kill deadline over a pipe): SIGKILL when tenure is stopped, starved or
-    killed past the deadline; the command also has Pdeathsig SIGKILL;
+    killed past the deadline, by the cgroup too when there is one, which
+    it then removes; the command also has Pdeathsig SIGKILL;
   - on SIGPWR (kill -PWR PID, for resume and restore hooks), or when the
     command runs "tenure revoke-inherited": SIGKILL at once, the tenure
     is revoked and not released (it expires by its TTL), exit 79;
@@ -495,12 +508,21 @@ func (o *runOptions) supervise(ctx context.Context, e *env, client *tenure.Clien
 
 	self := os.Getpid()
 	mechanism := "the command's process group and subtree"
+	var cg *supervise.Cgroup
 	if wholeProcess {
 		// Orphans of the command come to us, not to init, so the sweep and
 		// the watchdog still find them. Failing that (kernel before 3.4),
 		// the process group and the command's subtree remain.
 		if err := supervise.BecomeSubreaper(); err == nil {
-			mechanism = "child subreaper: every descendant, setsid escapees too"
+			mechanism = "child subreaper and task scan: every descendant, setsid escapees too"
+		}
+		// Where the host allows it, the command is born in a cgroup of
+		// its own, which no process of its tree can leave.
+		var err error
+		if cg, err = supervise.NewCgroup(fmt.Sprintf("tenure-run-%d", self)); err == nil {
+			_, mechanism = supervise.Mode()
+		} else {
+			mechanism += " (no cgroup: " + err.Error() + ")"
 		}
 	}
 	// The watchdog writes its one line straight to tenure's standard error
@@ -510,8 +532,9 @@ func (o *runOptions) supervise(ctx context.Context, e *env, client *tenure.Clien
 	if !ok {
 		dogErr = os.Stderr
 	}
-	dog, err := supervise.StartDog(watchdogExe, []string{"run", "--watchdog"}, dogErr)
+	dog, err := supervise.StartDog(watchdogExe, []string{"run", "--watchdog"}, cg, dogErr)
 	if err != nil {
+		removeCgroup(e, cg)
 		releaseQuietly(ctx, lease)
 		return fmt.Errorf("run: cannot start the watchdog (%s): %s; lease %q released, nothing was run", watchdogExe, message(err), o.name)
 	}
@@ -519,6 +542,7 @@ func (o *runOptions) supervise(ctx context.Context, e *env, client *tenure.Clien
 	now := supervise.Now()
 	if lease.Token() == 0 {
 		_, _ = dog.Disarm() // Nothing was started.
+		removeCgroup(e, cg)
 		o.out.Ended, o.out.Reason = endedLost, lossReason(lease.Err())
 		return &exitError{code: ExitLost, err: fmt.Errorf("lost lease %q before the command started: %s; nothing was run", o.name, lossReason(lease.Err()))}
 	}
@@ -567,7 +591,7 @@ func (o *runOptions) supervise(ctx context.Context, e *env, client *tenure.Clien
 	// Only when stdout or stderr are not files does Wait copy them; do not
 	// let a grandchild holding the pipe keep tenure waiting.
 	cmd.WaitDelay = time.Second
-	if err := cmd.Start(); err != nil {
+	if cmd, cg, err = startInCgroup(e, cmd, cg); err != nil {
 		_, _ = dog.Disarm() // Nothing was started.
 		releaseQuietly(ctx, lease)
 		code := ExitCannotExec
@@ -610,6 +634,11 @@ func (o *runOptions) supervise(ctx context.Context, e *env, client *tenure.Clien
 	// signalTree sends sig to the command's group and to every descendant
 	// of the tree but the watchdog.
 	signalTree := func(sig syscall.Signal) {
+		if cg != nil && sig == syscall.SIGKILL {
+			cg.Kill()
+		} else if cg != nil {
+			cg.Signal(sig)
+		}
 		supervise.SignalTree(leader, tree(), sig, dog.Pid())
 	}
 	// signalGroup forwards sig to the command's process group while the
@@ -621,16 +650,16 @@ func (o *runOptions) supervise(ctx context.Context, e *env, client *tenure.Clien
 		}
 		supervise.SignalGroup(leader, s)
 	}
-	// remaining lists the live processes of the tree, reaping orphans.
-	remaining := func() []int {
+	// treeGone reports whether no process of the tree is alive, and the
+	// cgroup, if any, is empty; it reaps orphans.
+	treeGone := func() bool {
 		if wholeProcess {
 			supervise.Reap(group, dog.Pid())
 		}
-		var live []int
-		if leader.Alive() {
-			live = append(live, group)
+		if leader.Alive() || (cg != nil && cg.Populated()) {
+			return false
 		}
-		return append(live, supervise.Live(tree(), dog.Pid(), group)...)
+		return len(supervise.Live(tree(), dog.Pid(), group)) == 0
 	}
 
 	var (
@@ -692,7 +721,7 @@ wait:
 			feed.Reset(feedEvery)
 			pollTicker = time.NewTicker(20 * time.Millisecond)
 			poll = pollTicker.C
-			if len(remaining()) == 0 {
+			if treeGone() {
 				break wait
 			}
 			if lost == nil && !stopping {
@@ -701,7 +730,7 @@ wait:
 				stopTree(supervise.Now() + int64(grace))
 			}
 		case <-poll:
-			if len(remaining()) == 0 {
+			if treeGone() {
 				break wait
 			}
 		case <-feed.C:
@@ -843,6 +872,7 @@ wait:
 			signalGroup(syscall.SIGTERM)
 		}
 	}
+	removeCgroup(e, cg)
 	status := exitStatus(cmd.ProcessState)
 	o.out.commandEnded(cmd.ProcessState)
 	o.out.Ended = endedExited
@@ -1067,4 +1097,47 @@ func heldLine(name string, held *store.HeldError) string {
 	}
 	return fmt.Sprintf("lease %q is held by %s with token %d for another %s by the store's clock",
 		name, held.Holder, held.Token, remaining(held.Remaining))
+}
+
+// startInCgroup starts cmd in the cgroup cg (cloned into it, so that it
+// never runs outside). When that fails, it removes cg and starts the
+// command again without one, to be supervised by the subreaper and the
+// task scan; the returned cgroup is then nil.
+func startInCgroup(e *env, cmd *exec.Cmd, cg *supervise.Cgroup) (*exec.Cmd, *supervise.Cgroup, error) {
+	if cg == nil {
+		return cmd, nil, cmd.Start()
+	}
+	dir, err := cg.Open()
+	if err == nil {
+		defer func() { _ = dir.Close() }() // The child has its own reference.
+		cmd.SysProcAttr.UseCgroupFD = true
+		cmd.SysProcAttr.CgroupFD = int(dir.Fd())
+		if err = cmd.Start(); err == nil {
+			return cmd, cg, nil
+		}
+	}
+	removeCgroup(e, cg)
+	again := exec.Command(cmd.Path, cmd.Args[1:]...)
+	again.Args, again.Env, again.Dir = cmd.Args, cmd.Env, cmd.Dir
+	again.Stdin, again.Stdout, again.Stderr = cmd.Stdin, cmd.Stdout, cmd.Stderr
+	again.WaitDelay = cmd.WaitDelay
+	attr := *cmd.SysProcAttr
+	attr.UseCgroupFD, attr.CgroupFD = false, 0
+	again.SysProcAttr = &attr
+	if err2 := again.Start(); err2 != nil {
+		return again, nil, err2
+	}
+	e.errorf("could not start the command in cgroup %s (%s); supervising it by child subreaper and task scan instead", cg.Dir, message(err))
+	return again, nil, nil
+}
+
+// removeCgroup removes the command's cgroup cg, if any, once it is
+// empty, saying so when it cannot.
+func removeCgroup(e *env, cg *supervise.Cgroup) {
+	if cg == nil {
+		return
+	}
+	if err := cg.Remove(time.Second); err != nil {
+		e.errorf("%s; remove it by hand once empty (rmdir)", message(err))
+	}
 }

@@ -144,9 +144,10 @@ func Unreachable(display string, err error) Finding {
 
 // Check examines the open store o and returns its findings, in a fixed
 // order: reachable, schema, ttl, clock, lease-cycle, notifications,
-// history (stores that keep one), identity and, for Redis and NATS,
-// durability. It takes the lease [Lease] (acquired, renewed and released),
-// which stays in the store as a released record.
+// history (stores that keep one), identity, for Redis and NATS,
+// durability, and supervision (how tenure run keeps its command's
+// processes on this host). It takes the lease [Lease] (acquired, renewed
+// and released), which stays in the store as a released record.
 func Check(ctx context.Context, o *storeopen.Opened, opts Options) []Finding {
 	opts = opts.withDefaults()
 	var fs []Finding
@@ -172,7 +173,7 @@ func Check(ctx context.Context, o *storeopen.Opened, opts Options) []Finding {
 	case *natsstore.Store:
 		fs = append(fs, checkNatsDurability(st))
 	}
-	return fs
+	return append(fs, checkSupervision())
 }
 
 // Failed reports whether any finding is a FAIL.

@@ -1,28 +1,54 @@
 // Package supervise keeps the process tree of a command run under a lease
 // (tenure run) within the lease's time, on Linux.
 //
-// Three mechanisms, each a line of its own:
+// A process counts as gone only when no thread of it is left: one whose
+// main thread exited (pthread_exit, or a runtime whose first thread ends)
+// while other threads go on reads as a zombie in /proc/PID/stat and its
+// environ reads empty, yet it runs and writes. [Proc.Alive] looks at
+// /proc/PID/task, signals go to such a process until its last thread is
+// gone, and [Environ] reads a thread's environment when the main thread's
+// is gone.
 //
+// The mechanisms, each a line of its own:
+//
+//   - A cgroup of the command's own, where the host allows it ([Mode]:
+//     cgroup v2 mounted, and this process's cgroup writable: root, or a
+//     delegated subtree such as a systemd unit's with Delegate=yes).
+//     [NewCgroup] makes it under the supervisor's own cgroup, the command
+//     is cloned into it (CLONE_INTO_CGROUP: it never runs outside), and
+//     no process of its tree can leave it by setsid, double forks or the
+//     exit of its main thread. [Cgroup.Kill] freezes it, writes
+//     cgroup.kill and sends SIGKILL to each process it lists (cgroup.kill
+//     passes over a process whose main thread has exited, seen on Linux
+//     6.18); the tree is gone when the cgroup is empty, and the cgroup is
+//     then removed. Where there is none (cgroup v1 alone, no permission,
+//     or [NoCgroupEnv] set) the other mechanisms stand alone.
 //   - The supervisor (tenure run) becomes a child subreaper
 //     ([BecomeSubreaper]): descendants that lose their parent (background
 //     jobs of a shell that exited, daemons that double-forked or left the
 //     process group with setsid) are re-parented to it instead of to init,
-//     so [Descendants] still finds them and [Sweep] kills them by pid as
-//     well as by process group. The lease is released only once nothing is
-//     left.
+//     so [Descendants] still finds them and [SignalTree] kills them by pid
+//     as well as by process group. The lease is released only once
+//     nothing is left.
 //   - A watchdog: a separate small process (tenure re-executing itself,
 //     [RunWatchdog]) started before the command and fed each kill deadline
 //     on CLOCK_MONOTONIC over a pipe ([Dog]). When a deadline passes without
 //     a fresh one, or the pipe closes because the supervisor died, it kills
-//     the command's process group and every process of the tree it has
-//     seen. It does not depend on the supervisor being scheduled or alive.
+//     the command's cgroup, its process group and every process of the
+//     tree it has seen or finds marked ([TreeEnv]), then removes the
+//     cgroup. It does not depend on the supervisor being scheduled or
+//     alive.
 //   - Pdeathsig SIGKILL on the command (set by the caller), for the
 //     command itself should both of the above be gone.
 //
 // What none of this covers: a pause of the whole machine (a VM suspended,
 // a snapshot restored) freezes the watchdog and CLOCK_MONOTONIC with
 // everything else; only the fence (the token checked by the resource)
-// covers that. cgroup v2 is not used.
+// covers that. Without a cgroup, when the supervisor dies, a process the
+// watchdog had not seen yet that was re-parented out of the tree and
+// cleared its environment is not found. A cgroup left by a supervisor and
+// a watchdog that both died is removed by the next run of the same pid,
+// when empty.
 package supervise
 
 import (
@@ -128,13 +154,62 @@ func (p Proc) Exists() bool {
 	return ok
 }
 
-// Alive reports whether p is still the same, unreaped, non-zombie process.
+// Alive reports whether p is still the same process and some thread of it
+// still runs. A process whose main thread exited (pthread_exit) while
+// other threads go on reads as a zombie in /proc/PID/stat, yet runs: it
+// is alive until no thread but the exited leader is left in
+// /proc/PID/task.
 func (p Proc) Alive() bool {
 	f, ok := p.stat()
-	return ok && f[0] != "Z" && f[0] != "X"
+	if !ok {
+		return false
+	}
+	if f[0] != "Z" && f[0] != "X" {
+		return true
+	}
+	return p.threadsLeft()
 }
 
-// Signal sends sig to p if it is still the same process.
+// threadsLeft reports whether a thread of p other than its exited leader
+// is still running (not a zombie, not dead).
+func (p Proc) threadsLeft() bool {
+	dir := "/proc/" + strconv.Itoa(p.Pid) + "/task"
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	for _, t := range tasks {
+		if t.Name() == strconv.Itoa(p.Pid) {
+			continue
+		}
+		if st, ok := taskState(dir + "/" + t.Name() + "/stat"); ok && st != "Z" && st != "X" {
+			return true
+		}
+	}
+	return false
+}
+
+// taskState returns the state (field 3) of the stat file at path.
+func taskState(path string) (string, bool) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return "", false
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) == 0 {
+		return "", false
+	}
+	return f[0], true
+}
+
+// Signal sends sig to p while any thread of it is alive (see [Proc.Alive]):
+// a signal to the pid reaches the whole thread group, even when its main
+// thread has exited.
 func (p Proc) Signal(sig syscall.Signal) {
 	if p.Alive() {
 		_ = syscall.Kill(p.Pid, sig) // Gone in between: nothing to do.
@@ -209,11 +284,12 @@ func (p Proc) stat() ([]string, bool) {
 	return f, true
 }
 
-// SignalTree sends sig to leader's process group (see [SignalGroup]) and
-// to every descendant of root but those under skip, and returns how many
+// SignalTree sends sig to every descendant of root but those under skip
+// and to leader's process group (see [SignalGroup]), and returns how many
 // descendants it signalled (zombies included: they are reaped by [Reap]).
+// The descendants come first: finding them reads the tree's /proc
+// entries, while the group's check reads every process's.
 func SignalTree(leader Proc, root int, sig syscall.Signal, skip ...int) int {
-	SignalGroup(leader, sig)
 	n := 0
 	for _, pid := range Descendants(root, skip...) {
 		if p, ok := Identify(pid); ok {
@@ -221,6 +297,7 @@ func SignalTree(leader Proc, root int, sig syscall.Signal, skip ...int) int {
 			p.Signal(sig)
 		}
 	}
+	SignalGroup(leader, sig)
 	return n
 }
 
@@ -242,8 +319,9 @@ func Reap(keep ...int) {
 	}
 }
 
-// Live returns the descendants of root that are running or stopped (not
-// zombies), leaving out the subtrees of skip.
+// Live returns the descendants of root that are alive (see [Proc.Alive]:
+// a zombie leader whose other threads run counts), leaving out the
+// subtrees of skip.
 func Live(root int, skip ...int) []int {
 	var live []int
 	for _, pid := range Descendants(root, skip...) {

@@ -60,8 +60,9 @@ type Dog struct {
 // StartDog starts the watchdog as exe args, with the read end of a pipe
 // as descriptor [WatchdogFD], in a process group of its own (so terminal
 // signals do not reach it), writing its one line to stderr. The watchdog
-// watches the calling process's tree: call it before starting the command.
-func StartDog(exe string, args []string, stderr io.Writer) (*Dog, error) {
+// watches the calling process's tree, and the cgroup cg unless it is nil:
+// call it before starting the command.
+func StartDog(exe string, args []string, cg *Cgroup, stderr io.Writer) (*Dog, error) {
 	r, w, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -73,6 +74,9 @@ func StartDog(exe string, args []string, stderr io.Writer) (*Dog, error) {
 	}
 	cmd := exec.Command(exe, args...)
 	cmd.Env = append(os.Environ(), supervisorEnv+"="+me.String())
+	if cg != nil {
+		cmd.Env = append(cmd.Env, cgroupEnv+"="+cg.Dir)
+	}
 	cmd.ExtraFiles = []*os.File{r}
 	cmd.Stderr = stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -183,7 +187,8 @@ func (d *Dog) Disarm() (fired bool, err error) {
 
 // RunWatchdog is the watchdog process: it reads messages from
 // [WatchdogFD] and kills the tree of its parent (the supervisor, whose
-// child it is) at the deadline or when the pipe closes without a disarm.
+// child it is), and the command's cgroup when it has one, at the deadline
+// or when the pipe closes without a disarm; it then removes the cgroup.
 // It returns the process's exit code.
 func RunWatchdog(stderr io.Writer) int {
 	// Only SIGKILL ends the watchdog: it must outlive a supervisor that is
@@ -200,6 +205,11 @@ func RunWatchdog(stderr io.Writer) int {
 		return 2
 	}
 	parent := sup.Pid
+	cg, err := watchdogCgroup()
+	if err != nil {
+		fmt.Fprintf(stderr, "tenure: watchdog: %v\n", err)
+		return 2
+	}
 	// root is whose descendants make the tree: the supervisor, or the
 	// process it names, as itself (a pid that died may name a stranger).
 	root := sup
@@ -209,19 +219,7 @@ func RunWatchdog(stderr io.Writer) int {
 		fmt.Fprintln(stderr, "tenure: watchdog: no pipe on descriptor 3")
 		return 2
 	}
-	type msg struct{ kind, value int64 }
-	msgs := make(chan msg, 16)
-	go func() {
-		defer close(msgs)
-		var b [16]byte
-		for {
-			if _, err := io.ReadFull(in, b[:]); err != nil {
-				return
-			}
-			msgs <- msg{int64(binary.LittleEndian.Uint64(b[:8])), int64(binary.LittleEndian.Uint64(b[8:]))}
-		}
-	}()
-
+	msgs := readMessages(in)
 	var (
 		leader      Proc // the command, which leads its process group
 		leaderStart uint64
@@ -283,9 +281,51 @@ loop:
 		// command never started and there is no tree.
 		root = Proc{}
 	}
-	n := killAll(leader, root, TreeEnv+"="+sup.String(), self, known)
-	fmt.Fprintf(stderr, "tenure: watchdog: %s; killed the command's process group and %d processes of its tree\n", why, n)
+	n := killAll(leader, root, TreeEnv+"="+sup.String(), self, known, cg)
+	what := "the command's process group"
+	if cg != nil {
+		what = "the command's cgroup, its process group"
+		if err := cg.Remove(time.Second); err != nil {
+			fmt.Fprintf(stderr, "tenure: watchdog: %v\n", err)
+		}
+	}
+	fmt.Fprintf(stderr, "tenure: watchdog: %s; killed %s and %d processes of its tree\n", why, what, n)
 	return ExitFired
+}
+
+// message is one message from the supervisor: a kind and a value.
+type message struct{ kind, value int64 }
+
+// readMessages reads the supervisor's messages from in until it fails
+// (EOF when the supervisor closed its end or died), then closes the
+// channel.
+func readMessages(in io.Reader) <-chan message {
+	msgs := make(chan message, 16)
+	go func() {
+		defer close(msgs)
+		var b [16]byte
+		for {
+			if _, err := io.ReadFull(in, b[:]); err != nil {
+				return
+			}
+			msgs <- message{int64(binary.LittleEndian.Uint64(b[:8])), int64(binary.LittleEndian.Uint64(b[8:]))}
+		}
+	}()
+	return msgs
+}
+
+// watchdogCgroup returns the command's cgroup that the supervisor names
+// in the environment, or nil when it names none.
+func watchdogCgroup() (*Cgroup, error) {
+	dir := os.Getenv(cgroupEnv)
+	if dir == "" {
+		return nil, nil
+	}
+	cg, ok := OpenCgroup(dir)
+	if !ok {
+		return nil, fmt.Errorf("%s=%q is not under the cgroup v2 mount; the watchdog is started by tenure run, not by hand", cgroupEnv, dir)
+	}
+	return cg, nil
 }
 
 // supervisorEnv names the supervisor to its watchdog: "PID:STARTTIME".
@@ -325,8 +365,7 @@ func Marked(mark string) []Proc {
 		if err != nil {
 			continue
 		}
-		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
-		if err != nil || !slices.Contains(strings.Split(string(env), "\x00"), mark) {
+		if !slices.Contains(Environ(pid), mark) {
 			continue
 		}
 		if p, ok := Identify(pid); ok {
@@ -334,6 +373,23 @@ func Marked(mark string) []Proc {
 		}
 	}
 	return out
+}
+
+// Environ returns the environment of process pid. When its main thread has
+// exited, /proc/PID/environ reads empty while its other threads run with
+// the same environment: then the first thread's that can be read.
+func Environ(pid int) []string {
+	dir := "/proc/" + strconv.Itoa(pid)
+	if env, err := os.ReadFile(dir + "/environ"); err == nil && len(env) > 0 {
+		return strings.Split(string(env), "\x00")
+	}
+	tasks, _ := os.ReadDir(dir + "/task")
+	for _, t := range tasks {
+		if env, err := os.ReadFile(dir + "/task/" + t.Name() + "/environ"); err == nil && len(env) > 0 {
+			return strings.Split(string(env), "\x00")
+		}
+	}
+	return nil
 }
 
 func parseSupervisor(v string) (Proc, error) {
@@ -346,13 +402,24 @@ func parseSupervisor(v string) (Proc, error) {
 	return Proc{Pid: p, Start: t}, nil
 }
 
-// killAll SIGKILLs leader's group, the processes in known, those whose
-// environment carries mark (see [TreeEnv]) and every descendant of them
-// (and of root while it is alive as itself), round after round, until none
-// is left alive. It returns how many processes it signalled.
-func killAll(leader, root Proc, mark string, self int, known map[int]Proc) int {
+// killAll SIGKILLs the cgroup cg (when not nil), leader's group, the
+// processes in known, those whose environment carries mark (see
+// [TreeEnv]) and every descendant of them (and of root while it is alive
+// as itself), round after round, until none is left alive and cg is
+// empty. It returns how many processes it signalled.
+func killAll(leader, root Proc, mark string, self int, known map[int]Proc, cg *Cgroup) int {
 	killed := map[Proc]bool{}
 	for round := 0; round < 500; round++ {
+		populated := false
+		if cg != nil {
+			for _, pid := range cg.Procs() {
+				if p, ok := Identify(pid); ok {
+					killed[p] = true
+				}
+			}
+			cg.Kill()
+			populated = cg.Populated()
+		}
 		SignalGroup(leader, syscall.SIGKILL)
 		targets := map[int]Proc{}
 		for pid, p := range known {
@@ -392,7 +459,7 @@ func killAll(leader, root Proc, mark string, self int, known map[int]Proc) int {
 			killed[p] = true
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
-		if alive == 0 && round > 0 {
+		if alive == 0 && !populated && round > 0 {
 			break
 		}
 		time.Sleep(10 * time.Millisecond) // Let the kernel deliver before the next look.

@@ -1,0 +1,313 @@
+package supervise
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// NoCgroupEnv, set to anything but empty, makes tenure run do without a
+// cgroup (child subreaper and task scan only): for tests of that mode,
+// and for hosts where tenure must not create cgroups.
+const NoCgroupEnv = "TENURE_RUN_NO_CGROUP"
+
+// cgroupEnv names the command's cgroup directory to the watchdog.
+const cgroupEnv = "TENURE_WATCHDOG_CGROUP"
+
+// Cgroup is a cgroup v2 directory that holds one command's tree and
+// nothing else: every process the command starts is born in it, whatever
+// it does with its session, its process group or its main thread.
+type Cgroup struct {
+	// Dir is the cgroup's directory, under the cgroup2 mount.
+	Dir string
+	// rel is its path within the hierarchy, as /proc/PID/cgroup shows it.
+	rel string
+}
+
+// cgroupMount returns where the cgroup v2 hierarchy is mounted and the
+// hierarchy path it mounts, from mountinfo (lines "ID PARENT MAJ:MIN ROOT
+// MOUNTPOINT OPTS... - FSTYPE ...").
+func cgroupMount(mountinfo string) (point, root string, ok bool) {
+	for _, line := range strings.Split(mountinfo, "\n") {
+		pre, post, found := strings.Cut(line, " - ")
+		f, g := strings.Fields(pre), strings.Fields(post)
+		if found && len(f) >= 5 && len(g) >= 1 && g[0] == "cgroup2" {
+			return unescapeMount(f[4]), unescapeMount(f[3]), true
+		}
+	}
+	return "", "", false
+}
+
+// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
+func unescapeMount(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// unifiedPath returns the cgroup v2 path in a /proc/PID/cgroup text (its
+// "0::PATH" line).
+func unifiedPath(cgroup string) (string, bool) {
+	for _, line := range strings.Split(cgroup, "\n") {
+		if p, ok := strings.CutPrefix(line, "0::"); ok {
+			return p, true
+		}
+	}
+	return "", false
+}
+
+// cgroupParent returns the cgroup directory of the calling process, under
+// which a command's cgroup is made, and its hierarchy path; or why there
+// is none that this process can use.
+func cgroupParent() (dir, rel string, err error) {
+	if os.Getenv(NoCgroupEnv) != "" {
+		return "", "", fmt.Errorf("%s is set", NoCgroupEnv)
+	}
+	mi, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return "", "", fmt.Errorf("cannot read /proc/self/mountinfo: %w", err)
+	}
+	point, root, ok := cgroupMount(string(mi))
+	if !ok {
+		return "", "", errors.New("no cgroup v2 hierarchy is mounted (cgroup v1 alone is not used)")
+	}
+	own, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return "", "", fmt.Errorf("cannot read /proc/self/cgroup: %w", err)
+	}
+	rel, ok = unifiedPath(string(own))
+	if !ok {
+		return "", "", errors.New("this process is in no cgroup v2 (no 0:: line in /proc/self/cgroup)")
+	}
+	sub, err := filepath.Rel(root, rel)
+	if err != nil || strings.HasPrefix(sub, "..") {
+		return "", "", fmt.Errorf("this process's cgroup %s is outside the cgroup2 mount at %s", rel, point)
+	}
+	dir = filepath.Join(point, sub)
+	if unix.Access(dir, unix.W_OK) != nil || unix.Access(filepath.Join(dir, "cgroup.procs"), unix.W_OK) != nil {
+		return "", "", fmt.Errorf("cannot write to this process's cgroup %s (run as root, or in a delegated cgroup v2 subtree, e.g. systemd Delegate=yes)", dir)
+	}
+	return dir, rel, nil
+}
+
+// CgroupParent returns the directory under which tenure run makes its
+// command's cgroup: the calling process's own cgroup v2; or why there is
+// none it can use.
+func CgroupParent() (string, error) {
+	dir, _, err := cgroupParent()
+	return dir, err
+}
+
+// Mode reports whether tenure run puts its command in a cgroup on this
+// host, and says how it supervises: where the cgroups go, or why there is
+// none.
+func Mode() (cgroup bool, how string) {
+	dir, _, err := cgroupParent()
+	if err != nil {
+		return false, "child subreaper and task scan (no cgroup: " + err.Error() + ")"
+	}
+	kill := "cgroup.kill and SIGKILL to each process in it"
+	if !kernelAtLeast(5, 14) {
+		kill = "SIGKILL to each process in it, frozen (no cgroup.kill before Linux 5.14)"
+	}
+	return true, "cgroup v2 (each command in a cgroup of its own under " + dir + ", killed by " + kill + ", waited for until empty) and child subreaper"
+}
+
+// kernelAtLeast reports whether the running kernel's version is at least
+// major.minor.
+func kernelAtLeast(major, minor int) bool {
+	var u unix.Utsname
+	if unix.Uname(&u) != nil {
+		return false
+	}
+	return versionAtLeast(unix.ByteSliceToString(u.Release[:]), major, minor)
+}
+
+// versionAtLeast reports whether a release such as "6.18.44-fc" is at
+// least major.minor.
+func versionAtLeast(release string, major, minor int) bool {
+	f := strings.SplitN(release, ".", 3)
+	if len(f) < 2 {
+		return false
+	}
+	maj, err1 := strconv.Atoi(f[0])
+	mnr, err2 := strconv.Atoi(strings.TrimRightFunc(f[1], func(r rune) bool { return r < '0' || r > '9' }))
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	return maj > major || (maj == major && mnr >= minor)
+}
+
+// NewCgroup makes the cgroup for one command, named name, under the
+// calling process's own cgroup (see [Mode]).
+func NewCgroup(name string) (*Cgroup, error) {
+	parent, rel, err := cgroupParent()
+	if err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(parent, name)
+	err = os.Mkdir(dir, 0o755)
+	if errors.Is(err, os.ErrExist) && unix.Rmdir(dir) == nil {
+		// Left behind, empty, by a run of the same pid that died with its
+		// watchdog; a populated one cannot be removed and is not reused.
+		err = os.Mkdir(dir, 0o755)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cannot make cgroup %s: %w", dir, err)
+	}
+	return &Cgroup{Dir: dir, rel: filepath.Join(rel, name)}, nil
+}
+
+// OpenCgroup returns the cgroup at dir, made by [NewCgroup] in another
+// process, or false when dir is not under the cgroup v2 mount. The cgroup
+// may be gone already (removed once empty): it then holds nothing.
+func OpenCgroup(dir string) (*Cgroup, bool) {
+	mi, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil, false
+	}
+	point, root, ok := cgroupMount(string(mi))
+	sub, err := filepath.Rel(point, dir)
+	if !ok || err != nil || strings.HasPrefix(sub, "..") || !filepath.IsAbs(dir) {
+		return nil, false
+	}
+	return &Cgroup{Dir: dir, rel: filepath.Join(root, sub)}, true
+}
+
+// Open opens the cgroup's directory, for SysProcAttr.CgroupFD: a process
+// cloned into it (CLONE_INTO_CGROUP) is in it from its first instruction.
+func (c *Cgroup) Open() (*os.File, error) {
+	return os.OpenFile(c.Dir, os.O_RDONLY|unix.O_DIRECTORY, 0)
+}
+
+// Procs returns the processes in the cgroup and in any cgroup the command
+// made below it (each cgroup.procs), a process whose main thread exited
+// while others run among them.
+func (c *Cgroup) Procs() []int {
+	var pids []int
+	for _, dir := range c.dirs() {
+		b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+		if err != nil {
+			continue // Removed in between: empty.
+		}
+		for _, f := range strings.Fields(string(b)) {
+			if n, err := strconv.Atoi(f); err == nil {
+				pids = append(pids, n)
+			}
+		}
+	}
+	return pids
+}
+
+// dirs returns the cgroup's directory and those below it, each parent
+// before its children.
+func (c *Cgroup) dirs() []string {
+	var dirs []string
+	_ = filepath.WalkDir(c.Dir, func(path string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			dirs = append(dirs, path)
+		}
+		return nil // A cgroup removed during the walk holds nothing.
+	})
+	return dirs
+}
+
+// Populated reports whether any process is left in the cgroup
+// (cgroup.events says "populated 1"); a cgroup that is gone is empty.
+func (c *Cgroup) Populated() bool {
+	b, err := os.ReadFile(filepath.Join(c.Dir, "cgroup.events"))
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "populated "); ok {
+			return strings.TrimSpace(v) != "0"
+		}
+	}
+	return len(c.Procs()) > 0
+}
+
+// Signal sends sig to every process in the cgroup and returns how many it
+// reached. Each is signalled through a pidfd opened before its membership
+// is checked, so a pid reused by a process outside the cgroup is never
+// hit.
+func (c *Cgroup) Signal(sig syscall.Signal) int {
+	n := 0
+	for _, pid := range c.Procs() {
+		fd, err := unix.PidfdOpen(pid, 0)
+		if err != nil {
+			continue // Gone (reaped) since the read.
+		}
+		if c.holds(pid) && unix.PidfdSendSignal(fd, sig, nil, 0) == nil {
+			n++
+		}
+		_ = unix.Close(fd) // A pidfd holds nothing to flush.
+	}
+	return n
+}
+
+// holds reports whether process pid is in the cgroup or below it, by its
+// /proc/PID/cgroup or, when its main thread has exited, a thread's.
+func (c *Cgroup) holds(pid int) bool {
+	dir := "/proc/" + strconv.Itoa(pid)
+	paths := []string{dir + "/cgroup"}
+	tasks, _ := filepath.Glob(dir + "/task/*/cgroup")
+	for _, p := range append(paths, tasks...) {
+		if b, err := os.ReadFile(p); err == nil {
+			if rel, ok := unifiedPath(string(b)); ok {
+				return rel == c.rel || strings.HasPrefix(rel, c.rel+"/")
+			}
+		}
+	}
+	return false
+}
+
+// Kill kills every process in the cgroup: it freezes the cgroup (no more
+// forks), writes cgroup.kill, and sends SIGKILL to each process listed,
+// since cgroup.kill passes over a process whose main thread has exited
+// (seen on Linux 6.18). It returns how many processes it signalled.
+func (c *Cgroup) Kill() int {
+	_ = os.WriteFile(filepath.Join(c.Dir, "cgroup.freeze"), []byte("1"), 0) // Before 5.2: no freezer; the rounds below still catch forks.
+	_ = os.WriteFile(filepath.Join(c.Dir, "cgroup.kill"), []byte("1"), 0)   // Before 5.14: no cgroup.kill; each is killed below.
+	return c.Signal(syscall.SIGKILL)
+}
+
+// Remove removes the cgroup, and any the command made below it, once
+// empty, waiting up to wait for the last processes to leave; a cgroup
+// already gone is no error.
+func (c *Cgroup) Remove(wait time.Duration) error {
+	deadline := time.Now().Add(wait)
+	for {
+		dirs := c.dirs()
+		for i := len(dirs) - 1; i > 0; i-- {
+			_ = unix.Rmdir(dirs[i]) // Busy: the loop tries again; the last error is c.Dir's.
+		}
+		err := unix.Rmdir(c.Dir)
+		if err == nil || errors.Is(err, unix.ENOENT) {
+			return nil
+		}
+		if !errors.Is(err, unix.EBUSY) || time.Now().After(deadline) {
+			return fmt.Errorf("cannot remove cgroup %s: %w", c.Dir, err)
+		}
+		time.Sleep(10 * time.Millisecond) // The kernel lets the last exits settle.
+	}
+}
