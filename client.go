@@ -51,8 +51,10 @@ type acquireResult struct {
 }
 
 // New returns a client for s. It validates cfg (see [Config.Validate]),
-// and that cfg.TTL is one the store can keep, and starts nothing; call
-// [Client.Run].
+// and that cfg.TTL is one the store can keep: not below its floor
+// ([store.TTLFloor]) and a whole number of the unit it keeps TTLs in
+// ([store.TTLUnit]: 2.5s is refused on etcd, which keeps whole seconds,
+// with a [*store.TTLUnitError]). It starts nothing; call [Client.Run].
 func New(s store.Store, cfg Config) (*Client, error) {
 	if s == nil {
 		return nil, fmt.Errorf("%w: store is nil", ErrInvalid)
@@ -63,6 +65,15 @@ func New(s store.Store, cfg Config) (*Client, error) {
 	}
 	if floor := store.MinTTLOf(s); cfg.TTL < floor {
 		return nil, fmt.Errorf("%w: TTL (%s) is below the store's minimum lease of %s; raise TTL", ErrInvalid, cfg.TTL, floor)
+	}
+	// A TTL the store would round is refused here rather than accepted
+	// up to the store's rounding: the holder and its followers then count
+	// with the TTL the store keeps, and the grant check that refuses a
+	// grant longer than asked (a store misreporting) stays exact. The
+	// user learns of it at once, with the TTLs to use instead, and not
+	// from an acquisition that could never succeed.
+	if err := store.CheckTTLUnit(s, cfg.TTL); err != nil {
+		return nil, err
 	}
 	c := &Client{
 		store:   s,
