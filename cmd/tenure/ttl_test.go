@@ -14,19 +14,23 @@ import (
 )
 
 // TestRunRefusesATTLTheStoreWouldRound: etcd keeps TTLs in whole seconds,
-// so `tenure run --ttl 2.5s` on etcd is refused at once as a usage error
-// that names --ttl and the TTLs to use, rather than waiting for a grant
-// the store rounds up and the client refuses.
+// so `tenure run --ttl 2.5s` on etcd, with --wait or without, is refused
+// at once as a usage error that names --ttl and the TTLs to use, rather
+// than failing with the store's grant of 3s as no grant (without --wait)
+// or waiting forever for a grant it would accept (with it).
 func TestRunRefusesATTLTheStoreWouldRound(t *testing.T) {
 	t.Parallel()
 	srv := testserver.OwnEtcd(t)
 	storeURL := "etcd://" + strings.TrimPrefix(srv.Endpoint, "http://") + "?tenure_prefix=" + testutil.UniqueName(t) + "/"
 	env := testEnv(t)
 
-	p := run(t, env, "run", "--name", "nightly", "--ttl", "2.5s", "--store", storeURL, "--", "sh", "-c", "echo ran")
-	require.Equal(t, cli.ExitUsage, p.code, p.stderr.all())
-	require.Empty(t, p.stdout.rest(), "the command never ran")
-	require.Contains(t, p.stderr.rest(), "run: --ttl 2.5s: the etcd store keeps TTLs in whole seconds; use 2s or 3s")
+	for _, wait := range [][]string{nil, {"--wait"}} {
+		args := append(append([]string{"run", "--name", "nightly", "--ttl", "2.5s", "--store", storeURL}, wait...), "--", "sh", "-c", "echo ran")
+		p := run(t, env, args...)
+		require.Equal(t, cli.ExitUsage, p.code, "%v: %s", wait, p.stderr.all())
+		require.Empty(t, p.stdout.rest(), "the command never ran")
+		require.Contains(t, p.stderr.rest(), "run: --ttl 2.5s: the etcd store keeps TTLs in whole seconds; use 2s or 3s")
+	}
 
 	st := status(t, testEnv(t, storeurl.EnvVar+"="+storeURL), "nightly")
 	require.Equal(t, "absent", st.State, "nothing was acquired")
