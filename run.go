@@ -662,15 +662,21 @@ func (r *runner) refuseWaiters() {
 }
 
 // abandoned reports whether k is a tenure whose work shutdown gave up
-// waiting for; for one it waits for, the wait ends here: its work has
-// returned in time, and its release goes to the store.
+// waiting for. For one it waits for, the wait ends here: its work has
+// returned, in time when its local deadline has not passed, and then its
+// release goes to the store.
 func (r *runner) abandoned(k tenureKey) bool {
-	if _, ok := r.stopping[k]; ok {
-		delete(r.stopping, k)
-		return false
+	deadline, ok := r.stopping[k]
+	if !ok {
+		_, over := r.overdue[k]
+		return over
 	}
-	_, ok := r.overdue[k]
-	return ok
+	delete(r.stopping, k)
+	if _, mono := r.c.cfg.Clock.Now(); mono >= deadline {
+		r.overdue[k] = struct{}{}
+		return true
+	}
+	return false
 }
 
 // abandonOverdue stops waiting for the work of tenures whose local
