@@ -36,8 +36,11 @@ type Client struct {
 // request is an engine event from an API call, with the channel that
 // answers it: a Want, Unwant or adoption, a ChainWriteBegin, a Release.
 type request struct {
-	event    engine.Event
-	reply    chan acquireResult
+	event engine.Event
+	reply chan acquireResult
+	// guarded marks a Want made by [Client.Do]: the tenure it is granted
+	// has work running under it, which shutdown waits for.
+	guarded  bool
 	chain    chan chainGrant
 	released chan error
 }
@@ -48,8 +51,10 @@ type acquireResult struct {
 }
 
 // New returns a client for s. It validates cfg (see [Config.Validate]),
-// and that cfg.TTL is one the store can keep, and starts nothing; call
-// [Client.Run].
+// and that cfg.TTL is one the store can keep: not below its floor
+// ([store.TTLFloor]) and a whole number of the unit it keeps TTLs in
+// ([store.TTLUnit]: 2.5s is refused on etcd, which keeps whole seconds,
+// with a [*store.TTLUnitError]). It starts nothing; call [Client.Run].
 func New(s store.Store, cfg Config) (*Client, error) {
 	if s == nil {
 		return nil, fmt.Errorf("%w: store is nil", ErrInvalid)
@@ -60,6 +65,15 @@ func New(s store.Store, cfg Config) (*Client, error) {
 	}
 	if floor := store.MinTTLOf(s); cfg.TTL < floor {
 		return nil, fmt.Errorf("%w: TTL (%s) is below the store's minimum lease of %s; raise TTL", ErrInvalid, cfg.TTL, floor)
+	}
+	// A TTL the store would round is refused here rather than accepted
+	// up to the store's rounding: the holder and its followers then count
+	// with the TTL the store keeps, and the grant check that refuses a
+	// grant longer than asked (a store misreporting) stays exact. The
+	// user learns of it at once, with the TTLs to use instead, and not
+	// from an acquisition that could never succeed.
+	if err := store.CheckTTLUnit(s, cfg.TTL); err != nil {
+		return nil, err
 	}
 	c := &Client{
 		store:   s,
@@ -107,7 +121,7 @@ func (c *Client) Config() Config { return c.cfg }
 // in the next, up to 1,000 to a round trip (group commit). A lone call
 // goes at once.
 func (c *Client) Acquire(ctx context.Context, name string) (*Lease, error) {
-	return c.want(ctx, name, false)
+	return c.want(ctx, name, false, false)
 }
 
 // Campaign waits until the lease name is acquired or ctx is done. It does
@@ -118,15 +132,17 @@ func (c *Client) Acquire(ctx context.Context, name string) (*Lease, error) {
 // Do, it returns [ErrNotRunning] when the client's Run has not started
 // within one TTL of the call.
 func (c *Client) Campaign(ctx context.Context, name string) (*Lease, error) {
-	return c.want(ctx, name, true)
+	return c.want(ctx, name, true, false)
 }
 
-func (c *Client) want(ctx context.Context, name string, campaign bool) (*Lease, error) {
+// want asks for the lease name; guarded marks the tenure as one whose
+// work [Client.Do] runs and releases it after (see [runner.shutdown]).
+func (c *Client) want(ctx context.Context, name string, campaign, guarded bool) (*Lease, error) {
 	if err := store.ValidateName(name); err != nil {
 		return nil, err
 	}
 	reply := make(chan acquireResult, 1)
-	c.submit(request{event: engine.Want{Name: name, Campaign: campaign}, reply: reply})
+	c.submit(request{event: engine.Want{Name: name, Campaign: campaign}, reply: reply, guarded: guarded})
 	var notRunning <-chan time.Time
 	if !c.started.Load() {
 		// Run may be about to start (go client.Run(ctx) just above the
@@ -171,7 +187,7 @@ func (c *Client) want(ctx context.Context, name string, campaign bool) (*Lease, 
 	}
 	if errors.Is(cause, ErrNotRunning) {
 		// Run started just as the wait ran out: the campaign was sound.
-		return c.want(ctx, name, campaign)
+		return c.want(ctx, name, campaign, guarded)
 	}
 	return nil, cause
 }
@@ -181,8 +197,15 @@ func (c *Client) want(ctx context.Context, name string, campaign bool) (*Lease, 
 // [*LostError] as its cause; pass l.Token() with every write to a fenced
 // resource. Do returns fn's error, joined with the LostError if the tenure
 // was lost while fn ran (so errors.Is(err, ErrLost) tells).
+//
+// When the client's Run ends while fn runs (its ctx is done), the tenure
+// ends with [LossClosed], which cancels fn's ctx, and Run waits for fn to
+// return before it releases the lease, so the next holder never starts
+// while fn still runs. Run waits up to the tenure's remaining trusted time
+// (its local deadline; renewals have stopped): a lease whose fn has not
+// returned by then is not released, and expires at the store by its TTL.
 func (c *Client) Do(ctx context.Context, name string, fn func(ctx context.Context, l *Lease) error) error {
-	l, err := c.Campaign(ctx, name)
+	l, err := c.want(ctx, name, true, true)
 	if err != nil {
 		return err
 	}

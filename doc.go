@@ -87,6 +87,17 @@
 //	      v
 //	  released
 //
+// # Shutdown
+//
+// When [Client.Run]'s ctx is done, renewals stop and every tenure ends
+// ([LossClosed]). The work under a tenure of [Client.Do] is cancelled (fn's
+// ctx ends) and Run waits for fn to return before it releases the lease,
+// so the next holder never starts beside it; it waits up to the tenure's
+// remaining trusted time, and a lease whose fn outlives that is not
+// released but left to expire by its TTL. Tenures of [Client.Acquire] and
+// [Client.Campaign] are released at once: Run cannot see their work, so
+// stop it first.
+//
 // # The trust window
 //
 // A tenure is trusted until its local deadline, on the monotonic clock:

@@ -21,6 +21,9 @@ type Lease struct {
 	token  Token
 	done   chan struct{}
 	err    error // set before done is closed
+	// guarded marks a tenure of [Client.Do]: shutdown waits for its work
+	// (see [runner.shutdown]). Set before the Lease is handed out.
+	guarded bool
 
 	trust    atomic.Pointer[engine.Window]
 	seq      atomic.Int64
@@ -242,7 +245,8 @@ func (w *ChainWrite) Abort() {
 // It returns the tenure's [*LostError] if it had already ended for another
 // reason, the store's error if the store could not be told (the lease then
 // expires by its TTL), and [ErrClosed] if the client's Run has returned
-// (Run released every tenure it held).
+// (Run released every tenure it held, but for a tenure of [Client.Do] whose
+// work outlived its trusted time, which expires by its TTL).
 func (l *Lease) Release(ctx context.Context) error {
 	l.ended.Store(true)
 	if lost, ok := l.Err().(*LostError); ok && !lost.Reason.releasable() {

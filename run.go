@@ -16,14 +16,24 @@ import (
 
 // Run drives the client's lease loop until ctx is done: it sends
 // acquisitions and renewals, keeps local deadlines, and reports
-// transitions. On return every tenure has ended (with [LossClosed]) and been
-// released at the store, best effort, and every goroutine Run started has
-// exited. Run returns nil after ctx is done; a client runs once.
+// transitions. On return every tenure has ended (with [LossClosed]),
+// every goroutine Run started has exited, and every tenure has been
+// released at the store, best effort, except one whose work outlived its
+// trusted time (below). Run returns nil after ctx is done; a client runs
+// once.
 //
-// Run does not wait for the work under its tenures: it releases them as
-// soon as ctx is done, and a next holder may start at once. Cancel Run's
-// ctx only after that work has stopped ([Client.Do] returned), or let the
-// work watch [Lease.Done] and stop first.
+// Once ctx is done Run renews nothing more. A tenure of [Client.Do] has
+// work running under it: Run ends the tenure, which cancels fn's ctx, and
+// waits for fn to return before it releases the lease, so the next holder
+// never starts beside that work. It waits up to the tenure's remaining
+// trusted time (its local deadline, at most the TTL less the safety
+// margin); a lease whose fn has not returned by then is not released but
+// left to expire at the store by its TTL, since the work may still run.
+// So Run can take that long to return.
+//
+// A tenure of [Client.Acquire] or [Client.Campaign] is the caller's: Run
+// cannot see the work under it and releases it at once. Stop that work
+// before ctx is done, or use Do.
 func (c *Client) Run(ctx context.Context) error {
 	if !c.started.CompareAndSwap(false, true) {
 		return errors.New("tenure: Client.Run called twice; a Client runs once, make a new one")
@@ -35,8 +45,10 @@ func (c *Client) Run(ctx context.Context) error {
 		idle:     make(chan job),
 		armed:    never,
 		leases:   make(map[string]*Lease),
-		waiters:  make(map[string]chan acquireResult),
+		waiters:  make(map[string]waiter),
 		releases: make(map[tenureKey][]chan error),
+		stopping: make(map[tenureKey]time.Duration),
+		overdue:  make(map[tenureKey]struct{}),
 		fed:      make(map[*Lease]time.Duration),
 		obs:      newObserver(c.cfg.OnTransition),
 		tel:      newTelemetry(c),
@@ -92,12 +104,23 @@ type runner struct {
 	// store announces nothing.
 	sub store.Subscription
 
-	leases   map[string]*Lease             // the current tenure per name
-	waiters  map[string]chan acquireResult // Acquire and Campaign calls awaiting an answer
-	releases map[tenureKey][]chan error    // Lease.Release calls awaiting the store's answer
-	fed      map[*Lease]time.Duration      // last progress reading fed to the engine
+	leases   map[string]*Lease          // the current tenure per name
+	waiters  map[string]waiter          // Acquire and Campaign calls awaiting an answer
+	releases map[tenureKey][]chan error // Lease.Release calls awaiting the store's answer
+	// stopping holds the tenures of Do whose work shutdown waits for,
+	// with their local deadlines; overdue those it gave up on.
+	stopping map[tenureKey]time.Duration
+	overdue  map[tenureKey]struct{}
+	fed      map[*Lease]time.Duration // last progress reading fed to the engine
 	obs      *observer
 	tel      *telemetry // nil: no Observer, no Logger
+}
+
+// waiter is an Acquire, Campaign or Do call awaiting an answer; guarded
+// marks Do's (see [request]).
+type waiter struct {
+	reply   chan acquireResult
+	guarded bool
 }
 
 // job is a store call: it returns the events that answer it.
@@ -272,11 +295,11 @@ func (r *runner) handle(q request) {
 			q.reply <- acquireResult{err: r.acquireError(engine.AcquireFailed{Name: name, Busy: true})}
 			return
 		}
-		r.waiters[name] = q.reply
+		r.waiters[name] = waiter{reply: q.reply, guarded: q.guarded}
 	case engine.Unwant:
-		if w, ok := r.waiters[ev.Name]; ok && w == q.reply {
+		if w, ok := r.waiters[ev.Name]; ok && w.reply == q.reply {
 			delete(r.waiters, ev.Name)
-			w <- acquireResult{err: context.Canceled}
+			w.reply <- acquireResult{err: context.Canceled}
 		}
 	case engine.ChainWriteBegin:
 		l := r.tenure(ev.Name, ev.Token)
@@ -287,6 +310,11 @@ func (r *runner) handle(q request) {
 		l.chainWaiters = append(l.chainWaiters, q.chain)
 	case engine.Release:
 		k := tenureKey{ev.Name, ev.Token}
+		if r.closing && r.abandoned(k) {
+			q.released <- fmt.Errorf("%w: lease %q, token %d: its work returned after the tenure's trusted time ran out at shutdown, so it was not released and expires by its TTL",
+				ErrLost, ev.Name, ev.Token)
+			return
+		}
 		r.releases[k] = append(r.releases[k], q.released)
 	}
 	r.step(q.event)
@@ -503,6 +531,9 @@ func (r *runner) acquired(a engine.Acquired) {
 	tr := Transition{Name: l.name, Kind: TransitionAcquired, Holder: l.holder, Token: l.token, At: time.Now()}
 	r.obs.push(tr)
 	r.tel.transition(tr)
+	if w, ok := r.waiters[a.Name]; ok {
+		l.guarded = w.guarded
+	}
 	if !r.answer(a.Name, acquireResult{lease: l}) {
 		// Nobody is waiting any more: give it back.
 		l.ended.Store(true)
@@ -536,7 +567,7 @@ func (r *runner) answer(name string, res acquireResult) bool {
 	w, ok := r.waiters[name]
 	if ok {
 		delete(r.waiters, name)
-		w <- res
+		w.reply <- res
 	}
 	return ok
 }
@@ -558,34 +589,113 @@ func (r *runner) tenure(name string, token Token) *Lease {
 	return nil
 }
 
-// shutdown ends and releases every tenure, answers every waiter, and waits
-// for every store call still out (acquisitions and renewals fail at once:
-// ctx is done) and every goroutine Run started.
+// shutdown ends every tenure, answers every waiter, releases the tenures
+// whose work has stopped, and waits for every store call still out
+// (acquisitions and renewals fail at once: ctx is done) and every goroutine
+// Run started.
+//
+// A guarded tenure (one of [Client.Do]) still has its work running: it is
+// ended without a release, which cancels the work's ctx, and shutdown
+// waits for Do to release it once fn has returned, until the tenure's
+// local deadline. Past that deadline the work is no longer trusted and may
+// still run, so the lease is left to expire at the store: releasing it
+// would let the next holder in beside that work.
 func (r *runner) shutdown() {
 	r.mu.Lock()
 	r.closing = true
 	r.drainInbox()
-	for name := range r.waiters {
-		r.answer(name, acquireResult{err: fmt.Errorf("%w: the client's Run has returned", ErrClosed)})
-		r.step(engine.Unwant{Name: name})
-	}
+	r.refuseWaiters()
 	var releases []engine.SendRelease
 	r.gathered = &releases
 	for _, l := range r.leases {
+		if l.guarded {
+			r.stopping[tenureKey{l.name, l.token}] = l.trust.Load().Deadline
+			// Dropped, not released: the engine forgets the tenure and
+			// sends no release; Do's Release gives it back once fn has
+			// returned.
+			r.step(engine.Drop{Name: l.name, Token: l.token, Reason: engine.ReasonReleased})
+			continue
+		}
 		r.step(engine.Release{Name: l.name, Holder: l.holder, Token: l.token})
 	}
 	r.gathered = nil
 	r.releaseAll(releases)
-	for r.inflight > 0 {
+	timer := time.NewTimer(never)
+	defer timer.Stop()
+	for {
+		r.abandonOverdue()
+		if r.inflight == 0 && len(r.stopping) == 0 {
+			break
+		}
+		if len(r.stopping) > 0 {
+			_, mono := r.c.cfg.Clock.Now()
+			timer.Reset(max(r.nextOverdue()-mono, 0))
+		}
 		r.launch(r.takeJobs())
-		evs := <-r.replies
-		r.mu.Lock()
-		for _, ev := range evs {
-			r.reply(ev)
+		select {
+		case evs := <-r.replies:
+			r.mu.Lock()
+			for _, ev := range evs {
+				r.reply(ev)
+			}
+		case <-r.c.wake:
+			r.mu.Lock()
+			r.drainInbox()
+			r.refuseWaiters()
+		case <-timer.C:
+			r.mu.Lock()
 		}
 	}
 	r.mu.Unlock()
 	close(r.c.stopped)
 	r.obs.close()
 	r.wg.Wait()
+}
+
+// refuseWaiters answers every Acquire, Campaign and Do call still waiting
+// with [ErrClosed], and withdraws their wants.
+func (r *runner) refuseWaiters() {
+	for name := range r.waiters {
+		r.answer(name, acquireResult{err: fmt.Errorf("%w: the client's Run has returned", ErrClosed)})
+		r.step(engine.Unwant{Name: name})
+	}
+}
+
+// abandoned reports whether k is a tenure whose work shutdown gave up
+// waiting for. For one it waits for, the wait ends here: its work has
+// returned, in time when its local deadline has not passed, and then its
+// release goes to the store.
+func (r *runner) abandoned(k tenureKey) bool {
+	deadline, ok := r.stopping[k]
+	if !ok {
+		_, over := r.overdue[k]
+		return over
+	}
+	delete(r.stopping, k)
+	if _, mono := r.c.cfg.Clock.Now(); mono >= deadline {
+		r.overdue[k] = struct{}{}
+		return true
+	}
+	return false
+}
+
+// abandonOverdue stops waiting for the work of tenures whose local
+// deadline has passed: they are left to expire at the store.
+func (r *runner) abandonOverdue() {
+	_, mono := r.c.cfg.Clock.Now()
+	for k, deadline := range r.stopping {
+		if mono >= deadline {
+			delete(r.stopping, k)
+			r.overdue[k] = struct{}{}
+		}
+	}
+}
+
+// nextOverdue returns the earliest local deadline shutdown waits for.
+func (r *runner) nextOverdue() time.Duration {
+	next := never
+	for _, d := range r.stopping {
+		next = min(next, d)
+	}
+	return next
 }

@@ -27,7 +27,8 @@ import (
 // for a name, Lease.Release. Each participant has a store of its own over
 // connections of its own. Only a crashable participant's store is wrapped
 // (crashStore), because a wrapper hides whatever optional interfaces a
-// store has beyond store.Notifier, store.Subscriber and store.TTLFloor.
+// store has beyond store.Notifier, store.Subscriber, store.TTLFloor and
+// store.TTLUnit.
 
 // pgTablePrefix keeps the run's leases apart from everything else in the
 // database.
@@ -374,6 +375,7 @@ type crashStore struct {
 var (
 	_ store.Subscriber = (*crashStore)(nil)
 	_ store.TTLFloor   = (*crashStore)(nil)
+	_ store.TTLUnit    = (*crashStore)(nil)
 )
 
 func newCrashStore(inner store.Store) *crashStore {
@@ -497,6 +499,8 @@ func (s *batchingCrashStore) ReleaseBatch(ctx context.Context, ps []store.Releas
 func (s *crashStore) Close() error { return nil }
 
 func (s *crashStore) MinTTL() time.Duration { return store.MinTTLOf(s.inner) }
+
+func (s *crashStore) TTLUnit() time.Duration { return store.TTLUnitOf(s.inner) }
 
 func (s *crashStore) Listen(ctx context.Context, notify func(store.Notice)) error {
 	n, ok := s.inner.(store.Notifier)

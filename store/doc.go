@@ -9,7 +9,9 @@
 // only the announcements of the names it follows, so that clients sharing
 // a store each hear of their own leases; see [Subscribe]), [Lister] (enumerate leases, for
 // status pages), [TTLFloor] (a store that cannot keep leases as short as
-// [MinTTL]), [BatchReleaser] (release many tenures in one round trip, so
+// [MinTTL]), [TTLUnit] (a store that keeps TTLs in a coarser unit than
+// the nanosecond, so that a client refuses a TTL it would round),
+// [BatchReleaser] (release many tenures in one round trip, so
 // a client holding thousands gives them back at shutdown in a few calls;
 // PostgreSQL, Redis, SQLite and memstore offer it; on the others a
 // client releases one call per lease), [Historian] (a record of grants,

@@ -190,6 +190,84 @@ func MinTTLOf(s Store) time.Duration {
 	return MinTTL
 }
 
+// TTLUnit is implemented by stores that keep TTLs in a unit coarser than
+// the nanosecond: etcd and NATS in whole seconds, Redis, Consul and
+// Kubernetes in milliseconds, PostgreSQL and MySQL in microseconds. Such a
+// store rounds a TTL that is no whole number of its unit, and a TTL rounded
+// up is a grant longer than the one asked for, which a client must refuse
+// (it would believe in a lease the store does not keep as it was asked
+// for), and would refuse at every attempt. A client therefore refuses such
+// a TTL when it is made ([CheckTTLUnit]), as it refuses one below the
+// store's floor ([TTLFloor]). A store without it keeps TTLs exactly.
+type TTLUnit interface {
+	// TTLUnit returns the unit the store keeps TTLs in. A TTL that is a
+	// whole number of it is granted as asked.
+	TTLUnit() time.Duration
+}
+
+// TTLUnitOf returns the unit s keeps TTLs in: its own ([TTLUnit]), or a
+// nanosecond when it keeps them exactly.
+func TTLUnitOf(s Store) time.Duration {
+	if u, ok := s.(TTLUnit); ok && u.TTLUnit() > 0 {
+		return u.TTLUnit()
+	}
+	return time.Nanosecond
+}
+
+// CheckTTLUnit returns a [*TTLUnitError] when ttl is no whole number of
+// the unit s keeps TTLs in ([TTLUnitOf]), and nil when it is.
+func CheckTTLUnit(s Store, ttl time.Duration) error {
+	unit := TTLUnitOf(s)
+	if ttl%unit == 0 {
+		return nil
+	}
+	return &TTLUnitError{TTL: ttl, Unit: unit, Floor: MinTTLOf(s)}
+}
+
+// TTLUnitError reports a TTL that is no whole number of the unit its
+// store keeps TTLs in (see [TTLUnit]). It matches [ErrInvalid].
+type TTLUnitError struct {
+	TTL   time.Duration // the TTL asked for
+	Unit  time.Duration // the unit the store keeps TTLs in
+	Floor time.Duration // the store's shortest TTL ([MinTTLOf])
+}
+
+// Error returns, for example, "TTL 2.5s: the store keeps TTLs in whole
+// seconds; use 2s or 3s".
+func (e *TTLUnitError) Error() string {
+	return fmt.Sprintf("%s: TTL %s: the store %s", ErrInvalid, e.TTL, e.Advice())
+}
+
+// Advice says what the store keeps and what to use instead, for example
+// "keeps TTLs in whole seconds; use 2s or 3s": the nearest TTLs on either
+// side that the store keeps as asked, the shorter one only when it is not
+// below Floor.
+func (e *TTLUnitError) Advice() string {
+	down := e.TTL.Truncate(e.Unit)
+	use := (down + e.Unit).String()
+	if down >= e.Floor && down > 0 {
+		use = down.String() + " or " + use
+	}
+	return fmt.Sprintf("keeps TTLs in %s; use %s", unitWords(e.Unit), use)
+}
+
+// Is reports whether target is [ErrInvalid].
+func (e *TTLUnitError) Is(target error) bool { return target == ErrInvalid }
+
+// unitWords names a TTL unit in a message: "whole seconds", or "multiples
+// of 250ms" for a unit without a name.
+func unitWords(u time.Duration) string {
+	switch u {
+	case time.Second:
+		return "whole seconds"
+	case time.Millisecond:
+		return "whole milliseconds"
+	case time.Microsecond:
+		return "whole microseconds"
+	}
+	return "multiples of " + u.String()
+}
+
 // Lister is implemented by stores that can enumerate their leases.
 type Lister interface {
 	// List returns every lease the store knows, ordered by name.

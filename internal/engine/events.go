@@ -111,8 +111,10 @@ type Release struct {
 	Token  store.Token
 }
 
-// Drop ends a tenure that the caller found expired or suspended on its own
-// hot path (a token read), so that it is never reported held again.
+// Drop ends a tenure without giving it back at the store: one that the
+// caller found expired or suspended on its own hot path (a token read), so
+// that it is never reported held again, or one whose work must stop before
+// its owner gives it back with [Release] (a client shutting down).
 type Drop struct {
 	Name   string
 	Token  store.Token

@@ -175,7 +175,7 @@ resource's token check.`,
 		setup: func(fs *flag.FlagSet) action {
 			var o runOptions
 			fs.StringVar(&o.name, "name", "", "the lease `NAME` (required)")
-			o.ttl = durationFlag(fs, "ttl", tenure.DefaultTTL, "the lease's lifetime at the store without renewal, a `duration` of at least 500ms (etcd: 2s; Consul: the servers' session_ttl_min, 10s by default)")
+			o.ttl = durationFlag(fs, "ttl", tenure.DefaultTTL, "the lease's lifetime at the store without renewal, a `duration` of at least 500ms (etcd: 2s; Consul: the servers' session_ttl_min, 10s by default), in whole seconds on etcd and NATS, whole milliseconds on Redis, Consul and Kubernetes")
 			fs.BoolVar(&o.wait, "wait", false, "wait for the lease when it is held, instead of exiting 75")
 			o.waitTimeout = durationFlag(fs, "wait-timeout", 0, "with --wait, give up (exit 75) after this `duration`; 0 waits for ever")
 			fs.StringVar(&o.label, "label", "", "the human part of the holder identity, shown by status (default the host name)")
@@ -363,10 +363,17 @@ func envSetEmpty(e *env, name string) bool {
 }
 
 // checkTTL refuses a TTL below the opened store's own floor
-// ([store.MinTTLOf]) as a usage error, before the client is made.
+// ([store.MinTTLOf]), or one that is no whole number of the unit it keeps
+// TTLs in ([store.CheckTTLUnit]: the store would round it, and no grant
+// would ever be the TTL asked for), as a usage error, before the client is
+// made.
 func checkTTL(opened *storeopen.Opened, ttl time.Duration) error {
 	floor := store.MinTTLOf(opened.Store)
 	if ttl >= floor {
+		var ue *store.TTLUnitError
+		if errors.As(store.CheckTTLUnit(opened.Store, ttl), &ue) {
+			return usagef("run", "--ttl %s: the %s store %s", ttl, opened.Target.Kind.Name(), ue.Advice())
+		}
 		return nil
 	}
 	hint := ""

@@ -338,6 +338,13 @@ func checkTTL(o *storeopen.Opened, opts Options) Finding {
 		f.Status = Fail
 		f.Detail = fmt.Sprintf("TTL %s is below the %s store's minimum %s", opts.TTL, o.Target.Kind.Name(), floor)
 		f.Fix = fmt.Sprintf("use --ttl %s or more with this store", floor)
+		return f
+	}
+	var ue *store.TTLUnitError
+	if errors.As(store.CheckTTLUnit(o.Store, opts.TTL), &ue) {
+		f.Status = Fail
+		f.Detail = fmt.Sprintf("TTL %s: the %s store %s", opts.TTL, o.Target.Kind.Name(), ue.Advice())
+		f.Fix = fmt.Sprintf("use a --ttl that is a whole number of %s with this store: the lease client refuses another", ue.Unit)
 	}
 	return f
 }

@@ -294,7 +294,7 @@ func TestNotMigrated(t *testing.T) {
 }
 
 // TestTTLBelowStoreMinimum checks the TTL finding against etcd's 2 s
-// floor and the lease client's own rules.
+// floor and whole seconds, and the lease client's own rules.
 func TestTTLBelowStoreMinimum(t *testing.T) {
 	t.Parallel()
 	o := open(t, "etcd://"+testserver.SharedEtcd(t).Addr()+"?tenure_prefix="+testutil.UniqueName(t)+"/")
@@ -305,6 +305,12 @@ func TestTTLBelowStoreMinimum(t *testing.T) {
 	require.Equal(t, doctor.Fail, ttl[0].Status)
 	require.Equal(t, "TTL 1s is below the etcd store's minimum 2s", ttl[0].Detail)
 	require.Equal(t, "use --ttl 2s or more with this store", ttl[0].Fix)
+
+	opts.TTL = 2500 * time.Millisecond
+	ttl = find(doctor.Check(t.Context(), o, opts), doctor.CheckTTL)
+	require.Equal(t, doctor.Fail, ttl[0].Status, "etcd keeps TTLs in whole seconds")
+	require.Equal(t, "TTL 2.5s: the etcd store keeps TTLs in whole seconds; use 2s or 3s", ttl[0].Detail)
+	require.Equal(t, "use a --ttl that is a whole number of 1s with this store: the lease client refuses another", ttl[0].Fix)
 
 	sq := open(t, "sqlite:"+filepath.Join(t.TempDir(), "doctor.db"))
 	opts.TTL = 100 * time.Millisecond

@@ -109,8 +109,10 @@
 // # Minimum TTL
 //
 // The shortest TTL is each store's own knowledge ([store.MinTTLOf]: 2 s on
-// etcd, the servers' session_ttl_min on Consul); the CLI asks the opened
-// store, not this package.
+// etcd, the servers' session_ttl_min on Consul), and so is the unit it
+// keeps TTLs in ([store.TTLUnitOf]: whole seconds on etcd and NATS), of
+// which a TTL must be a whole number; the CLI asks the opened store, not
+// this package.
 //
 // # Secrets
 //

@@ -1,0 +1,14 @@
+package natsstore
+
+import (
+	"time"
+
+	"github.com/tenure-dev/tenure/store"
+)
+
+var _ store.TTLUnit = (*Store)(nil)
+
+// TTLUnit implements [store.TTLUnit]: nats-server keeps message TTLs in
+// whole seconds, and the store rounds a finer TTL up, to a grant longer
+// than asked, so a client refuses such a TTL when it is made.
+func (s *Store) TTLUnit() time.Duration { return time.Second }
