@@ -83,7 +83,10 @@ PostgreSQL primary with a standby: fails it over). After every cell a
 checker reads the history and both resources; any violation at the fenced
 resource fails the cell, and so do fewer than %d fault → lease lost → new
 holder cycles ("faults did not bite") and a twin without violations ("not
-exercising").
+exercising"). In the postgres-run cell the workers are tenure run (the
+tenure binary: -tenure) and their commands' writers escape as a process
+would (a zombie thread-group leader, setsid); any write of a tenure's
+writer after the next tenure's first write fails it too.
 
 Short (CI) run:   tenure-chaos -backend all -duration 50s -fault-every 2s
 Replay a seed:    tenure-chaos -backend redis -seed 1234

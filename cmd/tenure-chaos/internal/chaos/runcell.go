@@ -260,10 +260,17 @@ func commandMain(ctx context.Context, args []string) error {
 	if mode == modeZombieSetsid || mode == modeSetsid {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	}
+	ready, readyW, err := os.Pipe()
+	if err != nil {
+		return fmt.Errorf("chaos: command: %w", err)
+	}
+	cmd.ExtraFiles = []*os.File{readyW}
 	if err := cmd.Start(); err != nil {
 		hist.log(Event{Kind: kindExit, Detail: "writer failed to start: " + err.Error()})
 		return fmt.Errorf("chaos: command: start writer: %w", err)
 	}
+	_ = readyW.Close()
+	awaitWriter(ready, cmd.Process.Pid, mode != modeSetsid, sp.TTL)
 	select {
 	case <-time.After(life):
 	case <-ctx.Done():
@@ -271,6 +278,42 @@ func commandMain(ctx context.Context, args []string) error {
 	hist.log(Event{Kind: kindExit, Detail: "command done"})
 	return nil
 }
+
+// awaitWriter waits, up to limit, until the writer is under way: its
+// writing thread runs (it says so on ready) and, for a zombie writer, its
+// main thread has exited (the leader's state reads Z; the kernel offers
+// no event for that, so it is polled). A command that exits at once then
+// leaves behind what the zombie-bg mode means to leave: a process whose
+// leader is a zombie, writing.
+func awaitWriter(ready *os.File, pid int, zombie bool, limit time.Duration) {
+	defer ready.Close()
+	deadline := time.Now().Add(limit)
+	_ = ready.SetReadDeadline(deadline)
+	if _, err := ready.Read(make([]byte, 1)); err != nil || !zombie {
+		return
+	}
+	for time.Now().Before(deadline) && procState(pid) != "Z" {
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// procState returns the state letter of /proc/PID/stat ("" when gone).
+func procState(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return ""
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if f := strings.Fields(s[i+1:]); i >= 0 && len(f) > 0 {
+		return f[0]
+	}
+	return ""
+}
+
+// writerReadyFD is the descriptor on which the writer tells the command
+// that its writing thread runs.
+const writerReadyFD = 3
 
 // writerArgs are the writer role's flags.
 type writerArgs struct {
@@ -334,6 +377,9 @@ func writerMain(ctx context.Context, args []string) error {
 			os.Exit(0)
 		}
 	}()
+	ready := os.NewFile(writerReadyFD, "ready")
+	_, _ = ready.Write([]byte{1})
+	_ = ready.Close()
 	if a.mode != modeSetsid {
 		exitMainThread()
 	}
