@@ -285,7 +285,8 @@ func TestChecker(t *testing.T) {
 // TestOverlaps feeds the postgres-run cell's supervision check histories
 // of two tenures: a write of the first after the second's first write is
 // an overlap, named with both tenures, unless a freeze stopped its writer
-// and the write came within the excuse after the freeze ended.
+// and the write came within TTL/2 after the freeze ended, or a forced
+// release ended the first tenure less than a TTL before the write.
 func TestOverlaps(t *testing.T) {
 	t.Parallel()
 	base := func() *hb {
@@ -296,14 +297,15 @@ func TestOverlaps(t *testing.T) {
 		h.add(Event{Kind: kindTry, Proc: "20:1", Slot: 2, Res: resFenced, Token: 7, WID: "20:1/1"})
 		return h
 	}
-	v, excused := overlaps(base().evs, time.Second)
+	v, forced, excused := overlaps(base().evs, 2*time.Second)
 	require.Zero(t, v.Total(), "%v", v.Examples)
+	require.Zero(t, forced.Total())
 	require.Zero(t, excused)
 
 	h := base()
 	h.add(Event{Kind: kindTry, Proc: "10:1", Slot: 1, Res: resTwin, Token: 5, WID: "10:1/2"})
 	h.add(Event{Kind: kindTry, Proc: "10:1", Slot: 1, Res: resFenced, Token: 5, WID: "10:1/3"})
-	v, _ = overlaps(h.evs, time.Second)
+	v, _, _ = overlaps(h.evs, 2*time.Second)
 	require.Equal(t, 1, v.Count[invOverlap], "one violation per writer")
 	require.Contains(t, v.Examples[0], "tenure 5's writer 10:1 (slot 1, zombie-setsid) made 2 write attempts after tenure 7 (slot 2) first wrote")
 	require.Contains(t, v.Examples[0], "the first 1s after, the last 2s after")
@@ -312,27 +314,33 @@ func TestOverlaps(t *testing.T) {
 	h = base()
 	h.add(Event{Kind: kindHeal, Fault: faultFreeze, Slot: 1, Dur: int64(3 * time.Second), Detail: "9:1 10:1"})
 	h.add(Event{Kind: kindTry, Proc: "10:1", Slot: 1, Res: resTwin, Token: 5, WID: "10:1/2"})
-	v, excused = overlaps(h.evs, 1500*time.Millisecond)
+	v, _, excused = overlaps(h.evs, 3*time.Second)
 	require.Zero(t, v.Total(), "%v", v.Examples)
 	require.Equal(t, 1, excused)
 	// Past the excuse it is an overlap again.
-	v, _ = overlaps(h.evs, 500*time.Millisecond)
+	v, _, _ = overlaps(h.evs, time.Second)
 	require.Equal(t, 1, v.Total())
 	// A freeze of other processes excuses nothing.
 	h = base()
 	h.add(Event{Kind: kindHeal, Fault: faultFreeze, Slot: 1, Dur: int64(3 * time.Second), Detail: "9:1"})
 	h.add(Event{Kind: kindTry, Proc: "10:1", Slot: 1, Res: resTwin, Token: 5, WID: "10:1/2"})
-	v, _ = overlaps(h.evs, 1500*time.Millisecond)
+	v, _, _ = overlaps(h.evs, 3*time.Second)
 	require.Equal(t, 1, v.Total())
 
-	// A forced release of the first tenure is named.
+	// A forced release of the first tenure, 2 s before its late write:
+	// counted apart within a TTL, an overlap past it.
 	h = &hb{}
 	h.add(Event{Kind: kindStart, Proc: "10:1", Slot: 1, Token: 5, Detail: "writer " + modeSetsid})
 	h.add(Event{Kind: kindFault, Fault: faultForce, Slot: 1, Token: 5})
 	h.add(Event{Kind: kindTry, Proc: "20:1", Slot: 2, Res: resFenced, Token: 7, WID: "20:1/1"})
 	h.add(Event{Kind: kindTry, Proc: "10:1", Slot: 1, Res: resFenced, Token: 5, WID: "10:1/1"})
-	v, _ = overlaps(h.evs, time.Second)
+	v, forced, _ = overlaps(h.evs, 3*time.Second)
+	require.Zero(t, v.Total(), "%v", v.Examples)
+	require.Equal(t, 1, forced.Total())
+	require.Contains(t, forced.Examples[0], "tenure release --force had ended tenure 5 1s before")
+	v, forced, _ = overlaps(h.evs, time.Second)
 	require.Equal(t, 1, v.Total())
+	require.Zero(t, forced.Total())
 	require.Contains(t, v.Examples[0], "tenure release --force had ended tenure 5 1s before")
 }
 

@@ -73,8 +73,12 @@ type Verdict struct {
 	// Overlaps is the postgres-run cell's supervision check: writes of a
 	// tenure's command after a later tenure's began ([overlaps]).
 	Overlaps Violations `json:",omitzero"`
+	// Forced holds the postgres-run cell's writers that wrote on, within
+	// a TTL, after tenure release --force ended their tenure and the next
+	// one began: the release's overlap, not supervision's ([overlaps]).
+	Forced Violations `json:",omitzero"`
 	// Excused counts the postgres-run cell's late writes that a freeze of
-	// the writer's slot (a machine pause) explains.
+	// the writer (a machine pause) explains.
 	Excused int `json:",omitempty"`
 	// Failovers holds, per failover of the postgres-failover cell's
 	// primary, what it lost.

@@ -80,12 +80,16 @@
 // connection faults and pg_terminate_backend of its sessions, `tenure
 // release --force` of the lease, and a freeze: SIGSTOP of tenure run, its
 // watchdog and every descendant for 1.5–4 × TTL, resumed command first and
-// tenure run up to 20 ms later, a pause of the whole machine as far as the
+// tenure run 20–60 ms later, a pause of the whole machine as far as the
 // slot goes. Beyond the fenced resource's invariants the checker holds
 // this cell to tenure run's promise ([overlaps]): no write attempt of a
-// tenure's writer after a later tenure's first one. A freeze is what only
-// the fence covers, so the writes of a frozen process within TTL/2 after
-// the freeze ended are counted apart (excused), not as overlaps.
+// tenure's writer after a later tenure's first one. Two kinds of late
+// writes are counted apart, not as overlaps: a frozen process's within
+// TTL/2 after the freeze ended (a machine pause is what only the fence
+// covers), and those within a TTL after `tenure release --force` ended the
+// tenure (the store lets the next holder in at once; a stopped or slowly
+// connected tenure run hears of it late, and its watchdog kills by the
+// kill deadline).
 //
 // # The nemesis
 //

@@ -81,7 +81,10 @@ func (r *CellResult) Summary() string {
 		status = "FAIL: " + strings.Join(r.Failures, "; ")
 	}
 	if runCell(r.Config.Backend) {
-		storeFaults += fmt.Sprintf(", overlaps %d, writes excused after a freeze %d", v.Overlaps.Total(), v.Excused)
+		storeFaults += fmt.Sprintf(", overlaps %d, writes excused after a freeze %d, writers late after tenure release --force %d", v.Overlaps.Total(), v.Excused, v.Forced.Total())
+		if len(v.Forced.Examples) > 0 {
+			storeFaults += " (" + strings.Join(v.Forced.Examples, " | ") + ")"
+		}
 	}
 	return fmt.Sprintf("%s seed %d: %d faults, %d cycles, %d grants, %d clones, fenced writes %d ok / %d fenced / %d unknown, violations %d, twin violations %d (%s)%s: %s",
 		r.Config.Backend, r.Config.Seed, sum(v.Faults), v.Cycles, v.Grants, v.Clones,
@@ -231,7 +234,7 @@ func RunCell(ctx context.Context, cfg CellConfig) (*CellResult, error) {
 		res.Failures = append(res.Failures, fmt.Sprintf("%d violations at the fenced resource: %s", n, strings.Join(v.Fenced.Examples, " | ")))
 	}
 	if runCell(cfg.Backend) {
-		res.Verdict.Overlaps, res.Verdict.Excused = overlaps(events, cfg.TTL/2)
+		res.Verdict.Overlaps, res.Verdict.Forced, res.Verdict.Excused = overlaps(events, cfg.TTL)
 		v = res.Verdict
 		if n := v.Overlaps.Total(); n > 0 {
 			res.Failures = append(res.Failures, fmt.Sprintf("%d writers went on after the next tenure's command began (tenure run's supervision): %s", n, strings.Join(v.Overlaps.Examples, " | ")))

@@ -284,8 +284,8 @@ func (c *cell) inject(ctx context.Context, d draw) {
 		c.hist.log(ev)
 	case faultFreeze:
 		// tenure run is stopped first and resumed last: the machine's
-		// pause ends for the command before tenure run is scheduled again
-		// (by up to 20 ms), so a write in flight goes out first.
+		// pause ends for the command 20–60 ms before tenure run is
+		// scheduled again, so a write in flight goes out first.
 		dur := span(1.5, 4)
 		ev.Dur = int64(dur)
 		c.setFrozen(p.slot, true)
@@ -298,7 +298,7 @@ func (c *cell) inject(ctx context.Context, d draw) {
 				procs[i].signal(syscall.SIGCONT)
 				gtids[i] = procs[i].gtid
 			}
-			time.Sleep(d.phase)
+			time.Sleep(20*time.Millisecond + 2*d.phase)
 			procs[0].signal(syscall.SIGCONT)
 			gtids[0] = procs[0].gtid
 			c.hist.log(Event{Kind: kindHeal, Fault: d.kind, Target: p.gtid, Slot: p.slot, Dur: int64(time.Since(start)), Detail: strings.Join(gtids, " ")})

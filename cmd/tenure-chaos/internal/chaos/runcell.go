@@ -427,13 +427,22 @@ const invOverlap = "commands overlapped"
 
 // overlaps checks the supervision claim of tenure run over a history:
 // every write attempt (fenced or twin) of a tenure's writer comes before
-// the first write attempt of every later tenure (a greater token). A
-// write by a process a freeze stopped, made within excuse after the
-// freeze ended, is counted apart (excused): a pause of the whole machine
-// stops tenure run's watchdog with the command, and only the fence covers
-// the write in flight when it resumes (DESIGN, tenure run). It reports
-// one violation per writer that overlapped, naming both tenures.
-func overlaps(events []Event, excuse time.Duration) (v Violations, excused int) {
+// the first write attempt of every later tenure (a greater token). It
+// reports one violation per writer that overlapped, naming both tenures.
+// Two kinds of late writes are counted apart:
+//
+//   - a write by a process a freeze stopped, made within TTL/2 after the
+//     freeze ended (excused): a pause of the whole machine stops tenure
+//     run's watchdog with the command, and only the fence covers the
+//     write in flight when it resumes (DESIGN, tenure run);
+//   - a write within one TTL after `tenure release --force` ended the
+//     tenure, before the next one began (forced): the store lets the next
+//     holder in at once, and the old tenure run stops its command when it
+//     hears of it, which a stopped tenure run or a slow connection
+//     delays; its watchdog kills by the kill deadline, within one TTL of
+//     the last renewal, so a later write is an overlap again. That is the
+//     forced release's doing (issue #30, item 5), not supervision's.
+func overlaps(events []Event, ttl time.Duration) (v, forcedV Violations, excused int) {
 	evs := byTime(events)
 	type writer struct {
 		mode string
@@ -460,7 +469,7 @@ func overlaps(events []Event, excuse time.Duration) (v Violations, excused int) 
 		case e.Kind == kindHeal && e.Fault == faultFreeze:
 			// The heal names the processes stopped; Dur is the freeze's.
 			for _, p := range strings.Fields(e.Detail) {
-				frozen[p] = append(frozen[p], span{e.T - e.Dur, e.T + int64(excuse)})
+				frozen[p] = append(frozen[p], span{e.T - e.Dur, e.T + int64(ttl/2)})
 			}
 		}
 	}
@@ -494,10 +503,23 @@ func overlaps(events []Event, excuse time.Duration) (v Violations, excused int) 
 		first, last int64
 		after       Event
 	}
-	lates := map[string]*late{}
-	var procs []string
+	type lateSet struct {
+		by    map[string]*late
+		procs []string
+	}
+	note := func(ls *lateSet, e, after Event) {
+		l := ls.by[e.Proc]
+		if l == nil {
+			l = &late{first: e.T, after: after}
+			ls.by[e.Proc] = l
+			ls.procs = append(ls.procs, e.Proc)
+		}
+		l.n++
+		l.last = e.T
+	}
+	overlapping, forcing := &lateSet{by: map[string]*late{}}, &lateSet{by: map[string]*late{}}
 	for _, e := range evs {
-		_, ok := writers[e.Proc]
+		w, ok := writers[e.Proc]
 		if e.Kind != kindTry || !ok {
 			continue
 		}
@@ -505,33 +527,31 @@ func overlaps(events []Event, excuse time.Duration) (v Violations, excused int) 
 		if !ok || e.T <= nx.T {
 			continue
 		}
-		if isExcused(e.Proc, e.T) {
+		f, wasForced := forced[w.tok]
+		switch {
+		case isExcused(e.Proc, e.T):
 			excused++
-			continue
+		case wasForced && f < nx.T && e.T <= f+int64(ttl):
+			note(forcing, e, nx)
+		default:
+			note(overlapping, e, nx)
 		}
-		l := lates[e.Proc]
-		if l == nil {
-			l = &late{first: e.T, after: nx}
-			lates[e.Proc] = l
-			procs = append(procs, e.Proc)
-		}
-		l.n++
-		l.last = e.T
 	}
-	for _, p := range procs {
-		w, l := writers[p], lates[p]
-		// A forced release ends the tenure at the store at once; its
-		// tenure run stops the command when it hears of it, which a slow
-		// connection delays (a matter of the release, not of supervision).
-		why := ""
-		if f, ok := forced[w.tok]; ok && f < l.after.T {
-			why = fmt.Sprintf("; tenure release --force had ended tenure %d %s before", w.tok, time.Duration(l.after.T-f).Round(time.Millisecond))
+	report := func(v *Violations, ls *lateSet) {
+		for _, p := range ls.procs {
+			w, l := writers[p], ls.by[p]
+			why := ""
+			if f, ok := forced[w.tok]; ok && f < l.after.T {
+				why = fmt.Sprintf("; tenure release --force had ended tenure %d %s before", w.tok, time.Duration(l.after.T-f).Round(time.Millisecond))
+			}
+			v.add(invOverlap, "tenure %d's writer %s (slot %d, %s) made %d write attempts after tenure %d (slot %d) first wrote at %s: the first %s after, the last %s after%s",
+				w.tok, p, w.slot, w.mode, l.n, l.after.Token, l.after.Slot, time.Unix(0, l.after.T).UTC().Format("15:04:05.000"),
+				time.Duration(l.first-l.after.T).Round(time.Millisecond), time.Duration(l.last-l.after.T).Round(time.Millisecond), why)
 		}
-		v.add(invOverlap, "tenure %d's writer %s (slot %d, %s) made %d write attempts after tenure %d (slot %d) first wrote at %s: the first %s after, the last %s after%s",
-			w.tok, p, w.slot, w.mode, l.n, l.after.Token, l.after.Slot, time.Unix(0, l.after.T).UTC().Format("15:04:05.000"),
-			time.Duration(l.first-l.after.T).Round(time.Millisecond), time.Duration(l.last-l.after.T).Round(time.Millisecond), why)
 	}
-	return v, excused
+	report(&v, overlapping)
+	report(&forcedV, forcing)
+	return v, forcedV, excused
 }
 
 // tenureBinary finds the tenure binary for the postgres-run cell: the
