@@ -79,8 +79,8 @@
 // processes: SIGSTOP (its watchdog must kill the command), SIGKILL, the
 // connection faults and pg_terminate_backend of its sessions, `tenure
 // release --force` of the lease, and a freeze: SIGSTOP of tenure run, its
-// watchdog and every descendant for 1.5–4 × TTL, resumed command first and
-// tenure run 20–60 ms later, a pause of the whole machine as far as the
+// watchdog and every descendant for 1.5–4 × TTL, the command's processes
+// resumed 20–60 ms before tenure run and its watchdog, a pause of the whole machine as far as the
 // slot goes. Beyond the fenced resource's invariants the checker holds
 // this cell to tenure run's promise ([overlaps]): no write attempt of a
 // tenure's writer after a later tenure's first one. Two kinds of late

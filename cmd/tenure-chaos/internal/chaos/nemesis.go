@@ -283,24 +283,27 @@ func (c *cell) inject(ctx context.Context, d draw) {
 		}
 		c.hist.log(ev)
 	case faultFreeze:
-		// tenure run is stopped first and resumed last: the machine's
-		// pause ends for the command 20–60 ms before tenure run is
-		// scheduled again, so a write in flight goes out first.
+		// The supervisors (tenure run and its watchdog) are stopped first
+		// and resumed last: the machine's pause ends for the command 20–60
+		// ms before they are scheduled again, so a write in flight goes
+		// out first, as on a machine whose threads resume in any order.
 		dur := span(1.5, 4)
 		ev.Dur = int64(dur)
 		c.setFrozen(p.slot, true)
 		c.hist.log(ev)
 		start := time.Now()
-		procs := freeze(p)
+		command, supervisors := freeze(p)
 		c.later(ctx, dur, func() {
-			gtids := make([]string, len(procs))
-			for i := len(procs) - 1; i > 0; i-- {
-				procs[i].signal(syscall.SIGCONT)
-				gtids[i] = procs[i].gtid
+			var gtids []string
+			for _, q := range command {
+				q.signal(syscall.SIGCONT)
+				gtids = append(gtids, q.gtid)
 			}
 			time.Sleep(20*time.Millisecond + 2*d.phase)
-			procs[0].signal(syscall.SIGCONT)
-			gtids[0] = procs[0].gtid
+			for i := len(supervisors) - 1; i >= 0; i-- {
+				supervisors[i].signal(syscall.SIGCONT)
+				gtids = append(gtids, supervisors[i].gtid)
+			}
 			c.hist.log(Event{Kind: kindHeal, Fault: d.kind, Target: p.gtid, Slot: p.slot, Dur: int64(time.Since(start)), Detail: strings.Join(gtids, " ")})
 			c.setFrozen(p.slot, false)
 		})

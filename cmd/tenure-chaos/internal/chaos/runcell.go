@@ -145,10 +145,12 @@ func (c *cell) forceRelease(ctx context.Context) error {
 // freeze stops p (a slot's tenure run) and then every descendant of it,
 // its watchdog and its command's tree, scanning again until a scan finds
 // none left running: a pause of the whole machine, as far as the slot's
-// processes go. It returns them, p first.
-func freeze(p *procInfo) []*procInfo {
+// processes go. It returns the command's processes and the supervisors
+// (p, then the processes running p's executable: its watchdog) apart.
+func freeze(p *procInfo) (command, supervisors []*procInfo) {
 	p.signal(syscall.SIGSTOP)
-	stopped := []*procInfo{p}
+	supervisors = []*procInfo{p}
+	exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", p.pid))
 	seen := map[int]bool{p.pid: true}
 	for {
 		found := false
@@ -163,11 +165,15 @@ func freeze(p *procInfo) []*procInfo {
 			}
 			q := &procInfo{gtid: gt, pid: pid, slot: p.slot}
 			q.signal(syscall.SIGSTOP)
-			stopped = append(stopped, q)
+			if e, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); exe != "" && e == exe {
+				supervisors = append(supervisors, q)
+			} else {
+				command = append(command, q)
+			}
 			found = true
 		}
 		if !found {
-			return stopped
+			return command, supervisors
 		}
 	}
 }
