@@ -58,6 +58,12 @@ func TestMain(m *testing.M) { testutil.VerifyTestMain(m) }
 // more clones, four of four cells of 150 s were valid (2, 58, 3 and 6 twin
 // violations, 1 to 6 clones each), and the cell runs in CI, its 150 s
 // beside the rest of the suite.
+//
+// The postgres-run cell (tenure run's workers) runs ciCell too: with the
+// supervision fix, four cells of 50 s found 19 to 129 twin violations and
+// 19 to 22 cycles each; on a tenure run that lets zombie-led writers
+// escape, every cell fails on the overlaps whatever its seed (17 writers
+// in seed 20261207's).
 const (
 	// maxAttempts is how many cells, each with the next seed, a backend
 	// runs before an invalid one fails.
