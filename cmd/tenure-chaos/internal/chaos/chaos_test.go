@@ -62,8 +62,8 @@ func TestMain(m *testing.M) { testutil.VerifyTestMain(m) }
 // The postgres-run cell (tenure run's workers) runs ciCell too: with the
 // supervision fix, four cells of 50 s found 19 to 129 twin violations and
 // 19 to 22 cycles each; on a tenure run that lets zombie-led writers
-// escape, every cell fails on the overlaps whatever its seed (17 writers
-// in seed 20261207's).
+// escape, every cell failed on the overlaps (four seeds, 5 to 17 writers
+// each).
 const (
 	// maxAttempts is how many cells, each with the next seed, a backend
 	// runs before an invalid one fails.
