@@ -27,7 +27,7 @@ import (
 )
 
 // Backends the harness runs cells on.
-var Backends = []string{"postgres", "redis", "etcd", "consul", "mysql", "k8s", "nats", "postgres-failover", "etcd-cluster", "consul-cluster"}
+var Backends = []string{"postgres", "redis", "etcd", "consul", "mysql", "k8s", "nats", "postgres-failover", "etcd-cluster", "consul-cluster", runBackend}
 
 // tokenFenced reports whether a backend's chains are a [tokenResource],
 // fenced by the token alone.

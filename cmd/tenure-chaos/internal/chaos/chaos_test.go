@@ -58,6 +58,12 @@ func TestMain(m *testing.M) { testutil.VerifyTestMain(m) }
 // more clones, four of four cells of 150 s were valid (2, 58, 3 and 6 twin
 // violations, 1 to 6 clones each), and the cell runs in CI, its 150 s
 // beside the rest of the suite.
+//
+// The postgres-run cell (tenure run's workers) runs ciCell too: with the
+// supervision fix, four cells of 50 s found 19 to 129 twin violations and
+// 19 to 22 cycles each; on a tenure run that lets zombie-led writers
+// escape, every cell failed on the overlaps (four seeds, 5 to 17 writers
+// each).
 const (
 	// maxAttempts is how many cells, each with the next seed, a backend
 	// runs before an invalid one fails.
@@ -90,10 +96,15 @@ func TestCells(t *testing.T) {
 		}
 		t.Skip("chaos cells take a minute each")
 	}
-	exe := filepath.Join(t.TempDir(), "tenure-chaos")
-	build := exec.Command("go", "build", "-o", exe, "github.com/tenure-dev/tenure/cmd/tenure-chaos")
-	out, err := build.CombinedOutput()
-	require.NoError(t, err, "build tenure-chaos: %s", out)
+	// The postgres-run cell runs the tenure binary; tenure-chaos finds it
+	// beside itself.
+	bin := t.TempDir()
+	exe := filepath.Join(bin, "tenure-chaos")
+	for _, name := range []string{"tenure-chaos", "tenure"} {
+		build := exec.Command("go", "build", "-o", filepath.Join(bin, name), "github.com/tenure-dev/tenure/cmd/"+name)
+		out, err := build.CombinedOutput()
+		require.NoError(t, err, "build %s: %s", name, out)
+	}
 	seed := rand.Uint64N(1_000_000_000) + 1
 	t.Logf("seed %d (replay a cell: tenure-chaos -backend B -seed %d -duration %s -fault-every %s; consul and consul-cluster: -duration %s; etcd-cluster: -duration %s)",
 		seed, seed, ciCell, ciFaultEvery, ciConsulCell, ciEtcdClusterCell)
@@ -142,7 +153,7 @@ func TestCells(t *testing.T) {
 func needBackend(t *testing.T, b string) {
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
-	if b == "postgres" {
+	if b == "postgres" || b == runBackend {
 		conn, err := pgx.Connect(ctx, testutil.PostgresURL())
 		if err == nil {
 			_ = conn.Close(ctx)
@@ -274,6 +285,83 @@ func TestChecker(t *testing.T) {
 			}
 			require.Positive(t, v.Fenced.Count[tc.want], "want %s, got %v", tc.want, v.Fenced.Examples)
 		})
+	}
+}
+
+// TestOverlaps feeds the postgres-run cell's supervision check histories
+// of two tenures: a write of the first after the second's first write is
+// an overlap, named with both tenures, unless a freeze stopped its writer
+// and the write came within TTL/2 after the freeze ended, or a forced
+// release ended the first tenure less than a TTL before the write.
+func TestOverlaps(t *testing.T) {
+	t.Parallel()
+	base := func() *hb {
+		h := &hb{}
+		h.add(Event{Kind: kindStart, Proc: "10:1", Slot: 1, Token: 5, Detail: "writer " + modeZombieSetsid})
+		h.add(Event{Kind: kindTry, Proc: "10:1", Slot: 1, Res: resFenced, Token: 5, WID: "10:1/1"})
+		h.add(Event{Kind: kindStart, Proc: "20:1", Slot: 2, Token: 7, Detail: "writer " + modeZombieBG})
+		h.add(Event{Kind: kindTry, Proc: "20:1", Slot: 2, Res: resFenced, Token: 7, WID: "20:1/1"})
+		return h
+	}
+	v, forced, excused := overlaps(base().evs, 2*time.Second)
+	require.Zero(t, v.Total(), "%v", v.Examples)
+	require.Zero(t, forced.Total())
+	require.Zero(t, excused)
+
+	h := base()
+	h.add(Event{Kind: kindTry, Proc: "10:1", Slot: 1, Res: resTwin, Token: 5, WID: "10:1/2"})
+	h.add(Event{Kind: kindTry, Proc: "10:1", Slot: 1, Res: resFenced, Token: 5, WID: "10:1/3"})
+	v, _, _ = overlaps(h.evs, 2*time.Second)
+	require.Equal(t, 1, v.Count[invOverlap], "one violation per writer")
+	require.Contains(t, v.Examples[0], "tenure 5's writer 10:1 (slot 1, zombie-setsid) made 2 write attempts after tenure 7 (slot 2) first wrote")
+	require.Contains(t, v.Examples[0], "the first 1s after, the last 2s after")
+
+	// A freeze of the writer ending just before: excused.
+	h = base()
+	h.add(Event{Kind: kindHeal, Fault: faultFreeze, Slot: 1, Dur: int64(3 * time.Second), Detail: "9:1 10:1"})
+	h.add(Event{Kind: kindTry, Proc: "10:1", Slot: 1, Res: resTwin, Token: 5, WID: "10:1/2"})
+	v, _, excused = overlaps(h.evs, 3*time.Second)
+	require.Zero(t, v.Total(), "%v", v.Examples)
+	require.Equal(t, 1, excused)
+	// Past the excuse it is an overlap again.
+	v, _, _ = overlaps(h.evs, time.Second)
+	require.Equal(t, 1, v.Total())
+	// A freeze of other processes excuses nothing.
+	h = base()
+	h.add(Event{Kind: kindHeal, Fault: faultFreeze, Slot: 1, Dur: int64(3 * time.Second), Detail: "9:1"})
+	h.add(Event{Kind: kindTry, Proc: "10:1", Slot: 1, Res: resTwin, Token: 5, WID: "10:1/2"})
+	v, _, _ = overlaps(h.evs, 3*time.Second)
+	require.Equal(t, 1, v.Total())
+
+	// A forced release of the first tenure, 2 s before its late write:
+	// counted apart within a TTL, an overlap past it.
+	h = &hb{}
+	h.add(Event{Kind: kindStart, Proc: "10:1", Slot: 1, Token: 5, Detail: "writer " + modeSetsid})
+	h.add(Event{Kind: kindFault, Fault: faultForce, Slot: 1, Token: 5})
+	h.add(Event{Kind: kindTry, Proc: "20:1", Slot: 2, Res: resFenced, Token: 7, WID: "20:1/1"})
+	h.add(Event{Kind: kindTry, Proc: "10:1", Slot: 1, Res: resFenced, Token: 5, WID: "10:1/1"})
+	v, forced, _ = overlaps(h.evs, 3*time.Second)
+	require.Zero(t, v.Total(), "%v", v.Examples)
+	require.Equal(t, 1, forced.Total())
+	require.Contains(t, forced.Examples[0], "tenure release --force had ended tenure 5 1s before")
+	v, forced, _ = overlaps(h.evs, time.Second)
+	require.Equal(t, 1, v.Total())
+	require.Zero(t, forced.Total())
+	require.Contains(t, v.Examples[0], "tenure release --force had ended tenure 5 1s before")
+}
+
+// TestTokenDraw checks that the writer modes spread over consecutive and
+// strided tokens alike.
+func TestTokenDraw(t *testing.T) {
+	t.Parallel()
+	for _, stride := range []int64{1, 2, 3, 6} {
+		seen := map[string]int{}
+		for tok := int64(1); tok <= 600; tok += stride {
+			seen[runModes[int(tokenDraw(tok, 0)*float64(len(runModes)))]]++
+		}
+		for _, m := range []string{modeZombieBG, modeZombieSetsid, modeSetsid, modeZombie} {
+			require.Positive(t, seen[m], "stride %d: no %s", stride, m)
+		}
 	}
 }
 

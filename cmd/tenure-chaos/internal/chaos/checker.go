@@ -70,6 +70,16 @@ type Verdict struct {
 	// Members holds, per fault of a clustered store's member, what it
 	// did to the lease held when it struck.
 	Members []MemberFault `json:",omitempty"`
+	// Overlaps is the postgres-run cell's supervision check: writes of a
+	// tenure's command after a later tenure's began ([overlaps]).
+	Overlaps Violations `json:",omitzero"`
+	// Forced holds the postgres-run cell's writers that wrote on, within
+	// a TTL, after tenure release --force ended their tenure and the next
+	// one began: the release's overlap, not supervision's ([overlaps]).
+	Forced Violations `json:",omitzero"`
+	// Excused counts the postgres-run cell's late writes that a freeze of
+	// the writer (a machine pause) explains.
+	Excused int `json:",omitempty"`
 	// Failovers holds, per failover of the postgres-failover cell's
 	// primary, what it lost.
 	Failovers []FailoverOutcome `json:",omitempty"`

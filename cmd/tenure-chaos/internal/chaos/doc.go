@@ -8,7 +8,7 @@
 // # A cell
 //
 // A cell is one backend (postgres, redis, etcd, consul, mysql, k8s,
-// nats, postgres-failover, etcd-cluster, consul-cluster), N worker
+// nats, postgres-failover, etcd-cluster, consul-cluster, postgres-run), N worker
 // processes (default 5: re-executions of tenure-chaos in the worker role),
 // TTL 2 s, a duration and a seed. Each worker reaches its store through a
 // faultnet proxy of its own, campaigns for the cell's lease, and while it
@@ -59,6 +59,37 @@
 //
 // The twin is written whatever the fence said, with the same token: the
 // negative control of the same run.
+//
+// # The postgres-run cell: tenure run's supervision
+//
+// In the postgres-run cell each worker is the real tenure binary (found
+// beside tenure-chaos, on PATH, or by -tenure): `tenure run --wait --name
+// L --ttl 2s --store URL -- tenure-chaos command ...`, its store URL the
+// slot's proxy to PostgreSQL; when it exits, the slot starts another
+// after TTL/10, as a service manager would. The command logs its tenure
+// (TENURE_TOKEN) and starts a writer, whose mode a hash of the token
+// picks: zombie-bg (the writer's main thread exits while another thread
+// writes, so the thread-group leader reads as a zombie; the command exits
+// 0 at once), zombie-setsid (the same after setsid; the command runs on
+// for 1–3 × TTL and exits 0), setsid (an ordinary writer after setsid)
+// and zombie (in the command's process group). The writer writes pairs
+// for 0.5–2 × TTL beyond the command's life, whatever the fence answers:
+// the fenced chain in one transaction with pgfence's Fence of its token
+// (the token fence), then the twin. The nemesis strikes the tenure run
+// processes: SIGSTOP (its watchdog must kill the command), SIGKILL, the
+// connection faults and pg_terminate_backend of its sessions, `tenure
+// release --force` of the lease, and a freeze: SIGSTOP of tenure run, its
+// watchdog and every descendant for 1.5–4 × TTL, the command's processes
+// resumed 20–60 ms before tenure run and its watchdog, a pause of the whole machine as far as the
+// slot goes. Beyond the fenced resource's invariants the checker holds
+// this cell to tenure run's promise ([overlaps]): no write attempt of a
+// tenure's writer after a later tenure's first one. Two kinds of late
+// writes are counted apart, not as overlaps: a frozen process's within
+// TTL/2 after the freeze ended (a machine pause is what only the fence
+// covers), and those within a TTL after `tenure release --force` ended the
+// tenure (the store lets the next holder in at once; a stopped or slowly
+// connected tenure run hears of it late, and its watchdog kills by the
+// kill deadline).
 //
 // # The nemesis
 //

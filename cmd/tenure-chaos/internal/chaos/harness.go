@@ -41,6 +41,7 @@ type CellConfig struct {
 	Work       time.Duration // time between a write's lease check and the write
 	Out        string        // directory for the cell's history and logs
 	Exe        string        // the tenure-chaos binary, re-executed as workers
+	Tenure     string        `json:",omitempty"` // the tenure binary: the postgres-run cell's workers are tenure run
 	PGURL      string
 	// NoTokenFloor makes the postgres-failover cell promote its standby
 	// without raising the token floor, to show what the floor prevents.
@@ -78,6 +79,12 @@ func (r *CellResult) Summary() string {
 	status := "PASS"
 	if !r.Passed() {
 		status = "FAIL: " + strings.Join(r.Failures, "; ")
+	}
+	if runCell(r.Config.Backend) {
+		storeFaults += fmt.Sprintf(", overlaps %d, writes excused after a freeze %d, writers late after tenure release --force %d", v.Overlaps.Total(), v.Excused, v.Forced.Total())
+		if len(v.Forced.Examples) > 0 {
+			storeFaults += " (" + strings.Join(v.Forced.Examples, " | ") + ")"
+		}
 	}
 	return fmt.Sprintf("%s seed %d: %d faults, %d cycles, %d grants, %d clones, fenced writes %d ok / %d fenced / %d unknown, violations %d, twin violations %d (%s)%s: %s",
 		r.Config.Backend, r.Config.Seed, sum(v.Faults), v.Cycles, v.Grants, v.Clones,
@@ -131,7 +138,9 @@ type cell struct {
 	// storeCalm is when the last fault of a clustered store's member
 	// ended, plus memberCalm: no member is struck before it.
 	storeCalm time.Time
-	wg        sync.WaitGroup // heals, restarts, readers
+	// frozen marks the postgres-run cell's slots under a freeze.
+	frozen map[int]bool
+	wg     sync.WaitGroup // heals, restarts, readers
 }
 
 // slot is one worker position: its proxies (one per member of the
@@ -224,6 +233,13 @@ func RunCell(ctx context.Context, cfg CellConfig) (*CellResult, error) {
 	if n := v.Fenced.Total(); n > 0 {
 		res.Failures = append(res.Failures, fmt.Sprintf("%d violations at the fenced resource: %s", n, strings.Join(v.Fenced.Examples, " | ")))
 	}
+	if runCell(cfg.Backend) {
+		res.Verdict.Overlaps, res.Verdict.Forced, res.Verdict.Excused = overlaps(events, cfg.TTL)
+		v = res.Verdict
+		if n := v.Overlaps.Total(); n > 0 {
+			res.Failures = append(res.Failures, fmt.Sprintf("%d writers went on after the next tenure's command began (tenure run's supervision): %s", n, strings.Join(v.Overlaps.Examples, " | ")))
+		}
+	}
 	if v.Cycles < MinCycles {
 		res.Failures = append(res.Failures, fmt.Sprintf("faults did not bite: %d fault → lease lost → new holder cycles, want at least %d (run invalid)", v.Cycles, MinCycles))
 	}
@@ -259,7 +275,7 @@ func (c *cell) setup(ctx context.Context, id string) ([]string, func(), error) {
 	}
 	fail := func(err error) ([]string, func(), error) { cleanup(); return nil, nil, err }
 	b := c.cfg.Backend
-	if b == "postgres" {
+	if b == "postgres" || b == runBackend {
 		c.spec.Schema = "chaos_" + id
 		u, err := pgURL(c.cfg.PGURL, "", "chaos_harness_"+id)
 		if err != nil {
@@ -463,6 +479,14 @@ func (c *cell) startMain(s *slot) error {
 	ending := c.ending
 	c.mu.Unlock()
 	if ending {
+		return nil
+	}
+	if runCell(c.cfg.Backend) {
+		cmd, err := c.launchRun(s)
+		if err != nil {
+			return err
+		}
+		s.cmd = cmd
 		return nil
 	}
 	cmd, stdin, err := c.launch(s, true)

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -35,12 +36,17 @@ func postgresURL() string {
 func Main(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if len(args) > 0 && args[0] == "worker" {
-		if err := workerMain(ctx, args[1:]); err != nil {
-			fmt.Fprintln(stderr, err)
-			return 1
+	if len(args) > 0 {
+		role := map[string]func(context.Context, []string) error{
+			"worker": workerMain, "command": commandMain, "writer": writerMain,
+		}[args[0]]
+		if role != nil {
+			if err := role(ctx, args[1:]); err != nil {
+				fmt.Fprintln(stderr, err)
+				return 1
+			}
+			return 0
 		}
-		return 0
 	}
 	if err := harnessMain(ctx, args, stdout); err != nil {
 		fmt.Fprintln(stderr, err)
@@ -77,7 +83,10 @@ PostgreSQL primary with a standby: fails it over). After every cell a
 checker reads the history and both resources; any violation at the fenced
 resource fails the cell, and so do fewer than %d fault → lease lost → new
 holder cycles ("faults did not bite") and a twin without violations ("not
-exercising").
+exercising"). In the postgres-run cell the workers are tenure run (the
+tenure binary: -tenure) and their commands' writers escape as a process
+would (a zombie thread-group leader, setsid); any write of a tenure's
+writer after the next tenure's first write fails it too.
 
 Short (CI) run:   tenure-chaos -backend all -duration 50s -fault-every 2s
 Replay a seed:    tenure-chaos -backend redis -seed 1234
@@ -116,6 +125,7 @@ func harnessMain(ctx context.Context, args []string, stdout io.Writer) error {
 	report := fs.String("report", "", "write RELIABILITY.md and timeline.svg into this directory")
 	parallel := fs.Int("parallel", 1, "cells run at once")
 	noFloor := fs.Bool("no-token-floor", false, "postgres-failover: promote the standby without raising the token floor (the negative control of the floor: tokens are handed out twice)")
+	tenureBin := fs.String("tenure", "", "the tenure binary the "+runBackend+" cell runs (default: tenure beside tenure-chaos, else on PATH)")
 	rereport := fs.String("rereport", "", "write the report (-report) from the verdicts of an earlier run's -out directory, run nothing")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -156,11 +166,17 @@ func harnessMain(ctx context.Context, args []string, stdout io.Writer) error {
 	if *backend != "all" {
 		list = strings.Split(*backend, ",")
 	}
+	tenurePath := ""
+	if slices.Contains(list, runBackend) {
+		if tenurePath, err = tenureBinary(*tenureBin, exe); err != nil {
+			return err
+		}
+	}
 	var cfgs []CellConfig
 	for _, b := range list {
 		for i := range *seeds {
 			cfgs = append(cfgs, CellConfig{Backend: b, Workers: *workers, TTL: *ttl, Duration: *duration, Seed: *seed + uint64(i),
-				FaultEvery: *every, Gap: *gap, Work: *work, Out: *out, Exe: exe, PGURL: postgresURL(), NoTokenFloor: *noFloor})
+				FaultEvery: *every, Gap: *gap, Work: *work, Out: *out, Exe: exe, Tenure: tenurePath, PGURL: postgresURL(), NoTokenFloor: *noFloor})
 		}
 	}
 	results := make([]*CellResult, len(cfgs))

@@ -53,6 +53,12 @@ const (
 
 // faultKinds returns the faults a backend gets, each repeated by weight.
 func faultKinds(backend string) []string {
+	if runCell(backend) {
+		// The faults hit tenure run, the slot's main process; its command
+		// and writer are reached only through it, except by a freeze.
+		return []string{faultPause, faultPause, faultPause, faultPause, faultKill, faultKill, faultForce, faultForce,
+			faultFreeze, faultFreeze, faultCut, faultBlackHole, faultDelay, faultLoseReply, faultTerminate}
+	}
 	k := []string{faultPause, faultPause, faultPause, faultPause, faultPause, faultKill, faultKill, faultCut, faultBlackHole, faultBlackHole,
 		faultDelay, faultLoseReply, faultLoseReply, faultClock, faultClock, faultFork}
 	if backend == "postgres" || backend == "postgres-failover" { // the cells with PostgreSQL sessions of the workers
@@ -188,7 +194,7 @@ func (c *cell) inject(ctx context.Context, d draw) {
 	if p == nil {
 		p = c.mainOf(d.slot)
 	}
-	if p == nil {
+	if p == nil || c.isFrozen(p.slot) {
 		return
 	}
 	time.Sleep(d.phase)
@@ -212,7 +218,7 @@ func (c *cell) inject(ctx context.Context, d draw) {
 	case faultKill:
 		c.hist.log(ev)
 		p.signal(syscall.SIGKILL)
-		if p.main {
+		if p.main && !runCell(c.cfg.Backend) { // a tenure run's slot starts another when it exits
 			c.later(ctx, span(0.1, 0.5), func() { _ = c.startMain(s) })
 		}
 	case faultCut:
@@ -271,7 +277,54 @@ func (c *cell) inject(ctx context.Context, d draw) {
 			return
 		}
 		c.hist.log(ev)
+	case faultForce:
+		if err := c.forceRelease(ctx); err != nil {
+			ev.Detail = "tenure release --force failed: " + err.Error()
+		}
+		c.hist.log(ev)
+	case faultFreeze:
+		// The supervisors (tenure run and its watchdog) are stopped first
+		// and resumed last: the machine's pause ends for the command 20–60
+		// ms before they are scheduled again, so a write in flight goes
+		// out first, as on a machine whose threads resume in any order.
+		dur := span(1.5, 4)
+		ev.Dur = int64(dur)
+		c.setFrozen(p.slot, true)
+		c.hist.log(ev)
+		start := time.Now()
+		command, supervisors := freeze(p)
+		c.later(ctx, dur, func() {
+			var gtids []string
+			for _, q := range command {
+				q.signal(syscall.SIGCONT)
+				gtids = append(gtids, q.gtid)
+			}
+			time.Sleep(20*time.Millisecond + 2*d.phase)
+			for i := len(supervisors) - 1; i >= 0; i-- {
+				supervisors[i].signal(syscall.SIGCONT)
+				gtids = append(gtids, supervisors[i].gtid)
+			}
+			c.hist.log(Event{Kind: kindHeal, Fault: d.kind, Target: p.gtid, Slot: p.slot, Dur: int64(time.Since(start)), Detail: strings.Join(gtids, " ")})
+			c.setFrozen(p.slot, false)
+		})
 	}
+}
+
+// isFrozen reports whether slot's processes are frozen: no other fault
+// strikes them until the freeze ends.
+func (c *cell) isFrozen(slot int) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.frozen[slot]
+}
+
+func (c *cell) setFrozen(slot int, on bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.frozen == nil {
+		c.frozen = map[int]bool{}
+	}
+	c.frozen[slot] = on
 }
 
 // memberCalm is how long, in TTLs, the nemesis leaves a clustered
