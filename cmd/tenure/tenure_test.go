@@ -476,21 +476,23 @@ func TestReleaseForceStopsTheHolder(t *testing.T) {
 	m := a.stdout.await(startedLine)
 	first := atoi(t, m[3])
 
+	before := status(t, env, "nightly")
 	r := run(t, env, "release", "--force", "nightly")
 	require.Equal(t, 0, r.code, r.stderr.all())
-	require.Contains(t, r.stdout.rest(), fmt.Sprintf("its holder a/%s with token %d is now fenced", m[2], first))
+	require.Contains(t, r.stdout.rest(), fmt.Sprintf("the renewal chain of its holder a/%s with token %d moved on", m[2], first))
 
 	st := status(t, env, "nightly")
-	require.Equal(t, "released", st.State)
+	require.Equal(t, "held", st.State, "the lease keeps its expiry: nobody takes it before the holder stood down")
 	require.Equal(t, first, st.Token)
 	require.Equal(t, "a/"+m[2], st.Holder)
+	require.Greater(t, st.Seq, before.Seq, "the holder's chain moved on")
 
 	require.Equal(t, cli.ExitLost, a.wait(), a.stderr.all())
 	// "expired at store" unless a loaded machine made the holder see a
 	// suspension first: any loss must stop the command.
 	a.stderr.await(fmt.Sprintf(`^tenure: lost lease "nightly" with token %d: `, first))
 
-	next := run(t, env, "run", "--name", "nightly", "--", "sh", "-c", "echo $TENURE_TOKEN")
+	next := run(t, env, "run", "--name", "nightly", "--wait", "--", "sh", "-c", "echo $TENURE_TOKEN")
 	require.Equal(t, 0, next.code, next.stderr.all())
 	require.Greater(t, atoi(t, strings.TrimSpace(next.stdout.rest())), first)
 }

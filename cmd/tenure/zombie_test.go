@@ -168,9 +168,9 @@ exit 0`
 // SIGTERM. `release --force` ends the tenure; tenure run must kill the
 // worker with the rest before it exits, so none of it is left and no write
 // of it lands after the next holder started. The next holder starts once
-// the old tenure run has exited: a holder already waiting would race the
-// old one's kill, as a forced release lets it in at once (that overlap is
-// TestRunForcedRelease's); the worker survived the old tenure run's exit.
+// the old tenure run has exited (a holder already waiting is
+// TestRunForcedRelease's scene); the worker survived the old tenure run's
+// exit before supervision counted its threads.
 func TestRunLeaderZombieSetsid(t *testing.T) {
 	t.Parallel()
 	supervisionModes(t, func(t *testing.T, scan bool) {

@@ -38,14 +38,15 @@
 //     are refused with exit 64.
 //   - release: give up the caller's own lease (TENURE_HOLDER and
 //     TENURE_TOKEN must match it), or with --force end anyone's tenure,
-//     keeping the token counter so its old holder is fenced. A store that
-//     notifies ([store.Notifier]) tells the holder at once, so the lease is
-//     expired now (recorded in the history as force-released,
-//     [store.ForceReleaser]); on one that does not (MySQL) release renews
-//     in the holder's name with the seq it read and the time left, so the
-//     holder's next renewal is a seq mismatch while the expiry stays, and
-//     no one else gets the lease before the holder's trusted time has run
-//     out. --now expires it at once there too.
+//     keeping the token counter so its old holder is fenced. On a store
+//     whose renewal sets a new expiry (PostgreSQL, MySQL, SQLite, Redis)
+//     release renews in the holder's name with the seq it read and the
+//     time left, so the holder's next renewal is a seq mismatch while the
+//     expiry stays, and no one else gets the lease before the holder's
+//     trusted time has run out; on the others (etcd, Consul, NATS,
+//     Kubernetes) it expires the lease now and the holder hears of it
+//     within a round trip. --now expires it at once everywhere (recorded
+//     in the history as force-released, [store.ForceReleaser]).
 //   - migrate: create or upgrade the store's schema (on PostgreSQL the
 //     fleet registry's too), or print its SQL (PostgreSQL and SQLite), with
 //     the grants of a run-time role (--grant: EXECUTE on the functions,

@@ -26,7 +26,7 @@ func releaseCommand() *command {
 		interspersed: true,
 		about: `Release expires the lease NAME at the store now, keeping its token counter,
 so the next holder gets a greater token and takes over at once (an
-operator's --force on MySQL differs: see below).
+operator's --force differs: see below).
 
 Without --force it releases only the caller's own tenure: TENURE_HOLDER and
 TENURE_TOKEN, which tenure run gives its command, must match the lease.
@@ -37,44 +37,44 @@ next holder may start at once, so make the release the command's last act:
 its tree is killed if it still runs the grace later. Elsewhere, or when
 that tenure run no longer holds the lease, release asks the store directly.
 
-With --force an operator ends the tenure of whoever holds the lease. How
-depends on whether the store can tell the holder at once:
-  - PostgreSQL, Redis, etcd, Consul, NATS, Kubernetes and SQLite (which
-    polls its file every 10ms) announce a release: a tenure run holding
-    the lease hears of it within a round trip and SIGKILLs its command.
-    So release expires the lease now and the next holder takes over at
-    once, with a greater token. (Should the announcement be lost, to a
-    reconnection, the holder learns at its next renewal.)
-  - MySQL/MariaDB sends no notification: the holder would learn of a
-    release only at its next renewal, up to TTL/3 later, while the next
-    holder could already be running. So release instead moves the
-    holder's renewal chain on (a renewal in its name, with the seq it
-    read, for the time the lease has left: its expiry stays where it
-    was) and prints that time by the store's clock. The holder's next
-    renewal finds the chain moved on and its tenure run stops the
+With --force an operator ends the tenure of whoever holds the lease,
+without ever letting the next holder start while the old holder's command
+may still run:
+  - PostgreSQL, MySQL/MariaDB, SQLite and Redis: release moves the holder's
+    renewal chain on (a renewal in its name, with the seq it read, for the
+    time the lease has left: its expiry stays where it was) and prints
+    that time by the store's clock. The holder's next renewal, at most
+    TTL/3 later, finds the chain moved on, and its tenure run stops the
     command (SIGTERM, SIGKILL after the grace), all within the time it
-    trusts, which ends before that expiry; nobody can take the lease
-    before the expiry, and a tenure run --wait takes it then, with a
-    greater token.
---now expires the lease at once on every store. On MySQL that risks what
-the default avoids: the old holder's command goes on working beside the
-next holder's until its next renewal (up to TTL/3), refused only where a
-fence checks its token. Use it when the holder is known to be gone (its
-host is dead), not to hurry a live one.
+    trusts, which ends before that expiry. Nobody can take the lease
+    before the expiry; a tenure run --wait takes it then, with a greater
+    token. (Releasing at once would let the next holder in while the old
+    one learns of it: a round trip later where the store notifies, at its
+    next renewal on MySQL.)
+  - etcd, Consul, NATS and Kubernetes renew without a new expiry (a
+    keepalive, or a TTL fixed when the lease was made), so release expires
+    the lease now; the holder hears the release within a round trip and
+    SIGKILLs its command.
+--now expires the lease at once on every store: the old holder's command
+may go on beside the next holder's until the old holder hears of it (a
+round trip on a store that notifies, its next renewal, up to TTL/3, on
+MySQL), refused only where a fence checks its token. Use it when the
+holder is known to be gone (its host is dead), not to hurry a live one.
 
 Either way the holder is fenced: a fence refuses its token as soon as a
-greater token is recorded (on PostgreSQL, tenure_check_lease refuses it at
-once; on MySQL without --now, so does mysqlfence's strict check, since the
-chain moved on). tenure history records the act as force-released where
-the store keeps a history (PostgreSQL, SQLite).
+greater token is recorded (tenure_check_lease and mysqlfence's strict
+check refuse it at once, since its chain moved on). tenure history records
+--now as force-released where the store keeps a history (PostgreSQL,
+SQLite); a forced release without --now shows there as the next holder's
+takeover at the expiry.
 
 Without --store and TENURE_STORE, release uses this host's SQLite file
 (saying so on standard error when that call creates the file); an empty
 --store or TENURE_STORE is refused (exit 64).`,
 		setup: func(fs *flag.FlagSet) action {
 			var o releaseOptions
-			fs.BoolVar(&o.force, "force", false, "end the tenure of whoever holds the lease (on a store that cannot tell the holder at once, MySQL, the next holder waits out the time it has left)")
-			fs.BoolVar(&o.now, "now", false, "with --force, expire the lease at once on every store; on MySQL the old holder's command may run beside the next holder's until its next renewal")
+			fs.BoolVar(&o.force, "force", false, "end the tenure of whoever holds the lease; the next holder waits out the time it has left (PostgreSQL, MySQL, SQLite, Redis)")
+			fs.BoolVar(&o.now, "now", false, "with --force, expire the lease at once on every store; the old holder's command may run beside the next holder's until the old holder hears of it")
 			fs.StringVar(&o.store, "store", "", storeUsage)
 			return func(ctx context.Context, e *env, args []string) error {
 				o.storeGiven = flagSet(fs, "store")
@@ -150,7 +150,7 @@ func (o *releaseOptions) run(ctx context.Context, e *env, args []string) error {
 				name, rec.Holder, rec.Token, own, token)}
 		}
 		_, notifies := opened.Store.(store.Notifier)
-		if o.force && !o.now && !notifies {
+		if o.force && !o.now && renewKeepsExpiry(opened.Target.Kind) {
 			done, err := standDown(ctx, e, opened, name, rec)
 			if err != nil {
 				return err
@@ -191,8 +191,17 @@ func (o *releaseOptions) run(ctx context.Context, e *env, args []string) error {
 	return fmt.Errorf("lease %q changed hands %d times while being released; try again", name, releaseAttempts)
 }
 
-// standDown ends the tenure rec of lease name on a store that cannot tell
-// its holder at once. A renewal in the holder's name, a compare-and-set on
+// renewKeepsExpiry reports whether a store of kind k sets a renewed
+// lease's expiry to its now plus the TTL asked, so that a renewal for the
+// time a lease has left keeps its expiry where it was (see [standDown]).
+// etcd and Consul renew by keepalive to the TTL fixed at the grant, NATS
+// and Kubernetes by their own rules.
+func renewKeepsExpiry(k storeurl.Kind) bool {
+	return k == storeurl.Postgres || k == storeurl.MySQL || k == storeurl.SQLite || k == storeurl.Redis
+}
+
+// standDown ends the tenure rec of lease name without letting the next
+// holder in before its holder has stood down. A renewal in the holder's name, a compare-and-set on
 // the seq Get read, moves the holder's renewal chain on, so that its own
 // next renewal fails as a seq mismatch and it stands down. The TTL is the
 // time rec had left, rounded up to a millisecond, so the store's expiry
@@ -216,7 +225,7 @@ func standDown(ctx context.Context, e *env, opened *storeopen.Opened, name strin
 	if len(res) != 1 || !res[0].Renewed {
 		return false, nil
 	}
-	fmt.Fprintf(e.stdout, "lease %q: the renewal chain of its holder %s with token %d moved on and the lease keeps its expiry: the holder stands down at its next renewal, and the next holder can take it in %s by the store's clock, with a greater token (this store sends no notification, so the holder cannot be told at once; --now would let the next holder in at once, beside the old one)\n",
+	fmt.Fprintf(e.stdout, "lease %q: the renewal chain of its holder %s with token %d moved on and the lease keeps its expiry: the holder stands down at its next renewal, and the next holder can take it in %s by the store's clock, with a greater token (released at once, the lease would let the next holder in before the old one heard of it; --now does that, for a holder known to be gone)\n",
 		name, rec.Holder, rec.Token, remaining(res[0].Grant.Remaining))
 	return true, nil
 }
