@@ -463,8 +463,18 @@ func TestReleaseOnSQLite(t *testing.T) {
 
 		o := cli(t, "release", "job", "--force", "--store", db)
 		require.Equal(t, ExitOK, o.code, o.stderr)
-		require.Contains(t, o.stdout, fmt.Sprintf("its holder %s with token %d is now fenced", h, g.Token))
+		require.Contains(t, o.stdout, fmt.Sprintf("the renewal chain of its holder %s with token %d moved on", h, g.Token))
 		rec := get(t, st, "job")
+		require.Equal(t, store.StateHeld, rec.State, "the lease keeps its expiry")
+		require.Greater(t, rec.Seq, g.Seq, "the holder's chain moved on")
+		res, err := st.Renew(t.Context(), []store.RenewParams{{Name: "job", Holder: h, Token: g.Token, Seq: g.Seq, TTL: time.Minute}})
+		require.NoError(t, err)
+		require.False(t, res[0].Renewed, "the holder's next renewal fails")
+
+		o = cli(t, "release", "job", "--force", "--now", "--store", db)
+		require.Equal(t, ExitOK, o.code, o.stderr)
+		require.Contains(t, o.stdout, fmt.Sprintf("its holder %s with token %d is now fenced", h, g.Token))
+		rec = get(t, st, "job")
 		require.Equal(t, store.StateReleased, rec.State)
 
 		o = cli(t, "release", "--force", "job", "--store", db)

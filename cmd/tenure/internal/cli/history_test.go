@@ -49,7 +49,7 @@ func TestHistoryOnSQLite(t *testing.T) {
 	first := acquire(t, st, "job", a)
 	require.NoError(t, st.Release(t.Context(), store.ReleaseParams{Name: "job", Holder: a, Token: first.Token}))
 	second := acquire(t, st, "job", b)
-	o := cli(t, "release", "--force", "job", "--store", db)
+	o := cli(t, "release", "--force", "--now", "job", "--store", db)
 	require.Equal(t, ExitOK, o.code, o.stderr)
 
 	h := historyOf(t, "job", "--store", db)
@@ -170,7 +170,7 @@ func TestHistoryOnPostgres(t *testing.T) {
 	first := acquire(t, st, "job", a)
 	require.NoError(t, st.Release(t.Context(), store.ReleaseParams{Name: "job", Holder: a, Token: first.Token}))
 	second := acquire(t, st, "job", b)
-	o = cli(t, "release", "--force", "job", "--store", u)
+	o = cli(t, "release", "--force", "--now", "job", "--store", u)
 	require.Equal(t, ExitOK, o.code, o.stderr)
 
 	role := testserver.PostgresRole(t, owner)
