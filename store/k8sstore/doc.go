@@ -138,9 +138,15 @@
 //   - An object of the prefix that this store did not write makes calls on
 //     its lease fail with an error naming the object and its
 //     resourceVersion; List skips it.
-//   - An operator who deletes a lease's object while it is held ends the
-//     tenure: the holder's next renewal finds no object, and the next
-//     acquisition starts a new tenure with a greater token.
+//   - An operator who deletes a lease's object while it is held
+//     (kubectl delete lease) ends the tenure. [Store.Listen] announces the
+//     deletion; the holder's client, hearing it, asks the store, finds no
+//     object and stands down at once, not at its next renewal, and the
+//     followers try at once: the next acquisition creates the object
+//     anew, with a greater token (see Tokens). As after any forced
+//     release, the next holder may begin a round trip or two before the
+//     old one has stood down; fences keep them apart. A holder whose
+//     watch is down learns it at its next renewal.
 //   - Bad input fails with [store.ErrInvalid] and changes nothing; after
 //     [Store.Close] every call fails with [store.ErrClosed].
 //
