@@ -96,7 +96,14 @@ func TestAdmissionPolicyKeepsTheToken(t *testing.T) {
 		return err == nil
 	}, 30*time.Second, 50*time.Millisecond, "acquire with the Role bound: %v", err)
 	obj := k8sstore.ObjectName(cfg.Prefix, name)
-	_, err = worker.Patch(ctx, obj, types.MergePatchType, setToken(strconv.FormatInt(int64(g.Token)-1, 10)), metav1.PatchOptions{})
+	lower := setToken(strconv.FormatInt(int64(g.Token)-1, 10))
+	// The API server drops a policy deleted by an earlier run of this test
+	// through its watch too: a dry run shows when it has.
+	require.Eventually(t, func() bool {
+		_, err = worker.Patch(ctx, obj, types.MergePatchType, lower, metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})
+		return err == nil
+	}, 30*time.Second, 50*time.Millisecond, "no policy is in force: %v", err)
+	_, err = worker.Patch(ctx, obj, types.MergePatchType, lower, metav1.PatchOptions{})
 	require.NoError(t, err, "the Role alone lets a worker lower the token")
 
 	applyAdmissionPolicy(t, h)
