@@ -142,10 +142,10 @@
 // only to $KV.<bucket>.>, to the bucket stream's STREAM.INFO,
 // DIRECT.GET, STREAM.MSG.GET, CONSUMER.CREATE and CONSUMER.DELETE
 // JetStream API subjects and to its consumers' flow control replies
-// ($JS.FC.KV_<bucket>.>), and subscribe only to an inbox prefix of its
-// own (its connections set nats.CustomInboxPrefix): it cannot reach
-// another bucket, stream or subject, nor delete, purge or reconfigure its
-// bucket's stream ([Migrate] needs the operator). TestWorkerAccount runs
+// ($JS.FC.KV_<bucket>.>), and subscribe only to _INBOX.>, for its
+// replies (so the account should hold tenure's users alone): it cannot
+// reach another bucket, stream or subject, nor delete, purge or
+// reconfigure its bucket's stream ([Migrate] needs the operator). TestWorkerAccount runs
 // the store as that user against a nats-server with that file, and shows
 // every other publish refused.
 package natsstore

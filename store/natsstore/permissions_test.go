@@ -82,7 +82,7 @@ func startWithAccounts(t *testing.T) *testserver.Nats {
 // worker runs the whole store (open, acquire, renew, release, get, list,
 // listen), and the server refuses what else it tries: another bucket's
 // keys, deleting or purging its own bucket's stream, the JetStream API at
-// large, other inboxes. What the permissions cannot keep from it, a write
+// large, subscriptions outside its inboxes. What the permissions cannot keep from it, a write
 // of any key of its bucket, is shown too.
 func TestWorkerAccount(t *testing.T) {
 	t.Parallel()
@@ -97,7 +97,7 @@ func TestWorkerAccount(t *testing.T) {
 	require.NoError(t, err)
 
 	violations := make(chan error, 16)
-	worker, err := nats.Connect(srv.URL, nats.UserInfo("tenure-worker", workerPassword), nats.CustomInboxPrefix("_INBOX_tenure"),
+	worker, err := nats.Connect(srv.URL, nats.UserInfo("tenure-worker", workerPassword),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
 			if errors.Is(err, nats.ErrPermissionViolation) {
 				select {
@@ -171,14 +171,16 @@ func TestWorkerAccount(t *testing.T) {
 			t.Fatalf("the server took the worker's publish to %s", subject)
 		}
 	}
-	_, err = worker.SubscribeSync("_INBOX.>")
-	require.NoError(t, err)
-	require.NoError(t, worker.Flush())
-	select {
-	case err := <-violations:
-		require.ErrorContains(t, err, "_INBOX.>")
-	case <-time.After(eventTimeout):
-		t.Fatal("the server let the worker read other connections' inboxes")
+	for _, subject := range []string{"$KV.tenure.>", "billing.>"} {
+		_, err = worker.SubscribeSync(subject)
+		require.NoError(t, err)
+		require.NoError(t, worker.Flush())
+		select {
+		case err := <-violations:
+			require.ErrorContains(t, err, subject)
+		case <-time.After(eventTimeout):
+			t.Fatalf("the server let the worker subscribe to %s", subject)
+		}
 	}
 	info, err := ojs.Stream(ctx, "KV_tenure")
 	require.NoError(t, err, "the bucket is still there")
