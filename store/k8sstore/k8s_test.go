@@ -237,7 +237,7 @@ func TestLeastPrivilege(t *testing.T) {
 	require.NotErrorIs(t, err, store.ErrUnavailable)
 	require.ErrorContains(t, err, "k8sstore.Role")
 
-	bindRole(t, h)
+	bindRole(t, h, kubeserver.WorkerUser)
 
 	// The authorizer learns of the binding through its own watch.
 	var g store.Grant
@@ -255,11 +255,11 @@ func TestLeastPrivilege(t *testing.T) {
 	require.False(t, errors.Is(err, store.ErrUnavailable))
 }
 
-// bindRole grants the worker ([kubeserver.WorkerUser]) [k8sstore.Role] in
-// namespace default, with a Role and RoleBinding of the test's own, until
-// the test ends. The authorizer learns of them through a watch of its
-// own: a request right after may still be refused.
-func bindRole(t *testing.T, h kubeserver.Harness) {
+// bindRole grants user [k8sstore.Role] in namespace default, with a Role
+// and RoleBinding of the test's own, until the test ends. The authorizer
+// learns of them through a watch of its own: a request right after may
+// still be refused.
+func bindRole(t *testing.T, h kubeserver.Harness, user string) {
 	t.Helper()
 	ctx := t.Context()
 	rbac := h.RBAC(t)
@@ -270,7 +270,7 @@ func bindRole(t *testing.T, h kubeserver.Harness) {
 	binding := &rbacv1.RoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: role.Name},
 		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: role.Name},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: "rbac.authorization.k8s.io", Name: kubeserver.WorkerUser}},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: "rbac.authorization.k8s.io", Name: user}},
 	}
 	_, err = rbac.RoleBindings("default").Create(ctx, binding, metav1.CreateOptions{})
 	require.NoError(t, err)

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	admissionclient "k8s.io/client-go/kubernetes/typed/admissionregistration/v1"
 	coordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
 	"github.com/tenure-dev/tenure/internal/testserver/kubeserver"
@@ -79,8 +80,14 @@ func TestAdmissionPolicyKeepsTheToken(t *testing.T) {
 	t.Parallel()
 	h := harness(t)
 	_, admin, cfg := h.New(t)
-	bindRole(t, h)
-	worker := h.Leases(t, h.Server.Worker())
+	// A worker of its own, impersonated by the administrator, which the
+	// Role is bound to: TestLeastPrivilege needs kubeserver.WorkerUser
+	// bound to nothing.
+	user := "tenure-policy-worker"
+	bindRole(t, h, user)
+	cfgAs := rest.CopyConfig(h.Server.Admin())
+	cfgAs.Impersonate = rest.ImpersonationConfig{UserName: user}
+	worker := h.Leases(t, cfgAs)
 	s, err := k8sstore.New(worker, cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Close() })
