@@ -186,6 +186,24 @@ func TestWorkerAccount(t *testing.T) {
 	require.NoError(t, err, "the bucket is still there")
 	require.Positive(t, info.CachedInfo().State.Msgs)
 
+	// A bucket that does not allow direct gets is read through the
+	// stream's leader.
+	sc := info.CachedInfo().Config
+	sc.AllowDirect = false
+	_, err = ojs.UpdateStream(ctx, sc)
+	require.NoError(t, err)
+	s2, err := natsstore.Open(ctx, wjs, cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s2.Close() })
+	rec, err = s2.Get(ctx, name)
+	require.NoError(t, err, "a read through the stream's leader")
+	require.Equal(t, g2.Token, rec.Token)
+	select {
+	case err := <-violations:
+		t.Fatalf("the store's read met a refusal: %v", err)
+	default:
+	}
+
 	// What the permissions cannot refuse: the worker may write any key of
 	// its bucket, here the held key of a lease it does not hold.
 	kv, err := wjs.KeyValue(ctx, natsstore.DefaultBucket)
