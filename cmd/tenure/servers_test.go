@@ -64,7 +64,9 @@ func TestServerStores(t *testing.T) {
 
 		grant := run(t, testEnv(t), "migrate", "--print", "--grant", "billing", "--store", "k8s://jobs")
 		require.Equal(t, 0, grant.code, grant.stderr.all())
-		require.Contains(t, grant.stdout.rest(), "kind: RoleBinding")
+		out := grant.stdout.rest()
+		require.Contains(t, out, "kind: RoleBinding")
+		require.Contains(t, out, "kind: ValidatingAdmissionPolicy\n")
 	})
 }
 

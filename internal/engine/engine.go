@@ -69,6 +69,7 @@ type lease struct {
 	renewDue     time.Duration
 	renewing     bool // part of the batch in flight
 	checking     bool // a check of who holds the lease is in flight
+	recheck      bool // an announcement came while it was: check again after it
 	lastProgress time.Duration
 	chainWriting bool // a granted chain write has not ended yet
 	chainWaiting int  // chain writes waiting for their turn
@@ -539,7 +540,11 @@ func (e *Engine) storeClockAhead(now Instant, l *lease, at time.Time) bool {
 // that a holder whose lease an operator released, or someone took over,
 // learns of it within a round trip instead of at its next renewal; the
 // announcement of its own grant needs no check. The check only reads: it
-// does not move the renewal chain.
+// does not move the renewal chain. One check is in flight at a time; an
+// announcement heard meanwhile makes one more check once it is back, since
+// the store may have answered it before what the announcement reports (an
+// operator deleting the lease while a check of an earlier notice was on
+// its way).
 func (e *Engine) heard(now Instant, l *lease, n store.Notice) {
 	switch {
 	case l.removed:
@@ -561,12 +566,15 @@ func (e *Engine) heard(now Instant, l *lease, n store.Notice) {
 			}
 			l.nextAttempt = now.Mono + n.Remaining + e.behind(l)
 		}
-	case l.phase == held && !l.checking:
-		if n.Kind == store.NoticeAcquired && n.Holder == l.holder {
-			return
+	case l.phase == held:
+		switch {
+		case n.Kind == store.NoticeAcquired && n.Holder == l.holder:
+		case l.checking:
+			l.recheck = true
+		default:
+			l.checking = true
+			e.emit(SendCheck{Name: l.name, Holder: l.holder, Token: l.token})
 		}
-		l.checking = true
-		e.emit(SendCheck{Name: l.name, Holder: l.holder, Token: l.token})
 	}
 }
 
@@ -597,8 +605,15 @@ func (e *Engine) checked(d CheckDone) {
 	case d.Err != nil:
 	case d.Record.State != store.StateHeld:
 		e.lose(l, ReasonExpiredAtStore, nil)
+		return
 	case d.Record.Holder != l.holder || d.Record.Token != l.token:
 		e.lose(l, ReasonSuperseded, nil)
+		return
+	}
+	if l.recheck {
+		l.recheck = false
+		l.checking = true
+		e.emit(SendCheck{Name: l.name, Holder: l.holder, Token: l.token})
 	}
 }
 

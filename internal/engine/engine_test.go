@@ -624,6 +624,31 @@ func TestAnnouncementMakesTheHolderCheck(t *testing.T) {
 	}
 }
 
+// TestAnnouncementDuringACheckIsCheckedAgain: the store may answer a
+// check before the change a later announcement reports (an operator
+// deletes the lease while a check of an earlier notice is on its way).
+// The holder checks once more when the first check is back, and learns
+// of the loss then, not at its next renewal.
+func TestAnnouncementDuringACheckIsCheckedAgain(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	a := h.acquire("billing", 3, time.Millisecond)
+	check := only[SendCheck](t, h.step(Notified{}))
+	none[SendCheck](t, h.step(Notified{store.Notice{Name: "billing"}}))
+	none[SendCheck](t, h.step(Notified{store.Notice{Name: "billing"}}))
+	still := store.Record{Grant: store.Grant{Name: "billing", Holder: a.Holder, Token: 3, Seq: 1, Remaining: ttl}, State: store.StateHeld}
+	again := only[SendCheck](t, h.step(CheckDone{Name: check.Name, Token: check.Token, Record: still}))
+	require.Equal(t, check, again, "one more check for the two announcements heard meanwhile")
+	require.Equal(t, ReasonExpiredAtStore, only[Lost](t, h.step(CheckDone{Name: "billing", Token: 3, Record: store.Record{}})).Reason)
+
+	// A check that comes back with nothing heard meanwhile is the last.
+	h = newHarness(t)
+	a = h.acquire("billing", 3, time.Millisecond)
+	check = only[SendCheck](t, h.step(Notified{store.Notice{Name: "billing"}}))
+	still.Holder = a.Holder
+	require.Empty(t, h.step(CheckDone{Name: check.Name, Token: check.Token, Record: still}))
+}
+
 // TestTheEchoOfItsOwnGrantChangesNothing: the store announces every
 // takeover, this holder's own included; the check finds it still holding,
 // and nothing changes, not even the renewal chain.

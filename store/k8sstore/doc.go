@@ -138,9 +138,15 @@
 //   - An object of the prefix that this store did not write makes calls on
 //     its lease fail with an error naming the object and its
 //     resourceVersion; List skips it.
-//   - An operator who deletes a lease's object while it is held ends the
-//     tenure: the holder's next renewal finds no object, and the next
-//     acquisition starts a new tenure with a greater token.
+//   - An operator who deletes a lease's object while it is held
+//     (kubectl delete lease) ends the tenure. [Store.Listen] announces the
+//     deletion; the holder's client, hearing it, asks the store, finds no
+//     object and stands down at once, not at its next renewal, and the
+//     followers try at once: the next acquisition creates the object
+//     anew, with a greater token (see Tokens). As after any forced
+//     release, the next holder may begin a round trip or two before the
+//     old one has stood down; fences keep them apart. A holder whose
+//     watch is down learns it at its next renewal.
 //   - Bad input fails with [store.ErrInvalid] and changes nothing; after
 //     [Store.Close] every call fails with [store.ErrClosed].
 //
@@ -150,4 +156,36 @@
 // leases.coordination.k8s.io in the namespace, and nothing else: [Role]
 // returns that Role, and `tenure migrate --print --grant` prints it with a
 // RoleBinding. The namespace must exist; the store creates nothing else.
+//
+// That is more than the lease protocol. RBAC grants update and patch on
+// whole objects, so a worker's credentials can rewrite any annotation of
+// any Lease object in the namespace, the token included: lowering it, or
+// keeping it under a new holder, would hand a later tenure a token a
+// resource has already accepted (promise P2), and raising it past the
+// namespace's resourceVersion would undo the bound that keeps tokens
+// growing across a deletion (see Tokens). The Role alone does not stop
+// that. [AdmissionPolicy] does: a ValidatingAdmissionPolicy and its
+// binding (store/k8sstore/policy.yaml; Kubernetes 1.30 or later; a
+// cluster administrator applies it, and `tenure migrate --print --grant`
+// prints it after the Role) under which the API server refuses, whoever
+// asks, an update of a Lease object that carries a tenure.dev/token
+// annotation unless the token stays or goes up by exactly one, and
+// unless a new holder, or a released lease held again, comes with the
+// next token: the store's own writes pass, a rewrite of the counter does
+// not. TestAdmissionPolicyKeepsTheToken applies the file to the tests'
+// kube-apiserver and tries each rewrite as the worker and as an
+// administrator.
+//
+// What a worker can still do with the policy in force, because the
+// store's own writes do it: take over a lease another holds before it
+// expires (with the next token, so fences refuse the old holder from the
+// new holder's first write on, as after any takeover); release another's
+// tenure, renew it, change its TTL or payload; and create the object of a
+// lease that has none, with any token, since a policy cannot read the
+// namespace's resourceVersion that a new object's token must be above. So
+// a worker could start a lease whose object an operator deleted below the
+// tokens it had: where workers are not trusted that far, end tenures with
+// `tenure release --force`, which keeps the counter, rather than by
+// deleting objects. Give workers that must not touch each other's leases
+// namespaces of their own.
 package k8sstore

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/tenure-dev/tenure/internal/testserver/kubeserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/store"
 	"github.com/tenure-dev/tenure/store/k8sstore"
@@ -236,23 +237,7 @@ func TestLeastPrivilege(t *testing.T) {
 	require.NotErrorIs(t, err, store.ErrUnavailable)
 	require.ErrorContains(t, err, "k8sstore.Role")
 
-	rbac := h.RBAC(t)
-	role := k8sstore.Role("default")
-	role.Name = "tenure-" + strings.ToLower(testutil.UniqueName(t))
-	_, err = rbac.Roles("default").Create(ctx, role, metav1.CreateOptions{})
-	require.NoError(t, err)
-	binding := &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: role.Name},
-		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: role.Name},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: "rbac.authorization.k8s.io", Name: "tenure-worker"}},
-	}
-	_, err = rbac.RoleBindings("default").Create(ctx, binding, metav1.CreateOptions{})
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		ctx := context.WithoutCancel(ctx)
-		_ = rbac.RoleBindings("default").Delete(ctx, role.Name, metav1.DeleteOptions{})
-		_ = rbac.Roles("default").Delete(ctx, role.Name, metav1.DeleteOptions{})
-	})
+	bindRole(t, h, kubeserver.WorkerUser)
 
 	// The authorizer learns of the binding through its own watch.
 	var g store.Grant
@@ -268,4 +253,30 @@ func TestLeastPrivilege(t *testing.T) {
 	err = worker.Delete(ctx, k8sstore.ObjectName(cfg.Prefix, name), metav1.DeleteOptions{})
 	require.True(t, apierrors.IsForbidden(err), "the Role grants no delete: %v", err)
 	require.False(t, errors.Is(err, store.ErrUnavailable))
+}
+
+// bindRole grants user [k8sstore.Role] in namespace default, with a Role
+// and RoleBinding of the test's own, until the test ends. The authorizer
+// learns of them through a watch of its own: a request right after may
+// still be refused.
+func bindRole(t *testing.T, h kubeserver.Harness, user string) {
+	t.Helper()
+	ctx := t.Context()
+	rbac := h.RBAC(t)
+	role := k8sstore.Role("default")
+	role.Name = "tenure-" + strings.ToLower(strings.ReplaceAll(testutil.UniqueName(t), "_", "-"))
+	_, err := rbac.Roles("default").Create(ctx, role, metav1.CreateOptions{})
+	require.NoError(t, err)
+	binding := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: role.Name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: "rbac.authorization.k8s.io", Name: user}},
+	}
+	_, err = rbac.RoleBindings("default").Create(ctx, binding, metav1.CreateOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		ctx := context.WithoutCancel(ctx)
+		_ = rbac.RoleBindings("default").Delete(ctx, role.Name, metav1.DeleteOptions{})
+		_ = rbac.Roles("default").Delete(ctx, role.Name, metav1.DeleteOptions{})
+	})
 }

@@ -157,4 +157,28 @@
 //     lease fail with an error naming the key's revision.
 //   - Bad input fails with [store.ErrInvalid] and changes nothing; after
 //     [Store.Close] every call fails with [store.ErrClosed].
+//
+// # Credentials
+//
+// NATS permissions are per subject, and a lease's writes are publishes to
+// its keys' subjects, $KV.<bucket>.h.… and $KV.<bucket>.r.…: credentials
+// that can run the store can publish anything, with any headers, to any
+// key of its bucket. More than the lease protocol, then: a worker can
+// forge, end or take over any tenure in the bucket, and write whatever
+// the store reads from a key. No configuration of the server limits that
+// within a bucket; give workers that must not touch each other's leases
+// buckets of their own, and rely on fences, which refuse a token below
+// one they accepted whatever a key says.
+//
+// What permissions do limit is everything outside the bucket.
+// docs/nats-accounts.conf is an account whose worker user may publish
+// only to $KV.<bucket>.>, to the bucket stream's STREAM.INFO,
+// DIRECT.GET, STREAM.MSG.GET, CONSUMER.CREATE and CONSUMER.DELETE
+// JetStream API subjects and to its consumers' flow control replies
+// ($JS.FC.KV_<bucket>.>), and subscribe only to _INBOX.>, for its
+// replies (so the account should hold tenure's users alone): it cannot
+// reach another bucket, stream or subject, nor delete, purge or
+// reconfigure its bucket's stream ([Migrate] needs the operator). TestWorkerAccount runs
+// the store as that user against a nats-server with that file, and shows
+// every other publish refused.
 package natsstore

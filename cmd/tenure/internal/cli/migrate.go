@@ -46,8 +46,10 @@ only reports its version, and --print prints that schema. Redis, etcd and
 Consul keep no schema: migrate checks that the store answers and says there
 is nothing to migrate, and --print is refused. A Kubernetes store (k8s://)
 keeps none either; --print --grant ACCOUNT prints, as YAML for kubectl
-apply, the Role its workers need on Lease objects and a RoleBinding of it
-to the service account ACCOUNT.
+apply, the Role its workers need on Lease objects, a RoleBinding of it to
+the service account ACCOUNT and, for a cluster administrator to apply, an
+admission policy that refuses any update of a lease's token other than
+the store's own (the Role alone would let a worker rewrite it).
 
 --token-floor, on PostgreSQL, as the owner, on a new primary after a
 failover from asynchronous replication and before any worker acquires

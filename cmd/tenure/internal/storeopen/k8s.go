@@ -87,8 +87,9 @@ func openKubernetes(ctx context.Context, t storeurl.Target, timeout time.Duratio
 }
 
 // kubernetesGrant returns, as YAML for kubectl apply, the Role a worker
-// needs in the URL's namespace ([k8sstore.Role]) and a RoleBinding of it
-// to the service account account.
+// needs in the URL's namespace ([k8sstore.Role]), a RoleBinding of it to
+// the service account account, and the cluster-wide admission policy that
+// keeps the worker from rewriting tokens ([k8sstore.AdmissionPolicy]).
 func kubernetesGrant(t storeurl.Target, account string) (string, error) {
 	ns := t.Namespace
 	if ns == "" {
@@ -112,5 +113,6 @@ func kubernetesGrant(t storeurl.Target, account string) (string, error) {
 		}
 		out = append(append(out, "---\n"...), y...)
 	}
+	out = append(append(out, "---\n"...), k8sstore.AdmissionPolicy()...)
 	return string(out), nil
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	admissionv1 "k8s.io/api/admissionregistration/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/yaml"
 
@@ -25,7 +26,7 @@ func TestKubernetesGrant(t *testing.T) {
 	out, err := storeopen.GrantSQL(tg, "billing-worker")
 	require.NoError(t, err)
 	docs := splitYAML(out)
-	require.Len(t, docs, 2)
+	require.Len(t, docs, 4)
 	var role rbacv1.Role
 	require.NoError(t, yaml.UnmarshalStrict([]byte(docs[0]), &role))
 	require.Equal(t, *k8sstore.Role("jobs"), role)
@@ -33,6 +34,14 @@ func TestKubernetesGrant(t *testing.T) {
 	require.NoError(t, yaml.UnmarshalStrict([]byte(docs[1]), &binding))
 	require.Equal(t, role.Name, binding.RoleRef.Name)
 	require.Equal(t, []rbacv1.Subject{{Kind: "ServiceAccount", Name: "billing-worker", Namespace: "jobs"}}, binding.Subjects)
+	require.True(t, strings.HasSuffix(out, "---\n"+k8sstore.AdmissionPolicy()),
+		"then the admission policy and its binding, as store/k8sstore/policy.yaml has them")
+	var policy admissionv1.ValidatingAdmissionPolicy
+	require.NoError(t, yaml.UnmarshalStrict([]byte(docs[2]), &policy))
+	require.Equal(t, k8sstore.AdmissionPolicyName, policy.Name)
+	var policyBinding admissionv1.ValidatingAdmissionPolicyBinding
+	require.NoError(t, yaml.UnmarshalStrict([]byte(docs[3]), &policyBinding))
+	require.Equal(t, policy.Name, policyBinding.Spec.PolicyName)
 
 	_, err = storeopen.GrantSQL(tg, "Not An Account")
 	require.ErrorIs(t, err, store.ErrInvalid)

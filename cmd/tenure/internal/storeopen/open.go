@@ -66,7 +66,7 @@ func MigrationSQL(t storeurl.Target) (string, error) {
 	case storeurl.Nats:
 		return "", storeurl.Errorf(store.ErrInvalid, nil, "storeurl: the NATS store keeps no SQL: there is nothing to print; tenure migrate (without --print) creates its JetStream KV bucket")
 	case storeurl.Kubernetes:
-		return "", storeurl.Errorf(store.ErrInvalid, nil, "storeurl: the Kubernetes store keeps no schema: its Lease objects need only an existing namespace; tenure migrate --print --grant ACCOUNT prints the Role and RoleBinding a worker's service account needs")
+		return "", storeurl.Errorf(store.ErrInvalid, nil, "storeurl: the Kubernetes store keeps no schema: its Lease objects need only an existing namespace; tenure migrate --print --grant ACCOUNT prints the Role and RoleBinding a worker's service account needs, and the admission policy that guards the token")
 	default:
 		return "", storeurl.Errorf(store.ErrInvalid, nil, "storeurl: the %s store keeps no schema: there is no SQL to print, and tenure migrate has nothing to do", t.Kind.Name())
 	}
@@ -88,7 +88,7 @@ func MigrationSQL(t storeurl.Target) (string, error) {
 // GrantSQL returns what gives role what the store t names needs at run
 // time: SQL for PostgreSQL (with the fleet registry's grants) and MySQL;
 // for Kubernetes, the Role and a RoleBinding of it to the service account
-// role, as YAML. The other stores refuse it with an error matching
+// role, and the admission policy that guards the token, as YAML. The other stores refuse it with an error matching
 // [store.ErrInvalid].
 func GrantSQL(t storeurl.Target, role string) (string, error) {
 	switch t.Kind {
