@@ -75,7 +75,10 @@ type Verdict struct {
 	Overlaps Violations `json:",omitzero"`
 	// Forced holds the postgres-run cell's writers that wrote on, within
 	// a TTL, after tenure release --force ended their tenure and the next
-	// one began: the release's overlap, not supervision's ([overlaps]).
+	// one began ([overlaps]). A forced release keeps the lease's expiry
+	// and moves the holder's chain on, so the next tenure begins only
+	// after the holder stood down: any is a failure, told apart from
+	// supervision's.
 	Forced Violations `json:",omitzero"`
 	// Excused counts the postgres-run cell's late writes that a freeze of
 	// the writer (a machine pause) explains.

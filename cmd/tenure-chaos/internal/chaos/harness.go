@@ -239,6 +239,9 @@ func RunCell(ctx context.Context, cfg CellConfig) (*CellResult, error) {
 		if n := v.Overlaps.Total(); n > 0 {
 			res.Failures = append(res.Failures, fmt.Sprintf("%d writers went on after the next tenure's command began (tenure run's supervision): %s", n, strings.Join(v.Overlaps.Examples, " | ")))
 		}
+		if n := v.Forced.Total(); n > 0 {
+			res.Failures = append(res.Failures, fmt.Sprintf("%d writers went on after tenure release --force let the next tenure's command begin (a forced release keeps the lease until its holder stood down): %s", n, strings.Join(v.Forced.Examples, " | ")))
+		}
 	}
 	if v.Cycles < MinCycles {
 		res.Failures = append(res.Failures, fmt.Sprintf("faults did not bite: %d fault → lease lost → new holder cycles, want at least %d (run invalid)", v.Cycles, MinCycles))

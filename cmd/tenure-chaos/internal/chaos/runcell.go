@@ -442,12 +442,11 @@ const invOverlap = "commands overlapped"
 //     run's watchdog with the command, and only the fence covers the
 //     write in flight when it resumes (DESIGN, tenure run);
 //   - a write within one TTL after `tenure release --force` ended the
-//     tenure, before the next one began (forced): the store lets the next
-//     holder in at once, and the old tenure run stops its command when it
-//     hears of it, which a stopped tenure run or a slow connection
-//     delays; its watchdog kills by the kill deadline, within one TTL of
-//     the last renewal, so a later write is an overlap again. That is the
-//     forced release's doing (issue #30, item 5), not supervision's.
+//     tenure, before the next one began (forced): reported apart, since
+//     it would be the forced release's doing, not supervision's. Release
+//     keeps the lease's expiry and moves the holder's chain on, so the
+//     store lets the next holder in only after the old one stood down;
+//     the cell fails on either kind.
 func overlaps(events []Event, ttl time.Duration) (v, forcedV Violations, excused int) {
 	evs := byTime(events)
 	type writer struct {
