@@ -36,7 +36,7 @@ func (e *PoolerError) Error() string {
 		need = append(need, fmt.Sprintf("its DefaultQueryExecMode (%s) prepares named statements, which a pooler in transaction mode loses between transactions: set it to QueryExecModeExec, QueryExecModeSimpleProtocol or QueryExecModeCacheDescribe (default_query_exec_mode=exec in the pool's URL)", e.Mode))
 	}
 	if e.Listen {
-		need = append(need, "Listen would LISTEN through the pooler, which in transaction mode hands the session to another client after each statement: set Config.ListenConfig to a direct connection to the server, or Config.NoListen to wait for expiries without notifications")
+		need = append(need, "Listen would LISTEN through the pooler, which in transaction mode hands the session to another client after each statement: set Config.ListenConfig to a direct connection to the server (through a pooler in session mode, the pool's own will do), or Config.NoListen to wait for expiries without notifications")
 	}
 	return fmt.Sprintf("pgstore: %v: the pool's connections go through a connection pooler such as PgBouncer (the server's backend pid %d is not the %d the connection was given): %s",
 		store.ErrInvalid, e.ServerPID, e.ClientPID, strings.Join(need, "; and "))

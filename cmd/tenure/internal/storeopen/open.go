@@ -278,7 +278,7 @@ func poolerError(t storeurl.Target, pe *pgstore.PoolerError) error {
 		need = append(need, fmt.Sprintf("add default_query_exec_mode=exec to the URL (pgx's mode %q prepares named statements, which the pooler loses)", pe.Mode))
 	}
 	if pe.Listen {
-		need = append(need, fmt.Sprintf("add %s=URL, the postgres:// URL of a direct connection to the server escaped as a query value, for notifications (LISTEN through the pooler hears nothing), or %s=%s to wait for expiries without them",
+		need = append(need, fmt.Sprintf("add %s=URL, the postgres:// URL of a direct connection to the server (through a pooler in session mode, this URL will do) escaped as a query value, for notifications (LISTEN through the pooler hears nothing), or %s=%s to wait for expiries without them",
 			storeurl.ParamListen, storeurl.ParamListen, storeurl.ListenOff))
 	}
 	return storeurl.Errorf(store.ErrInvalid, pe,
