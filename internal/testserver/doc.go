@@ -42,6 +42,15 @@
 //     the TLS cluster below; [PostgresPair.Failover] promotes the standby
 //     with the WAL it has, and [PostgresPair.StartStandby] copies a new
 //     one.
+//   - Redis Sentinel (sentinel.go): a primary, a replica and three of
+//     Debian's redis-sentinel (or $TENURE_REDIS_SENTINEL_BIN), one set
+//     per test ([OwnRedisSentinels]); [RedisSentinels.CutReplication]
+//     cuts the replica off and [RedisSentinels.Failover] runs SENTINEL
+//     FAILOVER.
+//   - PgBouncer (pgbouncer.go): Debian's pgbouncer (or
+//     $TENURE_PGBOUNCER_BIN) in transaction mode in front of the
+//     machine's PostgreSQL, on a port of its own, one per test
+//     ([OwnPgBouncer]); as root it runs as the postgres user.
 //   - kube-apiserver and MinIO: in the sub-packages kubeserver and
 //     s3server, so that only the test binaries that talk to Kubernetes or
 //     S3 compile and link client-go or the AWS SDK. Their shared servers

@@ -127,6 +127,9 @@ type RedisConfig struct {
 	// loses nothing. Otherwise the server persists nothing at all (no RDB,
 	// no AOF): a restart loses every key.
 	AppendFsyncAlways bool
+	// Args are more arguments of the server ("--replicaof", "127.0.0.1",
+	// "6379").
+	Args []string
 }
 
 // Redis is a redis-server child process on a free loopback port with a
@@ -168,6 +171,7 @@ func StartRedis(ctx context.Context, cfg RedisConfig) (*Redis, error) {
 		} else {
 			args = append(args, "--appendonly", "no")
 		}
+		args = append(args, cfg.Args...)
 		r.Process, err = Start(ctx, Config{
 			Name: "redis-server", Bin: bin, Args: args, Dir: dir,
 			Ready: func(ctx context.Context) error { return r.ready(ctx, dir) },

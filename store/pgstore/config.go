@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/tenure-dev/tenure/store"
 
 	"github.com/tenure-dev/tenure/internal/pgkit"
@@ -107,6 +109,34 @@ type Config struct {
 	// then" at the price of a bigger table: one row per grant and per
 	// release, about 150 bytes with its index entries; renewals add none.
 	HistoryRetention time.Duration
+
+	// ListenConfig, when set, is the connection [Store.Listen] makes for
+	// itself (with pgx.ConnectConfig; make it with pgx.ParseConfig)
+	// instead of taking one out of the pool. Set it when the pool goes
+	// through a connection pooler in transaction mode (PgBouncer's
+	// pool_mode = transaction), which gives the session to another client
+	// after every transaction, so that a LISTEN on a pooled connection
+	// hears nothing: point it at the server itself, or at a pooler in
+	// session mode. Default (nil): the pool's connection, which
+	// [Store.Listen] refuses when it goes through a pooler.
+	ListenConfig *pgx.ConnConfig
+
+	// NoListen makes [Store.Listen] refuse at once (with an error matching
+	// [store.ErrInvalid]), for a pool that goes through a pooler in
+	// transaction mode when no direct connection is to be had: followers
+	// then try again at the expiries they are told (the ordered retry),
+	// so a lease released early is taken up to a TTL later than with
+	// notifications. The store still announces releases and acquisitions
+	// for other processes. It excludes ListenConfig.
+	NoListen bool
+}
+
+// validateListen refuses ListenConfig and NoListen together.
+func (c Config) validateListen() error {
+	if c.ListenConfig != nil && c.NoListen {
+		return fmt.Errorf("pgstore: %w: ListenConfig and NoListen are both set; set ListenConfig to listen on a direct connection, or NoListen not to listen", store.ErrInvalid)
+	}
+	return nil
 }
 
 // historyRetention returns c.HistoryRetention with its default, or an error.

@@ -60,6 +60,45 @@
 // Notifications are an optimisation only: one lost while reconnecting
 // delays a follower until the expiry it was told.
 //
+// # Connection poolers
+//
+// The store's statements keep no session state: no SET, no session
+// advisory lock, no temporary table, each call one statement in its own
+// transaction ([Store.Migrate] takes its advisory lock per transaction).
+// So they work through PgBouncer in transaction mode (pool_mode =
+// transaction), with two settings, and a test runs the conformance suite
+// through a real pgbouncer (1.18) to show it:
+//
+//   - The pool's DefaultQueryExecMode must prepare no named statement:
+//     QueryExecModeExec (default_query_exec_mode=exec in the pool's URL),
+//     QueryExecModeSimpleProtocol or QueryExecModeCacheDescribe. pgx's
+//     default, QueryExecModeCacheStatement, prepares each statement once
+//     per connection, and the pooler hands the next transaction another
+//     server session, where it does not exist (SQLSTATE 26000) or
+//     another client's is in its way (42P05); QueryExecModeDescribeExec
+//     spreads one statement over two round trips, which may reach two
+//     sessions. Those errors name this setting.
+//   - [Store.Listen] needs a session of its own: a LISTEN through the
+//     pooler is left behind on a server session the pooler then lends to
+//     other clients, so nothing would be heard. Set [Config.ListenConfig]
+//     to a direct connection to the server (or a pooler in session mode),
+//     or [Config.NoListen] to go without notifications: followers then
+//     try again at the expiries they are told (the ordered retry), so a
+//     lease released early is taken up to a TTL later.
+//
+// [Store.CheckPooler] tells a pooler from the server by the backend pid:
+// a pooler gives its clients a pid (and cancel key) of its own making,
+// not the server's pg_backend_pid(). It refuses, with a [*PoolerError]
+// that names what to set, a pool through a pooler whose statement mode or
+// listening would fail; the tenure command calls it when it opens a
+// store. It cannot tell transaction from session mode, so it asks for
+// both settings through any pooler; both work in session mode too. Without [Config.ListenConfig], [Store.Listen] checks its own
+// connection the same way and refuses a pooler's. The fence functions
+// run in the caller's transaction, which a pooler in transaction mode
+// keeps on one server session; a pooler in statement mode (pool_mode =
+// statement) refuses transactions of more than one statement, and so
+// fenced writes.
+//
 // # Line
 //
 // Followers that campaign ([store.AcquireParams.Wait]) wait in line in
@@ -271,7 +310,7 @@
 // Every call is one statement that calls one function (one round trip);
 // the functions are PL/pgSQL, whose statements' plans are prepared once per
 // session, and the store's statements are fixed text, so pgx caches their
-// prepared plans too. [Store.Acquire] calls acquire: one INSERT … ON
+// prepared plans too (in its default mode; see Connection poolers). [Store.Acquire] calls acquire: one INSERT … ON
 // CONFLICT DO UPDATE … WHERE (released or expired) … RETURNING, wrapped in a
 // CTE that, when the lease is held, returns the holder, token, seq and
 // remaining time instead (two round trips when it races with the first

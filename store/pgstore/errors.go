@@ -17,7 +17,9 @@ import (
 //     call may have been applied.
 //   - A cached statement invalidated by a migration matches
 //     [store.ErrUnavailable] too: pgx drops its cache and a retry succeeds.
-//   - Any other server error is returned as it is, wrapped with op.
+//   - Any other server error is returned as it is, wrapped with op; a
+//     prepared statement missing on the server (26000) or already there
+//     (42P05) says what it means through a pooler in transaction mode.
 var errs = pgkit.Interpreter{
 	Owner:   "pgstore",
 	Migrate: "run `tenure migrate` (or Store.Migrate) as the schema's owner",
@@ -26,4 +28,4 @@ var errs = pgkit.Interpreter{
 }
 
 // interpretError classifies err for the call op ("acquire lease \"x\"").
-func interpretError(op string, err error) error { return errs.Error(op, err) }
+func interpretError(op string, err error) error { return errs.Error(op, poolerHint(err)) }

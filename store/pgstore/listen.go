@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -38,10 +39,46 @@ const (
 // LISTEN every caller's notify gets the empty name (see [store.Notifier]),
 // as does a caller that falls a thousand notices behind.
 //
+// With [Config.ListenConfig] the listening connection is made with it
+// instead. Without it, Listen refuses at once (with a [*PoolerError]) a
+// pool whose connections go through a connection pooler, where a LISTEN
+// is lost when the pooler hands the session to another client; a
+// listening connection that turns out to go through one is dropped
+// before its LISTEN, and made again with backoff. With
+// [Config.NoListen] Listen refuses at once.
+//
 // Listen returns ctx's error when ctx is done and an error matching
 // [store.ErrClosed] when the store is closed.
 func (s *Store) Listen(ctx context.Context, notify func(store.Notice)) error {
-	return s.gate.Listen(ctx, notify, s.hub.Listen)
+	return s.listen(ctx, notify, s.hub.Listen)
+}
+
+// listen refuses what Config rules out, then runs loop behind the store's
+// closed gate.
+func (s *Store) listen(ctx context.Context, notify func(store.Notice), loop func(context.Context, func(store.Notice))) error {
+	if notify != nil && s.gate.Check("listen") == nil {
+		if err := s.listenRefusal(ctx); err != nil {
+			return err
+		}
+	}
+	return s.gate.Listen(ctx, notify, loop)
+}
+
+// listenRefusal returns why Listen must not run: Config.NoListen, or a
+// pool that goes through a pooler without Config.ListenConfig. An error
+// asking the pool (a server down) is no refusal: the loop retries.
+func (s *Store) listenRefusal(ctx context.Context) error {
+	switch {
+	case s.noListen:
+		return errNoListen
+	case s.listenConfig != nil:
+		return nil
+	}
+	err := s.pooledListen(ctx)
+	if _, ok := errors.AsType[*PoolerError](err); ok {
+		return err
+	}
+	return nil
 }
 
 // Subscribe implements [store.Subscriber]: the subscription's Listen is
@@ -50,17 +87,17 @@ func (s *Store) Listen(ctx context.Context, notify func(store.Notice)) error {
 // follow its name (and to those of [Store.Listen], which follow every
 // name).
 func (s *Store) Subscribe() store.Subscription {
-	return subscription{gate: s.gate, Subscription: s.hub.Subscribe()}
+	return subscription{store: s, Subscription: s.hub.Subscribe()}
 }
 
-// subscription runs a hub's subscription behind the store's closed gate.
+// subscription runs a hub's subscription as [Store.Listen] runs the hub.
 type subscription struct {
-	gate *storekit.Gate
+	store *Store
 	*storekit.Subscription
 }
 
 func (s subscription) Listen(ctx context.Context, notify func(store.Notice)) error {
-	return s.gate.Listen(ctx, notify, s.Subscription.Listen)
+	return s.store.listen(ctx, notify, s.Subscription.Listen)
 }
 
 // listenLoop is the shared loop behind every Listen call: one listening
@@ -71,20 +108,38 @@ func (s *Store) listenLoop(ctx context.Context, notify func(store.Notice)) {
 	})
 }
 
+// listenConn makes a connection with Config.ListenConfig, or takes one
+// out of the pool for good.
+func (s *Store) listenConn(ctx context.Context) (*pgx.Conn, error) {
+	if s.listenConfig != nil {
+		return pgx.ConnectConfig(ctx, s.listenConfig)
+	}
+	pc, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return pc.Hijack(), nil
+}
+
 // listenOnce takes a connection, listens and delivers notifications until
 // the connection or ctx fails. It reports whether LISTEN succeeded, so the
 // caller can reset its backoff.
 func (s *Store) listenOnce(ctx context.Context, notify func(store.Notice)) bool {
-	pc, err := s.pool.Acquire(ctx)
+	conn, err := s.listenConn(ctx)
 	if err != nil {
 		return false
 	}
-	conn := pc.Hijack()
 	defer func() {
 		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), listenCloseTimeout)
 		defer cancel()
 		_ = conn.Close(closeCtx) // The connection is being dropped; nothing is left to report to.
 	}()
+	if s.listenConfig == nil {
+		client, server, err := backendPIDs(ctx, conn)
+		if err != nil || client != server {
+			return false // through a pooler a LISTEN would be lost
+		}
+	}
 	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{s.obj.Channel}.Sanitize()); err != nil {
 		return false
 	}

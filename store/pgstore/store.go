@@ -58,6 +58,10 @@ type Store struct {
 	renews *storekit.RenewGroup
 	// hub shares one listening connection among every Listen call.
 	hub *storekit.Hub
+	// listenConfig and noListen are Config.ListenConfig and
+	// Config.NoListen.
+	listenConfig *pgx.ConnConfig
+	noListen     bool
 
 	hookMu sync.Mutex
 	// listenHook, when set (by tests), is called with the backend pid of
@@ -70,8 +74,11 @@ type Store struct {
 // before the first use, or calls fail with [store.ErrNotMigrated].
 //
 // The store does not own pool: [Store.Close] leaves it open. pool's
-// DefaultQueryExecMode may be any of pgx's modes. Statements keep no
-// session state; only [Store.Listen] holds a session of its own.
+// DefaultQueryExecMode may be any of pgx's modes on a direct connection;
+// through a connection pooler in transaction mode (PgBouncer) it must
+// prepare no named statement (see the package documentation, and
+// [Store.CheckPooler]). Statements keep no session state; only
+// [Store.Listen] holds a session of its own.
 func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 	if pool == nil {
 		return nil, fmt.Errorf("pgstore: %w: pool is nil; create one with pgxpool.New", store.ErrInvalid)
@@ -84,6 +91,9 @@ func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := cfg.validateListen(); err != nil {
+		return nil, err
+	}
 	render := obj.renderer()
 	s := &Store{
 		retention: retention,
@@ -91,6 +101,9 @@ func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 		obj:       obj,
 		seqName:   obj.namespace().Ident(obj.TokenSeq),
 		gate:      storekit.NewGate("pgstore", "pgstore.New"),
+
+		listenConfig: cfg.ListenConfig,
+		noListen:     cfg.NoListen,
 	}
 	s.hub = storekit.NewHub(s.listenLoop)
 	s.acquires = storekit.NewAcquireGroup("pgstore", s.acquireTogether)

@@ -235,6 +235,23 @@
 // [ErrTokenWentBackwards] (not [store.ErrUnavailable]). A store that never
 // saw the lost tokens cannot detect that case.
 //
+// Sentinel: connect through redis.NewFailoverClient, which follows the
+// primary the sentinels name; during a failover calls fail with
+// [store.ErrUnavailable] (READONLY from the demoted primary, cut
+// connections) until the client has found the new one. A failover is a
+// loss as above when the promoted replica lacks the last writes, which
+// asynchronous replication allows. A test runs a primary, a replica and
+// three sentinels, cuts the replica off, releases a lease and grants it
+// to another holder on the primary alone, and fails over (SENTINEL
+// FAILOVER): the new primary has forgotten the release and the grant, the
+// holder of the lost grant is refused at its next renewal, and the next
+// tenure, taken through a store that never saw the lost token, gets a
+// greater one from the clock, although the promoted replica's counter is
+// below it. The clock floor holds across a failover as long as the
+// promoted replica's clock is not behind the old primary's (condition a
+// above); Sentinel does nothing to ensure it, so keep the servers' clocks
+// synchronised.
+//
 // What to do: run Redis with appendonly yes and appendfsync always, no
 // asynchronous replica to fail over to, and maxmemory-policy noeviction,
 // when leases guard work that must not run twice; keep the servers' clocks

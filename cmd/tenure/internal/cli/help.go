@@ -95,7 +95,9 @@ Store URLs:
       (default: schema public, prefix tenure_). Passwords are never printed.
       TLS: sslmode=verify-full&sslrootcert=CA.pem; a client certificate:
       sslcert=CERT.pem&sslkey=KEY.pem; a password kept out of the URL:
-      passfile=PATH or PGPASSWORD.
+      passfile=PATH or PGPASSWORD. Through PgBouncer in transaction mode:
+      default_query_exec_mode=exec, and tenure_listen=URL (a direct
+      connection for notifications, escaped) or tenure_listen=off.
   sqlite:PATH
       An SQLite file on this host, created when missing (one host only).
   mysql://USER[:PASSWORD]@HOST[:PORT]/DATABASE?PARAMS  (or mariadb://…)

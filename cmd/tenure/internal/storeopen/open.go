@@ -10,6 +10,7 @@ import (
 
 	"github.com/tenure-dev/tenure/store"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tenure-dev/tenure/cmd/tenure/internal/storeurl"
@@ -219,6 +220,20 @@ func openPostgres(ctx context.Context, t storeurl.Target, timeout time.Duration)
 	if err != nil {
 		return nil, err
 	}
+	pg.NoListen = t.NoListen
+	if t.Listen != "" {
+		lc, err := pgx.ParseConfig(t.Listen)
+		if err != nil {
+			return nil, storeurl.Errorf(store.ErrInvalid, nil, "storeurl: store URL %s: %s: %s", t.Display, storeurl.ParamListen, t.Redact(err.Error()))
+		}
+		if lc.ConnectTimeout == 0 {
+			lc.ConnectTimeout = timeout
+		}
+		if _, ok := lc.RuntimeParams["application_name"]; !ok {
+			lc.RuntimeParams["application_name"] = applicationName
+		}
+		pg.ListenConfig = lc
+	}
 	cfg, err := pgxpool.ParseConfig(t.URL)
 	if err != nil {
 		return nil, storeurl.Errorf(store.ErrInvalid, nil, "storeurl: store URL %s: %s", t.Display, t.Redact(err.Error()))
@@ -238,18 +253,37 @@ func openPostgres(ctx context.Context, t storeurl.Target, timeout time.Duration)
 	if err != nil {
 		return nil, storeurl.Errorf(store.ErrInvalid, nil, "storeurl: store URL %s: %s", t.Display, t.Redact(err.Error()))
 	}
-	pctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	if err := pool.Ping(pctx); err != nil {
-		pool.Close()
-		return nil, storeurl.Errorf(store.ErrUnavailable, nil, "storeurl: cannot reach PostgreSQL at %s: %s", t.Display, t.Wrap(err))
-	}
 	st, err := pgstore.New(pool, pg)
 	if err != nil {
 		pool.Close()
 		return nil, storeurl.Errorf(store.ErrInvalid, err, "storeurl: %s", t.Redact(err.Error()))
 	}
+	pctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if err := st.CheckPooler(pctx); err != nil {
+		pool.Close()
+		if pe, ok := errors.AsType[*pgstore.PoolerError](err); ok {
+			return nil, poolerError(t, pe)
+		}
+		return nil, storeurl.Errorf(store.ErrUnavailable, nil, "storeurl: cannot reach PostgreSQL at %s: %s", t.Display, t.Wrap(err))
+	}
 	return &Opened{Target: t, Store: st, pg: st, pool: pool}, nil
+}
+
+// poolerError says what to add to the URL of a store that goes through a
+// connection pooler in transaction mode.
+func poolerError(t storeurl.Target, pe *pgstore.PoolerError) error {
+	var need []string
+	if pe.Mode != 0 {
+		need = append(need, fmt.Sprintf("add default_query_exec_mode=exec to the URL (pgx's mode %q prepares named statements, which the pooler loses)", pe.Mode))
+	}
+	if pe.Listen {
+		need = append(need, fmt.Sprintf("add %s=URL, the postgres:// URL of a direct connection to the server (through a pooler in session mode, this URL will do) escaped as a query value, for notifications (LISTEN through the pooler hears nothing), or %s=%s to wait for expiries without them",
+			storeurl.ParamListen, storeurl.ParamListen, storeurl.ListenOff))
+	}
+	return storeurl.Errorf(store.ErrInvalid, pe,
+		"storeurl: store URL %s goes through a connection pooler such as PgBouncer (the server's backend pid %d is not the %d the connection was given), which in transaction mode hands the session to another client after each transaction: %s",
+		t.Display, pe.ServerPID, pe.ClientPID, strings.Join(need, "; and "))
 }
 
 // Registry returns the fleet registry next to an open PostgreSQL store,

@@ -42,6 +42,7 @@ func TestOpenRefuses(t *testing.T) {
 		{name: "AlwaysLeaderNoReason", raw: "always:", want: []string{"reason", "always:REASON"}},
 		{name: "AlwaysLeaderBlankReason", raw: "always:%20%20", want: []string{"reason"}},
 		{name: "PrefixDollar", raw: "postgres://u:pw9876@h/db?tenure_prefix=a$b", want: []string{"TablePrefix", "'$'"}, secret: "pw9876"},
+		{name: "ListenBadParameter", raw: "postgres://u:pw9876@h/db?tenure_listen=postgres%3A%2F%2Fu%3Apw5432%40h%2Fdb%3Fsslmode%3Dsometimes", want: []string{"tenure_listen", "sslmode"}, secret: "pw5432"},
 		{name: "PrefixTooLong", raw: "postgres://h/db?tenure_prefix=" + strings.Repeat("p", 60), want: []string{"TablePrefix", "maximum"}},
 		{name: "MySQLBadPrefix", raw: "mysql://db.example/jobs?tenure_prefix=a%0Ab", want: []string{"control character"}, secret: "s3cr3t"},
 		{name: "MySQLBadDriverParm", raw: "mysql://alice:s3cr3t@db.example/jobs?timeout=soon", want: []string{"timeout"}, secret: "s3cr3t"},

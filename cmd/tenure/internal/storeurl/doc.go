@@ -14,13 +14,20 @@
 //     a PostgreSQL server, parsed by pgx with libpq's conventions, so
 //     missing parts come from the PG* environment variables (PGHOST,
 //     PGUSER, PGPASSWORD, ...), ~/.pgpass and the service file, and libpq
-//     parameters such as sslmode and connect_timeout work. Two parameters
+//     parameters such as sslmode and connect_timeout work. Three parameters
 //     are tenure's own and are removed before the rest reaches pgx:
 //     tenure_schema sets the schema (store/pgstore's Config.Schema,
 //     default public) and tenure_prefix the table prefix (its
 //     Config.TablePrefix, default tenure_), so several independent sets of
-//     leases can share one database. The fleet registry lives in the same
-//     schema with the same prefix.
+//     leases can share one database; tenure_listen says where the store
+//     listens for notifications: the postgres:// URL of a direct
+//     connection, escaped as a query value (its Config.ListenConfig; its
+//     password is masked like the URL's own), or off (Config.NoListen).
+//     Through PgBouncer in transaction mode the URL needs
+//     default_query_exec_mode=exec (pgx's own parameter) and
+//     tenure_listen; opening the store refuses it, saying so, without
+//     them. The fleet registry lives in the same schema with the same
+//     prefix.
 //   - sqlite:PATH: an SQLite file on this host, created when missing. PATH
 //     is taken literally (no percent-decoding); a leading ~/ means the home
 //     directory; sqlite:///abs/path is accepted too.

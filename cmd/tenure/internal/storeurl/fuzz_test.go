@@ -21,6 +21,8 @@ func FuzzParse(f *testing.F) {
 		"postgres://alice:s3cr3t@db.example:5433/jobs?sslmode=verify-full&sslrootcert=/ca.pem",
 		"postgresql://?tenure_schema=ops&tenure_prefix=lease_",
 		"postgres://db/jobs?password=p&sslpassword=k",
+		"postgres://bouncer:6432/jobs?default_query_exec_mode=exec&tenure_listen=postgres%3A%2F%2Fu%3Apw%40db%2Fjobs",
+		"postgres://bouncer/jobs?tenure_listen=off",
 		"sqlite:/var/lib/job/tenure.db", "sqlite:///abs", "sqlite:rel.db", "sqlite:", "sqlite://host/x",
 		"redis://u:p@127.0.0.1:6379/2?tenure_prefix=x:", "rediss://127.0.0.1:6380", "redis://[::1]:6379",
 		"etcd://root:pw@h1:2379,h2,[::1]:2380?tenure_prefix=p/", "etcd://", "etcd://,",
@@ -81,6 +83,7 @@ func FuzzSecrets(f *testing.F) {
 	f.Add(uint8(3), "", "only-pass", "h:bad", "tenure_schema=%zz")
 	f.Add(uint8(4), "u", "pw-in-param", "db", "")
 	f.Add(uint8(5), "alice", "nats-secret", "n1:4222,n2", "tenure_bucket=b")
+	f.Add(uint8(4), "u", "listen-secret", "bouncer:6432", "tenure_listen=postgres%3A%2F%2Fu%3Alisten-secret%40db%2Fjobs")
 	f.Fuzz(func(t *testing.T, kind uint8, user, password, host, query string) {
 		if len(password) < 6 {
 			return // a short password can be a part of anything

@@ -29,6 +29,13 @@ const (
 	// a MySQL URL; in a Redis, etcd or Consul URL it is the store's key
 	// prefix, in a k8s:// URL the prefix of its Lease objects' names.
 	ParamPrefix = "tenure_prefix"
+	// ParamListen says where a PostgreSQL store listens for notifications
+	// ([Target.Listen], [Target.NoListen]): a postgres:// URL (escaped as
+	// a query value) of a direct connection, for a URL that goes through
+	// PgBouncer in transaction mode, or "off".
+	ParamListen = "tenure_listen"
+	// ListenOff is the value of [ParamListen] that turns listening off.
+	ListenOff = "off"
 )
 
 // mask replaces every secret in what this package prints.
@@ -134,6 +141,13 @@ type Target struct {
 	// Schema is the schema of the tenure objects, from the tenure_schema
 	// parameter; empty for the default (Kind Postgres).
 	Schema string
+	// Listen is the URL of the connection a PostgreSQL store listens on,
+	// from the tenure_listen parameter; empty for one of the URL's own
+	// (Kind Postgres). It holds its password: print Display instead.
+	Listen string
+	// NoListen reports tenure_listen=off: the store does not listen
+	// (Kind Postgres).
+	NoListen bool
 	// Prefix is the tenure_prefix parameter; empty for the store's default.
 	// It is the table prefix of PostgreSQL and MySQL, the key prefix of
 	// Redis, etcd and Consul, and the prefix of the Lease objects' names
@@ -314,11 +328,20 @@ func parsePostgres(raw string) (Target, error) {
 			}
 		}
 	}
+	listen, err := parseListen(q)
+	if err != nil {
+		return Target{}, err
+	}
 	t.Display = t.Redact(displayURL(u))
+	if listen != nil {
+		t.secrets = append(t.secrets, listen.secrets...)
+		t.Display = t.Redact(displayURL(withListen(u, listen.Display)))
+		t.Listen, t.NoListen = listen.URL, listen.NoListen
+	}
 	for _, p := range []struct {
 		key string
 		dst *string
-	}{{ParamSchema, &t.Schema}, {ParamPrefix, &t.Prefix}} {
+	}{{ParamSchema, &t.Schema}, {ParamPrefix, &t.Prefix}, {ParamListen, new(string)}} {
 		vs, ok := q[p.key]
 		if !ok {
 			continue
@@ -329,11 +352,48 @@ func parsePostgres(raw string) (Target, error) {
 		*p.dst = vs[0]
 		q.Del(p.key)
 	}
-	if t.Schema != "" || t.Prefix != "" {
+	if t.Schema != "" || t.Prefix != "" || listen != nil {
 		u.RawQuery = q.Encode()
 	}
 	t.URL = withSlashes(u.String(), u.Scheme)
 	return t, nil
+}
+
+// parseListen reads the tenure_listen parameter of q: nil when there is
+// none, a target whose NoListen is set for "off", else the target of the
+// PostgreSQL URL it holds.
+func parseListen(q url.Values) (*Target, error) {
+	vs, ok := q[ParamListen]
+	if !ok {
+		return nil, nil
+	}
+	if len(vs) != 1 || vs[0] == "" {
+		return nil, Errorf(store.ErrInvalid, nil, "storeurl: %s must be given once, with a value: %s, or the URL of a direct connection to the server (escaped as a query value)", ParamListen, ListenOff)
+	}
+	if vs[0] == ListenOff {
+		return &Target{NoListen: true, Display: ListenOff}, nil
+	}
+	if !strings.HasPrefix(vs[0], "postgres://") && !strings.HasPrefix(vs[0], "postgresql://") {
+		return nil, Errorf(store.ErrInvalid, nil, "storeurl: %s is %q: write %s, or the postgres:// URL of a direct connection to the server, escaped as a query value", ParamListen, roughRedact(vs[0]), ListenOff)
+	}
+	inner, err := parsePostgres(vs[0])
+	if err != nil {
+		return nil, Errorf(store.ErrInvalid, err, "%v (the URL of %s)", err, ParamListen)
+	}
+	if inner.Schema != "" || inner.Prefix != "" || inner.Listen != "" || inner.NoListen {
+		return nil, Errorf(store.ErrInvalid, nil, "storeurl: the URL of %s (%s) takes no tenure_ parameters: those of the store URL hold", ParamListen, inner.Display)
+	}
+	return &inner, nil
+}
+
+// withListen returns u with the value of its tenure_listen parameter
+// replaced by display, for Display.
+func withListen(u *url.URL, display string) *url.URL {
+	c := *u
+	q := c.Query()
+	q.Set(ParamListen, display)
+	c.RawQuery = q.Encode()
+	return &c
 }
 
 // withSlashes puts back the "//" that url.URL.String drops when a URL has

@@ -1,6 +1,7 @@
 package storeurl_test
 
 import (
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -46,6 +47,10 @@ func TestParse(t *testing.T) {
 		{name: "SchemaAndPrefix", raw: "postgres://db.example/jobs?tenure_schema=ops&tenure_prefix=lease_&sslmode=disable",
 			kind: storeurl.Postgres, display: "postgres://db.example/jobs?tenure_schema=ops&tenure_prefix=lease_&sslmode=disable",
 			schema: "ops", prefix: "lease_"},
+		{name: "ListenURLMasked", raw: "postgres://bouncer:6432/jobs?tenure_listen=postgres%3A%2F%2Falice%3Ap%2540ss%40db%3A5432%2Fjobs",
+			kind: storeurl.Postgres, display: "postgres://bouncer:6432/jobs?tenure_listen=postgres%3A%2F%2Falice%3Axxxxx%40db%3A5432%2Fjobs"},
+		{name: "ListenOff", raw: "postgres://bouncer:6432/jobs?tenure_listen=off",
+			kind: storeurl.Postgres, display: "postgres://bouncer:6432/jobs?tenure_listen=off"},
 		{name: "SurroundingSpace", raw: "  sqlite:/var/lib/job/tenure.db\n",
 			kind: storeurl.SQLite, display: "sqlite:/var/lib/job/tenure.db", path: "/var/lib/job/tenure.db"},
 		{name: "SQLiteAbsolute", raw: "sqlite:/var/lib/job/tenure.db",
@@ -110,6 +115,10 @@ func TestParseRefuses(t *testing.T) {
 		{name: "PostgresBadPort", raw: "postgres://alice:pa55word@db.example:port/jobs", want: []string{"not a valid URL", "invalid port"}, secret: "pa55word"},
 		{name: "PostgresBadUserinfo", raw: "postgres://alice:pa55word@db.exa mple/jobs", want: []string{"not a valid URL", "xxxxx"}, secret: "pa55word"},
 		{name: "PostgresBadEscape", raw: "postgres://db.example/jobs?password=hunter2%zz", want: []string{"not a valid URL"}, secret: "hunter2"},
+		{name: "ListenTwice", raw: "postgres://h/db?tenure_listen=off&tenure_listen=off", want: []string{"tenure_listen must be given once"}},
+		{name: "ListenNotPostgres", raw: "postgres://h/db?tenure_listen=redis%3A%2F%2Fu%3Apw1234%40h", want: []string{"tenure_listen", "off", "postgres://"}, secret: "pw1234"},
+		{name: "ListenWithTenureParams", raw: "postgres://h/db?tenure_listen=postgres%3A%2F%2Fu%3Apw1234%40h%2Fdb%3Ftenure_schema%3Dx", want: []string{"tenure_listen", "no tenure_ parameters"}, secret: "pw1234"},
+		{name: "ListenBadURL", raw: "postgres://h/db?tenure_listen=postgres%3A%2F%2Fu%3Apw1234%40h%3Aport", want: []string{"tenure_listen", "invalid port"}, secret: "pw1234"},
 		{name: "SchemaTwice", raw: "postgres://h/db?tenure_schema=a&tenure_schema=b", want: []string{"tenure_schema must be given once"}},
 		{name: "SchemaEmpty", raw: "postgres://h/db?tenure_schema=", want: []string{"tenure_schema must be given once, with a value"}},
 	} {
@@ -203,4 +212,21 @@ func TestSchemesAreTheParsedOnes(t *testing.T) {
 	}
 	_, err := storeurl.Parse("zookeeper://h")
 	require.ErrorContains(t, err, `scheme "zookeeper" is not supported`)
+}
+
+func TestParseListen(t *testing.T) {
+	t.Parallel()
+	got, err := storeurl.Parse("postgres://bouncer:6432/jobs?default_query_exec_mode=exec&tenure_listen=" +
+		url.QueryEscape("postgres://alice:p@ss@db:5432/jobs?sslmode=disable"))
+	require.NoError(t, err)
+	require.Equal(t, "postgres://alice:p%40ss@db:5432/jobs?sslmode=disable", got.Listen)
+	require.False(t, got.NoListen)
+	require.Equal(t, "postgres://bouncer:6432/jobs?default_query_exec_mode=exec", got.URL, "tenure_listen is tenure's, not pgx's")
+	require.NotContains(t, got.Display, "p@ss")
+	require.NotContains(t, got.Redact("failed: "+got.Listen), "p@ss")
+
+	got, err = storeurl.Parse("postgres://bouncer:6432/jobs?tenure_listen=off")
+	require.NoError(t, err)
+	require.True(t, got.NoListen)
+	require.Empty(t, got.Listen)
 }
