@@ -139,7 +139,11 @@ when, and by whom:
     also born in a cgroup of its own under run's, which no process of the
     tree can leave; it is killed by the cgroup (frozen, cgroup.kill, and
     SIGKILL to each process listed) and waited for until empty, then
-    removed. Elsewhere, or with TENURE_RUN_NO_CGROUP=1 (for tests, and
+    removed. Where cgroup v2 cannot be used but the cgroup v1 freezer is
+    mounted (as root), a freezer cgroup of its own serves the same way
+    (frozen, SIGKILL to each process in it, thawed; gone when its tasks
+    are); TENURE_RUN_NO_CGROUP_V2=1 passes over cgroup v2, for tests.
+    Elsewhere, or with TENURE_RUN_NO_CGROUP=1 (for tests, and
     hosts where tenure must not make cgroups), run finds the tree by the
     subreaper and /proc alone. Either way a process counts as gone only
     when no thread of it runs: one whose main thread exited while others
@@ -1106,24 +1110,22 @@ func heldLine(name string, held *store.HeldError) string {
 		name, held.Holder, held.Token, remaining(held.Remaining))
 }
 
-// startInCgroup starts cmd in the cgroup cg (cloned into it, so that it
-// never runs outside). When that fails, it removes cg and starts the
+// startInCgroup starts cmd in the cgroup cg (born in it, so that it never
+// runs outside; see supervise.Cgroup.Start). When that fails, it removes cg and starts the
 // command again without one, to be supervised by the subreaper and the
 // task scan; the returned cgroup is then nil.
 func startInCgroup(e *env, cmd *exec.Cmd, cg *supervise.Cgroup) (*exec.Cmd, *supervise.Cgroup, error) {
 	if cg == nil {
 		return cmd, nil, cmd.Start()
 	}
-	dir, err := cg.Open()
+	err := cg.Start(cmd)
 	if err == nil {
-		defer func() { _ = dir.Close() }() // The child has its own reference.
-		cmd.SysProcAttr.UseCgroupFD = true
-		cmd.SysProcAttr.CgroupFD = int(dir.Fd())
-		if err = cmd.Start(); err == nil {
-			return cmd, cg, nil
-		}
+		return cmd, cg, nil
 	}
 	removeCgroup(e, cg)
+	if cmd.Process != nil {
+		return cmd, nil, err // It ran, in the cgroup, and was killed: not again.
+	}
 	again := exec.Command(cmd.Path, cmd.Args[1:]...)
 	again.Args, again.Env, again.Dir = cmd.Args, cmd.Env, cmd.Dir
 	again.Stdin, again.Stdout, again.Stderr = cmd.Stdin, cmd.Stdout, cmd.Stderr

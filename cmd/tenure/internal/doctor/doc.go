@@ -21,8 +21,9 @@
 // fleet registry exists, live agents that give the same machine-id or
 // hostname label (a copy of a machine, a cloned VM or a snapshot restored,
 // shows up that way); and last, how tenure run supervises its command on
-// this host: OK with a cgroup v2 of the command's own, WARN with the child
-// subreaper and task scan alone, saying why there is no cgroup.
+// this host: OK with a cgroup of the command's own (cgroup v2, or the
+// cgroup v1 freezer), WARN with the child subreaper and task scan alone,
+// saying why there is no cgroup.
 //
 // A store that cannot be opened gives one FAIL. Doctor's lease stays in
 // the store as one released record, whose token counter the next run

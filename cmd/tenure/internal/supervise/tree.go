@@ -21,8 +21,14 @@
 //     cgroup.kill and sends SIGKILL to each process it lists (cgroup.kill
 //     passes over a process whose main thread has exited, seen on Linux
 //     6.18); the tree is gone when the cgroup is empty, and the cgroup is
-//     then removed. Where there is none (cgroup v1 alone, no permission,
-//     or [NoCgroupEnv] set) the other mechanisms stand alone.
+//     then removed. Where cgroup v2 cannot be used (not mounted, not
+//     writable, or [NoCgroupV2Env] set) but the cgroup v1 freezer
+//     hierarchy is mounted and writable (root), a freezer cgroup serves
+//     the same way: the command is forked into it by a thread of the
+//     supervisor moved in for the fork ([Cgroup.Start]), it is killed
+//     frozen (SIGKILL to each process in it, then thawed), and it is
+//     empty when its tasks file is. Where there is neither (no
+//     permission, or [NoCgroupEnv] set) the other mechanisms stand alone.
 //   - The supervisor (tenure run) becomes a child subreaper
 //     ([BecomeSubreaper]): descendants that lose their parent (background
 //     jobs of a shell that exited, daemons that double-forked or left the

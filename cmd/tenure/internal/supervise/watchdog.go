@@ -205,7 +205,7 @@ func RunWatchdog(stderr io.Writer) int {
 		return 2
 	}
 	parent := sup.Pid
-	cg, err := watchdogCgroup()
+	cg, err := watchdogCgroup(sup)
 	if err != nil {
 		fmt.Fprintf(stderr, "tenure: watchdog: %v\n", err)
 		return 2
@@ -314,17 +314,18 @@ func readMessages(in io.Reader) <-chan message {
 	return msgs
 }
 
-// watchdogCgroup returns the command's cgroup that the supervisor names
-// in the environment, or nil when it names none.
-func watchdogCgroup() (*Cgroup, error) {
+// watchdogCgroup returns the command's cgroup that the supervisor sup
+// names in the environment, or nil when it names none.
+func watchdogCgroup(sup Proc) (*Cgroup, error) {
 	dir := os.Getenv(cgroupEnv)
 	if dir == "" {
 		return nil, nil
 	}
 	cg, ok := OpenCgroup(dir)
 	if !ok {
-		return nil, fmt.Errorf("%s=%q is not under the cgroup v2 mount; the watchdog is started by tenure run, not by hand", cgroupEnv, dir)
+		return nil, fmt.Errorf("%s=%q is under neither the cgroup v2 mount nor the cgroup v1 freezer's; the watchdog is started by tenure run, not by hand", cgroupEnv, dir)
 	}
+	cg.spare = sup.Pid // In cgroup v1, a thread of it is in the cgroup while it starts the command.
 	return cg, nil
 }
 
