@@ -40,6 +40,16 @@ func TestDoctor(t *testing.T) {
 		require.Contains(t, out, "supervision    WARN    child subreaper and task scan (no cgroup: TENURE_RUN_NO_CGROUP is set)")
 		require.Contains(t, out, "supervision (WARN): unset TENURE_RUN_NO_CGROUP")
 	})
+	t.Run("SupervisionCgroupV1", func(t *testing.T) {
+		t.Parallel()
+		if !freezerMounted() {
+			t.Skip("no cgroup v1 freezer hierarchy is mounted on this host")
+		}
+		p := run(t, testEnv(t, supervise.NoCgroupV2Env+"=1"), "doctor", "--store", "sqlite:"+filepath.Join(t.TempDir(), "d.db"))
+		out := p.stdout.rest()
+		require.Equal(t, 0, p.code, "stderr:\n%s", p.stderr.rest())
+		require.Regexp(t, `(?m)^supervision +OK +cgroup v1 freezer \(each command in a freezer cgroup of its own under /`, out)
+	})
 	t.Run("SkewedClock", func(t *testing.T) {
 		t.Parallel()
 		client := testserver.RedisClient(t)

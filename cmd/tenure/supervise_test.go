@@ -398,3 +398,28 @@ func TestRunSaysHowItTracksTheTree(t *testing.T) {
 	_, err = os.Stat(filepath.Join(parent, "tenure-run-"+own[2]))
 	require.ErrorIs(t, err, os.ErrNotExist, "run left its cgroup behind")
 }
+
+// TestRunCgroupV1: with cgroup v2 passed over (TENURE_RUN_NO_CGROUP_V2),
+// on a host with the cgroup v1 freezer mounted, tenure run says so in its
+// help and its -v log, runs the command in a freezer cgroup of its own,
+// and removes it once run exits.
+func TestRunCgroupV1(t *testing.T) {
+	t.Parallel()
+	if !freezerMounted() {
+		if os.Getenv("CI") != "" {
+			t.Fatal("no cgroup v1 freezer hierarchy is mounted on this host; CI runs as root on a host with the v1 freezer mounted beside cgroup v2")
+		}
+		t.Skip("no cgroup v1 freezer hierarchy is mounted on this host")
+	}
+	s := sqliteStore(t)
+	env := s.env(t, supervise.NoCgroupV2Env+"=1")
+	h := run(t, env, "run", "--help")
+	require.Regexp(t, `(?m)^On this host: supervision: cgroup v1 freezer \(each command in a freezer cgroup of its own under /`, h.stdout.all()+h.stderr.all())
+	p := run(t, env, "-v", "run", "--name", "tracked", "--", "sh", "-c", `grep -E '^[0-9]+:([^:]*,)?freezer(,[^:]*)?:' /proc/self/cgroup`)
+	require.Equal(t, 0, p.code, p.stderr.all())
+	parent := trackedBy(t, p, cgroupV1)
+	own := p.stdout.await(`:(/.*/tenure-run-(\d+)|/tenure-run-(\d+))$`)
+	require.Equal(t, strconv.Itoa(p.cmd.Process.Pid), own[2]+own[3], "the command is not in run's freezer cgroup")
+	_, err := os.Stat(filepath.Join(parent, "tenure-run-"+own[2]+own[3]))
+	require.ErrorIs(t, err, os.ErrNotExist, "run left its cgroup behind")
+}

@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -95,19 +96,32 @@ func (z *leaderZombie) proc(t *testing.T) supervise.Proc {
 	return p
 }
 
+// supervision is a mode of supervision a scene runs under.
+type supervision int
+
+const (
+	cgroupV2 supervision = iota // a cgroup v2 of the command's own
+	cgroupV1                    // a cgroup v1 freezer cgroup of its own (cgroup v2 passed over)
+	taskScan                    // child subreaper and task scan, no cgroup
+)
+
 // env is the command environment of the scene: where the worker is, and
-// whether run must do without cgroups.
-func (z *leaderZombie) env(scan bool) []string {
+// which supervision run must use.
+func (z *leaderZombie) env(mode supervision) []string {
 	env := []string{"LZ=" + z.exe, "TICKS=" + z.ticks, "LZPID=" + z.pidFile}
-	if scan {
+	switch mode {
+	case cgroupV1:
+		env = append(env, supervise.NoCgroupV2Env+"=1")
+	case taskScan:
 		env = append(env, supervise.NoCgroupEnv+"=1")
 	}
 	return env
 }
 
 // supervisionModes runs scene once under each supervision mode: the
-// cgroup (where this host offers it) and the subreaper with the task scan.
-func supervisionModes(t *testing.T, scene func(t *testing.T, scan bool)) {
+// cgroup v2 and the cgroup v1 freezer (where this host offers them) and
+// the subreaper with the task scan.
+func supervisionModes(t *testing.T, scene func(t *testing.T, mode supervision)) {
 	t.Run("Cgroup", func(t *testing.T) {
 		t.Parallel()
 		if ok, why := supervise.Mode(); !ok {
@@ -116,22 +130,70 @@ func supervisionModes(t *testing.T, scene func(t *testing.T, scan bool)) {
 			}
 			t.Skipf("tenure run has no cgroup on this host: %s", why)
 		}
-		scene(t, false)
+		scene(t, cgroupV2)
+	})
+	t.Run("CgroupV1", func(t *testing.T) {
+		t.Parallel()
+		if !freezerMounted() {
+			if os.Getenv("CI") != "" {
+				t.Fatal("no cgroup v1 freezer hierarchy is mounted on this host; CI runs as root on a host with the v1 freezer mounted beside cgroup v2")
+			}
+			t.Skip("no cgroup v1 freezer hierarchy is mounted on this host")
+		}
+		scene(t, cgroupV1)
 	})
 	t.Run("TaskScan", func(t *testing.T) {
 		t.Parallel()
-		scene(t, true)
+		scene(t, taskScan)
 	})
 }
 
-// trackedBy checks, from run's -v log, which supervision was in force.
-func trackedBy(t *testing.T, p *proc, scan bool) {
-	t.Helper()
-	if scan {
-		require.Contains(t, p.stderr.all(), `tracked_by="child subreaper and task scan`)
-	} else {
-		require.Contains(t, p.stderr.all(), `tracked_by="cgroup v2`)
+// freezerMounted reports whether a cgroup v1 hierarchy with the freezer
+// is mounted here (and this process, root, can use it).
+func freezerMounted() bool {
+	mi, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil || os.Geteuid() != 0 {
+		return false
 	}
+	return regexp.MustCompile(`(?m) - cgroup \S+ (\S+,)?freezer(,\S+)?$`).Match(mi)
+}
+
+// inRunCgroup checks that every running thread of the worker is in the
+// cgroup of run a, in the hierarchy of mode, by /proc/PID/task/TID/cgroup
+// (its exited main thread reads as in the root cgroup in cgroup v1).
+func inRunCgroup(t *testing.T, worker supervise.Proc, a *proc, mode supervision) {
+	t.Helper()
+	line := map[supervision]string{cgroupV2: `(?m)^0::`, cgroupV1: `(?m)^\d+:([^:]*,)?freezer(,[^:]*)?:`}[mode]
+	if line == "" {
+		return
+	}
+	tasks, _ := filepath.Glob("/proc/" + strconv.Itoa(worker.Pid) + "/task/*")
+	running := 0
+	for _, task := range tasks {
+		stat, err := os.ReadFile(task + "/stat")
+		if i := strings.LastIndexByte(string(stat), ')'); err != nil || i < 0 || i+2 >= len(stat) || stat[i+2] == 'Z' || stat[i+2] == 'X' {
+			continue
+		}
+		b, err := os.ReadFile(task + "/cgroup")
+		require.NoError(t, err)
+		require.Regexp(t, line+`.*/tenure-run-`+strconv.Itoa(a.cmd.Process.Pid)+`$`, string(b), "the worker is not in run's cgroup (%s)", task)
+		running++
+	}
+	require.Positive(t, running, "the worker %d has no thread running", worker.Pid)
+}
+
+// trackedBy checks, from run's -v log, which supervision was in force,
+// and returns the directory under which run made its cgroup, if any.
+func trackedBy(t *testing.T, p *proc, mode supervision) string {
+	t.Helper()
+	switch mode {
+	case taskScan:
+		require.Contains(t, p.stderr.all(), `tracked_by="child subreaper and task scan`)
+		return ""
+	case cgroupV1:
+		return p.stderr.await(`tracked_by="cgroup v1 freezer \(each command in a freezer cgroup of its own under ([^,]+),`)[1]
+	}
+	return p.stderr.await(`tracked_by="cgroup v2 \(each command in a cgroup of its own under ([^,]+),`)[1]
 }
 
 // TestRunLeaderZombieInBackground: the command starts a worker whose main
@@ -141,9 +203,9 @@ func trackedBy(t *testing.T, p *proc, scan bool) {
 // lands after the next holder (--wait) started, and none of it is left.
 func TestRunLeaderZombieInBackground(t *testing.T) {
 	t.Parallel()
-	supervisionModes(t, func(t *testing.T, scan bool) {
+	supervisionModes(t, func(t *testing.T, mode supervision) {
 		z := newLeaderZombie(t)
-		env := sqliteStore(t).env(t, z.env(scan)...)
+		env := sqliteStore(t).env(t, z.env(mode)...)
 		sh := `"$LZ" "$TICKS" "$LZPID" &
 while [ ! -s "$TICKS" ]; do sleep 0.01; done
 echo "started $TENURE_HOLDER $TENURE_TOKEN"
@@ -152,6 +214,7 @@ exit 0`
 		a := start(t, env, append([]string{"-v"}, append(flags, "--label", "a", "--", "sh", "-c", sh)...)...)
 		a.stdout.await(startedLine)
 		worker := z.proc(t)
+		inRunCgroup(t, worker, a, mode)
 		b := start(t, env, append(flags, append([]string{"--label", "b", "--wait"}, nextHolder...)...)...)
 		bStart := atoi(t, b.stdout.await(`^started (\d+)$`)[1])
 		require.Equal(t, 0, b.wait(), b.stderr.all())
@@ -159,7 +222,7 @@ exit 0`
 		aLast := lastTick(t, z.ticks)
 		require.Less(t, aLast, bStart, "the worker wrote %s after the next holder started", time.Duration(aLast-bStart))
 		require.False(t, threadsRun(worker), "the worker %d still runs after tenure exited", worker.Pid)
-		trackedBy(t, a, scan)
+		trackedBy(t, a, mode)
 	})
 }
 
@@ -173,9 +236,9 @@ exit 0`
 // exit before supervision counted its threads.
 func TestRunLeaderZombieSetsid(t *testing.T) {
 	t.Parallel()
-	supervisionModes(t, func(t *testing.T, scan bool) {
+	supervisionModes(t, func(t *testing.T, mode supervision) {
 		z := newLeaderZombie(t)
-		env := pgStore(t).env(t, z.env(scan)...)
+		env := pgStore(t).env(t, z.env(mode)...)
 		sh := `trap '' TERM
 setsid "$LZ" "$TICKS" "$LZPID" &
 while [ ! -s "$TICKS" ]; do sleep 0.01; done
@@ -185,6 +248,7 @@ while :; do sleep 0.05; done`
 		a := start(t, env, append([]string{"-v"}, append(flags, "--label", "a", "--", "sh", "-c", sh)...)...)
 		a.stdout.await(startedLine)
 		worker := z.proc(t)
+		inRunCgroup(t, worker, a, mode)
 
 		r := run(t, env, "release", "--force", "nightly")
 		require.Equal(t, 0, r.code, r.stderr.all())
@@ -195,7 +259,7 @@ while :; do sleep 0.05; done`
 		aLast := lastTick(t, z.ticks)
 		require.Less(t, aLast, bStart, "the worker wrote %s after the next holder started", time.Duration(aLast-bStart))
 		require.False(t, threadsRun(worker), "the worker %d still runs after tenure exited", worker.Pid)
-		trackedBy(t, a, scan)
+		trackedBy(t, a, mode)
 	})
 }
 
@@ -207,9 +271,9 @@ while :; do sleep 0.05; done`
 // environ, or the cgroup.
 func TestRunKilledTenureLeaderZombie(t *testing.T) {
 	t.Parallel()
-	supervisionModes(t, func(t *testing.T, scan bool) {
+	supervisionModes(t, func(t *testing.T, mode supervision) {
 		z := newLeaderZombie(t)
-		env := sqliteStore(t).env(t, z.env(scan)...)
+		env := sqliteStore(t).env(t, z.env(mode)...)
 		sh := `trap '' TERM
 setsid "$LZ" "$TICKS" "$LZPID" &
 while [ ! -s "$TICKS" ]; do sleep 0.01; done
@@ -218,6 +282,7 @@ while :; do sleep 0.05; done`
 		a := start(t, env, "-v", "run", "--name", "nightly", "--ttl", "3s", "--", "sh", "-c", sh)
 		a.stdout.await(startedLine)
 		worker := z.proc(t)
+		inRunCgroup(t, worker, a, mode)
 		a.signal(syscall.SIGKILL)
 		require.Equal(t, 128+int(syscall.SIGKILL), a.wait())
 		a.stderr.await(`tenure: watchdog: tenure exited without stopping its command`)
@@ -229,11 +294,8 @@ while :; do sleep 0.05; done`
 		// It was re-parented to this test binary, a subreaper (TestMain).
 		var ws syscall.WaitStatus
 		_, _ = syscall.Wait4(worker.Pid, &ws, syscall.WNOHANG, nil) // ECHILD: reaped by another
-		trackedBy(t, a, scan)
-		if !scan {
-			parent, err := supervise.CgroupParent()
-			require.NoError(t, err)
-			_, err = os.Stat(filepath.Join(parent, "tenure-run-"+strconv.Itoa(a.cmd.Process.Pid)))
+		if parent := trackedBy(t, a, mode); parent != "" {
+			_, err := os.Stat(filepath.Join(parent, "tenure-run-"+strconv.Itoa(a.cmd.Process.Pid)))
 			require.ErrorIs(t, err, os.ErrNotExist, "the watchdog left the cgroup behind")
 		}
 	})
