@@ -254,7 +254,7 @@ func TestRunRevokeSignal(t *testing.T) {
 	p.signal(cli.RevokeSignal)
 	require.Equal(t, cli.ExitLost, p.wait(), p.stderr.all())
 	awaitGone(t, cmd)
-	require.Contains(t, p.stderr.rest(), fmt.Sprintf(`lease "job" with token %d revoked by`, first))
+	require.Contains(t, p.stderr.rest(), fmt.Sprintf(`lease "job" with token %d revoked on wake or restore (SIGPWR`, first))
 	st := status(t, env, "job")
 	require.Equal(t, "held", st.State, "the revoked lease was released")
 	require.Equal(t, first, st.Token)

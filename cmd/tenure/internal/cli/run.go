@@ -676,7 +676,7 @@ func (o *runOptions) supervise(ctx context.Context, e *env, client *tenure.Clien
 	var (
 		lost        error
 		revoked     bool
-		revokedBy   string
+		revokedBy   string // who revoked, or on what: "by ...", "on ..."
 		done        = lease.Done()
 		feed        = time.NewTicker(feedEvery)
 		killTimer   *time.Timer
@@ -708,7 +708,7 @@ func (o *runOptions) supervise(ctx context.Context, e *env, client *tenure.Clien
 	// stopTree sends SIGTERM now and SIGKILL at the CLOCK_MONOTONIC time
 	// at, or SIGKILL at once when at is now or past.
 	stopTree := func(at int64) {
-		killAt = dog.Shorten(at)
+		killAt = dog.Stopping(at)
 		wait := time.Duration(killAt - supervise.Now())
 		if wait <= 0 {
 			killed = true
@@ -746,7 +746,7 @@ wait:
 			}
 		case <-feed.C:
 			now := supervise.Now()
-			if lost == nil && lease.Token() != 0 {
+			if lost == nil && !revoked && lease.Token() != 0 {
 				_ = dog.Deadline(trusted(now))
 			}
 			if tty >= 0 && leaderGone != nil && commandStopped(group) {
@@ -779,10 +779,10 @@ wait:
 				// a restore, the environment is all a copy has.
 				call.reply <- controlReply{Revoked: !revoked, Token: int64(token)}
 				if !revoked {
-					revoked, revokedBy = true, "tenure revoke-inherited"
+					revoked, revokedBy = true, "by tenure revoke-inherited"
 					client.Revoke()
 					killed = true
-					dog.Shorten(supervise.Now())
+					dog.Stopping(supervise.Now())
 					signalTree(syscall.SIGKILL)
 				}
 				continue
@@ -816,7 +816,7 @@ wait:
 			r.reply <- controlReply{Released: true, Token: int64(token)}
 			// The next holder may start now: the command's tree has the
 			// grace to finish, then is killed (by us and the watchdog).
-			killAt = dog.Shorten(supervise.Now() + int64(grace))
+			killAt = dog.Stopping(supervise.Now() + int64(grace))
 			if killTimer == nil && leaderGone != nil {
 				killTimer = time.NewTimer(time.Duration(killAt - supervise.Now()))
 				kill = killTimer.C
@@ -843,6 +843,9 @@ wait:
 				at = now
 			}
 			stopTree(at)
+			if revoked {
+				break // Run revoked it itself: its line, once the tree is gone, says why.
+			}
 			how := fmt.Sprintf("SIGTERM now, SIGKILL in %s", time.Duration(killAt-now).Round(time.Millisecond))
 			if killed {
 				how = "SIGKILL now: no grace is left"
@@ -860,10 +863,10 @@ wait:
 			switch {
 			case s == RevokeSignal:
 				if !revoked {
-					revoked, revokedBy = true, RevokeSignal.String()
+					revoked, revokedBy = true, "on wake or restore (SIGPWR, which a resume or restore hook sends)"
 					client.Revoke()
 					killed = true
-					dog.Shorten(supervise.Now())
+					dog.Stopping(supervise.Now())
 					signalTree(syscall.SIGKILL)
 				}
 			case s == syscall.SIGCONT && stoppedSelf:
@@ -895,7 +898,7 @@ wait:
 	if revoked {
 		o.out.endedNow()
 		o.out.Ended, o.out.Reason = endedLost, tenure.LossRevoked.String()
-		e.errorf("lease %q with token %d revoked by %s; the command was killed and the lease is left to expire", o.name, token, revokedBy)
+		e.errorf("lease %q with token %d revoked %s; the command was killed and the lease is left to expire", o.name, token, revokedBy)
 		return &exitError{code: ExitLost}
 	}
 	if lost == nil && !selfRelease && lease.Token() == 0 && dog.Fired(time.Second) {

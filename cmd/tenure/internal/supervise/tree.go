@@ -43,7 +43,10 @@
 //     the command's cgroup, its process group and every process of the
 //     tree it has seen or finds marked ([TreeEnv]), then removes the
 //     cgroup. It does not depend on the supervisor being scheduled or
-//     alive.
+//     alive. It says why in one line, but for a deadline by which the
+//     supervisor said it kills the tree itself ([Dog.Stopping]: the lease
+//     lost or revoked, leftovers after the command's exit): that kill is
+//     the supervisor's decision, which the supervisor reports.
 //   - Pdeathsig SIGKILL on the command (set by the caller), for the
 //     command itself should both of the above be gone.
 //

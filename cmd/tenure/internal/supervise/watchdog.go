@@ -26,6 +26,7 @@ const (
 	msgDisarm   = 3 // the tree is gone; exit without killing
 	msgRoot     = 4 // value: the pid whose descendants make the tree
 	msgLeader   = 5 // value: the start time of the group's leader (msgGroup follows)
+	msgStopping = 6 // value: the deadline by which tenure run, stopping the tree itself, kills it
 )
 
 // WatchdogFD is the descriptor on which the watchdog reads its messages.
@@ -151,15 +152,19 @@ func (d *Dog) Deadline(deadline int64) error {
 	return d.send(msgDeadline, deadline)
 }
 
-// Shorten moves the deadline earlier, to deadline, if it is later now; it
-// returns the deadline in force.
-func (d *Dog) Shorten(deadline int64) int64 {
+// Stopping tells the watchdog that the supervisor decided to stop the
+// tree itself and kills it by deadline, moving the deadline earlier if it
+// is later now; it returns the deadline in force. The watchdog still
+// kills the tree at that deadline, as a backstop, but does not blame
+// tenure for it: the decision was tenure's (until a fresh [Dog.Deadline]
+// makes the deadline a renewal's again).
+func (d *Dog) Stopping(deadline int64) int64 {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.last == 0 || deadline < d.last {
 		d.last = deadline
-		_ = d.send(msgDeadline, deadline) // A dead watchdog: nothing else to tell.
 	}
+	_ = d.send(msgStopping, d.last) // A dead watchdog: nothing else to tell.
 	return d.last
 }
 
@@ -189,7 +194,10 @@ func (d *Dog) Disarm() (fired bool, err error) {
 // [WatchdogFD] and kills the tree of its parent (the supervisor, whose
 // child it is), and the command's cgroup when it has one, at the deadline
 // or when the pipe closes without a disarm; it then removes the cgroup.
-// It returns the process's exit code.
+// It says why in one line on stderr, but for a deadline by which tenure
+// run said it kills the tree itself ([Dog.Stopping]): that kill is
+// tenure's decision, which tenure reports. It returns the process's exit
+// code.
 func RunWatchdog(stderr io.Writer) int {
 	// Only SIGKILL ends the watchdog: it must outlive a supervisor that is
 	// interrupted, and terminal signals must not stop it.
@@ -223,6 +231,7 @@ func RunWatchdog(stderr io.Writer) int {
 	var (
 		leader      Proc // the command, which leads its process group
 		leaderStart uint64
+		stopping    bool // the deadline is one by which tenure run kills the tree itself
 		known       = map[int]Proc{}
 		timer       = time.NewTimer(time.Duration(1<<63 - 1))
 		scan        = time.NewTicker(scanEvery)
@@ -264,7 +273,8 @@ loop:
 			case msgRoot:
 				root, _ = Identify(int(m.value))
 				note()
-			case msgDeadline:
+			case msgStopping, msgDeadline:
+				stopping = m.kind == msgStopping
 				timer.Reset(time.Duration(m.value - Now()))
 			case msgDisarm:
 				return 0
@@ -272,7 +282,9 @@ loop:
 		case <-scan.C:
 			note()
 		case <-timer.C:
-			why = "the kill deadline passed without a renewal from tenure (tenure stopped, or not scheduled)"
+			if !stopping {
+				why = "the kill deadline passed without a renewal from tenure (tenure stopped answering: stopped, or not scheduled)"
+			}
 			break loop
 		}
 	}
@@ -281,7 +293,15 @@ loop:
 		// command never started and there is no tree.
 		root = Proc{}
 	}
-	n := killAll(leader, root, TreeEnv+"="+sup.String(), self, known, cg)
+	fire(stderr, why, leader, root, TreeEnv+"="+sup.String(), self, known, cg)
+	return ExitFired
+}
+
+// fire kills the tree (see [killAll]), removes the cgroup cg, and says
+// why on stderr, unless why is empty: tenure run decided the kill itself
+// and said so, the watchdog only backing it up at its deadline.
+func fire(stderr io.Writer, why string, leader, root Proc, mark string, self int, known map[int]Proc, cg *Cgroup) {
+	n := killAll(leader, root, mark, self, known, cg)
 	what := "the command's process group"
 	if cg != nil {
 		what = "the command's cgroup, its process group"
@@ -289,8 +309,9 @@ loop:
 			fmt.Fprintf(stderr, "tenure: watchdog: %v\n", err)
 		}
 	}
-	fmt.Fprintf(stderr, "tenure: watchdog: %s; killed %s and %d processes of its tree\n", why, what, n)
-	return ExitFired
+	if why != "" {
+		fmt.Fprintf(stderr, "tenure: watchdog: %s; killed %s and %d processes of its tree\n", why, what, n)
+	}
 }
 
 // message is one message from the supervisor: a kind and a value.
