@@ -11,12 +11,13 @@
 //     TENURE_HOLDER in its environment. INT, TERM, HUP, QUIT, USR1, USR2,
 //     WINCH and CONT are forwarded to the command's group; SIGPWR
 //     ([RevokeSignal]) revokes. run is a child subreaper, puts the command
-//     in a cgroup v2 of its own where the host allows it (help and doctor
-//     say which), and kills the command's whole tree ([supervise]): on
-//     loss SIGTERM, and SIGKILL after
-//     the client's grace (at once after a detected pause); a watchdog
-//     process (run --watchdog, hidden) SIGKILLs the tree when run is
-//     stopped or killed past its kill deadline. The lease is released only
+//     in a cgroup of its own (cgroup v2, else the cgroup v1 freezer) where
+//     the host allows it (help and doctor say which), and kills the
+//     command's whole tree ([supervise]): on loss SIGTERM, and SIGKILL
+//     after the client's grace (at once after a detected pause); a
+//     watchdog process (run --watchdog, hidden) SIGKILLs the tree when run
+//     is stopped or killed past its kill deadline, and says so only then
+//     (a kill run decided itself, run reports). The lease is released only
 //     when no descendant is left. A whole-machine pause is covered by the
 //     fence alone. For operators' habits: --held-exit-code N replaces exit
 //     75 when the lease is held elsewhere (cron, systemd); --json writes
