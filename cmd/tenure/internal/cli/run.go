@@ -1114,9 +1114,10 @@ func heldLine(name string, held *store.HeldError) string {
 }
 
 // startInCgroup starts cmd in the cgroup cg (born in it, so that it never
-// runs outside; see supervise.Cgroup.Start). When that fails, it removes cg and starts the
-// command again without one, to be supervised by the subreaper and the
-// task scan; the returned cgroup is then nil.
+// runs outside; see supervise.Cgroup.Start). When that fails, it removes
+// cg and starts the command again without one, to be supervised by the
+// subreaper and the task scan, unless the command ran already; the
+// returned cgroup is then nil.
 func startInCgroup(e *env, cmd *exec.Cmd, cg *supervise.Cgroup) (*exec.Cmd, *supervise.Cgroup, error) {
 	if cg == nil {
 		return cmd, nil, cmd.Start()
