@@ -32,7 +32,8 @@ const NoCgroupV2Env = "TENURE_RUN_NO_CGROUP_V2"
 // every process the command starts is born in it, whatever it does with
 // its session, its process group or its main thread.
 type Cgroup struct {
-	// Dir is the cgroup's directory, under the cgroup2 mount.
+	// Dir is the cgroup's directory, under the cgroup2 mount or the
+	// cgroup v1 freezer's.
 	Dir string
 	// rel is its path within the hierarchy, as /proc/PID/cgroup shows it.
 	rel string
