@@ -258,7 +258,7 @@ func (t *telemetry) step(now engine.Instant, ev engine.Event, acts []engine.Acti
 	if clone {
 		t.emit(Event{Kind: EventCloneDetected})
 		if t.log != nil {
-			t.log.Error("another copy of this process holds this identity (a restored snapshot or a fork): every lease dropped and identity regenerated", slog.String("holder", t.identity(acts)))
+			t.log.Error("another copy of this process holds this identity (a restored snapshot or a fork), or an operator's `tenure release --force` moved the renewal chain on: every lease dropped and identity regenerated", slog.String("holder", t.identity(acts)))
 		}
 	}
 }
