@@ -125,7 +125,9 @@ func TestKubernetesManifests(t *testing.T) {
 				continue
 			}
 			n++
-			t.Run(m.file, func(t *testing.T) {
+			// Postgres, K8s: the directory, as a CamelCase subtest name.
+			dir := filepath.Dir(m.file)
+			t.Run(strings.ToUpper(dir[:1])+dir[1:], func(t *testing.T) {
 				t.Parallel()
 				checkDeployment(t, m)
 			})
