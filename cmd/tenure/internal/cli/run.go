@@ -559,6 +559,18 @@ func (o *runOptions) supervise(ctx context.Context, e *env, client *tenure.Clien
 	}
 	_ = dog.Deadline(trusted(now)) // A watchdog that is gone is noticed by its exit.
 
+	// Orphans re-parented to run (a subreaper, or PID 1 in a container)
+	// are reaped as they exit, not only once the command has: a long-lived
+	// command that leaves daemons behind would fill the process table
+	// with zombies.
+	var reap <-chan os.Signal
+	if wholeProcess {
+		chld := make(chan os.Signal, 1)
+		signal.Notify(chld, syscall.SIGCHLD)
+		defer signal.Stop(chld)
+		reap = chld
+	}
+
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Stdout, cmd.Stderr = e.stdout, e.stderr
 	if e.stdin != nil {
@@ -689,6 +701,7 @@ func (o *runOptions) supervise(ctx context.Context, e *env, client *tenure.Clien
 		killed      bool // SIGKILL was sent to the tree
 		killAt      int64
 		stoppedSelf bool
+		terminated  bool // SIGTERM came to run and was forwarded: kill follows
 		// selfRelease: the command asked for the release (tenure
 		// release on the control socket); the tenure's end is then not a
 		// loss. released reports the release's outcome.
@@ -744,6 +757,8 @@ wait:
 			if treeGone() {
 				break wait
 			}
+		case <-reap:
+			supervise.Reap(group, dog.Pid())
 		case <-feed.C:
 			now := supervise.Now()
 			if lost == nil && !revoked && lease.Token() != 0 {
@@ -855,8 +870,11 @@ wait:
 		case <-kill:
 			kill = nil
 			killed = true
-			if selfDone && lost == nil {
+			switch {
+			case selfDone && lost == nil:
 				e.errorf("the command released lease %q (token %d) but its tree was still running %s later; killing it", o.name, token, grace)
+			case terminated && lost == nil:
+				e.errorf("the command's tree was still running %s (--grace) after SIGTERM; killing it", grace)
 			}
 			signalTree(syscall.SIGKILL)
 		case s := <-sigs:
@@ -877,6 +895,15 @@ wait:
 				signalGroup(s)
 			default:
 				signalGroup(s)
+				if s == syscall.SIGTERM && !terminated && leaderGone != nil && killTimer == nil {
+					// A stop request (docker stop, a pod's deletion,
+					// systemctl stop): the command has the grace to
+					// exit, then its tree is killed, so that the release
+					// comes before whoever asked loses patience.
+					terminated = true
+					killTimer = time.NewTimer(grace)
+					kill = killTimer.C
+				}
 			}
 			if killed && kill == nil && (stopping || revoked) {
 				signalTree(syscall.SIGKILL)
