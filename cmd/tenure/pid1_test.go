@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/tenure-dev/tenure/cmd/tenure/internal/supervise"
 )
 
 // The tests in this file run tenure run as a container's entrypoint does:
@@ -103,32 +105,46 @@ func zombies(ns string) []string {
 	return found
 }
 
+// modeEnv is the environment that makes tenure run use the supervision
+// mode.
+func modeEnv(mode supervision) []string {
+	switch mode {
+	case cgroupV1:
+		return []string{supervise.NoCgroupV2Env + "=1"}
+	case taskScan:
+		return []string{supervise.NoCgroupEnv + "=1"}
+	}
+	return nil
+}
+
 // TestRunPID1ReapsOrphans: the command double-forks children that exit
 // while it runs on; they are re-parented to tenure, PID 1, which reaps
 // them then, not when the command ends.
 func TestRunPID1ReapsOrphans(t *testing.T) {
 	t.Parallel()
-	orphans := filepath.Join(t.TempDir(), "orphans")
-	require.NoError(t, os.WriteFile(orphans, nil, 0o600))
-	env := sqliteStore(t).env(t, "ORPHANS="+orphans)
-	sh := `trap 'exit 0' TERM
+	supervisionModes(t, func(t *testing.T, mode supervision) {
+		orphans := filepath.Join(t.TempDir(), "orphans")
+		require.NoError(t, os.WriteFile(orphans, nil, 0o600))
+		env := sqliteStore(t).env(t, append(modeEnv(mode), "ORPHANS="+orphans)...)
+		sh := `trap 'exit 0' TERM
 i=0
 while [ $i -lt 5 ]; do (sh -c 'echo $$ >> "$ORPHANS"' &); i=$((i+1)); done
 while [ "$(wc -l < "$ORPHANS")" -lt 5 ]; do sleep 0.01; done
 echo orphaned
 while :; do sleep 1 & wait $!; done`
-	p := startPID1(t, env, "run", "--name", "job", "--", "sh", "-c", sh)
-	p.stdout.await(`^orphaned$`)
-	// The orphans have written their line and exit; each is a zombie until
-	// tenure reaps it.
-	deadline := time.Now().Add(5 * time.Second)
-	for z := zombies(p.ns); len(z) > 0; z = zombies(p.ns) {
-		require.True(t, time.Now().Before(deadline), "zombies in tenure's PID namespace 5s after the orphans exited: %s", strings.Join(z, ", "))
-		time.Sleep(10 * time.Millisecond) // polling /proc, with a deadline
-	}
-	require.NoError(t, syscall.Kill(p.pid, syscall.SIGTERM))
-	require.Equal(t, 0, p.wait(), p.stderr.all())
-	require.Equal(t, "released", status(t, env, "job").State)
+		p := startPID1(t, env, "run", "--name", "job", "--", "sh", "-c", sh)
+		p.stdout.await(`^orphaned$`)
+		// The orphans have written their line and exit; each is a zombie
+		// until tenure reaps it.
+		deadline := time.Now().Add(5 * time.Second)
+		for z := zombies(p.ns); len(z) > 0; z = zombies(p.ns) {
+			require.True(t, time.Now().Before(deadline), "zombies in tenure's PID namespace 5s after the orphans exited: %s", strings.Join(z, ", "))
+			time.Sleep(10 * time.Millisecond) // polling /proc, with a deadline
+		}
+		require.NoError(t, syscall.Kill(p.pid, syscall.SIGTERM))
+		require.Equal(t, 0, p.wait(), p.stderr.all())
+		require.Equal(t, "released", status(t, env, "job").State)
+	})
 }
 
 // TestRunPID1ForwardsSIGTERM: SIGTERM sent to tenure, PID 1 of its
@@ -136,15 +152,17 @@ while :; do sleep 1 & wait $!; done`
 // command; tenure passes the command's status on and releases the lease.
 func TestRunPID1ForwardsSIGTERM(t *testing.T) {
 	t.Parallel()
-	env := sqliteStore(t).env(t)
-	sh := `trap 'echo "got TERM"; exit 0' TERM; echo ready; while :; do sleep 1 & wait $!; done`
-	p := startPID1(t, env, "run", "--name", "job", "--", "sh", "-c", sh)
-	p.stdout.await(`^ready$`)
-	require.NoError(t, syscall.Kill(p.pid, syscall.SIGTERM))
-	p.stdout.await(`^got TERM$`)
-	require.Equal(t, 0, p.wait(), p.stderr.all())
-	require.NotContains(t, p.stderr.all(), "killing it")
-	require.Equal(t, "released", status(t, env, "job").State)
+	supervisionModes(t, func(t *testing.T, mode supervision) {
+		env := sqliteStore(t).env(t, modeEnv(mode)...)
+		sh := `trap 'echo "got TERM"; exit 0' TERM; echo ready; while :; do sleep 1 & wait $!; done`
+		p := startPID1(t, env, "run", "--name", "job", "--", "sh", "-c", sh)
+		p.stdout.await(`^ready$`)
+		require.NoError(t, syscall.Kill(p.pid, syscall.SIGTERM))
+		p.stdout.await(`^got TERM$`)
+		require.Equal(t, 0, p.wait(), p.stderr.all())
+		require.NotContains(t, p.stderr.all(), "killing it")
+		require.Equal(t, "released", status(t, env, "job").State)
+	})
 }
 
 // TestRunPID1KillsAfterGrace: a command that ignores SIGTERM is killed
@@ -152,17 +170,19 @@ func TestRunPID1ForwardsSIGTERM(t *testing.T) {
 // before a container runtime's own SIGKILL would come.
 func TestRunPID1KillsAfterGrace(t *testing.T) {
 	t.Parallel()
-	env := sqliteStore(t).env(t)
-	const grace = time.Second
-	sh := `trap '' TERM; echo ready; while :; do sleep 0.05; done`
-	p := startPID1(t, env, "run", "--name", "job", "--ttl", "3s", "--grace", grace.String(), "--", "sh", "-c", sh)
-	p.stdout.await(`^ready$`)
-	sent := time.Now()
-	require.NoError(t, syscall.Kill(p.pid, syscall.SIGTERM))
-	require.Equal(t, 128+int(syscall.SIGKILL), p.wait(), p.stderr.all())
-	took := time.Since(sent)
-	require.GreaterOrEqual(t, took, grace, "the command was killed before its grace was over")
-	require.Less(t, took, grace+5*time.Second, "tenure took %s to exit after SIGTERM with --grace %s", took, grace)
-	require.Contains(t, p.stderr.all(), "after SIGTERM; killing it")
-	require.Equal(t, "released", status(t, env, "job").State)
+	supervisionModes(t, func(t *testing.T, mode supervision) {
+		env := sqliteStore(t).env(t, modeEnv(mode)...)
+		const grace = time.Second
+		sh := `trap '' TERM; echo ready; while :; do sleep 0.05; done`
+		p := startPID1(t, env, "run", "--name", "job", "--ttl", "3s", "--grace", grace.String(), "--", "sh", "-c", sh)
+		p.stdout.await(`^ready$`)
+		sent := time.Now()
+		require.NoError(t, syscall.Kill(p.pid, syscall.SIGTERM))
+		require.Equal(t, 128+int(syscall.SIGKILL), p.wait(), p.stderr.all())
+		took := time.Since(sent)
+		require.GreaterOrEqual(t, took, grace, "the command was killed before its grace was over")
+		require.Less(t, took, grace+5*time.Second, "tenure took %s to exit after SIGTERM with --grace %s", took, grace)
+		require.Contains(t, p.stderr.all(), "after SIGTERM; killing it")
+		require.Equal(t, "released", status(t, env, "job").State)
+	})
 }
