@@ -135,7 +135,13 @@ func testEnv(t *testing.T, extra ...string) []string {
 // test closes with closeStdin; its output is collected line by line.
 func start(t *testing.T, env []string, args ...string) *proc {
 	t.Helper()
-	cmd := exec.Command(bin, args...)
+	return startCmd(t, env, exec.Command(bin, args...))
+}
+
+// startCmd is start for a command that runs tenure (such as unshare).
+func startCmd(t *testing.T, env []string, cmd *exec.Cmd) *proc {
+	t.Helper()
+	args := cmd.Args[1:]
 	cmd.Env = env
 	stdin, err := cmd.StdinPipe()
 	require.NoError(t, err)

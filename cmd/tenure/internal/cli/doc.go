@@ -9,10 +9,12 @@
 //   - run: acquire a lease (or wait for it) and run a command under it, in
 //     its own process group, with TENURE_TOKEN, TENURE_LEASE and
 //     TENURE_HOLDER in its environment. INT, TERM, HUP, QUIT, USR1, USR2,
-//     WINCH and CONT are forwarded to the command's group; SIGPWR
-//     ([RevokeSignal]) revokes. run is a child subreaper, puts the command
-//     in a cgroup of its own (cgroup v2, else the cgroup v1 freezer) where
-//     the host allows it (help and doctor say which), and kills the
+//     WINCH and CONT are forwarded to the command's group, and the tree is
+//     killed the grace after a SIGTERM; SIGPWR ([RevokeSignal]) revokes.
+//     run is a child subreaper that reaps orphans as they exit (it may be
+//     a container's PID 1), puts the command in a cgroup of its own
+//     (cgroup v2, else the cgroup v1 freezer) where the host allows it
+//     (help and doctor say which), and kills the
 //     command's whole tree ([supervise]): on loss SIGTERM, and SIGKILL
 //     after the client's grace (at once after a detected pause); a
 //     watchdog process (run --watchdog, hidden) SIGKILLs the tree when run

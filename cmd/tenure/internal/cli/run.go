@@ -71,10 +71,18 @@ TENURE_HOLDER (label/instance) in its environment; --store, when given, is
 passed on as TENURE_STORE. Standard input, output and error pass through,
 and so does the exit status (128+N when signal N ended the command).
 SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH and SIGCONT
-sent to tenure are forwarded to the command's process group. At a
-terminal, the command's group is the foreground group; when ^Z stops it,
-run takes the terminal back and stops too (the lease is not renewed while
-stopped, so a stop longer than the grace costs the lease: see below).
+sent to tenure are forwarded to the command's process group; after
+SIGTERM, the command's tree is killed if it still runs the grace later
+(then run releases the lease and exits 137). At a terminal, the command's
+group is the foreground group; when ^Z stops it, run takes the terminal
+back and stops too (the lease is not renewed while stopped, so a stop
+longer than the grace costs the lease: see below).
+
+Run can be a container's entrypoint, PID 1: it reaps the orphans that
+come to it as they exit, and forwards SIGTERM. On a pod's deletion the
+kubelet sends SIGTERM and SIGKILLs terminationGracePeriodSeconds (30s by
+default) later: keep it at least the grace plus a few seconds for the
+release, or the lease is left to expire.
 
 Without --store and TENURE_STORE, run uses this host's SQLite file and
 says so on standard error when it creates the file (once per host and
@@ -167,7 +175,10 @@ when, and by whom:
     is revoked and not released (it expires by its TTL), exit 79;
   - after a normal exit: leftover descendants get SIGTERM, then SIGKILL
     after the grace. The lease is released only when none is left, so a
-    waiter takes over at once and alone.
+    waiter takes over at once and alone;
+  - by run, on SIGTERM to tenure (docker stop, a pod's deletion,
+    systemctl stop): forwarded to the command's group, SIGKILL to the
+    tree the grace later; then the release.
 The command's own "tenure release $TENURE_LEASE" asks run to release (over
 the unix socket named by TENURE_RUN_CONTROL): that is not a loss; run
 passes the command's status on, and kills the tree if it still runs the
@@ -184,7 +195,7 @@ resource's token check.`,
 			o.waitTimeout = durationFlag(fs, "wait-timeout", 0, "with --wait, give up (exit 75) after this `duration`; 0 waits for ever")
 			fs.StringVar(&o.label, "label", "", "the human part of the holder identity, shown by status (default the host name)")
 			fs.StringVar(&o.payload, "payload", "", "`TEXT` published with the tenure for followers, such as this leader's address, shown by status")
-			o.grace = durationFlag(fs, "grace", DefaultGrace, "time between SIGTERM and SIGKILL when the lease is lost, a `duration`; it must fit the TTL: TTL − TTL/10 − grace > TTL/3 (default 10s, or TTL/4 when 10s does not fit)")
+			o.grace = durationFlag(fs, "grace", DefaultGrace, "time between SIGTERM and SIGKILL when the lease is lost or tenure gets SIGTERM, a `duration`; it must fit the TTL: TTL − TTL/10 − grace > TTL/3 (default 10s, or TTL/4 when 10s does not fit)")
 			fs.StringVar(&o.store, "store", "", storeUsage)
 			fs.Var(&o.heldExit, "held-exit-code", "without --wait, exit `N` (0 to 125) instead of 75 when the lease is held elsewhere")
 			o.progressTimeout = durationFlag(fs, "progress-timeout", 0, "give the lease up when the command reports no progress (tenure progress) for this `duration`; 0 turns the progress gate off")
@@ -559,6 +570,18 @@ func (o *runOptions) supervise(ctx context.Context, e *env, client *tenure.Clien
 	}
 	_ = dog.Deadline(trusted(now)) // A watchdog that is gone is noticed by its exit.
 
+	// Orphans re-parented to run (a subreaper, or PID 1 in a container)
+	// are reaped as they exit, not only once the command has: a long-lived
+	// command that leaves daemons behind would fill the process table
+	// with zombies.
+	var reap <-chan os.Signal
+	if wholeProcess {
+		chld := make(chan os.Signal, 1)
+		signal.Notify(chld, syscall.SIGCHLD)
+		defer signal.Stop(chld)
+		reap = chld
+	}
+
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Stdout, cmd.Stderr = e.stdout, e.stderr
 	if e.stdin != nil {
@@ -689,6 +712,7 @@ func (o *runOptions) supervise(ctx context.Context, e *env, client *tenure.Clien
 		killed      bool // SIGKILL was sent to the tree
 		killAt      int64
 		stoppedSelf bool
+		terminated  bool // SIGTERM came to run and was forwarded: kill follows
 		// selfRelease: the command asked for the release (tenure
 		// release on the control socket); the tenure's end is then not a
 		// loss. released reports the release's outcome.
@@ -744,6 +768,8 @@ wait:
 			if treeGone() {
 				break wait
 			}
+		case <-reap:
+			supervise.Reap(group, dog.Pid())
 		case <-feed.C:
 			now := supervise.Now()
 			if lost == nil && !revoked && lease.Token() != 0 {
@@ -855,8 +881,11 @@ wait:
 		case <-kill:
 			kill = nil
 			killed = true
-			if selfDone && lost == nil {
+			switch {
+			case selfDone && lost == nil:
 				e.errorf("the command released lease %q (token %d) but its tree was still running %s later; killing it", o.name, token, grace)
+			case terminated && lost == nil:
+				e.errorf("the command's tree was still running %s (--grace) after SIGTERM; killing it", grace)
 			}
 			signalTree(syscall.SIGKILL)
 		case s := <-sigs:
@@ -877,6 +906,15 @@ wait:
 				signalGroup(s)
 			default:
 				signalGroup(s)
+				if s == syscall.SIGTERM && !terminated && leaderGone != nil && killTimer == nil {
+					// A stop request (docker stop, a pod's deletion,
+					// systemctl stop): the command has the grace to
+					// exit, then its tree is killed, so that the release
+					// comes before whoever asked loses patience.
+					terminated = true
+					killTimer = time.NewTimer(grace)
+					kill = killTimer.C
+				}
 			}
 			if killed && kill == nil && (stopping || revoked) {
 				signalTree(syscall.SIGKILL)
