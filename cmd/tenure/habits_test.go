@@ -163,6 +163,36 @@ func TestStandbyIsReady(t *testing.T) {
 	require.Equal(t, 0, standby.wait(), standby.stderr.all())
 }
 
+// TestRunServesMetrics: run --metrics serves the lease client's metrics
+// while the command runs: the lease held, its holder, and the build.
+func TestRunServesMetrics(t *testing.T) {
+	t.Parallel()
+	s := sqliteStore(t)
+	env := s.env(t)
+	p := start(t, env, append([]string{"-v", "run", "--name", "m", "--metrics", "127.0.0.1:0"}, blockingChild...)...)
+	addr := p.stderr.await(`msg="serving /metrics" .*addr=(\S+)`)[1]
+	m := p.stdout.await(startedLine)
+	code, body := probe(t, addr, "/metrics")
+	require.Equal(t, http.StatusOK, code, body)
+	for _, want := range []string{
+		`tenure_lease_held{lease="m",store="sqlitestore"} 1`,
+		fmt.Sprintf(`tenure_lease_holder_info{holder="%s/%s",lease="m",store="sqlitestore"} 1`, m[1], m[2]),
+		`tenure_lease_token{lease="m",store="sqlitestore"} ` + m[3],
+		`tenure_lease_transitions_total{lease="m",store="sqlitestore"} 1`,
+		`tenure_build_info{goversion="`,
+		"go_goroutines ",
+		"process_open_fds ",
+	} {
+		require.Contains(t, body, want)
+	}
+	p.closeStdin()
+	require.Equal(t, 0, p.wait(), p.stderr.all())
+
+	busy := run(t, env, "run", "--name", "m2", "--metrics", "256.0.0.1:0", "--", "true")
+	require.Equal(t, cli.ExitUsage, busy.code, busy.stderr.all())
+	require.Contains(t, busy.stderr.all(), "cannot listen on --metrics 256.0.0.1:0")
+}
+
 // TestRunWaitReportsHolderChanges has two waiters, one with plain lines
 // and one with --log-format json, wait for a held lease. When its holder
 // releases it, one waiter takes it, and the other reports the new holder

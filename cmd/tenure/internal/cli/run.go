@@ -64,7 +64,7 @@ func runCommand() *command {
 	return &command{
 		summary:  "run a command under a lease",
 		onHost:   func() string { _, how := supervise.Mode(); return "supervision: " + how },
-		synopsis: "run --name NAME [--ttl 30s] [--wait [--wait-timeout D] | --held-exit-code N] [--label L] [--payload TEXT] [--grace 10s] [--progress-timeout D] [--health ADDR] [--json FILE|-] [--store URL] -- CMD [ARGS...]",
+		synopsis: "run --name NAME [--ttl 30s] [--wait [--wait-timeout D] | --held-exit-code N] [--label L] [--payload TEXT] [--grace 10s] [--progress-timeout D] [--health ADDR] [--metrics ADDR] [--json FILE|-] [--store URL] -- CMD [ARGS...]",
 		about: `Run acquires the lease NAME and runs CMD under it, in its own process
 group, with TENURE_TOKEN (the fencing token), TENURE_LEASE (NAME) and
 TENURE_HOLDER (label/instance) in its environment; --store, when given, is
@@ -132,6 +132,12 @@ serves three probes on ADDR, each 200 or 503 with one line saying why:
             while the lease is held and progress is fresh; every standby
             answers 503, so never use it as a Deployment's readiness or
             liveness probe
+--metrics ADDR serves GET /metrics on ADDR: the lease client's Prometheus
+metrics (tenure_lease_held, tenure_lease_holder_info,
+tenure_lease_transitions_total, tenure_losses_total by reason, renewal
+latency, tenure_build_info; go doc github.com/tenure-dev/tenure/metrics
+lists them) and the Go runtime's and the process's, so that a job under a
+lease is observable without tenure serve.
 
 --payload publishes TEXT with the tenure (the address where the command
 serves, say: up to 1024 bytes, no control characters); followers read it
@@ -200,6 +206,7 @@ resource's token check.`,
 			fs.Var(&o.heldExit, "held-exit-code", "without --wait, exit `N` (0 to 125) instead of 75 when the lease is held elsewhere")
 			o.progressTimeout = durationFlag(fs, "progress-timeout", 0, "give the lease up when the command reports no progress (tenure progress) for this `duration`; 0 turns the progress gate off")
 			fs.StringVar(&o.health, "health", "", "serve the probes /livez, /readyz and /leaderz on `ADDR` (host:port)")
+			fs.StringVar(&o.metrics, "metrics", "", "serve the lease client's Prometheus metrics at /metrics on `ADDR` (host:port)")
 			fs.StringVar(&o.jsonPath, "json", "", "write the outcome as one JSON object to `FILE` when run ends (- for standard error)")
 			fs.BoolVar(&o.watchdog, "watchdog", false, hiddenFlag+"run as the watchdog of a tenure run, reading kill deadlines from descriptor 3")
 			return func(ctx context.Context, e *env, args []string) error {
@@ -249,6 +256,7 @@ type runOptions struct {
 	heldExit        exitCodeValue
 	progressTimeout *time.Duration
 	health          string
+	metrics         string
 	jsonPath        string
 	// jsonChecked: jsonPath was found writable, so the outcome is written.
 	jsonChecked bool
@@ -324,6 +332,16 @@ func (o *runOptions) run(ctx context.Context, e *env, args []string) error {
 		h.serve()
 		defer h.close()
 		e.logger.Info("serving /livez, /readyz and /leaderz", "lease", o.name, "addr", h.ln.Addr().String())
+	}
+	if o.metrics != "" {
+		m, err := listenMetrics(o.metrics)
+		if err != nil {
+			return usagef("run", "cannot listen on --metrics %s: %s; choose another address or port", o.metrics, message(err))
+		}
+		m.serve()
+		defer m.close()
+		cfg.Observer = m.obs
+		e.logger.Info("serving /metrics", "lease", o.name, "addr", m.ln.Addr().String())
 	}
 	e.announceDefault(target, fmt.Sprintf("to share lease %q with other hosts", o.name))
 	opened, err := storeopen.Open(ctx, target, storeopen.Options{})
