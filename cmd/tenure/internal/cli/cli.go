@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -289,17 +290,17 @@ func (e *env) errorf(format string, args ...any) {
 	fmt.Fprintf(e.stderr, "tenure: %s\n", message(fmt.Errorf(format, args...)))
 }
 
-// message renders err on one line without a repeated "tenure: " prefix.
+// message renders err on one line without the "tenure: " and
+// "storeurl: " prefixes of the errors it wraps: errorf prefixes the line
+// once.
 func message(err error) string {
 	msg := strings.Join(strings.Fields(err.Error()), " ")
-	for {
-		rest, ok := strings.CutPrefix(msg, "tenure: ")
-		if !ok {
-			return msg
-		}
-		msg = rest
-	}
+	return innerPrefix.ReplaceAllString(msg, "$1")
 }
+
+// innerPrefix matches the package prefixes a wrapped error brings along,
+// at the start of the message or of a wrapped part.
+var innerPrefix = regexp.MustCompile(`(^|: )(?:(?:tenure|storeurl): )+`)
 
 // durationValue is a flag holding a non-negative duration, with an error
 // that says how to write one.
