@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -168,13 +169,16 @@ func (e *env) main(ctx context.Context, args []string) int {
 		return e.exit(act(ctx, e, args[1:]))
 	}
 	global.define(fs)
+	if err := singleDash(fs, args[1:], cmd.interspersed); err != nil {
+		return e.exit(usagef(name, "%v", err))
+	}
 	pos, err := parseArgs(fs, args[1:], cmd.interspersed)
 	if errors.Is(err, flag.ErrHelp) {
 		fmt.Fprint(e.stdout, commandHelp(name, cmd))
 		return ExitOK
 	}
 	if err != nil {
-		return e.exit(usagef(name, "%v", err))
+		return e.exit(usagef(name, "%s", flagMessage(err)))
 	}
 	e.logger = global.logger(e.stderr)
 	e.reports = global.reports(e.stderr)
@@ -213,6 +217,50 @@ func parseArgs(fs *flag.FlagSet, args []string, interspersed bool) ([]string, er
 		args = rest[1:]
 	}
 }
+
+// singleDash refuses a long flag written with one dash (-store for
+// --store), which the flag package would take: the documentation writes
+// long flags with two, and one dash is for the one-letter flags (-v, -h).
+// It reads args as parseArgs does, skipping the values of flags.
+func singleDash(fs *flag.FlagSet, args []string, interspersed bool) error {
+	for i := 0; i < len(args); i++ {
+		arg := args[i]
+		if arg == "--" {
+			return nil
+		}
+		if len(arg) < 2 || arg[0] != '-' {
+			if !interspersed {
+				return nil
+			}
+			continue
+		}
+		dashes := 1
+		if arg[1] == '-' {
+			dashes = 2
+		}
+		name, _, hasValue := strings.Cut(arg[dashes:], "=")
+		if dashes == 1 && utf8.RuneCountInString(name) > 1 {
+			return fmt.Errorf("%s: write long flags with two dashes, as in --%s", arg, name)
+		}
+		if f := fs.Lookup(name); f != nil && !hasValue && !isBoolFlag(f) {
+			i++ // its value follows
+		}
+	}
+	return nil
+}
+
+func isBoolFlag(f *flag.Flag) bool {
+	b, ok := f.Value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
+}
+
+// flagMessage renders an error of the flag package naming flags as the
+// documentation writes them: --name, not -name.
+func flagMessage(err error) string {
+	return flagName.ReplaceAllString(err.Error(), "${1}--$2")
+}
+
+var flagName = regexp.MustCompile(`(flag |defined: |argument: )-([^-\s:][^\s:]+)`)
 
 // usageError is a mistake in the command line.
 type usageError struct {
