@@ -276,6 +276,11 @@ func (o *runOptions) config(args []string) (tenure.Config, error) {
 	if err := store.ValidatePayload(o.payload); err != nil {
 		return tenure.Config{}, usagef("run", "--payload: %s", message(err))
 	}
+	if o.health != "" {
+		if err := checkListenAddr("--health", o.health); err != nil {
+			return tenure.Config{}, usagef("run", "%v", err)
+		}
+	}
 	label := o.label
 	if label == "" {
 		if h, err := os.Hostname(); err == nil && h != "" {
