@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -294,7 +295,7 @@ func (o *runOptions) config(args []string) (tenure.Config, error) {
 		cfg.Grace = *o.ttl / 4
 	}
 	if err := validate(cfg); err != nil {
-		return tenure.Config{}, usagef("run", "--ttl %s, --grace %s, --label %q: %s", cfg.TTL, cfg.Grace, cfg.Label, message(err))
+		return tenure.Config{}, usagef("run", "%s", configMessage(err))
 	}
 	return cfg, nil
 }
@@ -307,6 +308,32 @@ func validate(cfg tenure.Config) error {
 	_, err := tenure.New(unopened{}, cfg)
 	return err
 }
+
+// configMessage renders an error of [tenure.Config.Validate] in the terms
+// of run's flags: --grace where the library says Grace.
+func configMessage(err error) string {
+	msg, _ := strings.CutPrefix(message(err), message(store.ErrInvalid)+": ")
+	return configField.ReplaceAllStringFunc(msg, func(f string) string {
+		name, value, ok := strings.Cut(f, " (")
+		flagged := configFlags[name]
+		if ok && strings.HasPrefix(flagged, "--") {
+			return flagged + " " + strings.TrimSuffix(value, ")")
+		}
+		return flagged + f[len(name):]
+	})
+}
+
+// configFlags names the run flag of each Config field a message may name;
+// the others (the renew interval, TTL/3) run sets itself.
+var configFlags = map[string]string{
+	"TTL":             "--ttl",
+	"Grace":           "--grace",
+	"Label":           "--label",
+	"ProgressTimeout": "--progress-timeout",
+	"RenewInterval":   "the renew interval",
+}
+
+var configField = regexp.MustCompile(`\b(?:TTL|Grace|Label|ProgressTimeout|RenewInterval)\b(?: \([^)]*\))?`)
 
 func (o *runOptions) run(ctx context.Context, e *env, args []string) error {
 	cfg, err := o.config(args)
