@@ -152,10 +152,12 @@ func (e *env) main(ctx context.Context, args []string) int {
 	}
 	name := args[0]
 	switch name {
-	case "-h", "-help", "--help":
+	case "-h", "--help":
 		name = "help"
-	case "-version", "--version":
+	case "--version":
 		name = "version"
+	case "-help", "-version":
+		return e.exit(usagef("", "%s", longFlagMessage(name)))
 	}
 	cmd, ok := commandTable()[name]
 	if !ok {
@@ -240,13 +242,20 @@ func singleDash(fs *flag.FlagSet, args []string, interspersed bool) error {
 		}
 		name, _, hasValue := strings.Cut(arg[dashes:], "=")
 		if dashes == 1 && utf8.RuneCountInString(name) > 1 {
-			return fmt.Errorf("%s: write long flags with two dashes, as in --%s", arg, name)
+			return errors.New(longFlagMessage(arg))
 		}
 		if f := fs.Lookup(name); f != nil && !hasValue && !isBoolFlag(f) {
 			i++ // its value follows
 		}
 	}
 	return nil
+}
+
+// longFlagMessage refuses arg, a long flag written with one dash, naming
+// the flag but not its value (a store URL's password, say).
+func longFlagMessage(arg string) string {
+	name, _, _ := strings.Cut(strings.TrimPrefix(arg, "-"), "=")
+	return fmt.Sprintf("-%s is written --%s: long flags take two dashes", name, name)
 }
 
 func isBoolFlag(f *flag.Flag) bool {

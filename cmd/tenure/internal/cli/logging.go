@@ -38,7 +38,7 @@ func (g *globalFlags) parseGlobal(args []string) ([]string, error) {
 			break
 		}
 		if len(name) > 1 && !strings.HasPrefix(arg, "--") {
-			return nil, usagef("", "%s: write long flags with two dashes, as in --%s", arg, name)
+			return nil, usagef("", "%s", longFlagMessage(arg))
 		}
 		n++
 		if name == flagLogFormat && !hasValue {
