@@ -269,7 +269,7 @@ func flagMessage(err error) string {
 	return flagName.ReplaceAllString(err.Error(), "${1}--$2")
 }
 
-var flagName = regexp.MustCompile(`(flag |defined: |argument: )-([^-\s:][^\s:]+)`)
+var flagName = regexp.MustCompile(`(flag |defined: |argument: | for )-([^-\s:][^\s:]+)`)
 
 // usageError is a mistake in the command line.
 type usageError struct {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/tenure-dev/tenure/internal/testserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
 )
 
@@ -47,6 +48,8 @@ func TestMessages(t *testing.T) {
 		{"PostgresBadSSLMode", []string{"status", "--store", pg + sep + "sslmode=bogus"}, ExitUsage, "sslmode"},
 		{"PostgresUnknownParameter", []string{"status", "--store", pg + sep + "nosuchparameter=1"}, ExitUsage, "nosuchparameter"},
 		{"PostgresUnknownRole", []string{"status", "--store", withUser(t, pg, url.UserPassword("nosuchrole", "Sup3rSecret"))}, ExitUsage, `"nosuchrole"`},
+		{"BadBoolValue", []string{"status", "--store", db, "--watch=bogus"}, ExitUsage, "--watch"},
+		{"MySQLUnknownDatabase", []string{"status", "--store", withPath(t, testserver.MySQLURL(), "/nosuchdb")}, ExitUsage, "nosuchdb"},
 		{"PostgresRefused", []string{"status", "--store", "postgres://postgres@" + closedPort(t) + "/test"}, ExitUnavailable, "cannot reach PostgreSQL"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -55,7 +58,7 @@ func TestMessages(t *testing.T) {
 			require.Equal(t, tc.code, o.code, "%q: %s", tc.args, o.stderr)
 			requireOneLine(t, o)
 			require.Contains(t, o.stderr, tc.want)
-			for _, leak := range []string{"storeurl:", "tenure: tenure:", ": tenure: ", "Grace", "RenewInterval", "TTL (", " -grace", " -nope", "invalid argument", "Sup3rSecret"} {
+			for _, leak := range []string{"storeurl:", "tenure: tenure:", ": tenure: ", "Grace", "RenewInterval", "TTL (", " -grace", " -nope", " -watch", "invalid argument", "Sup3rSecret"} {
 				require.NotContains(t, o.stderr, leak)
 			}
 		})
@@ -68,5 +71,14 @@ func withUser(t *testing.T, raw string, u *url.Userinfo) string {
 	parsed, err := url.Parse(raw)
 	require.NoError(t, err)
 	parsed.User = u
+	return parsed.String()
+}
+
+// withPath returns the URL raw with its path set to path.
+func withPath(t *testing.T, raw, path string) string {
+	t.Helper()
+	parsed, err := url.Parse(raw)
+	require.NoError(t, err)
+	parsed.Path = path
 	return parsed.String()
 }
