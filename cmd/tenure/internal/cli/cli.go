@@ -348,8 +348,9 @@ func (e *env) errorf(format string, args ...any) {
 }
 
 // message renders err on one line without the "tenure: " and
-// "storeurl: " prefixes of the errors it wraps: errorf prefixes the line
-// once.
+// "storeurl: " prefixes of the errors it wraps (errorf prefixes the line
+// once), nor the text of store.ErrInvalid, which says nothing the rest of
+// the message does not.
 func message(err error) string {
 	msg := strings.Join(strings.Fields(err.Error()), " ")
 	return innerPrefix.ReplaceAllString(msg, "$1")
@@ -357,7 +358,7 @@ func message(err error) string {
 
 // innerPrefix matches the package prefixes a wrapped error brings along,
 // at the start of the message or of a wrapped part.
-var innerPrefix = regexp.MustCompile(`(^|: )(?:(?:tenure|storeurl): )+`)
+var innerPrefix = regexp.MustCompile(`(^|: )(?:(?:tenure|storeurl): |invalid argument: )+`)
 
 // durationValue is a flag holding a non-negative duration, with an error
 // that says how to write one.

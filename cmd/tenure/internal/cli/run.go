@@ -312,8 +312,7 @@ func validate(cfg tenure.Config) error {
 // configMessage renders an error of [tenure.Config.Validate] in the terms
 // of run's flags: --grace where the library says Grace.
 func configMessage(err error) string {
-	msg, _ := strings.CutPrefix(message(err), message(store.ErrInvalid)+": ")
-	return configField.ReplaceAllStringFunc(msg, func(f string) string {
+	return configField.ReplaceAllStringFunc(message(err), func(f string) string {
 		name, value, ok := strings.Cut(f, " (")
 		flagged := configFlags[name]
 		if ok && strings.HasPrefix(flagged, "--") {
