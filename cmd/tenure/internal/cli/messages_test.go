@@ -42,6 +42,7 @@ func TestMessages(t *testing.T) {
 		{"BadFlagValue", []string{"run", "--store", db, "--name", "a", "--grace", "-5s", "--", "true"}, ExitUsage, "--grace"},
 		{"GraceTooLong", []string{"run", "--store", db, "--name", "a", "--ttl", "2s", "--grace", "5s", "--", "true"}, ExitUsage, "--grace"},
 		{"PayloadTooLong", []string{"run", "--store", db, "--name", "a", "--payload", strings.Repeat("p", 2000), "--", "true"}, ExitUsage, "--payload"},
+		{"LabelControlCharacter", []string{"run", "--store", db, "--name", "a", "--label", "TTL\tx", "--", "true"}, ExitUsage, `--label "TTL\tx" contains`},
 		{"TTLTooShort", []string{"run", "--store", db, "--name", "a", "--ttl", "1ms", "--", "true"}, ExitUsage, "--ttl"},
 		{"SQLiteNoPath", []string{"status", "--store", "sqlite:"}, ExitUsage, `"sqlite:"`},
 		{"UnknownScheme", []string{"status", "--store", "bogus://x"}, ExitUsage, `"bogus"`},

@@ -312,14 +312,23 @@ func validate(cfg tenure.Config) error {
 // configMessage renders an error of [tenure.Config.Validate] in the terms
 // of run's flags: --grace where the library says Grace.
 func configMessage(err error) string {
-	return configField.ReplaceAllStringFunc(message(err), func(f string) string {
-		name, value, ok := strings.Cut(f, " (")
-		flagged := configFlags[name]
-		if ok && strings.HasPrefix(flagged, "--") {
-			return flagged + " " + strings.TrimSuffix(value, ")")
-		}
-		return flagged + f[len(name):]
-	})
+	msg := message(err)
+	var b strings.Builder
+	prev := 0
+	for _, q := range append(quoted.FindAllStringIndex(msg, -1), []int{len(msg), len(msg)}) {
+		// Outside the quoted values (a --label as typed) only.
+		b.WriteString(configField.ReplaceAllStringFunc(msg[prev:q[0]], func(f string) string {
+			name, value, ok := strings.Cut(f, " (")
+			flagged := configFlags[name]
+			if ok && strings.HasPrefix(flagged, "--") {
+				return flagged + " " + strings.TrimSuffix(value, ")")
+			}
+			return flagged + f[len(name):]
+		}))
+		b.WriteString(msg[q[0]:q[1]])
+		prev = q[1]
+	}
+	return b.String()
 }
 
 // configFlags names the run flag of each Config field a message may name;
@@ -331,6 +340,9 @@ var configFlags = map[string]string{
 	"ProgressTimeout": "--progress-timeout",
 	"RenewInterval":   "the renew interval",
 }
+
+// quoted matches a %q-quoted value in a message.
+var quoted = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
 
 var configField = regexp.MustCompile(`\b(?:TTL|Grace|Label|ProgressTimeout|RenewInterval)\b(?: \([^)]*\))?`)
 
