@@ -106,8 +106,9 @@
 //	3    owner: the resource has no owner
 //	4    owner: the resource's owner is dead; do not place it elsewhere
 //	64   usage: unknown command or flag (or a long flag with one dash,
-//	     -store for --store), bad duration, name, store URL or
-//	     --health/--http address, a --grace that does not fit --ttl, a --ttl below the store's
+//	     -store for --store), bad duration, name, store URL (one the
+//	     server refuses: user, password, database) or --health/--http
+//	     address, a --grace that does not fit --ttl, a --ttl below the store's
 //	     minimum, agents or owner on a store other than PostgreSQL
 //	     (EX_USAGE)
 //	69   the store could not be opened or reached (EX_UNAVAILABLE)

@@ -153,8 +153,9 @@ Exit codes:
   3      owner: the resource has no owner
   4      owner: the resource's owner is dead (do not place it elsewhere)
   64     usage: unknown command or flag (or a long flag with one dash:
-         -store for --store), bad duration, name, store URL or
-         --health/--http address, a --grace that does not fit --ttl, a --ttl below the store's
+         -store for --store), bad duration, name, store URL (one the
+         server refuses: user, password, database) or --health/--http
+         address, a --grace that does not fit --ttl, a --ttl below the store's
          minimum, or agents/owner on a store other than PostgreSQL
   69     the store could not be opened or reached
   75     not acquired: the lease is held by someone else, or --wait-timeout
