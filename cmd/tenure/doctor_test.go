@@ -82,7 +82,7 @@ func TestDoctor(t *testing.T) {
 		p := run(t, testEnv(t), "doctor", "--store", "redis://"+addr)
 		out := p.stdout.rest()
 		require.Equal(t, 1, p.code, "stderr:\n%s", p.stderr.rest())
-		require.Contains(t, out, "reachable  FAIL    storeurl: cannot reach Redis at redis://"+addr)
+		require.Contains(t, out, "reachable  FAIL    cannot reach Redis at redis://"+addr)
 		require.Contains(t, out, "What to do:")
 		require.Contains(t, out, "0 OK, 0 WARN, 1 FAIL")
 	})

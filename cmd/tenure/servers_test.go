@@ -88,7 +88,7 @@ func serverStoreMigrated(t *testing.T, storeURL, migrated string) {
 	require.Contains(t, m.stdout.rest(), migrated)
 	p := run(t, env, "migrate", "--print")
 	require.Equal(t, cli.ExitUsage, p.code)
-	require.Regexp(t, `^tenure: storeurl: the \S+ store keeps no (schema|SQL)`, p.stderr.rest())
+	require.Regexp(t, `^tenure: the \S+ store keeps no (schema|SQL)`, p.stderr.rest())
 
 	// A 6-second lease: these run beside the chaos cells on two cores, and
 	// a 2-second one was lost there once for want of CPU (the kill

@@ -611,7 +611,7 @@ func TestExitCodes(t *testing.T) {
 		p := run(t, testEnv(t), "run", "--name", "job", "--store", "postgres://u:Sup3rSecret@"+proxy.Addr()+"/db?sslmode=disable", "--", "true")
 		require.Equal(t, cli.ExitUnavailable, p.code)
 		errs := p.stderr.rest()
-		require.Regexp(t, `^tenure: storeurl: cannot reach PostgreSQL at postgres://u:xxxxx@`, errs)
+		require.Regexp(t, `^tenure: cannot reach PostgreSQL at postgres://u:xxxxx@`, errs)
 		require.NotContains(t, errs, "Sup3rSecret")
 	})
 

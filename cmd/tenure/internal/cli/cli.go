@@ -9,9 +9,11 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -150,10 +152,12 @@ func (e *env) main(ctx context.Context, args []string) int {
 	}
 	name := args[0]
 	switch name {
-	case "-h", "-help", "--help":
+	case "-h", "--help":
 		name = "help"
-	case "-version", "--version":
+	case "--version":
 		name = "version"
+	case "-help", "-version":
+		return e.exit(usagef("", "%s", longFlagMessage(name)))
 	}
 	cmd, ok := commandTable()[name]
 	if !ok {
@@ -167,13 +171,16 @@ func (e *env) main(ctx context.Context, args []string) int {
 		return e.exit(act(ctx, e, args[1:]))
 	}
 	global.define(fs)
+	if err := singleDash(fs, args[1:], cmd.interspersed); err != nil {
+		return e.exit(usagef(name, "%v", err))
+	}
 	pos, err := parseArgs(fs, args[1:], cmd.interspersed)
 	if errors.Is(err, flag.ErrHelp) {
 		fmt.Fprint(e.stdout, commandHelp(name, cmd))
 		return ExitOK
 	}
 	if err != nil {
-		return e.exit(usagef(name, "%v", err))
+		return e.exit(usagef(name, "%s", flagMessage(err)))
 	}
 	e.logger = global.logger(e.stderr)
 	e.reports = global.reports(e.stderr)
@@ -212,6 +219,57 @@ func parseArgs(fs *flag.FlagSet, args []string, interspersed bool) ([]string, er
 		args = rest[1:]
 	}
 }
+
+// singleDash refuses a long flag written with one dash (-store for
+// --store), which the flag package would take: the documentation writes
+// long flags with two, and one dash is for the one-letter flags (-v, -h).
+// It reads args as parseArgs does, skipping the values of flags.
+func singleDash(fs *flag.FlagSet, args []string, interspersed bool) error {
+	for i := 0; i < len(args); i++ {
+		arg := args[i]
+		if arg == "--" {
+			return nil
+		}
+		if len(arg) < 2 || arg[0] != '-' {
+			if !interspersed {
+				return nil
+			}
+			continue
+		}
+		dashes := 1
+		if arg[1] == '-' {
+			dashes = 2
+		}
+		name, _, hasValue := strings.Cut(arg[dashes:], "=")
+		if dashes == 1 && utf8.RuneCountInString(name) > 1 {
+			return errors.New(longFlagMessage(arg))
+		}
+		if f := fs.Lookup(name); f != nil && !hasValue && !isBoolFlag(f) {
+			i++ // its value follows
+		}
+	}
+	return nil
+}
+
+// longFlagMessage refuses arg, a long flag written with one dash, naming
+// the flag but not its value (a store URL's password, say).
+func longFlagMessage(arg string) string {
+	name, _, _ := strings.Cut(strings.TrimPrefix(arg, "-"), "=")
+	return fmt.Sprintf("-%s is written --%s: long flags take two dashes", name, name)
+}
+
+func isBoolFlag(f *flag.Flag) bool {
+	b, ok := f.Value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
+}
+
+// flagMessage renders an error of the flag package naming flags as the
+// documentation writes them: --name, not -name.
+func flagMessage(err error) string {
+	return flagName.ReplaceAllString(err.Error(), "${1}--$2")
+}
+
+var flagName = regexp.MustCompile(`(flag |defined: |argument: | for )-([^-\s:][^\s:]+)`)
 
 // usageError is a mistake in the command line.
 type usageError struct {
@@ -289,17 +347,18 @@ func (e *env) errorf(format string, args ...any) {
 	fmt.Fprintf(e.stderr, "tenure: %s\n", message(fmt.Errorf(format, args...)))
 }
 
-// message renders err on one line without a repeated "tenure: " prefix.
+// message renders err on one line without the "tenure: " and
+// "storeurl: " prefixes of the errors it wraps (errorf prefixes the line
+// once), nor the text of store.ErrInvalid, which says nothing the rest of
+// the message does not.
 func message(err error) string {
 	msg := strings.Join(strings.Fields(err.Error()), " ")
-	for {
-		rest, ok := strings.CutPrefix(msg, "tenure: ")
-		if !ok {
-			return msg
-		}
-		msg = rest
-	}
+	return innerPrefix.ReplaceAllString(msg, "$1")
 }
+
+// innerPrefix matches the package prefixes a wrapped error brings along,
+// at the start of the message or of a wrapped part.
+var innerPrefix = regexp.MustCompile(`(^|: )(?:(?:tenure|storeurl): |invalid argument: )+`)
 
 // durationValue is a flag holding a non-negative duration, with an error
 // that says how to write one.

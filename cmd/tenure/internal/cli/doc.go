@@ -99,13 +99,16 @@
 // # Exit codes
 //
 //	0    success; under run, the command's own exit status passes through
-//	     (128+N when signal N ended it); for owner, the owner is alive
+//	     (128+N when signal N ended it); for owner, the owner is alive;
+//	     for release, the lease is not held or does not exist
 //	1    any other error; for demo, the story did not come out as it must;
 //	     for doctor, a check failed (an unreachable store included)
 //	3    owner: the resource has no owner
 //	4    owner: the resource's owner is dead; do not place it elsewhere
-//	64   usage: unknown command or flag, bad duration, name or store URL,
-//	     a --grace that does not fit --ttl, a --ttl below the store's
+//	64   usage: unknown command or flag (or a long flag with one dash,
+//	     -store for --store), bad duration, name, store URL (one the
+//	     server refuses: user, password, database) or --health/--http
+//	     address, a --grace that does not fit --ttl, a --ttl below the store's
 //	     minimum, agents or owner on a store other than PostgreSQL
 //	     (EX_USAGE)
 //	69   the store could not be opened or reached (EX_UNAVAILABLE)

@@ -156,3 +156,17 @@ func (h *health) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(code)
 	fmt.Fprintln(w, why)
 }
+
+// checkListenAddr refuses an address flag's value a listener could never
+// take: not host:port, or a port that is not a number from 0 to 65535.
+// Whether the port is free is the listener's to find out.
+func checkListenAddr(flagName, addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%s %q is not host:port, as in 127.0.0.1:8080 or :8080", flagName, addr)
+	}
+	if _, err := net.LookupPort("tcp", port); err != nil {
+		return fmt.Errorf("%s %q: the port %q is not a number from 0 to 65535", flagName, addr, port)
+	}
+	return nil
+}

@@ -37,6 +37,9 @@ func (g *globalFlags) parseGlobal(args []string) ([]string, error) {
 		if !strings.HasPrefix(arg, "-") || (name != flagVerbose && name != flagLogFormat) {
 			break
 		}
+		if len(name) > 1 && !strings.HasPrefix(arg, "--") {
+			return nil, usagef("", "%s", longFlagMessage(arg))
+		}
 		n++
 		if name == flagLogFormat && !hasValue {
 			n++ // its value follows
@@ -47,7 +50,7 @@ func (g *globalFlags) parseGlobal(args []string) ([]string, error) {
 	fs.SetOutput(io.Discard)
 	g.define(fs)
 	if err := fs.Parse(args[:n]); err != nil {
-		return nil, usagef("", "%v", err)
+		return nil, usagef("", "%s", flagMessage(err))
 	}
 	return args[n:], nil
 }

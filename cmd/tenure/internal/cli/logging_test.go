@@ -20,10 +20,10 @@ func TestGlobalFlagsRefuseBadInput(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"BadFormatFirst", []string{"--log-format", "xml", "version"}, `invalid value "xml" for flag -log-format: "xml" is not a log format; use json or text (see ` + "`tenure help`)"},
+		{"BadFormatFirst", []string{"--log-format", "xml", "version"}, `invalid value "xml" for flag --log-format: "xml" is not a log format; use json or text (see ` + "`tenure help`)"},
 		{"BadFormatEquals", []string{"--log-format=yaml", "status", "--store", db}, `"yaml" is not a log format; use json or text`},
-		{"BadFormatAfterCommand", []string{"run", "--log-format", "xml", "--name", "x", "--store", db, "--", "true"}, `run: invalid value "xml" for flag -log-format`},
-		{"FormatWithoutValue", []string{"--log-format"}, "flag needs an argument: -log-format"},
+		{"BadFormatAfterCommand", []string{"run", "--log-format", "xml", "--name", "x", "--store", db, "--", "true"}, `run: invalid value "xml" for flag --log-format`},
+		{"FormatWithoutValue", []string{"--log-format"}, "flag needs an argument: --log-format"},
 		{"BadVerbose", []string{"-v=loud", "version"}, `invalid boolean value "loud" for -v`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -68,6 +68,9 @@ check refuse it at once, since its chain moved on). tenure history records
 SQLite); a forced release without --now shows there as the next holder's
 takeover at the expiry.
 
+A lease that is not held, or does not exist, is left as it is: release
+says so on standard output and exits 0, as nobody holds it either way.
+
 Without --store and TENURE_STORE, release uses this host's SQLite file
 (saying so on standard error when that call creates the file); an empty
 --store or TENURE_STORE is refused (exit 64).`,
@@ -136,7 +139,8 @@ func (o *releaseOptions) run(ctx context.Context, e *env, args []string) error {
 		rec, err := opened.Store.Get(sctx, name)
 		cancel()
 		if errors.Is(err, store.ErrNotFound) {
-			return fmt.Errorf("lease %q does not exist in %s; nothing to release", name, opened.Target.Display)
+			fmt.Fprintf(e.stdout, "lease %q does not exist in %s; nothing to release\n", name, opened.Target.Display)
+			return nil
 		}
 		if err != nil {
 			return opened.Target.Wrap(err)

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -284,6 +285,11 @@ func (o *runOptions) config(args []string) (tenure.Config, error) {
 	if err := store.ValidatePayload(o.payload); err != nil {
 		return tenure.Config{}, usagef("run", "--payload: %s", message(err))
 	}
+	if o.health != "" {
+		if err := checkListenAddr("--health", o.health); err != nil {
+			return tenure.Config{}, usagef("run", "%v", err)
+		}
+	}
 	label := o.label
 	if label == "" {
 		if h, err := os.Hostname(); err == nil && h != "" {
@@ -297,7 +303,7 @@ func (o *runOptions) config(args []string) (tenure.Config, error) {
 		cfg.Grace = *o.ttl / 4
 	}
 	if err := validate(cfg); err != nil {
-		return tenure.Config{}, usagef("run", "--ttl %s, --grace %s, --label %q: %s", cfg.TTL, cfg.Grace, cfg.Label, message(err))
+		return tenure.Config{}, usagef("run", "%s", configMessage(err))
 	}
 	return cfg, nil
 }
@@ -310,6 +316,43 @@ func validate(cfg tenure.Config) error {
 	_, err := tenure.New(unopened{}, cfg)
 	return err
 }
+
+// configMessage renders an error of [tenure.Config.Validate] in the terms
+// of run's flags: --grace where the library says Grace.
+func configMessage(err error) string {
+	msg := message(err)
+	var b strings.Builder
+	prev := 0
+	for _, q := range append(quoted.FindAllStringIndex(msg, -1), []int{len(msg), len(msg)}) {
+		// Outside the quoted values (a --label as typed) only.
+		b.WriteString(configField.ReplaceAllStringFunc(msg[prev:q[0]], func(f string) string {
+			name, value, ok := strings.Cut(f, " (")
+			flagged := configFlags[name]
+			if ok && strings.HasPrefix(flagged, "--") {
+				return flagged + " " + strings.TrimSuffix(value, ")")
+			}
+			return flagged + f[len(name):]
+		}))
+		b.WriteString(msg[q[0]:q[1]])
+		prev = q[1]
+	}
+	return b.String()
+}
+
+// configFlags names the run flag of each Config field a message may name;
+// the others (the renew interval, TTL/3) run sets itself.
+var configFlags = map[string]string{
+	"TTL":             "--ttl",
+	"Grace":           "--grace",
+	"Label":           "--label",
+	"ProgressTimeout": "--progress-timeout",
+	"RenewInterval":   "the renew interval",
+}
+
+// quoted matches a %q-quoted value in a message.
+var quoted = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
+
+var configField = regexp.MustCompile(`\b(?:TTL|Grace|Label|ProgressTimeout|RenewInterval)\b(?: \([^)]*\))?`)
 
 func (o *runOptions) run(ctx context.Context, e *env, args []string) error {
 	cfg, err := o.config(args)

@@ -84,8 +84,8 @@ func (o *serveOptions) run(ctx context.Context, e *env, names []string) error {
 	case *o.healthyWithin <= *o.interval:
 		return usagef("serve", "--healthy-within (%s) must be greater than --interval (%s)", *o.healthyWithin, *o.interval)
 	}
-	if _, _, err := net.SplitHostPort(o.addr); err != nil {
-		return usagef("serve", "--http %q is not host:port: %v", o.addr, err)
+	if err := checkListenAddr("--http", o.addr); err != nil {
+		return usagef("serve", "%v", err)
 	}
 	for _, n := range names {
 		if err := store.ValidateName(n); err != nil {

@@ -135,10 +135,12 @@ func randomHex(n int) string {
 // callTimeout bounds one store call of a check.
 const callTimeout = 10 * time.Second
 
-// Unreachable is the finding for a store that could not be opened.
+// Unreachable is the finding for a store that could not be opened. Its
+// detail is err's message without the "storeurl: " prefix: the finding
+// names the check, not the package.
 func Unreachable(display string, err error) Finding {
 	return Finding{Check: CheckReachable, Status: Fail,
-		Detail: err.Error(),
+		Detail: strings.TrimPrefix(err.Error(), "storeurl: "),
 		Fix:    fmt.Sprintf("check that the server behind %s runs and that this host can reach it (address, port, firewall, credentials), then run doctor again", display)}
 }
 

@@ -31,8 +31,9 @@
 // # Errors
 //
 // The errors of [Open] match [store.ErrInvalid] (bad input, a file that
-// cannot be read) or [store.ErrUnavailable] (the store could not be opened
-// or reached), or are the store's own (a NATS bucket not yet created
+// cannot be read, a PostgreSQL or MySQL server that refuses the URL's
+// user, password, database or parameter) or [store.ErrUnavailable] (the store
+// could not be opened or reached), or are the store's own (a NATS bucket not yet created
 // matches [store.ErrNotMigrated]) passed through [storeurl.Target.Wrap].
 // Every message of this package is redacted, on one line, and begins with
 // "storeurl: ", as the parser's do: the user sees one prefix for every

@@ -3,6 +3,7 @@ package storeopen
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"time"
 
@@ -59,6 +60,9 @@ func openMySQL(ctx context.Context, t storeurl.Target, timeout time.Duration) (*
 	defer cancel()
 	if err := db.PingContext(pctx); err != nil {
 		_ = db.Close()
+		if me, ok := errors.AsType[*mysql.MySQLError](err); ok && !mysqlUnavailable(me.Number) {
+			return nil, storeurl.Errorf(store.ErrInvalid, nil, "storeurl: store URL %s: MySQL refused the connection: %s; check the URL's user, password and database", t.Display, t.Redact(me.Error()))
+		}
 		return nil, storeurl.Errorf(store.ErrUnavailable, nil, "storeurl: cannot reach MySQL at %s: %s", t.Display, t.Wrap(err))
 	}
 	st, err := mysqlstore.New(db, stCfg)
@@ -105,4 +109,17 @@ func mysqlGrantSQL(t storeurl.Target, account string) (string, error) {
 		return "", storeurl.Errorf(store.ErrInvalid, err, "storeurl: %v", err)
 	}
 	return s, nil
+}
+
+// mysqlUnavailable reports whether a server's refusal to connect, by its
+// error number, may pass on its own: too many connections (1040, 1203),
+// the server shutting down (1053), this host blocked after failed
+// connects (1129). Any other refusal (access denied, an unknown database)
+// is the URL's to fix.
+func mysqlUnavailable(number uint16) bool {
+	switch number {
+	case 1040, 1053, 1129, 1203:
+		return true
+	}
+	return false
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/tenure-dev/tenure/store"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tenure-dev/tenure/cmd/tenure/internal/storeurl"
@@ -265,9 +266,22 @@ func openPostgres(ctx context.Context, t storeurl.Target, timeout time.Duration)
 		if pe, ok := errors.AsType[*pgstore.PoolerError](err); ok {
 			return nil, poolerError(t, pe)
 		}
+		if pe, ok := errors.AsType[*pgconn.PgError](err); ok && !pgUnavailable(pe.Code) {
+			return nil, storeurl.Errorf(store.ErrInvalid, nil, "storeurl: store URL %s: PostgreSQL refused the connection: %s (SQLSTATE %s); check the URL's user, password, database and parameters", t.Display, t.Redact(pe.Message), pe.Code)
+		}
 		return nil, storeurl.Errorf(store.ErrUnavailable, nil, "storeurl: cannot reach PostgreSQL at %s: %s", t.Display, t.Wrap(err))
 	}
 	return &Opened{Target: t, Store: st, pg: st, pool: pool}, nil
+}
+
+// pgUnavailable reports whether a server's refusal to connect, by its
+// SQLSTATE, may pass on its own: a connection exception (08), too many
+// connections or another lack of resources (53), a server starting or
+// shutting down (57). Any other refusal (authentication, an unknown
+// database or parameter) is the URL's to fix.
+func pgUnavailable(code string) bool {
+	class := code[:min(2, len(code))]
+	return class == "08" || class == "53" || class == "57"
 }
 
 // poolerError says what to add to the URL of a store that goes through a

@@ -102,7 +102,7 @@ func TestPostgresTLS(t *testing.T) {
 		t.Parallel()
 		raw := fmt.Sprintf("postgres://%s@127.0.0.1:%d/postgres?sslmode=disable&passfile=%s", testserver.PostgresTLSPasswordUser, pg.Port, url.QueryEscape(passfile(t, pg.Password)))
 		err := openTLS(t, raw)
-		require.ErrorIs(t, err, store.ErrUnavailable)
+		require.ErrorIs(t, err, store.ErrInvalid, "the server refused the connection for the URL's sake")
 		require.ErrorContains(t, err, "no encryption")
 	})
 	t.Run("UnknownCA", func(t *testing.T) {
@@ -118,13 +118,13 @@ func TestPostgresTLS(t *testing.T) {
 		const wrong = "Wr0ngPassw0rdSecret"
 		raw := pwUser + "&passfile=" + url.QueryEscape(passfile(t, wrong))
 		err := openTLS(t, raw)
-		require.ErrorIs(t, err, store.ErrUnavailable)
+		require.ErrorIs(t, err, store.ErrInvalid)
 		require.ErrorContains(t, err, "password authentication failed")
 		requireHidden(t, raw, err, wrong)
 
 		inURL := strings.Replace(pwUser, "@", ":"+wrong+"@", 1)
 		err = openTLS(t, inURL)
-		require.ErrorIs(t, err, store.ErrUnavailable)
+		require.ErrorIs(t, err, store.ErrInvalid)
 		requireHidden(t, inURL, err, wrong)
 	})
 	t.Run("ClientCertificate", func(t *testing.T) {
@@ -135,20 +135,20 @@ func TestPostgresTLS(t *testing.T) {
 	t.Run("ClientCertificateRequired", func(t *testing.T) {
 		t.Parallel()
 		err := openTLS(t, certUser)
-		require.ErrorIs(t, err, store.ErrUnavailable)
+		require.ErrorIs(t, err, store.ErrInvalid)
 	})
 	t.Run("ClientCertificateOfAnotherUser", func(t *testing.T) {
 		t.Parallel()
 		c := ca.Client(t, "mallory")
 		err := openTLS(t, certUser+"&sslcert="+url.QueryEscape(c.CertFile)+"&sslkey="+url.QueryEscape(c.KeyFile))
-		require.ErrorIs(t, err, store.ErrUnavailable)
+		require.ErrorIs(t, err, store.ErrInvalid)
 		require.ErrorContains(t, err, "certificate authentication failed")
 	})
 	t.Run("ClientCertificateOfAnotherCA", func(t *testing.T) {
 		t.Parallel()
 		c := testca.New(t).Client(t, testserver.PostgresTLSCertUser)
 		err := openTLS(t, certUser+"&sslcert="+url.QueryEscape(c.CertFile)+"&sslkey="+url.QueryEscape(c.KeyFile))
-		require.ErrorIs(t, err, store.ErrUnavailable)
+		require.ErrorIs(t, err, store.ErrInvalid)
 	})
 }
 
