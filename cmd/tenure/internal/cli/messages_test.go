@@ -31,6 +31,7 @@ func TestMessages(t *testing.T) {
 	}{
 		{"HealthNotHostPort", []string{"run", "--store", db, "--name", "a", "--health", "bogus", "--", "true"}, ExitUsage, "--health"},
 		{"HealthBadPort", []string{"run", "--store", db, "--name", "a", "--health", ":99999", "--", "true"}, ExitUsage, "--health"},
+		{"MetricsNotHostPort", []string{"run", "--store", db, "--name", "a", "--metrics", "bogus", "--", "true"}, ExitUsage, "--metrics"},
 		{"HTTPBadPort", []string{"serve", "--store", db, "--http", ":99999"}, ExitUsage, "--http"},
 		{"SingleDashStore", []string{"status", "-store", db}, ExitUsage, "--store"},
 		{"SingleDashName", []string{"run", "--store", db, "-name", "a", "--", "true"}, ExitUsage, "--name"},

@@ -285,8 +285,11 @@ func (o *runOptions) config(args []string) (tenure.Config, error) {
 	if err := store.ValidatePayload(o.payload); err != nil {
 		return tenure.Config{}, usagef("run", "--payload: %s", message(err))
 	}
-	if o.health != "" {
-		if err := checkListenAddr("--health", o.health); err != nil {
+	for flagName, addr := range map[string]string{"--health": o.health, "--metrics": o.metrics} {
+		if addr == "" {
+			continue
+		}
+		if err := checkListenAddr(flagName, addr); err != nil {
 			return tenure.Config{}, usagef("run", "%v", err)
 		}
 	}
