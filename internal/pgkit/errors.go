@@ -38,16 +38,25 @@ type Interpreter struct {
 //   - Missing schema, tables, columns or functions (SQLSTATE 3F000, 42P01,
 //     42703, 42883) match [store.ErrNotMigrated], when [Interpreter.Migrate]
 //     is set.
+//   - A connection that could not be made, or an error pgx guarantees came
+//     before anything was sent ([pgconn.SafeToRetry]), matches
+//     [store.ErrUnavailable] and says that nothing was applied.
 //   - Server-side errors that say the server cannot serve now ([Unavailable])
-//     and every error that is not the server's (transport, context deadline
-//     or cancellation) match [store.ErrUnavailable]: the call may have been
-//     applied.
+//     and every other error that is not the server's (transport, context
+//     deadline or cancellation) match [store.ErrUnavailable]: the call may
+//     have been applied.
 //   - A cached statement invalidated by a migration matches
 //     [store.ErrUnavailable] too: pgx drops its cache and a retry succeeds.
 //   - Any other server error is returned as it is, wrapped with op.
 func (in Interpreter) Error(op string, err error) error {
 	if err == nil {
 		return nil
+	}
+	var connErr *pgconn.ConnectError
+	if errors.As(err, &connErr) || pgconn.SafeToRetry(err) {
+		// No connection, or nothing sent on it: the call was not applied,
+		// whatever Unknown says of calls that reached the server.
+		return fmt.Errorf("%s: %s: %w (nothing was sent, so nothing was applied): %w", in.Owner, op, store.ErrUnavailable, err)
 	}
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) {

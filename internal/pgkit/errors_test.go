@@ -72,6 +72,19 @@ func TestInterpreterWithoutSchema(t *testing.T) {
 	require.Equal(t, "owner: lock: tenure: store unavailable: EOF", got.Error())
 }
 
+// TestConnectionNeverMade: a call whose connection could not be made says
+// that nothing was applied, not that it may have been.
+func TestConnectionNeverMade(t *testing.T) {
+	t.Parallel()
+	_, err := pgconn.Connect(t.Context(), "postgres://nobody@127.0.0.1:1/none?connect_timeout=5")
+	require.Error(t, err, "nothing listens on port 1")
+	got := testErrs.Error("migrate", err)
+	require.ErrorIs(t, got, store.ErrUnavailable)
+	require.ErrorIs(t, got, err, "the cause stays in the chain")
+	require.Contains(t, got.Error(), "owner: migrate: tenure: store unavailable (nothing was sent, so nothing was applied): failed to connect")
+	require.NotContains(t, got.Error(), "may have been applied")
+}
+
 func TestNotAttempted(t *testing.T) {
 	t.Parallel()
 	got := testErrs.NotAttempted("acquire", context.Canceled)
