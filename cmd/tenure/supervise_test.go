@@ -386,6 +386,9 @@ func TestRunSaysHowItTracksTheTree(t *testing.T) {
 
 	cgroup, how := supervise.Mode()
 	if !cgroup {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("no cgroup on this host: %s; CI runs as root with a writable cgroup", how)
+		}
 		t.Skipf("no cgroup on this host: %s", how)
 	}
 	p = run(t, s.env(t), "-v", "run", "--name", "tracked", "--", "sh", "-c", `grep '^0::' /proc/self/cgroup`)
