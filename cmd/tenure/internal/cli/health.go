@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -32,11 +31,9 @@ import (
 // A process that answers 200 while its work is wedged is the liveness
 // probe that lies; /livez and /leaderz ask the progress gate.
 type health struct {
+	*listening
 	name            string
 	progressTimeout time.Duration
-	srv             *http.Server
-	ln              net.Listener
-	wg              sync.WaitGroup
 
 	mu           sync.Mutex
 	lease        *tenure.Lease
@@ -45,28 +42,13 @@ type health struct {
 
 // listenHealth listens on addr; serve starts answering.
 func listenHealth(addr, name string, progressTimeout time.Duration) (*health, error) {
-	ln, err := net.Listen("tcp", addr)
+	h := &health{name: name, progressTimeout: progressTimeout}
+	l, err := listen(addr, h)
 	if err != nil {
 		return nil, err
 	}
-	h := &health{name: name, progressTimeout: progressTimeout, ln: ln}
-	h.srv = &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	h.listening = l
 	return h, nil
-}
-
-// serve answers requests until close.
-func (h *health) serve() {
-	h.wg.Go(func() { _ = h.srv.Serve(h.ln) }) // Serve ends with ErrServerClosed at close.
-}
-
-// close stops answering; a request in flight gets its answer first.
-func (h *health) close() {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	if err := h.srv.Shutdown(ctx); err != nil {
-		_ = h.srv.Close() // A probe that hangs on: cut it.
-	}
-	h.wg.Wait()
 }
 
 // held records the tenure whose health the probes report.

@@ -20,10 +20,8 @@ import (
 // tenure_build_info) and the Go runtime's and the process's, so that a
 // job under a lease is observable without tenure serve.
 type runMetrics struct {
+	*listening
 	obs *metrics.Observer
-	srv *http.Server
-	ln  net.Listener
-	wg  sync.WaitGroup
 }
 
 // listenMetrics listens on addr; serve starts answering.
@@ -34,26 +32,44 @@ func listenMetrics(addr string) (*runMetrics, error) {
 	if err != nil {
 		return nil, err
 	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	l, err := listen(addr, mux)
+	if err != nil {
+		return nil, err
+	}
+	return &runMetrics{listening: l, obs: obs}, nil
+}
+
+// listening is an HTTP server on a listener of its own: run's --health and
+// --metrics.
+type listening struct {
+	srv *http.Server
+	ln  net.Listener
+	wg  sync.WaitGroup
+}
+
+// listen listens on addr for h; serve starts answering.
+func listen(addr string, h http.Handler) (*listening, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	return &runMetrics{obs: obs, ln: ln, srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}}, nil
+	return &listening{ln: ln, srv: &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}}, nil
 }
 
 // serve answers requests until close.
-func (m *runMetrics) serve() {
-	m.wg.Go(func() { _ = m.srv.Serve(m.ln) }) // Serve ends with ErrServerClosed at close.
+func (l *listening) serve() {
+	l.wg.Go(func() { _ = l.srv.Serve(l.ln) }) // Serve ends with ErrServerClosed at close.
 }
 
-// close stops answering; a scrape in flight gets its answer first.
-func (m *runMetrics) close() {
+// close stops answering; a request in flight gets its answer first, one
+// that hangs on is cut after a second.
+func (l *listening) close() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	if err := m.srv.Shutdown(ctx); err != nil {
-		_ = m.srv.Close() // A scrape that hangs on: cut it.
+	if err := l.srv.Shutdown(ctx); err != nil {
+		_ = l.srv.Close()
 	}
-	m.wg.Wait()
+	l.wg.Wait()
 }
