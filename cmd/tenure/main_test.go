@@ -215,6 +215,11 @@ func run(t *testing.T, env []string, args ...string) *proc {
 	p := start(t, env, args...)
 	p.closeStdin()
 	p.wait()
+	// The exit can be seen before the reader has read the pipes to their
+	// end: read on until it has, unless a process the command left behind
+	// holds a pipe open.
+	p.stdout.drain()
+	p.stderr.drain()
 	return p
 }
 
@@ -302,6 +307,17 @@ func (l *lines) started() {
 			}
 		}
 	}()
+}
+
+// drain waits until the reader has read the pipe to its end, at most a
+// few seconds: a process the command left behind may hold it open.
+func (l *lines) drain() {
+	t := time.NewTimer(5 * time.Second)
+	defer t.Stop()
+	select {
+	case <-l.done:
+	case <-t.C:
+	}
 }
 
 // stop ends the reader even if a grandchild still holds the pipe.
