@@ -200,7 +200,7 @@ func endpoints(hosts, defaultPort, display string) ([]string, error) {
 	var eps []string
 	for h := range strings.SplitSeq(hosts, ",") {
 		if h == "" {
-			return nil, Errorf(store.ErrInvalid, nil, "storeurl: store URL %s has an empty endpoint; separate HOST:PORT endpoints with single commas", display)
+			return nil, Errorf(store.ErrInvalid, nil, "storeurl: store URL %q has an empty endpoint; separate HOST:PORT endpoints with single commas", display)
 		}
 		if !strings.Contains(h, ":") || (strings.HasPrefix(h, "[") && strings.HasSuffix(h, "]")) {
 			h += ":" + defaultPort
@@ -215,7 +215,7 @@ func endpoints(hosts, defaultPort, display string) ([]string, error) {
 			}
 		}
 		if err != nil {
-			return nil, Errorf(store.ErrInvalid, nil, "storeurl: store URL %s: endpoint %q is not HOST:PORT: %v", display, h, err)
+			return nil, Errorf(store.ErrInvalid, nil, "storeurl: store URL %q: endpoint %q is not HOST:PORT: %v", display, h, err)
 		}
 		eps = append(eps, net.JoinHostPort(host, port))
 	}
