@@ -5,9 +5,15 @@
 // move. It is tested against kube-apiserver 1.37 over etcd.
 //
 //	cfg, err := rest.InClusterConfig() // or clientcmd, from a kubeconfig
-//	cs, err := coordinationv1.NewForConfig(cfg)
-//	st, err := k8sstore.New(cs.Leases("jobs"), k8sstore.Config{})
+//	leases, err := k8sstore.NewLeases(cfg, "jobs")
+//	st, err := k8sstore.New(leases, k8sstore.Config{})
 //	client, err := tenure.New(st, tenure.Config{TTL: 30 * time.Second})
+//
+// [NewLeases] talks to the API server through client-go's rest package
+// with a scheme that knows Lease objects only. The typed clientset's
+// Leases (clientset.CoordinationV1().Leases(namespace)) works as well,
+// but its scheme registers every API group: a program that links it
+// compiles about 150 packages more.
 //
 // # Objects
 //
