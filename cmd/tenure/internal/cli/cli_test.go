@@ -252,7 +252,7 @@ func TestVersion(t *testing.T) {
 	t.Parallel()
 	o := cli(t, "version")
 	require.Equal(t, ExitOK, o.code)
-	require.Regexp(t, `^tenure \S+ go\S+ \w+/\w+\n$`, o.stdout)
+	require.Regexp(t, `^tenure \S+ \(commit [^)]+\) go\S+ \w+/\w+\n$`, o.stdout)
 	require.Equal(t, o, cli(t, "--version"))
 }
 
