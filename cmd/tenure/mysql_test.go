@@ -9,7 +9,7 @@ import (
 
 	"github.com/tenure-dev/tenure/cmd/tenure/internal/cli"
 	"github.com/tenure-dev/tenure/cmd/tenure/internal/storeurl"
-	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testserver/mysqlserver"
 	"github.com/tenure-dev/tenure/store/mysqlstore"
 )
 
@@ -66,10 +66,10 @@ func TestMySQLStore(t *testing.T) {
 // URL naming them (not yet migrated) and their configuration.
 func mysqlURL(t *testing.T) (*url.URL, mysqlstore.Config) {
 	t.Helper()
-	owner := testserver.MySQLDB(t, "")
-	cfg := testserver.MySQLConfig(t)
-	t.Cleanup(func() { testserver.MySQLDrop(t, owner, cfg) })
-	u, err := url.Parse(testserver.MySQLURL())
+	owner := mysqlserver.MySQLDB(t, "")
+	cfg := mysqlserver.MySQLConfig(t)
+	t.Cleanup(func() { mysqlserver.MySQLDrop(t, owner, cfg) })
+	u, err := url.Parse(mysqlserver.MySQLURL())
 	require.NoError(t, err)
 	q := u.Query()
 	q.Set(storeurl.ParamPrefix, cfg.TablePrefix)

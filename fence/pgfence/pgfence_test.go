@@ -16,7 +16,7 @@ import (
 
 	"github.com/tenure-dev/tenure"
 	"github.com/tenure-dev/tenure/fence/pgfence"
-	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testserver/pgserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/store/pgstore"
 )
@@ -41,16 +41,16 @@ type testBundle struct {
 
 func setup(t *testing.T, mode pgx.QueryExecMode) *testBundle {
 	t.Helper()
-	return setupConfig(t, mode, testserver.PostgresConfig(t))
+	return setupConfig(t, mode, pgserver.PostgresConfig(t))
 }
 
 func setupConfig(t *testing.T, mode pgx.QueryExecMode, cfg pgstore.Config) *testBundle {
 	t.Helper()
-	owner := testserver.PostgresPool(t, mode, "")
-	role := testserver.PostgresRole(t, owner)
+	owner := pgserver.PostgresPool(t, mode, "")
+	role := pgserver.PostgresRole(t, owner)
 	b := &testBundle{owner: owner, cfg: cfg}
-	testserver.PostgresSchema(t, owner, b.cfg)
-	testserver.PostgresGrant(t, owner, b.cfg, role)
+	pgserver.PostgresSchema(t, owner, b.cfg)
+	pgserver.PostgresGrant(t, owner, b.cfg, role)
 	b.writes = pgx.Identifier{b.cfg.Schema, "writes"}.Sanitize()
 	_, err := owner.Exec(t.Context(), "CREATE TABLE "+b.writes+" (token bigint NOT NULL, written_at timestamptz NOT NULL DEFAULT clock_timestamp())")
 	require.NoError(t, err)
@@ -63,7 +63,7 @@ func setupConfig(t *testing.T, mode pgx.QueryExecMode, cfg pgstore.Config) *test
 	require.NoError(t, err)
 	_, err = owner.Exec(t.Context(), "SELECT setval($1::regclass, 100)", pgx.Identifier{obj.Schema, obj.TokenSeq}.Sanitize())
 	require.NoError(t, err)
-	b.pool = testserver.PostgresPool(t, mode, role)
+	b.pool = pgserver.PostgresPool(t, mode, role)
 	b.store, err = pgstore.New(b.pool, b.cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, b.store.Close()) })
@@ -359,8 +359,8 @@ func TestFence(t *testing.T) {
 
 	t.Run("NotMigrated", func(t *testing.T) {
 		t.Parallel()
-		owner := testserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")
-		f, err := pgfence.New(testserver.PostgresConfig(t))
+		owner := pgserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")
+		f, err := pgfence.New(pgserver.PostgresConfig(t))
 		require.NoError(t, err)
 		err = f.Fence(t.Context(), owner, "r", 1)
 		require.ErrorIs(t, err, store.ErrNotMigrated)
@@ -584,7 +584,7 @@ func TestCheckLeaseStrict(t *testing.T) {
 // quoting everywhere, including inside the function bodies.
 func TestQuotedNames(t *testing.T) {
 	t.Parallel()
-	b := setupConfig(t, pgx.QueryExecModeCacheStatement, testserver.PostgresWeirdConfig(t))
+	b := setupConfig(t, pgx.QueryExecModeCacheStatement, pgserver.PostgresWeirdConfig(t))
 	ctx := t.Context()
 	require.NoError(t, b.fencer.Fence(ctx, b.pool, "r", 2))
 	requireFenced(t, b.fencer.Fence(ctx, b.pool, "r", 1), "r", 1, 2)
@@ -641,7 +641,7 @@ func TestPlainSQL(t *testing.T) {
 // names of its own.
 func TestDefaultSchema(t *testing.T) {
 	t.Parallel()
-	owner := testserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")
+	owner := pgserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")
 	s, err := pgstore.New(owner, pgstore.Config{})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, s.Close()) })

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tenure-dev/tenure/internal/faultnet"
-	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testserver/consulserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/store/consulstore"
 	"github.com/tenure-dev/tenure/store/storetest"
@@ -26,11 +26,11 @@ const (
 
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	storetest.Run(t, testserver.ConsulHarness{Agent: testserver.SharedConsul(t)})
+	storetest.Run(t, consulserver.ConsulHarness{Agent: consulserver.SharedConsul(t)})
 }
 
 func BenchmarkConformance(b *testing.B) {
-	storetest.Benchmark(b, testserver.ConsulHarness{Agent: testserver.SharedConsul(b)})
+	storetest.Benchmark(b, consulserver.ConsulHarness{Agent: consulserver.SharedConsul(b)})
 }
 
 // bundle is a store on the shared agent, its client, and a lease name
@@ -43,7 +43,7 @@ type bundle struct {
 
 func setup(t *testing.T, cfg consulstore.Config) *bundle {
 	t.Helper()
-	s, client := testserver.ConsulHarness{Agent: testserver.SharedConsul(t), Config: cfg}.New(t)
+	s, client := consulserver.ConsulHarness{Agent: consulserver.SharedConsul(t), Config: cfg}.New(t)
 	return &bundle{store: s, client: client, name: testutil.UniqueName(t)}
 }
 
@@ -377,8 +377,8 @@ func TestNewRefusesBadInput(t *testing.T) {
 // keeps trying until its context ends.
 func TestUnavailableWhenAgentGone(t *testing.T) {
 	t.Parallel()
-	agent := testserver.OwnConsul(t)
-	s, err := consulstore.New(agent.Client(t), consulstore.Config{MinSessionTTL: testserver.ConsulSessionTTLMin})
+	agent := consulserver.OwnConsul(t)
+	s, err := consulstore.New(agent.Client(t), consulstore.Config{MinSessionTTL: consulserver.ConsulSessionTTLMin})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Close() })
 	name := testutil.UniqueName(t)
@@ -421,13 +421,13 @@ func TestUnavailableWhenAgentGone(t *testing.T) {
 // ErrUnavailable.
 func TestDeadlineIsUnavailable(t *testing.T) {
 	t.Parallel()
-	agent := testserver.SharedConsul(t)
+	agent := consulserver.SharedConsul(t)
 	proxy, err := faultnet.Listen(agent.HTTPAddr)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, proxy.Close()) })
-	s, err := consulstore.New(testserver.ConsulClient(t, proxy.Addr()), consulstore.Config{
+	s, err := consulstore.New(consulserver.ConsulClient(t, proxy.Addr()), consulstore.Config{
 		KeyPrefix:     "tenuretest/" + testutil.UniqueName(t) + "/",
-		MinSessionTTL: testserver.ConsulSessionTTLMin,
+		MinSessionTTL: consulserver.ConsulSessionTTLMin,
 	})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Close() })

@@ -17,7 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tenure-dev/tenure"
-	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testserver/consulserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/store/consulstore"
 )
@@ -408,7 +408,7 @@ func TestStrictTxnUnknownOutcomeCostsTenure(t *testing.T) {
 	tr := &http.Transport{Proxy: nil}
 	t.Cleanup(tr.CloseIdleConnections)
 	lossy := &loseTxnReplies{next: tr}
-	cli, err := api.NewClient(&api.Config{Address: testserver.SharedConsul(t).HTTPAddr, Scheme: "http", HttpClient: &http.Client{Transport: lossy}})
+	cli, err := api.NewClient(&api.Config{Address: consulserver.SharedConsul(t).HTTPAddr, Scheme: "http", HttpClient: &http.Client{Transport: lossy}})
 	require.NoError(t, err)
 	writer, err := consulstore.New(cli, b.store.Config())
 	require.NoError(t, err)

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testserver/etcdserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/store/etcdstore"
 )
@@ -32,7 +32,7 @@ type bundle struct {
 	store *etcdstore.Store
 }
 
-func setup(t *testing.T, srv *testserver.Etcd, cfg etcdstore.Config) *bundle {
+func setup(t *testing.T, srv *etcdserver.Etcd, cfg etcdstore.Config) *bundle {
 	t.Helper()
 	cli := srv.Client(t)
 	return &bundle{cli: cli, store: newStore(t, cli, cfg)}
@@ -64,7 +64,7 @@ func waitExpiry(remaining time.Duration) {
 
 func TestNew(t *testing.T) {
 	t.Parallel()
-	cli := testserver.SharedEtcd(t).Client(t)
+	cli := etcdserver.SharedEtcd(t).Client(t)
 
 	_, err := etcdstore.New(nil, etcdstore.Config{})
 	require.ErrorIs(t, err, store.ErrInvalid, "nil client")
@@ -83,7 +83,7 @@ func TestNew(t *testing.T) {
 
 func TestDefaultKeyPrefix(t *testing.T) {
 	t.Parallel()
-	cli := testserver.SharedEtcd(t).Client(t)
+	cli := etcdserver.SharedEtcd(t).Client(t)
 	s, err := etcdstore.New(cli, etcdstore.Config{})
 	require.NoError(t, err)
 	name := testutil.UniqueName(t)
@@ -108,7 +108,7 @@ func TestDefaultKeyPrefix(t *testing.T) {
 
 func TestTTLLimits(t *testing.T) {
 	t.Parallel()
-	b := setup(t, testserver.SharedEtcd(t), etcdstore.Config{})
+	b := setup(t, etcdserver.SharedEtcd(t), etcdstore.Config{})
 	h := testutil.Holder(t, "holder")
 
 	t.Run("AcquireRefused", func(t *testing.T) {
@@ -156,7 +156,7 @@ func TestTTLLimits(t *testing.T) {
 // it keeps the rest.
 func TestRenewLeavesOthers(t *testing.T) {
 	t.Parallel()
-	b := setup(t, testserver.SharedEtcd(t), etcdstore.Config{})
+	b := setup(t, etcdserver.SharedEtcd(t), etcdstore.Config{})
 	h := testutil.Holder(t, "holder")
 	prefix := testutil.UniqueName(t)
 	kept := b.acquire(t, prefix+"_kept", h, longTTL)
@@ -206,7 +206,7 @@ func keyOf(t *testing.T, b *bundle, name string) string {
 // holds, with two TTLs and entries that do not match.
 func TestRenewManyTransactions(t *testing.T) {
 	t.Parallel()
-	b := setup(t, testserver.SharedEtcd(t), etcdstore.Config{MaxTxnOps: 5}) // two leases per transaction
+	b := setup(t, etcdserver.SharedEtcd(t), etcdstore.Config{MaxTxnOps: 5}) // two leases per transaction
 	h := testutil.Holder(t, "holder")
 	prefix := testutil.UniqueName(t)
 	var ps []store.RenewParams
@@ -242,7 +242,7 @@ func TestRenewManyTransactions(t *testing.T) {
 // large is an error that says which setting to change, not a store outage.
 func TestMaxTxnOpsAboveServer(t *testing.T) {
 	t.Parallel()
-	b := setup(t, testserver.SharedEtcd(t), etcdstore.Config{MaxTxnOps: 1000}) // the server allows 128
+	b := setup(t, etcdserver.SharedEtcd(t), etcdstore.Config{MaxTxnOps: 1000}) // the server allows 128
 	h := testutil.Holder(t, "holder")
 	prefix := testutil.UniqueName(t)
 	ps := make([]store.RenewParams, 130)
@@ -263,7 +263,7 @@ func TestMaxTxnOpsAboveServer(t *testing.T) {
 // deleted and the history compacted.
 func TestTokenGrowsAcrossDeletesAndCompaction(t *testing.T) {
 	t.Parallel()
-	srv := testserver.OwnEtcd(t) // compaction would disturb the watches of other tests
+	srv := etcdserver.OwnEtcd(t) // compaction would disturb the watches of other tests
 	prefix := "tenure-test/" + testutil.UniqueName(t) + "/"
 	b := setup(t, srv, etcdstore.Config{KeyPrefix: prefix})
 	name := testutil.UniqueName(t)
@@ -292,7 +292,7 @@ func TestTokenGrowsAcrossDeletesAndCompaction(t *testing.T) {
 // TestIsOwner checks the fence etcd users put in their own transactions.
 func TestIsOwner(t *testing.T) {
 	t.Parallel()
-	b := setup(t, testserver.SharedEtcd(t), etcdstore.Config{})
+	b := setup(t, etcdserver.SharedEtcd(t), etcdstore.Config{})
 	// write makes a write to key fenced by the tenure name/token and
 	// reports whether it was accepted.
 	write := func(t *testing.T, key, name string, token store.Token) bool {
@@ -361,7 +361,7 @@ func TestIsOwner(t *testing.T) {
 // tenure's token is greater.
 func TestServerDown(t *testing.T) {
 	t.Parallel()
-	srv := testserver.OwnEtcd(t)
+	srv := etcdserver.OwnEtcd(t)
 	b := setup(t, srv, etcdstore.Config{})
 	name := testutil.UniqueName(t)
 	h := testutil.Holder(t, "holder")
@@ -401,7 +401,7 @@ func TestServerDown(t *testing.T) {
 
 func TestListen(t *testing.T) {
 	t.Parallel()
-	b := setup(t, testserver.SharedEtcd(t), etcdstore.Config{})
+	b := setup(t, etcdserver.SharedEtcd(t), etcdstore.Config{})
 
 	t.Run("NilNotify", func(t *testing.T) {
 		t.Parallel()

@@ -11,12 +11,13 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testserver/etcdserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/store/etcdstore"
 	"github.com/tenure-dev/tenure/store/storetest"
 )
 
-func TestMain(m *testing.M) { testserver.Main(m, testserver.Servers{Etcd: true}) }
+func TestMain(m *testing.M) { testserver.Main(m, etcdserver.Shared) }
 
 // expiryLag is how much later than the remaining time it reported etcd may
 // expire a lease: its lessor looks for expired leases every 500 ms, then
@@ -26,12 +27,12 @@ const expiryLag = time.Second
 // harness gives the conformance suite stores under fresh key prefixes of
 // the shared server, each with a client of its own.
 type harness struct {
-	srv  *testserver.Etcd
+	srv  *etcdserver.Etcd
 	base *clientv3.Client // for the round trip benchmarks compare with
 }
 
 func newHarness(tb testing.TB) harness {
-	srv := testserver.SharedEtcd(tb)
+	srv := etcdserver.SharedEtcd(tb)
 	return harness{srv: srv, base: srv.Client(tb)}
 }
 

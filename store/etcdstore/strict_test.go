@@ -19,7 +19,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/tenure-dev/tenure"
-	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testserver/etcdserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/store/etcdstore"
 )
@@ -52,7 +52,7 @@ type strictBundle struct {
 func setupStrict(t *testing.T) *strictBundle {
 	t.Helper()
 	prefix := "tenure-test/" + testutil.UniqueName(t) + "/"
-	b := setup(t, testserver.SharedEtcd(t), etcdstore.Config{KeyPrefix: prefix})
+	b := setup(t, etcdserver.SharedEtcd(t), etcdstore.Config{KeyPrefix: prefix})
 	data := "tenure-data/" + testutil.UniqueName(t) + "/"
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(t.Context()), 5*time.Second)
@@ -393,7 +393,7 @@ func TestStrictTxnUnknownOutcomeCostsTenure(t *testing.T) {
 		return status.Error(codes.Unavailable, "the reply was lost")
 	}
 	cli, err := clientv3.New(clientv3.Config{
-		Endpoints:   []string{testserver.SharedEtcd(t).Endpoint},
+		Endpoints:   []string{etcdserver.SharedEtcd(t).Endpoint},
 		DialTimeout: eventTimeout,
 		Logger:      zap.NewNop(),
 		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(loseTxnReplies)},

@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tenure-dev/tenure/internal/pgkit"
-	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testserver/pgserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/store/pgstore"
 )
@@ -33,14 +33,14 @@ type trustBundle struct {
 
 func setupRole(t *testing.T, grant func(pgstore.Config, string) (string, error)) *trustBundle {
 	t.Helper()
-	b := &trustBundle{owner: testserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, ""), cfg: testserver.PostgresWeirdConfig(t)}
-	testserver.PostgresSchema(t, b.owner, b.cfg)
-	b.role = testserver.PostgresRole(t, b.owner)
+	b := &trustBundle{owner: pgserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, ""), cfg: pgserver.PostgresWeirdConfig(t)}
+	pgserver.PostgresSchema(t, b.owner, b.cfg)
+	b.role = pgserver.PostgresRole(t, b.owner)
 	grants, err := grant(b.cfg, b.role)
 	require.NoError(t, err)
 	_, err = b.owner.Exec(t.Context(), grants)
 	require.NoError(t, err)
-	b.pool = testserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, b.role)
+	b.pool = pgserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, b.role)
 	b.obj, err = b.cfg.Objects()
 	require.NoError(t, err)
 	b.store = newStore(t, b.pool, b.cfg)
@@ -197,9 +197,9 @@ func TestReadOnlyRole(t *testing.T) {
 // once granted what GrantSQL prints now.
 func TestUpgradeRevokesDirectWrites(t *testing.T) {
 	t.Parallel()
-	owner := testserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")
-	cfg := testserver.PostgresWeirdConfig(t)
-	t.Cleanup(func() { testserver.PostgresDropSchema(t, owner, cfg.Schema) })
+	owner := pgserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")
+	cfg := pgserver.PostgresWeirdConfig(t)
+	t.Cleanup(func() { pgserver.PostgresDropSchema(t, owner, cfg.Schema) })
 	obj, err := cfg.Objects()
 	require.NoError(t, err)
 	ident := func(name string) string { return pgx.Identifier{obj.Schema, name}.Sanitize() }
@@ -207,13 +207,13 @@ func TestUpgradeRevokesDirectWrites(t *testing.T) {
 	ctx := t.Context()
 	require.NoError(t, pgstore.MigrateTo(ctx, ownerStore, 2))
 
-	role := testserver.PostgresRole(t, owner)
+	role := pgserver.PostgresRole(t, owner)
 	r := pgx.Identifier{role}.Sanitize()
 	_, err = owner.Exec(ctx, "GRANT USAGE ON SCHEMA "+pgx.Identifier{obj.Schema}.Sanitize()+" TO "+r+"; "+
 		"GRANT SELECT, INSERT, UPDATE ON TABLE "+ident(obj.Leases)+", "+ident(obj.Fences)+" TO "+r+"; "+
 		"GRANT USAGE ON SEQUENCE "+ident(obj.TokenSeq)+" TO "+r)
 	require.NoError(t, err, "the grants of the older library")
-	pool := testserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, role)
+	pool := pgserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, role)
 	var before int64
 	require.NoError(t, pool.QueryRow(ctx, "SELECT nextval($1::regclass)", ident(obj.TokenSeq)).Scan(&before))
 	_, err = pool.Exec(ctx, "INSERT INTO "+ident(obj.Leases)+
@@ -288,9 +288,9 @@ ORDER BY p.proname`, pgx.Identifier{b.obj.Schema}.Sanitize())
 // empty payload.
 func TestUpgradeKeepsPayloadGrants(t *testing.T) {
 	t.Parallel()
-	owner := testserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")
-	cfg := testserver.PostgresWeirdConfig(t)
-	t.Cleanup(func() { testserver.PostgresDropSchema(t, owner, cfg.Schema) })
+	owner := pgserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")
+	cfg := pgserver.PostgresWeirdConfig(t)
+	t.Cleanup(func() { pgserver.PostgresDropSchema(t, owner, cfg.Schema) })
 	obj, err := cfg.Objects()
 	require.NoError(t, err)
 	ident := func(name string) string { return pgx.Identifier{obj.Schema, name}.Sanitize() }
@@ -301,7 +301,7 @@ func TestUpgradeKeepsPayloadGrants(t *testing.T) {
 	require.NoError(t, err, "a lease taken before the upgrade")
 
 	getOld, listOld := obj.TablePrefix+"get", obj.TablePrefix+"list" // the names of 003
-	writer, reader := testserver.PostgresRole(t, owner), testserver.PostgresRole(t, owner)
+	writer, reader := pgserver.PostgresRole(t, owner), pgserver.PostgresRole(t, owner)
 	w, r := pgx.Identifier{writer}.Sanitize(), pgx.Identifier{reader}.Sanitize()
 	_, err = owner.Exec(ctx, "GRANT USAGE ON SCHEMA "+pgx.Identifier{obj.Schema}.Sanitize()+" TO "+w+", "+r+"; "+
 		"GRANT EXECUTE ON FUNCTION "+ident(obj.AcquireFunc)+"(text, text, text, bigint), "+
@@ -311,7 +311,7 @@ func TestUpgradeKeepsPayloadGrants(t *testing.T) {
 	require.NoError(t, err, "the grants of 004")
 
 	require.NoError(t, ownerStore.Migrate(ctx))
-	ws := newStore(t, testserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, writer), cfg)
+	ws := newStore(t, pgserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, writer), cfg)
 	g, err := ws.Acquire(ctx, store.AcquireParams{Name: "new", Holder: testutil.Holder(t, "a"), TTL: time.Minute, Payload: "db-1:5432"})
 	require.NoError(t, err, "the writer keeps acquire")
 	require.Equal(t, "db-1:5432", g.Payload)
@@ -329,7 +329,7 @@ func TestUpgradeKeepsPayloadGrants(t *testing.T) {
 	require.Equal(t, store.StateHeld, old.State)
 	require.Empty(t, old.Payload, "a lease from before the upgrade has no payload")
 
-	rs := newStore(t, testserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, reader), cfg)
+	rs := newStore(t, pgserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, reader), cfg)
 	all, err := rs.List(ctx)
 	require.NoError(t, err, "the reader keeps list")
 	require.Len(t, all, 4)

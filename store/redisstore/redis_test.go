@@ -20,7 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tenure-dev/tenure/internal/faultnet"
-	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testserver/redisserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/store/redisstore"
 )
@@ -39,8 +39,8 @@ type testBundle struct {
 // keys are deleted when the test ends.
 func setup(t *testing.T) *testBundle {
 	t.Helper()
-	c := testserver.RedisClient(t)
-	s := newStore(t, c, testserver.RedisPrefix(t, c))
+	c := redisserver.RedisClient(t)
+	s := newStore(t, c, redisserver.RedisPrefix(t, c))
 	return &testBundle{client: c, store: s, keys: s.Keys()}
 }
 
@@ -214,10 +214,10 @@ func (l *commandLog) take() []string {
 
 func TestRenewIsOneRoundTrip(t *testing.T) {
 	t.Parallel()
-	c := testserver.RedisClient(t)
+	c := redisserver.RedisClient(t)
 	log := &commandLog{}
 	c.AddHook(log)
-	s := newStore(t, c, testserver.RedisPrefix(t, c))
+	s := newStore(t, c, redisserver.RedisPrefix(t, c))
 	holder := testutil.Holder(t, "holder")
 	ps := make([]store.RenewParams, 500)
 	for i := range ps {
@@ -245,10 +245,10 @@ func TestRenewIsOneRoundTrip(t *testing.T) {
 // Acquire would, and the tokens of the grants grow in the batch's order.
 func TestAcquireBatchIsOneRoundTrip(t *testing.T) {
 	t.Parallel()
-	c := testserver.RedisClient(t)
+	c := redisserver.RedisClient(t)
 	log := &commandLog{}
 	c.AddHook(log)
-	s := newStore(t, c, testserver.RedisPrefix(t, c))
+	s := newStore(t, c, redisserver.RedisPrefix(t, c))
 	me, other := testutil.Holder(t, "me"), testutil.Holder(t, "other")
 	taken := acquire(t, s, "lease-0500", other, time.Minute)
 	ps := make([]store.AcquireParams, 1000)
@@ -301,8 +301,8 @@ func TestList(t *testing.T) {
 	// of a prefix the unescaped pattern would match.
 	t.Run("GlobPrefix", func(t *testing.T) {
 		t.Parallel()
-		c := testserver.RedisClient(t)
-		base := testserver.RedisPrefix(t, c)
+		c := redisserver.RedisClient(t)
+		base := redisserver.RedisPrefix(t, c)
 		weird := newStore(t, c, base+`x*?[a]\:`)
 		plain := newStore(t, c, base+"xyza:")
 		holder := testutil.Holder(t, "holder")
@@ -372,7 +372,7 @@ func requireWentBackwards(t *testing.T, err error) {
 // and for stores made after the loss alike.
 func TestRestartWithoutPersistence(t *testing.T) {
 	t.Parallel()
-	srv := testserver.OwnRedis(t, testserver.RedisConfig{})
+	srv := redisserver.OwnRedis(t, redisserver.RedisConfig{})
 	c := srv.Client(t)
 	ctx := t.Context()
 	prefix := "tenure_test:" + testutil.UniqueName(t) + ":"
@@ -417,7 +417,7 @@ func TestRestartWithoutPersistence(t *testing.T) {
 // to its append-only file: leases, seq and counter survive.
 func TestRestartWithAppendfsyncAlways(t *testing.T) {
 	t.Parallel()
-	srv := testserver.OwnRedis(t, testserver.RedisConfig{AppendFsyncAlways: true})
+	srv := redisserver.OwnRedis(t, redisserver.RedisConfig{AppendFsyncAlways: true})
 	c := srv.Client(t)
 	ctx := t.Context()
 	prefix := "tenure_test:" + testutil.UniqueName(t) + ":"
@@ -496,7 +496,7 @@ func TestListenReconnects(t *testing.T) {
 
 	t.Run("ServerRestart", func(t *testing.T) {
 		t.Parallel()
-		srv := testserver.OwnRedis(t, testserver.RedisConfig{})
+		srv := redisserver.OwnRedis(t, redisserver.RedisConfig{})
 		s := newStore(t, srv.Client(t), "tenure_test:"+testutil.UniqueName(t)+":")
 		r := listen(t, s)
 		awaitListening(t, s, r)
@@ -511,7 +511,7 @@ func TestUnavailable(t *testing.T) {
 
 	t.Run("ServerDown", func(t *testing.T) {
 		t.Parallel()
-		srv := testserver.OwnRedis(t, testserver.RedisConfig{})
+		srv := redisserver.OwnRedis(t, redisserver.RedisConfig{})
 		// A pool whose every connection failed to dial starts a goroutine
 		// that probes the server once a second and outlives Close by up
 		// to a second: keep the failures below the pool's size.
@@ -537,13 +537,13 @@ func TestUnavailable(t *testing.T) {
 // through a faultnet proxy, and the proxy.
 func newProxiedStore(t *testing.T) (*redisstore.Store, *faultnet.Proxy) {
 	t.Helper()
-	direct := testserver.RedisClient(t)
+	direct := redisserver.RedisClient(t)
 	proxy, err := faultnet.Listen(direct.Options().Addr)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, proxy.Close()) })
 	c := redis.NewClient(&redis.Options{Addr: proxy.Addr(), DB: direct.Options().DB, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = c.Close() })
-	return newStore(t, c, testserver.RedisPrefix(t, direct)), proxy
+	return newStore(t, c, redisserver.RedisPrefix(t, direct)), proxy
 }
 
 // requireUnavailable checks that every call fails with ErrUnavailable

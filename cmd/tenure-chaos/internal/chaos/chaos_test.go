@@ -20,8 +20,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tenure-dev/tenure/internal/faultnet"
-	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testserver/consulserver"
+	"github.com/tenure-dev/tenure/internal/testserver/etcdserver"
 	"github.com/tenure-dev/tenure/internal/testserver/kubeserver"
+	"github.com/tenure-dev/tenure/internal/testserver/mysqlserver"
+	"github.com/tenure-dev/tenure/internal/testserver/natsserver"
+	"github.com/tenure-dev/tenure/internal/testserver/pgserver"
+	"github.com/tenure-dev/tenure/internal/testserver/redisserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
 )
 
@@ -162,25 +167,25 @@ func needBackend(t *testing.T, b string) {
 	}
 	switch b {
 	case "redis":
-		_, err := testserver.RedisBinary()
+		_, err := redisserver.RedisBinary()
 		testutil.NeedServer(t, "redis-server ("+RedisBinEnv+")", err)
 	case "etcd", "etcd-cluster":
-		_, err := testserver.EtcdBinary()
+		_, err := etcdserver.EtcdBinary()
 		testutil.NeedServer(t, "etcd ("+EtcdBinEnv+")", err)
 	case "consul", "consul-cluster":
-		_, err := testserver.ConsulBinary()
+		_, err := consulserver.ConsulBinary()
 		testutil.NeedServer(t, "consul ("+ConsulBinEnv+")", err)
 	case "mysql":
-		testserver.MySQLDB(t, "")
+		mysqlserver.MySQLDB(t, "")
 	case "nats":
-		_, err := testserver.NatsBinary()
-		testutil.NeedServer(t, "nats-server ("+testserver.NatsBinEnv+")", err)
+		_, err := natsserver.NatsBinary()
+		testutil.NeedServer(t, "nats-server ("+natsserver.NatsBinEnv+")", err)
 	case "postgres-failover":
-		testutil.NeedServer(t, "PostgreSQL's programs, for a private primary and standby", testserver.PostgresPairTools())
+		testutil.NeedServer(t, "PostgreSQL's programs, for a private primary and standby", pgserver.PostgresPairTools())
 	case "k8s":
 		_, err := kubeserver.Binary()
 		testutil.NeedServer(t, "kube-apiserver ("+kubeserver.BinEnv+")", err)
-		_, err = testserver.EtcdBinary()
+		_, err = etcdserver.EtcdBinary()
 		testutil.NeedServer(t, "etcd ("+EtcdBinEnv+")", err)
 	}
 }

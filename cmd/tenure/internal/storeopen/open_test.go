@@ -18,7 +18,7 @@ import (
 
 	"github.com/tenure-dev/tenure/cmd/tenure/internal/storeopen"
 	"github.com/tenure-dev/tenure/cmd/tenure/internal/storeurl"
-	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testserver/pgserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/store/consulstore"
 )
@@ -166,12 +166,12 @@ func pgURL(t *testing.T, userinfo *url.Userinfo, host string, params map[string]
 func TestOpenPostgres(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	owner := testserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")
+	owner := pgserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")
 
 	t.Run("MigrateAndServe", func(t *testing.T) {
 		t.Parallel()
 		schema := testutil.UniqueName(t)
-		t.Cleanup(func() { testserver.PostgresDropSchema(t, owner, schema) })
+		t.Cleanup(func() { pgserver.PostgresDropSchema(t, owner, schema) })
 		tg, err := storeurl.Parse(pgURL(t, nil, "", map[string]string{"tenure_schema": schema, "tenure_prefix": "x_"}))
 		require.NoError(t, err)
 		require.Equal(t, schema, tg.Schema)
