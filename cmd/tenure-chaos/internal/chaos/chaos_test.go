@@ -143,14 +143,33 @@ func TestCells(t *testing.T) {
 				invalid := !strings.Contains(string(out), "violations at the fenced resource") &&
 					(strings.Contains(string(out), "faults did not bite") || strings.Contains(string(out), "not exercising"))
 				if !invalid || attempt == maxAttempts {
-					require.NoError(t, err, "cell %s seed %d failed; its history is under %s", b, cellSeed, dir)
-					require.Contains(t, string(out), ": PASS")
+					// The verdict goes in the failure itself: a CI log may
+					// keep only the end of a long output.
+					require.NoError(t, err, "cell %s seed %d failed: %s\nits history is under %s", b, cellSeed, verdict(out), dir)
+					require.Contains(t, string(out), ": PASS", "cell %s seed %d: %s", b, cellSeed, verdict(out))
 					return
 				}
 				t.Logf("cell %s seed %d was invalid; running it again with seed %d", b, cellSeed, cellSeed+1)
 			}
 		})
 	}
+}
+
+// verdict returns the lines of a cell's output that say how it ended: its
+// summary (PASS or FAIL and why) and any error, or the output's last lines
+// when it has neither.
+func verdict(out []byte) string {
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	var keep []string
+	for _, l := range lines {
+		if strings.Contains(l, ": PASS") || strings.Contains(l, ": FAIL") || strings.Contains(l, "chaos:") || strings.Contains(l, "panic:") {
+			keep = append(keep, l)
+		}
+	}
+	if len(keep) == 0 {
+		keep = lines[max(0, len(lines)-10):]
+	}
+	return strings.Join(keep, "\n")
 }
 
 // needBackend skips (or, under CI, fails) when the cell's servers are
