@@ -16,7 +16,6 @@ require (
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
 	github.com/redis/go-redis/v9 v9.23.0 // indirect
-	github.com/tenure-dev/tenure/fence/redisfence v0.0.0-00010101000000-000000000000 // indirect
 	github.com/tenure-dev/tenure/internal/pgkit v0.0.0-00010101000000-000000000000 // indirect
 	github.com/tenure-dev/tenure/store/pgstore v0.0.0-00010101000000-000000000000 // indirect
 	github.com/tenure-dev/tenure/store/redisstore v0.0.0-00010101000000-000000000000 // indirect
