@@ -195,7 +195,7 @@ func (c *Consul) ready(ctx context.Context) error {
 	if _, err := c.client.Raw().Query("/v1/agent/self", &self, q); err != nil {
 		return err
 	}
-	if got := self["testserver.Config"]["NodeName"]; got != c.Node {
+	if got := self["Config"]["NodeName"]; got != c.Node {
 		return fmt.Errorf("%w: the consul agent on %s is node %v, not %s", testserver.ErrForeign, c.HTTPAddr, got, c.Node)
 	}
 	leader, err := c.client.Status().LeaderWithQueryOptions(q)

@@ -81,7 +81,7 @@ acl { enabled = true default_policy = "deny" tokens { initial_management = %q ag
 				if _, err := client.Raw().Query("/v1/agent/self", &self, q); err != nil {
 					return err
 				}
-				if got := self["testserver.Config"]["NodeName"]; got != node {
+				if got := self["Config"]["NodeName"]; got != node {
 					return fmt.Errorf("%w: the consul agent on %s is node %v, not %s", testserver.ErrForeign, c.HTTPSAddr, got, node)
 				}
 				n, _, err := client.Catalog().Node(node, q)
