@@ -189,26 +189,51 @@ func commandHelp(name string, cmd *command) string {
 	if !cmd.raw {
 		new(globalFlags).define(fs)
 	}
-	first := true
+	if docs := flagDocs(fs); len(docs) > 0 {
+		b.WriteString("\nFlags:\n")
+		for _, d := range docs {
+			b.WriteString(d.String())
+		}
+	}
+	return b.String()
+}
+
+// flagDoc is a flag as help shows it.
+type flagDoc struct {
+	name  string // without dashes
+	arg   string // the argument's name (URL), or "" for a switch
+	def   string // the default shown, or ""
+	usage string
+}
+
+// flagDocs are the flags of fs that help shows (not the internal ones),
+// by name.
+func flagDocs(fs *flag.FlagSet) []flagDoc {
+	var docs []flagDoc
 	fs.VisitAll(func(f *flag.Flag) {
 		if strings.HasPrefix(f.Usage, hiddenFlag) {
 			return
 		}
-		if first {
-			b.WriteString("\nFlags:\n")
-			first = false
-		}
-		meta, usage := flag.UnquoteUsage(f)
-		line := "  --" + f.Name
-		if meta != "" {
-			line += " " + meta
-		}
-		if def := shownDefault(f); def != "" {
-			line += " (default " + def + ")"
-		}
-		fmt.Fprintf(&b, "%s\n      %s\n", line, usage)
+		arg, usage := flag.UnquoteUsage(f)
+		docs = append(docs, flagDoc{name: f.Name, arg: arg, def: shownDefault(f), usage: usage})
 	})
-	return b.String()
+	return docs
+}
+
+// head is the flag's line in help: "--name ARG (default D)".
+func (d flagDoc) head() string {
+	line := "--" + d.name
+	if d.arg != "" {
+		line += " " + d.arg
+	}
+	if d.def != "" {
+		line += " (default " + d.def + ")"
+	}
+	return line
+}
+
+func (d flagDoc) String() string {
+	return fmt.Sprintf("  %s\n      %s\n", d.head(), d.usage)
 }
 
 // shownDefault is the default of f that help shows: none for an empty,
