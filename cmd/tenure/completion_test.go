@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -127,20 +129,7 @@ for line in "$@"; do
 done
 zpty -d z
 `
-	lines := []string{
-		"tenure st",
-		"tenure -v --log-format json rel",
-		"tenure run --wai",
-		"tenure status nightly --js",
-		"tenure --log-format=j",
-		"tenure completion f",
-		"tenure help docs ",
-		"tenure run --name x -- make --na",
-		"tenure run --json o",
-		"tenure run --json=o",
-		"tenure docs --man ",
-	}
-	require.Equal(t, map[string][]string{
+	want := map[string][]string{
 		"tenure st":                        {"tenure status "},
 		"tenure -v --log-format json rel":  {"tenure -v --log-format json release "},
 		"tenure run --wai":                 {"tenure run --wait --wait-timeout "},
@@ -152,7 +141,8 @@ zpty -d z
 		"tenure run --json o":              {"tenure run --json out.json "},
 		"tenure run --json=o":              {"tenure run --json=out.json "},
 		"tenure docs --man ":               {"tenure docs --man pages/"},
-	}, typeLines(t, zsh, append([]string{"-f", "-c", script, "zsh"}, lines...)))
+	}
+	require.Equal(t, want, typeLines(t, want, zsh, "-f", "-c", script, "zsh"))
 }
 
 // TestFishCompletion loads tenure's fish completion script into a real
@@ -171,20 +161,7 @@ for line in $argv
 	echo "$line|"
 end
 `
-	lines := []string{
-		"tenure st",
-		"tenure -v --log-format json rel",
-		"tenure run --wai",
-		"tenure status nightly --js",
-		"tenure --log-format=j",
-		"tenure completion f",
-		"tenure help docs ",
-		"tenure run --name x -- make --na",
-		"tenure run --json o",
-		"tenure run --json=o",
-		"tenure docs --man ",
-	}
-	require.Equal(t, map[string][]string{
+	want := map[string][]string{
 		"tenure st":                        {"status"},
 		"tenure -v --log-format json rel":  {"release"},
 		"tenure run --wai":                 {"--wait", "--wait-timeout"},
@@ -196,18 +173,20 @@ end
 		"tenure run --json o":              {"out.json"},
 		"tenure run --json=o":              {"--json=out.json"},
 		"tenure docs --man ":               {"pages/"},
-	}, typeLines(t, fish, append([]string{"--no-config", "-c", script}, lines...)))
+	}
+	require.Equal(t, want, typeLines(t, want, fish, "--no-config", "-c", script))
 }
 
-// typeLines runs shell with args in a directory of completionDir, with
-// the tenure binary on PATH, and returns what it printed for each typed
-// line: the words of its lines "TYPED|RESULT", without what follows a
-// tab (a description); a line "TYPED|" alone says the result is empty.
-func typeLines(t *testing.T, shell string, args []string) map[string][]string {
+// typeLines runs shell with args and then the lines to type, the keys
+// of want, in a directory of completionDir, with the tenure binary on
+// PATH. It returns what the shell printed for each typed line: the words
+// of its lines "TYPED|RESULT", without what follows a tab (a
+// description); a line "TYPED|" alone says the result is empty.
+func typeLines(t *testing.T, want map[string][]string, shell string, args ...string) map[string][]string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), patience)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, shell, args...)
+	cmd := exec.CommandContext(ctx, shell, append(args, slices.Sorted(maps.Keys(want))...)...)
 	cmd.Dir = completionDir(t)
 	cmd.Env = testEnv(t, "PATH="+filepath.Dir(bin)+string(os.PathListSeparator)+os.Getenv("PATH"))
 	var stderr strings.Builder
