@@ -18,8 +18,8 @@ import (
 // The answer is one line per candidate for the word being completed, the
 // whole word, a tab and what it is ("--ttl\tthe lease's lifetime…"); or
 // one line ":files" (":dirs") when the word is a path, which the shell
-// completes itself, after the word's "--flag=" if it has one. No answer
-// offers nothing: lease names live in the store.
+// completes itself, after the word's "--flag=" if it has one. An empty
+// answer offers nothing (lease names, say: they live in the store).
 
 // shells are the shells `tenure completion` writes a script for.
 var shells = []string{"bash", "zsh", "fish"}
