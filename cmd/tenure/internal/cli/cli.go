@@ -15,8 +15,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/spf13/cobra"
-
 	"github.com/tenure-dev/tenure/store"
 
 	"github.com/tenure-dev/tenure"
@@ -101,14 +99,19 @@ type command struct {
 	// words are the fixed words the first positional argument may be,
 	// which shell completion offers (nil: none).
 	words func() []string
+	// files has shell completion offer file names for the positional
+	// arguments (run's command line).
+	files bool
 	// setup defines the flags on fs and returns the action that uses them.
 	setup func(fs *flag.FlagSet) action
 }
 
 // commandTable lists the subcommands. To add one, add an entry here.
 func commandTable() map[string]*command {
+	run := runCommand()
+	run.files = true // its positional arguments are a command line
 	return map[string]*command{
-		"run":         runCommand(),
+		"run":         run,
 		"status":      statusCommand(),
 		"history":     historyCommand(),
 		"serve":       serveCommand(),
@@ -125,8 +128,7 @@ func commandTable() map[string]*command {
 		"completion":  completionCommand(),
 		"docs":        docsCommand(),
 
-		cobra.ShellCompRequestCmd:       completeRequestCommand(cobra.ShellCompRequestCmd),
-		cobra.ShellCompNoDescRequestCmd: completeRequestCommand(cobra.ShellCompNoDescRequestCmd),
+		completeRequest: completeRequestCommand(),
 
 		// Called by tenure run's command and by its hooks.
 		"progress":         progressCommand(),
