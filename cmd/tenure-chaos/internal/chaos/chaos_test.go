@@ -293,6 +293,11 @@ func TestChecker(t *testing.T) {
 			h.add(Event{Kind: kindStart, Proc: "4:1", Parent: "2:1", Counter: 2, Detail: "clone"})
 			return h
 		}, rows("2 2:1/1", "2 3:1/1", "2 4:1/1"), invWriters},
+		{"FailedBegin", func() *hb {
+			h := base()
+			h.add(Event{Kind: kindDone, Proc: "2:1", Res: resBegin, Token: 2, Result: resultUnknown, Detail: "i/o timeout"})
+			return h
+		}, rows("1 1:1/1"), ""},
 		{"ForkIsNoClone", func() *hb {
 			h := base()
 			h.add(Event{Kind: kindStart, Proc: "3:1", Parent: "2:1", Detail: "fork"})
