@@ -46,8 +46,8 @@
 // Expiry is nats-server's: the server removes a held key when its message
 // TTL runs out, by its own clock (promise P1); a held key that exists is
 // held, and a renewal that finds it there extends it even when its TTL
-// just ran out and the removal has not happened yet. No client clock
-// decides anything. Consequences:
+// just ran out and the removal has not happened yet (but see the race
+// under Failure modes). No client clock decides anything. Consequences:
 //
 //   - The server keeps message TTLs in whole seconds, at least one, and
 //     truncates finer ones. The store rounds a TTL up to the next second
@@ -55,7 +55,8 @@
 //     and reports the granted time; it refuses a TTL below [MinTTL], which
 //     [Store.MinTTL] reports ([store.TTLFloor]).
 //   - The server's expiry timer may fire up to about a second late, plus a
-//     write of the marker; a lease never ends early.
+//     write of the marker; a lease never ends before its TTL, except a
+//     renewal's in the race under Failure modes.
 //   - nats-server reports no remaining time and no clock a client can read
 //     in the same request. The time a held lease has left, as [Store.Get],
 //     a [*store.HeldError] or a refused renewal report it, is therefore the
@@ -153,6 +154,20 @@
 //     until its TTL runs out. Replicas on separate hosts ([Config.Replicas]
 //     3), or sync_always in the servers' jetstream configuration, keep
 //     acknowledged writes.
+//   - A renewal can be acknowledged and then undone by the server's
+//     expiry (seen with nats-server 2.15.2). The server decides to end a
+//     held key whose TTL ran out, then writes its marker as a rollup of
+//     the key, with no expected revision and no lock held between the
+//     two steps; a renewal stored in between is acknowledged, and the
+//     marker replaces it. The holder believes in its lease for up to its
+//     TTL less the safety margin while the store has ended it, and a
+//     follower told of the marker takes over with a greater token: the
+//     fence keeps them apart. It needs a renewal that reaches the server
+//     after the TTL of the holder's previous write ran out (a one-way
+//     delay beyond the safety margin: a paused or starved process, a
+//     slow network) and lands within the server's two steps: rare, one
+//     of about 7,000 renewals acknowledged around the expiry of the
+//     writes they replaced, on one server on loopback.
 //   - Keys in the bucket that this store did not write make calls on their
 //     lease fail with an error naming the key's revision.
 //   - Bad input fails with [store.ErrInvalid] and changes nothing; after
