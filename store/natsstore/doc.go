@@ -38,8 +38,8 @@
 // Renew 3 per lease (read, write, read back: see Failure modes), the
 // leases of a batch up to 64 at once: JetStream has no transaction that
 // writes several keys with per-message TTLs and expected revisions, so a
-// batch is pipelined, not one request; Release 2; Get 1, or 2 when the lease is not held; List
-// 1 to list the record keys, then a Get per lease.
+// batch is pipelined, not one request; Release 2; Get 1, or 2 when the
+// lease is not held; List 1 to list the record keys, then a Get per lease.
 //
 // # Clock
 //
