@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testserver/natsserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/store"
 	"github.com/tenure-dev/tenure/store/natsstore"
@@ -24,7 +24,7 @@ import (
 // the first find their keys still there and are stored.
 func TestRenewalAfterTTL(t *testing.T) {
 	t.Parallel()
-	s, _ := testserver.NatsHarness{Server: testserver.SharedNats(t)}.New(t)
+	s, _ := natsserver.NatsHarness{Server: natsserver.SharedNats(t)}.New(t)
 	holder := testutil.Holder(t, "holder")
 	base := testutil.UniqueName(t)
 	grants := make([]store.Grant, 100)
