@@ -3,6 +3,7 @@ package supervise
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -441,4 +442,177 @@ func TestStoreReachable(t *testing.T) {
 	require.False(t, storeReachable(lostFor(tenure.LossRenewError)))
 	require.False(t, storeReachable(lostFor(tenure.LossSuperseded)))
 	require.False(t, storeReachable(errors.New("x")))
+}
+
+// world drives a policy the way run's effect loop does, from a fuzzer's
+// bytes: the events that can happen next, and the answers the policy
+// asked for. It checks, at every step, the promises run makes whatever
+// happens in between.
+type world struct {
+	t   *testing.T
+	p   *Policy
+	now int64
+
+	exited, treeGone bool
+	leaseEnded       bool
+	revoked          bool // the policy revoked
+	lostHere         bool // a loss reached the policy (not the command's release)
+	selfPending      bool // a release for the command is in flight
+	selfReleased     bool // and it succeeded
+	armed            bool
+	dogDeadline      int64
+	pending          Event // the answer the policy asked for
+	exit             *Exit
+}
+
+var fuzzReasons = []tenure.LossReason{tenure.LossExpiredLocally, tenure.LossRenewError, tenure.LossSuperseded,
+	tenure.LossExpiredAtStore, tenure.LossSeqMismatch, tenure.LossSuspended, tenure.LossProgressStalled, tenure.LossStoreClockAhead}
+
+// next makes the event that b chooses, among those that can happen now.
+func (w *world) next(b byte) Event {
+	if w.pending != nil {
+		ev := w.pending
+		w.pending = nil
+		return ev
+	}
+	w.now += int64(b%64) * int64(100*time.Millisecond)
+	// A revoke reaches the lease a little later: the tenure still reads
+	// live until its end is delivered.
+	tn := Tenure{Live: !w.leaseEnded && !w.selfReleased, Remaining: 20 * time.Second}
+	switch b % 9 {
+	case 0:
+		if !w.exited {
+			w.exited = true
+			return CommandExited{Status: int(b % 3), TreeGone: b%2 == 0, Tenure: tn}
+		}
+		return TreeGone{Tenure: tn}
+	case 1:
+		if w.leaseEnded {
+			return GraceOver{}
+		}
+		w.leaseEnded = true
+		switch {
+		case w.revoked:
+			return LeaseEnded{lostFor(tenure.LossRevoked)}
+		case w.selfReleased:
+			return LeaseEnded{lostFor(tenure.LossReleased)}
+		}
+		w.lostHere = true
+		return LeaseEnded{lostFor(fuzzReasons[int(b/9)%len(fuzzReasons)])}
+	case 2:
+		return FeedDue{Tenure: tn, Stopped: b%2 == 0}
+	case 3:
+		return Signal{[]syscall.Signal{syscall.SIGTERM, syscall.SIGINT, RevokeSignal, syscall.SIGCONT}[int(b/9)%4]}
+	case 4:
+		return Control{Op: []string{OpRelease, OpProgress, OpRevoke}[int(b/9)%3], Lease: testLease, Holder: testHolder, Token: testToken, Tenure: tn}
+	case 5:
+		if w.selfPending {
+			w.selfPending = false
+			if b%2 == 0 {
+				w.selfReleased = true
+				return SelfReleased{}
+			}
+			w.lostHere = true
+			return SelfReleased{Err: errRefused}
+		}
+		return Cancelled{}
+	case 6:
+		if w.armed {
+			return GraceOver{}
+		}
+	}
+	return FeedDue{Tenure: tn}
+}
+
+// check steps the policy through ev and checks what it does.
+func (w *world) check(ev Event) {
+	acts := w.p.Step(w.now, ev)
+	replies := 0
+	for i, a := range acts {
+		require.Nil(w.t, w.exit, "an action after Exit: %#v", a)
+		switch a := a.(type) {
+		case Exit:
+			require.Equal(w.t, len(acts)-1, i, "Exit is not the last action")
+			require.True(w.t, w.treeGone, "exit while the tree may run")
+			w.exit = &a
+		case Release:
+			require.False(w.t, w.revoked, "a revoked tenure is released")
+			require.True(w.t, w.treeGone, "released while the tree may run")
+			w.pending = Released{}
+		case ReleaseQuietly:
+			require.False(w.t, w.revoked, "a revoked tenure is released")
+			require.True(w.t, w.treeGone, "released while the tree may run")
+		case FeedWatchdog:
+			require.False(w.t, w.revoked || w.lostHere, "the watchdog fed after the tenure ended")
+			w.dogDeadline = a.Deadline
+		case WatchdogStopping:
+			require.LessOrEqual(w.t, a.Deadline, w.dogDeadline, "the kill deadline moved later")
+			w.dogDeadline = a.Deadline
+		case ArmKill:
+			require.False(w.t, w.armed, "the kill timer set twice")
+			w.armed = true
+		case Revoke:
+			w.revoked = true
+		case ReleaseForCommand:
+			w.selfPending = true
+		case Reply:
+			replies++
+		case RemoveCgroup:
+			w.treeGone = true
+		case AskWatchdog:
+			w.pending = WatchdogAnswered{Fired: w.now%2 == 0}
+		}
+	}
+	switch ev.(type) {
+	case Control:
+		if w.selfPending && slices.Contains(acts, Action(ReleaseForCommand{})) {
+			require.Zero(w.t, replies, "the command's release answered before it was done")
+		} else {
+			require.Equal(w.t, 1, replies, "a control call answered %d times", replies)
+		}
+	case SelfReleased:
+		require.Equal(w.t, 1, replies, "the command's release answered %d times", replies)
+	}
+	if w.exit != nil && (w.revoked || w.lostHere) {
+		require.Equal(w.t, ExitLost, w.exit.Code, "a lost or revoked tenure exits %d", w.exit.Code)
+		require.True(w.t, w.exit.Lost)
+	}
+}
+
+// FuzzPolicy steps the policy through event sequences chosen by the
+// fuzzer, as run's effect loop would deliver them, and checks that a
+// revoked tenure is never released, nothing is released or exited while
+// the tree may run, the watchdog is not fed once the tenure ended, the
+// kill deadline only moves earlier, the kill timer is set once, every
+// control call is answered once, and a lost tenure exits 79.
+func FuzzPolicy(f *testing.F) {
+	f.Add([]byte{0})
+	f.Add([]byte{1, 9, 0, 0})
+	f.Add([]byte{12, 3, 0})
+	f.Add([]byte{4, 5, 0})
+	f.Add([]byte{13, 4, 2, 6, 9, 18})
+	f.Add([]byte{3, 30, 21, 1, 0})
+	f.Add([]byte{22, 4, 14, 2, 6, 9, 1, 63})
+	f.Fuzz(func(t *testing.T, script []byte) {
+		w := &world{t: t, p: newTestPolicy(true), dogDeadline: fed}
+		for _, b := range script {
+			if w.exit != nil {
+				return
+			}
+			w.check(w.next(b))
+		}
+		// The end: the tree goes, and the answers the policy asks for come.
+		for i := 0; w.exit == nil && i < 4; i++ {
+			var ev Event = TreeGone{}
+			switch {
+			case w.pending != nil:
+				ev, w.pending = w.pending, nil
+			case !w.exited:
+				w.exited = true
+				ev = CommandExited{Status: 1, TreeGone: true}
+			}
+			w.check(ev)
+		}
+		require.NotNil(t, w.exit, "the policy did not exit once the tree was gone")
+	})
 }

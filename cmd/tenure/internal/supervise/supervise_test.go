@@ -21,6 +21,9 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == watchdogArg {
 		os.Exit(RunWatchdog(os.Stderr))
 	}
+	if len(os.Args) > 1 && os.Args[1] == subreaperArg {
+		os.Exit(subreaper(os.Stdout))
+	}
 	testutil.VerifyTestMain(m)
 }
 

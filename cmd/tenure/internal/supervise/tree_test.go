@@ -2,8 +2,12 @@ package supervise
 
 import (
 	"bufio"
+	"bytes"
+	"fmt"
+	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -320,4 +324,63 @@ func TestContains(t *testing.T) {
 	require.True(t, contains([]int{1, 2, 3}, 2))
 	require.False(t, contains([]int{1, 2, 3}, 4))
 	require.False(t, contains(nil, 0))
+}
+
+// subreaperArg, as the test binary's first argument, makes it run
+// [subreaper] instead of the tests.
+const subreaperArg = "supervise-test-subreaper"
+
+// subreaper is the test binary as a process that orphans a grandchild
+// twice: before it becomes a child subreaper, the orphan goes elsewhere;
+// after, it comes to this process, which reaps it once killed. It prints
+// what it saw and returns the exit code.
+func subreaper(out io.Writer) int {
+	orphan := func() int {
+		b, err := exec.Command("sh", "-c", "sleep 60 >/dev/null 2>&1 & echo $!").Output()
+		if err != nil {
+			return 0
+		}
+		pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+		return pid
+	}
+	before := orphan()
+	fmt.Fprintf(out, "before: orphan is a child: %t\n", slices.Contains(Children(os.Getpid()), before))
+	_ = syscall.Kill(before, syscall.SIGKILL) // Not ours to reap.
+	if err := BecomeSubreaper(); err != nil {
+		fmt.Fprintf(out, "BecomeSubreaper: %v\n", err)
+		return 1
+	}
+	after := orphan()
+	p, _ := Identify(after)
+	fmt.Fprintf(out, "after: orphan is a child: %t\n", slices.Contains(Children(os.Getpid()), after))
+	_ = syscall.Kill(after, syscall.SIGKILL)
+	for p.Alive() {
+		time.Sleep(5 * time.Millisecond) // polling /proc; the test bounds the wait
+	}
+	fmt.Fprintf(out, "zombie: %t\n", p.Exists())
+	Reap()
+	fmt.Fprintf(out, "reaped: %t\n", !p.Exists())
+	return 0
+}
+
+// TestBecomeSubreaper: a child subreaper gets the orphans of its tree, as
+// tenure run relies on to find and reap them.
+func TestBecomeSubreaper(t *testing.T) {
+	t.Parallel()
+	cmd := exec.Command(os.Args[0], subreaperArg)
+	cmd.WaitDelay = patience
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	require.NoError(t, cmd.Start())
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		require.NoError(t, err, out.String())
+	case <-time.After(patience):
+		_ = cmd.Process.Kill()
+		<-done
+		t.Fatalf("the subreaper helper still runs %s later: %s", patience, out.String())
+	}
+	require.Equal(t, "before: orphan is a child: false\nafter: orphan is a child: true\nzombie: true\nreaped: true\n", out.String())
 }
