@@ -67,6 +67,8 @@ type PolicyConfig struct {
 	Grace time.Duration
 	// Terminal: the command's group is a terminal's foreground group.
 	Terminal bool
+	// The renderings below must be pure functions, as Step is.
+	//
 	// Reason says in a few words why a tenure ended.
 	Reason func(error) string
 	// Redact removes secrets (the store URL's) from a line.
