@@ -69,6 +69,23 @@ func awaitGone(t *testing.T, p Proc) {
 	}
 }
 
+// awaitSetsid waits until process pid leads a session of its own (field
+// 6 of its stat): a shell prints the pid of `setsid CMD &` before setsid
+// has run.
+func awaitSetsid(t *testing.T, pid int) {
+	t.Helper()
+	deadline := time.Now().Add(patience)
+	for {
+		f, ok := identify(t, pid).stat()
+		require.True(t, ok)
+		if f[3] == strconv.Itoa(pid) {
+			return
+		}
+		require.True(t, time.Now().Before(deadline), "process %d did not call setsid within %s", pid, patience)
+		time.Sleep(5 * time.Millisecond) // polling /proc, with a deadline
+	}
+}
+
 // parentOf returns the parent of process pid (field 4 of its stat).
 func parentOf(t *testing.T, pid int) int {
 	t.Helper()
@@ -202,6 +219,7 @@ func TestSignalGroup(t *testing.T) {
 	t.Parallel()
 	f := startFamily(t, &syscall.SysProcAttr{Setpgid: true},
 		`sleep 60 & echo $!; setsid sleep 60 & echo $!; echo ready; wait`)
+	awaitSetsid(t, f.kids[1])
 	member, escapee := identify(t, f.kids[0]), identify(t, f.kids[1])
 	SignalGroup(f.sh, syscall.SIGCONT) // harmless: every member is running
 	require.True(t, member.Alive())
@@ -268,6 +286,7 @@ func TestSignalTreeSkipsOutsideGroup(t *testing.T) {
 	t.Parallel()
 	f := startFamily(t, &syscall.SysProcAttr{Setpgid: true},
 		`setsid sleep 60 & echo $!; sleep 60 & echo $!; echo ready; wait`)
+	awaitSetsid(t, f.kids[0])
 	skipped, member := identify(t, f.kids[0]), identify(t, f.kids[1])
 	require.Equal(t, 1, SignalTree(f.sh, f.sh.Pid, syscall.SIGKILL, skipped.Pid))
 	awaitGone(t, member)

@@ -62,6 +62,7 @@ func (d *testDog) said(t *testing.T) string {
 func group(t *testing.T) (f *family, member, escapee Proc) {
 	t.Helper()
 	f = startFamily(t, &syscall.SysProcAttr{Setpgid: true}, `sleep 60 & echo $!; setsid sleep 60 & echo $!; echo ready; wait`)
+	awaitSetsid(t, f.kids[1])
 	return f, identify(t, f.kids[0]), identify(t, f.kids[1])
 }
 
@@ -161,11 +162,13 @@ func TestWatchdogDisarm(t *testing.T) {
 func TestWatchdogLaterDeadlineWins(t *testing.T) {
 	f, member, _ := group(t)
 	d := startTestDog(t, f, nil)
-	first := Now() + int64(100*time.Millisecond)
+	// The first deadline leaves the watchdog time to read the second
+	// before it passes, even on a loaded host.
+	first := Now() + int64(500*time.Millisecond)
 	require.NoError(t, d.Deadline(first))
 	require.NoError(t, d.Deadline(Now()+int64(time.Hour)))
 	// Not firing is shown by not firing well past the first deadline.
-	require.False(t, d.Fired(time.Second), "the watchdog fired at the replaced deadline")
+	require.False(t, d.Fired(2*time.Second), "the watchdog fired at the replaced deadline")
 	require.Greater(t, Now(), first)
 	fired, err := d.Disarm()
 	require.False(t, fired)
