@@ -742,10 +742,6 @@ func TestLossReason(t *testing.T) {
 	require.Contains(t, lossReason(&tenure.LostError{Reason: tenure.LossExpiredAtStore}), "tenure release --force")
 	require.Contains(t, lossReason(&tenure.LostError{Reason: tenure.LossSeqMismatch}), "an operator's release --force")
 	require.Equal(t, "unknown reason", lossReason(nil))
-	require.True(t, storeReachable(&tenure.LostError{Reason: tenure.LossSuspended}))
-	require.False(t, storeReachable(&tenure.LostError{Reason: tenure.LossRenewError}))
-	require.False(t, storeReachable(&tenure.LostError{Reason: tenure.LossSuperseded}))
-	require.False(t, storeReachable(errors.New("x")))
 }
 
 func TestUnreachableServersAre69(t *testing.T) {
