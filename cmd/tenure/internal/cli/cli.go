@@ -108,10 +108,8 @@ type command struct {
 
 // commandTable lists the subcommands. To add one, add an entry here.
 func commandTable() map[string]*command {
-	run := runCommand()
-	run.files = true // its positional arguments are a command line
 	return map[string]*command{
-		"run":         run,
+		"run":         runCommand(),
 		"status":      statusCommand(),
 		"history":     historyCommand(),
 		"serve":       serveCommand(),

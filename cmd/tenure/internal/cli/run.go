@@ -62,6 +62,7 @@ func runCommand() *command {
 		onHost:   func() string { _, how := supervise.Mode(); return "supervision: " + how },
 		synopsis: "run --name NAME [--ttl 30s] [--wait [--wait-timeout D] | --held-exit-code N] [--label L] [--payload TEXT] [--grace 10s] [--progress-timeout D] [--health ADDR] [--metrics ADDR] [--json FILE|-] [--store URL] -- CMD [ARGS...]",
 		about:    runAbout,
+		files:    true, // its positional arguments are a command line
 		setup: func(fs *flag.FlagSet) action {
 			var o runOptions
 			fs.StringVar(&o.name, "name", "", "the lease `NAME` (required)")
