@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+
 	"github.com/tenure-dev/tenure/internal/storekit"
 )
 
@@ -41,7 +42,7 @@ type Set struct {
 	Migrations []Migration
 	// Functions are installed after the migrations, each when the schema
 	// records it missing, at a lower revision or with other text (see
-	// [Function]), and recorded in FunctionsTable (quoted,
+	// [storekit.Function]), and recorded in FunctionsTable (quoted,
 	// schema-qualified). None: the set keeps no such table.
 	Functions      []storekit.Function
 	FunctionsTable string
