@@ -359,8 +359,12 @@ func (s *Store) executeGrantees(ctx context.Context, conn *sql.Conn, proc string
 	if n == 0 {
 		return nil, nil
 	}
+	// The account that creates a procedure gets EXECUTE on it by itself
+	// (automatic_sp_privileges), and may hold no GRANT OPTION to give it
+	// to itself.
 	rows, err := conn.QueryContext(ctx, "SELECT User, Host FROM mysql.procs_priv WHERE Db = "+s.obj.databaseLiteral()+
-		" AND Routine_name = ? AND Routine_type = 'PROCEDURE' AND FIND_IN_SET('Execute', Proc_priv) > 0", proc)
+		" AND Routine_name = ? AND Routine_type = 'PROCEDURE' AND FIND_IN_SET('Execute', Proc_priv) > 0"+
+		" AND CONCAT(User, '@', Host) <> CURRENT_USER()", proc)
 	if err != nil {
 		return nil, fmt.Errorf("procedure %s exists and must be dropped and created again, which takes away its grants, but the grants cannot be read to give them back (grant the migrating account SELECT on mysql.procs_priv, or migrate, then run the statements of `tenure migrate --print --grant ACCOUNT` again): %w", proc, err)
 	}

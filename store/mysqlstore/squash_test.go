@@ -223,6 +223,45 @@ func TestProcedures(t *testing.T) {
 		require.True(t, res[0].Renewed)
 	})
 
+	// An owner that is not root: without SELECT on mysql.procs_priv it is
+	// refused before the procedure is dropped (the grants would be lost),
+	// with what to do; with it, and the right to grant, the procedure is
+	// replaced and the run-time account keeps EXECUTE.
+	t.Run("OwnerAccount", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, nil, false)
+		ctx := t.Context()
+		owner := testserver.MySQLAccount(t, b.owner)
+		_, err := b.owner.ExecContext(ctx, "GRANT CREATE, ALTER, DROP, CREATE ROUTINE, ALTER ROUTINE, SELECT, INSERT, UPDATE, DELETE ON "+
+			mysqlstore.Quote("", b.cfg.Database)+".* TO '"+owner+"'@'%' WITH GRANT OPTION")
+		require.NoError(t, err)
+		ownerStore := newStore(t, testserver.MySQLDB(t, owner), b.cfg)
+		require.NoError(t, ownerStore.Migrate(ctx))
+		worker := testserver.MySQLAccount(t, b.owner)
+		testserver.MySQLGrant(t, b.owner, b.cfg, worker)
+		_, err = b.owner.ExecContext(ctx, "UPDATE "+b.table(b.store.Objects().Functions)+" SET sha256 = 'an older text' WHERE name = 'renew'")
+		require.NoError(t, err)
+
+		err = ownerStore.Migrate(ctx)
+		require.ErrorContains(t, err, "exists and must be dropped and created again, which takes away its grants, but the grants cannot be read")
+		require.ErrorContains(t, err, "SELECT on mysql.procs_priv")
+		var n int
+		require.NoError(t, b.owner.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.routines WHERE routine_schema = DATABASE() AND routine_name = ?",
+			b.cfg.TablePrefix+"renew").Scan(&n))
+		require.Equal(t, 1, n, "nothing was dropped")
+
+		_, err = b.owner.ExecContext(ctx, "GRANT SELECT ON mysql.procs_priv TO '"+owner+"'@'%'")
+		require.NoError(t, err)
+		require.NoError(t, ownerStore.Migrate(ctx))
+		s := newStore(t, testserver.MySQLDB(t, worker), b.cfg)
+		h := testutil.Holder(t, "a")
+		g, err := s.Acquire(ctx, store.AcquireParams{Name: "job", Holder: h, TTL: time.Minute})
+		require.NoError(t, err)
+		res, err := s.Renew(ctx, []store.RenewParams{{Name: "job", Holder: h, Token: g.Token, Seq: g.Seq, TTL: time.Minute}})
+		require.NoError(t, err, "the worker keeps EXECUTE on the renew created again")
+		require.True(t, res[0].Renewed)
+	})
+
 	t.Run("NewerLeftAlone", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, nil, true)
