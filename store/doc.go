@@ -64,6 +64,16 @@
 // it shows as the next [EventTakenOver]. Validate the params with
 // [HistoryParams.Validate].
 //
+// # Chain writes and schemas
+//
+// [ChainWrite] is what a strict fence (pgfence's and mysqlfence's strict
+// checks, etcdstore's and consulstore's StrictTxn) presents and reports
+// to: one write under a tenure that advances its renewal chain;
+// [ValidateChainWrite] is the check each applies before it sends
+// anything. [SchemaStatus] is what a store with migrations and functions
+// (pgstore, mysqlstore) reports of its schema next to what its Migrate
+// would apply.
+//
 // # Payload
 //
 // A holder may publish a payload with its tenure ([AcquireParams.Payload]:

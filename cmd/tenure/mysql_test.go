@@ -24,7 +24,7 @@ func TestMySQLStore(t *testing.T) {
 	p := run(t, env, "migrate", "--print", "--grant", "worker")
 	require.Equal(t, 0, p.code, p.stderr.all())
 	printed := p.stdout.rest()
-	require.Contains(t, printed, "CREATE PROCEDURE IF NOT EXISTS")
+	require.Contains(t, printed, "DROP PROCEDURE IF EXISTS `"+cfg.Database+"`.`"+cfg.TablePrefix+"acquire_or_wait`;\nDELIMITER //\nCREATE PROCEDURE `"+cfg.Database+"`.`"+cfg.TablePrefix+"acquire_or_wait`(")
 	require.Contains(t, printed, "GRANT EXECUTE ON PROCEDURE `"+cfg.Database+"`.`"+cfg.TablePrefix+"acquire_or_wait` TO 'worker';")
 	require.NotContains(t, printed, "GRANT SELECT", "the run-time account gets no table privileges")
 

@@ -164,8 +164,8 @@ func requireFenced(t *testing.T, err error, resource string, offered, recorded s
 	require.Equal(t, store.FencedError{Resource: resource, Offered: offered, Recorded: recorded}, *fe)
 }
 
-// chain is a Chain made of plain fields: two chains with the same fields are
-// byte-identical clones.
+// chain is a store.ChainWrite made of plain fields: two chains with the
+// same fields are byte-identical clones.
 type chain struct {
 	name   string
 	holder store.Holder
@@ -181,6 +181,10 @@ func (c *chain) Name() string         { return c.name }
 func (c *chain) Holder() store.Holder { return c.holder }
 func (c *chain) Token() store.Token   { return c.token }
 func (c *chain) Seq() int64           { return c.seq }
+
+// Commit and Abort do nothing: the tests read the seq a check returns.
+func (c *chain) Commit(int64) {}
+func (c *chain) Abort()       {}
 
 func receive[T any](t *testing.T, ch <-chan T, what string) T {
 	t.Helper()

@@ -143,7 +143,7 @@ func (b *testBundle) runClient(t *testing.T, label string, ttl time.Duration) *t
 
 // checkStrict runs c's strict check in tx, which must pass, and returns the
 // seq it advanced the chain to.
-func (b *testBundle) checkStrict(t *testing.T, tx pgx.Tx, c pgfence.Chain) int64 {
+func (b *testBundle) checkStrict(t *testing.T, tx pgx.Tx, c store.ChainWrite) int64 {
 	t.Helper()
 	seq, err := b.fencer.CheckLeaseStrict(t.Context(), tx, c)
 	require.NoError(t, err)
@@ -191,7 +191,7 @@ type strictTxs struct {
 	begin func(t *testing.T) (tx pgfence.Querier, commit func() error)
 	// checkAlone runs c's strict check in a transaction of its own and
 	// rolls that back.
-	checkAlone func(ctx context.Context, c pgfence.Chain) error
+	checkAlone func(ctx context.Context, c store.ChainWrite) error
 }
 
 // requireOneOfTwoClones checks that of two byte-identical clones of one
@@ -233,8 +233,8 @@ func requireFenced(t *testing.T, err error, resource string, offered, recorded s
 	require.Equal(t, store.FencedError{Resource: resource, Offered: offered, Recorded: recorded}, *fe)
 }
 
-// chain is a Chain made of plain fields: two chains with the same fields are
-// byte-identical clones.
+// chain is a store.ChainWrite made of plain fields: two chains with the
+// same fields are byte-identical clones.
 type chain struct {
 	name   string
 	holder store.Holder
@@ -254,6 +254,10 @@ func (c *chain) Holder() store.Holder { return c.holder }
 func (c *chain) Token() store.Token   { return c.token }
 
 func (c *chain) Seq() int64 { return c.seq }
+
+// Commit and Abort do nothing: the tests read the seq a check returns.
+func (c *chain) Commit(int64) {}
+func (c *chain) Abort()       {}
 
 func TestFence(t *testing.T) {
 	t.Parallel()
@@ -491,7 +495,7 @@ func TestCheckLeaseStrict(t *testing.T) {
 				tx := b.begin(t)
 				return tx, func() error { return tx.Commit(t.Context()) }
 			},
-			checkAlone: func(ctx context.Context, c pgfence.Chain) error {
+			checkAlone: func(ctx context.Context, c store.ChainWrite) error {
 				tx, err := b.pool.Begin(ctx)
 				if err != nil {
 					return err

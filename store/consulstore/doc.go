@@ -420,6 +420,6 @@
 // other gets a [*store.FencedError] saying that the chain moved on (or
 // that another tenure holds the lease, or nobody does), and none of its
 // operations apply. It takes the chain write of tenure's
-// Lease.BeginChainWrite ([ChainWrite]) and ends it, so the holder's
+// Lease.BeginChainWrite ([store.ChainWrite]) and ends it, so the holder's
 // renewals carry the seq its writes advanced.
 package consulstore

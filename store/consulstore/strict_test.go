@@ -22,7 +22,7 @@ import (
 	"github.com/tenure-dev/tenure/store/consulstore"
 )
 
-var _ consulstore.ChainWrite = (*tenure.ChainWrite)(nil)
+var _ store.ChainWrite = (*tenure.ChainWrite)(nil)
 
 // rawWrite is a chain write made by hand: the identity of a grant, as a
 // clone of its holder would present it, and what StrictTxn reported.
@@ -64,7 +64,7 @@ func set(key, value string) *api.TxnOp {
 	return &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVSet, Key: key, Value: []byte(value)}}
 }
 
-func (b *strictBundle) put(ctx context.Context, w consulstore.ChainWrite, key, value string) error {
+func (b *strictBundle) put(ctx context.Context, w store.ChainWrite, key, value string) error {
 	_, err := b.store.StrictTxn(ctx, w, api.TxnOps{set(b.data+key, value)})
 	return err
 }

@@ -276,6 +276,6 @@
 // caller's operations. Of two clones only the one at the head of the
 // renewal chain passes; the other gets a [*store.FencedError] saying that
 // the chain moved on, and none of its operations apply. It takes the
-// chain write of tenure's Lease.BeginChainWrite ([ChainWrite]) and ends
+// chain write of tenure's Lease.BeginChainWrite ([store.ChainWrite]) and ends
 // it, so the holder's renewals carry the seq its writes advanced.
 package etcdstore

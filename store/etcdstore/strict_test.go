@@ -24,7 +24,7 @@ import (
 	"github.com/tenure-dev/tenure/store/etcdstore"
 )
 
-var _ etcdstore.ChainWrite = (*tenure.ChainWrite)(nil)
+var _ store.ChainWrite = (*tenure.ChainWrite)(nil)
 
 // rawWrite is a chain write made by hand: the identity of a grant, as a
 // clone of its holder would present it, and what StrictTxn reported.
@@ -63,7 +63,7 @@ func setupStrict(t *testing.T) *strictBundle {
 	return &strictBundle{bundle: b, prefix: prefix, data: data}
 }
 
-func (b *strictBundle) put(ctx context.Context, w etcdstore.ChainWrite, key, value string) error {
+func (b *strictBundle) put(ctx context.Context, w store.ChainWrite, key, value string) error {
 	_, err := b.store.StrictTxn(ctx, w, clientv3.OpPut(b.data+key, value))
 	return err
 }

@@ -80,7 +80,7 @@ func TestConfig(t *testing.T) {
 	}{
 		"Defaults": {cfg: pgstore.Config{}, want: pgstore.Objects{
 			Schema: "public", TablePrefix: "tenure_",
-			Leases: "tenure_leases", Fences: "tenure_fences", TokenSeq: "tenure_token_seq", Migrations: "tenure_migrations",
+			Leases: "tenure_leases", Fences: "tenure_fences", TokenSeq: "tenure_token_seq", Migrations: "tenure_migrations", Functions: "tenure_functions",
 			FenceResets: "tenure_fence_resets", AcquireFunc: "tenure_acquire", AcquireBatchFunc: "tenure_acquire_batch", RenewFunc: "tenure_renew",
 			ReleaseFunc: "tenure_release", GetFunc: "tenure_get_lease", ListFunc: "tenure_list_leases",
 			FenceFunc: "tenure_fence", CheckLeaseFunc: "tenure_check_lease", CheckLeaseStrictFunc: "tenure_check_lease_strict",
@@ -91,7 +91,7 @@ func TestConfig(t *testing.T) {
 		}},
 		"Custom": {cfg: pgstore.Config{Schema: "Ops", TablePrefix: "x"}, want: pgstore.Objects{
 			Schema: "Ops", TablePrefix: "x",
-			Leases: "xleases", Fences: "xfences", TokenSeq: "xtoken_seq", Migrations: "xmigrations",
+			Leases: "xleases", Fences: "xfences", TokenSeq: "xtoken_seq", Migrations: "xmigrations", Functions: "xfunctions",
 			FenceResets: "xfence_resets", AcquireFunc: "xacquire", AcquireBatchFunc: "xacquire_batch", RenewFunc: "xrenew",
 			ReleaseFunc: "xrelease", GetFunc: "xget_lease", ListFunc: "xlist_leases",
 			FenceFunc: "xfence", CheckLeaseFunc: "xcheck_lease", CheckLeaseStrictFunc: "xcheck_lease_strict",
@@ -197,10 +197,10 @@ func TestMigrate(t *testing.T) {
 		b := setup(t, nil, true)
 		obj := b.store.Objects()
 		table := pgx.Identifier{obj.Schema, obj.Migrations}.Sanitize()
-		_, err := b.owner.Exec(t.Context(), "UPDATE "+table+" SET name = 'something_else' WHERE version = 2")
+		_, err := b.owner.Exec(t.Context(), "UPDATE "+table+" SET name = 'something_else' WHERE version = 1")
 		require.NoError(t, err)
 		err = b.store.Migrate(t.Context())
-		require.ErrorContains(t, err, `records migration 002 as "something_else", but this library's 002 is "token_seq_cache"`)
+		require.ErrorContains(t, err, `records migration 001 as "something_else", but this library's 001 is "tables"`)
 	})
 
 	t.Run("ExistingSchema", func(t *testing.T) {

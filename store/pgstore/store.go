@@ -192,7 +192,7 @@ func (s *Store) acquire(ctx context.Context, p store.AcquireParams) (store.Grant
 // AcquireBatch implements [store.BatchAcquirer.AcquireBatch]: one
 // statement, the acquire_batch function, which takes the free leases of
 // the batch with one UPDATE and creates the missing ones with one INSERT,
-// with the same rules as [Store.Acquire] (see migration 009). A lease
+// with the same rules as [Store.Acquire] (see functions/acquire_batch.sql). A lease
 // whose row another transaction had locked, or that became free while the
 // statement ran, is asked for again alone.
 func (s *Store) AcquireBatch(ctx context.Context, ps []store.AcquireParams) ([]store.AcquireResult, error) {

@@ -192,7 +192,8 @@ func TestReadOnlyRole(t *testing.T) {
 
 // TestUpgradeRevokesDirectWrites: a schema migrated by an older library,
 // whose run-time role was granted the table and sequence privileges of
-// then, loses those privileges in place when migration 003 runs; its
+// then, loses those privileges in place when migration 003 of the
+// numbering before v0.1.0 runs; after the upgrade to this numbering its
 // leases and tokens are kept, and the role works through the functions
 // once granted what GrantSQL prints now.
 func TestUpgradeRevokesDirectWrites(t *testing.T) {
@@ -205,7 +206,7 @@ func TestUpgradeRevokesDirectWrites(t *testing.T) {
 	ident := func(name string) string { return pgx.Identifier{obj.Schema, name}.Sanitize() }
 	ownerStore := newStore(t, owner, cfg)
 	ctx := t.Context()
-	require.NoError(t, pgstore.MigrateTo(ctx, ownerStore, 2))
+	require.NoError(t, pgstore.LegacyMigrateTo(ctx, ownerStore, 2))
 
 	role := pgserver.PostgresRole(t, owner)
 	r := pgx.Identifier{role}.Sanitize()
@@ -221,6 +222,7 @@ func TestUpgradeRevokesDirectWrites(t *testing.T) {
 		"VALUES ('old', 'a', 'b', $1, 1, now(), now(), now() + interval '1 minute')", before)
 	require.NoError(t, err, "before 003 the role could write the table itself")
 
+	require.NoError(t, pgstore.LegacyMigrateTo(ctx, ownerStore, pgstore.LegacyVersions()))
 	require.NoError(t, ownerStore.Migrate(ctx))
 	_, err = pool.Exec(ctx, "UPDATE "+ident(obj.Leases)+" SET token = 1")
 	require.Equal(t, "42501", pgkit.Code(err), "003 took the write privilege: %v", err)
@@ -282,10 +284,11 @@ ORDER BY p.proname`, pgx.Identifier{b.obj.Schema}.Sanitize())
 	}, names)
 }
 
-// TestUpgradeKeepsPayloadGrants: migration 005 replaces acquire, get and
-// list; a role granted the functions of 004 may execute their successors
-// without a new GRANT, and a lease made before the upgrade reads with an
-// empty payload.
+// TestUpgradeKeepsPayloadGrants: migration 006 of the numbering before
+// v0.1.0 replaced acquire, get and list; a role granted the functions of
+// 004 may execute their successors after the upgrade to this numbering
+// without a new GRANT, and a lease made before reads with an empty
+// payload.
 func TestUpgradeKeepsPayloadGrants(t *testing.T) {
 	t.Parallel()
 	owner := pgserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")
@@ -296,7 +299,7 @@ func TestUpgradeKeepsPayloadGrants(t *testing.T) {
 	ident := func(name string) string { return pgx.Identifier{obj.Schema, name}.Sanitize() }
 	ownerStore := newStore(t, owner, cfg)
 	ctx := t.Context()
-	require.NoError(t, pgstore.MigrateTo(ctx, ownerStore, 4))
+	require.NoError(t, pgstore.LegacyMigrateTo(ctx, ownerStore, 4))
 	_, err = owner.Exec(ctx, "SELECT * FROM "+ident(obj.AcquireFunc)+"('old', 'a', 'b', 60000000)")
 	require.NoError(t, err, "a lease taken before the upgrade")
 
@@ -310,6 +313,7 @@ func TestUpgradeKeepsPayloadGrants(t *testing.T) {
 		"GRANT EXECUTE ON FUNCTION "+ident(getOld)+"(text), "+ident(listOld)+"() TO "+r)
 	require.NoError(t, err, "the grants of 004")
 
+	require.NoError(t, pgstore.LegacyMigrateTo(ctx, ownerStore, pgstore.LegacyVersions()))
 	require.NoError(t, ownerStore.Migrate(ctx))
 	ws := newStore(t, pgserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, writer), cfg)
 	g, err := ws.Acquire(ctx, store.AcquireParams{Name: "new", Holder: testutil.Holder(t, "a"), TTL: time.Minute, Payload: "db-1:5432"})

@@ -161,7 +161,7 @@ func MySQLDropObjects(ctx context.Context, owner *sql.DB, cfg mysqlstore.Config)
 			return fmt.Errorf("drop procedure %q: %w", p, err)
 		}
 	}
-	for _, t := range []string{obj.Leases, obj.Fences, obj.Tokens, obj.Migrations} {
+	for _, t := range []string{obj.Leases, obj.Fences, obj.Tokens, obj.Migrations, obj.Functions} {
 		if _, err := owner.ExecContext(ctx, "DROP TABLE IF EXISTS "+obj.Ident(t)); err != nil {
 			return fmt.Errorf("drop table %q: %w", t, err)
 		}

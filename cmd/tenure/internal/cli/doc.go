@@ -116,7 +116,8 @@
 //	75   not acquired: the lease is held by someone else, or --wait-timeout
 //	     ran out; the message names the holder, its token and its remaining
 //	     time by the store's clock (EX_TEMPFAIL: try again later)
-//	78   the store's schema is not migrated: run tenure migrate (EX_CONFIG)
+//	78   the store's schema is not migrated, or (migrate --check) behind this
+//	     version: run tenure migrate (EX_CONFIG)
 //	79   the tenure was lost while the command ran, and the command was
 //	     stopped
 //	126  the command could not be executed; 127 it was not found

@@ -175,7 +175,8 @@ const exitHelp = `Exit codes:
   75     not acquired: the lease is held by someone else, or --wait-timeout
          ran out; the message names the holder, its token and its remaining
          time by the store's clock
-  78     the store is not migrated: run tenure migrate
+  78     the store is not migrated, or (migrate --check) behind this
+         version: run tenure migrate
   79     the lease was lost while the command ran, and the command was
          stopped (SIGTERM, then SIGKILL after --grace)
   126    the command could not be executed; 127: it was not found

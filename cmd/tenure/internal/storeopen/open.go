@@ -316,7 +316,8 @@ func (o *Opened) Registry() (*registry.Registry, error) {
 }
 
 // Migrate creates or upgrades the store's schema and returns a sentence
-// saying what it did. A PostgreSQL store needs DDL rights for it, and gets
+// saying what it did; for PostgreSQL and MySQL a line per part of the
+// schema follows, with its version and functions before and after. A PostgreSQL store needs DDL rights for it, and gets
 // the fleet registry's tables too; a MySQL store gets its tables and
 // procedures; a NATS store's bucket was created by Open (with
 // [Options.Migrate]); an SQLite store was already migrated by Open; Redis,
@@ -329,7 +330,19 @@ func (o *Opened) Migrate(ctx context.Context) (string, error) {
 	case o.Target.Kind == storeurl.AlwaysLeader:
 		return "the always-leader store keeps nothing: nothing to migrate", nil
 	case o.mysql != nil:
-		return o.migrateMySQL(ctx)
+		before, err := o.schemaStatus(ctx)
+		if err != nil {
+			return "", err
+		}
+		msg, err := o.migrateMySQL(ctx)
+		if err != nil {
+			return "", err
+		}
+		after, err := o.schemaStatus(ctx)
+		if err != nil {
+			return "", err
+		}
+		return msg + versionLines(before, after), nil
 	case o.nats != nil:
 		return o.migrateNats(), nil
 	case o.Target.Kind == storeurl.Kubernetes:
@@ -338,6 +351,10 @@ func (o *Opened) Migrate(ctx context.Context) (string, error) {
 	case o.pg == nil:
 		return fmt.Sprintf("the %s store %s keeps no schema: nothing to migrate (its keys live under the prefix %q)",
 			o.Target.Kind.Name(), o.Target.Display, o.prefix), nil
+	}
+	before, err := o.schemaStatus(ctx)
+	if err != nil {
+		return "", err
 	}
 	if err := o.pg.Migrate(ctx); err != nil {
 		return "", o.Target.Wrap(err)
@@ -358,8 +375,12 @@ func (o *Opened) Migrate(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", storeurl.Errorf(store.ErrInvalid, err, "storeurl: %s", o.Target.Redact(err.Error()))
 	}
+	after, err := o.schemaStatus(ctx)
+	if err != nil {
+		return "", err
+	}
 	return fmt.Sprintf("migrated the PostgreSQL store %s: schema %q, tables %s and %s, fence function %s; fleet registry tables %s, %s and %s",
-		o.Target.Display, obj.Schema, obj.Leases, obj.Fences, obj.FenceFunc, fleet.Agents, fleet.Owners, fleet.Reassignments), nil
+		o.Target.Display, obj.Schema, obj.Leases, obj.Fences, obj.FenceFunc, fleet.Agents, fleet.Owners, fleet.Reassignments) + versionLines(before, after), nil
 }
 
 // TokenFloorSupported reports, with an error matching [store.ErrInvalid],
