@@ -11,7 +11,8 @@ import (
 
 	"github.com/tenure-dev/tenure/cmd/tenure/internal/cli"
 	"github.com/tenure-dev/tenure/cmd/tenure/internal/storeurl"
-	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testserver/pgserver"
+	"github.com/tenure-dev/tenure/internal/testserver/redisserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
 )
 
@@ -24,9 +25,9 @@ func TestMigrateCheck(t *testing.T) {
 
 	t.Run("Postgres", func(t *testing.T) {
 		t.Parallel()
-		owner := testserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")
+		owner := pgserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")
 		schema := testutil.UniqueName(t)
-		t.Cleanup(func() { testserver.PostgresDropSchema(t, owner, schema) })
+		t.Cleanup(func() { pgserver.PostgresDropSchema(t, owner, schema) })
 		u, err := url.Parse(testutil.PostgresURL())
 		require.NoError(t, err)
 		q := u.Query()
@@ -86,7 +87,7 @@ func TestMigrateCheck(t *testing.T) {
 	// A store that keeps no schema says so and exits 0.
 	t.Run("Redis", func(t *testing.T) {
 		t.Parallel()
-		p := run(t, testEnv(t), "migrate", "--check", "--store", testserver.RedisURL())
+		p := run(t, testEnv(t), "migrate", "--check", "--store", redisserver.RedisURL())
 		require.Equal(t, 0, p.code, p.stderr.all())
 		require.Contains(t, p.stdout.all(), "keeps no schema: nothing to check")
 	})

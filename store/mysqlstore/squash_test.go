@@ -11,7 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testserver/mysqlserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/store"
 	"github.com/tenure-dev/tenure/store/mysqlstore"
@@ -22,7 +22,7 @@ import (
 // v0.1.0 left them: every migration of that numbering applied.
 func legacySchema(tb testing.TB, owner *sql.DB, cfg mysqlstore.Config) {
 	tb.Helper()
-	tb.Cleanup(func() { testserver.MySQLDrop(tb, owner, cfg) })
+	tb.Cleanup(func() { mysqlserver.MySQLDrop(tb, owner, cfg) })
 	s, err := mysqlstore.New(owner, cfg)
 	require.NoError(tb, err)
 	defer func() { require.NoError(tb, s.Close()) }()
@@ -32,13 +32,13 @@ func legacySchema(tb testing.TB, owner *sql.DB, cfg mysqlstore.Config) {
 // legacyHarness is the MySQL harness whose every store is on tables made
 // before v0.1.0 and then migrated by this library, used by an account
 // granted what it needs before the upgrade.
-type legacyHarness struct{ testserver.MySQLHarness }
+type legacyHarness struct{ mysqlserver.MySQLHarness }
 
 func (h legacyHarness) NewStore(tb testing.TB) store.Store {
 	tb.Helper()
-	cfg := testserver.MySQLConfig(tb)
+	cfg := mysqlserver.MySQLConfig(tb)
 	legacySchema(tb, h.Owner, cfg)
-	testserver.MySQLGrant(tb, h.Owner, cfg, h.Account)
+	mysqlserver.MySQLGrant(tb, h.Owner, cfg, h.Account)
 	owner, err := mysqlstore.New(h.Owner, cfg)
 	require.NoError(tb, err)
 	defer func() { require.NoError(tb, owner.Close()) }()
@@ -55,9 +55,9 @@ func (h legacyHarness) NewStore(tb testing.TB) store.Store {
 // created again keep their grants.
 func TestLegacySchemaConformance(t *testing.T) {
 	t.Parallel()
-	owner := testserver.MySQLDB(t, "")
-	account := testserver.MySQLAccount(t, owner)
-	storetest.Run(t, legacyHarness{testserver.MySQLHarness{Owner: owner, DB: testserver.MySQLDB(t, account), Account: account}})
+	owner := mysqlserver.MySQLDB(t, "")
+	account := mysqlserver.MySQLAccount(t, owner)
+	storetest.Run(t, legacyHarness{mysqlserver.MySQLHarness{Owner: owner, DB: mysqlserver.MySQLDB(t, account), Account: account}})
 }
 
 // objects describes the tables and procedures of cfg, named without the
@@ -100,8 +100,8 @@ func TestMigrateLegacySchema(t *testing.T) {
 	// a fresh one.
 	t.Run("SameObjectsAsFresh", func(t *testing.T) {
 		t.Parallel()
-		owner := testserver.MySQLDB(t, "")
-		legacyCfg := testserver.MySQLConfig(t)
+		owner := mysqlserver.MySQLDB(t, "")
+		legacyCfg := mysqlserver.MySQLConfig(t)
 		legacySchema(t, owner, legacyCfg)
 		require.NoError(t, newStore(t, owner, legacyCfg).Migrate(t.Context()))
 		fresh := setup(t, nil, true)
@@ -202,8 +202,8 @@ func TestProcedures(t *testing.T) {
 		t.Parallel()
 		b := setup(t, nil, true)
 		ctx := t.Context()
-		account := testserver.MySQLAccount(t, b.owner)
-		testserver.MySQLGrant(t, b.owner, b.cfg, account)
+		account := mysqlserver.MySQLAccount(t, b.owner)
+		mysqlserver.MySQLGrant(t, b.owner, b.cfg, account)
 		_, err := b.owner.ExecContext(ctx, "UPDATE "+b.table(b.store.Objects().Functions)+" SET sha256 = 'an older text' WHERE name = 'renew'")
 		require.NoError(t, err)
 		st, err := b.store.SchemaStatus(ctx)
@@ -214,7 +214,7 @@ func TestProcedures(t *testing.T) {
 		require.NoError(t, err)
 		require.False(t, st.Behind(), st.String())
 
-		s := newStore(t, testserver.MySQLDB(t, account), b.cfg)
+		s := newStore(t, mysqlserver.MySQLDB(t, account), b.cfg)
 		h := testutil.Holder(t, "a")
 		g, err := s.Acquire(ctx, store.AcquireParams{Name: "job", Holder: h, TTL: time.Minute})
 		require.NoError(t, err)
@@ -231,14 +231,14 @@ func TestProcedures(t *testing.T) {
 		t.Parallel()
 		b := setup(t, nil, false)
 		ctx := t.Context()
-		owner := testserver.MySQLAccount(t, b.owner)
+		owner := mysqlserver.MySQLAccount(t, b.owner)
 		_, err := b.owner.ExecContext(ctx, "GRANT CREATE, ALTER, DROP, CREATE ROUTINE, ALTER ROUTINE, SELECT, INSERT, UPDATE, DELETE ON "+
 			mysqlstore.Quote("", b.cfg.Database)+".* TO '"+owner+"'@'%' WITH GRANT OPTION")
 		require.NoError(t, err)
-		ownerStore := newStore(t, testserver.MySQLDB(t, owner), b.cfg)
+		ownerStore := newStore(t, mysqlserver.MySQLDB(t, owner), b.cfg)
 		require.NoError(t, ownerStore.Migrate(ctx))
-		worker := testserver.MySQLAccount(t, b.owner)
-		testserver.MySQLGrant(t, b.owner, b.cfg, worker)
+		worker := mysqlserver.MySQLAccount(t, b.owner)
+		mysqlserver.MySQLGrant(t, b.owner, b.cfg, worker)
 		_, err = b.owner.ExecContext(ctx, "UPDATE "+b.table(b.store.Objects().Functions)+" SET sha256 = 'an older text' WHERE name = 'renew'")
 		require.NoError(t, err)
 
@@ -253,7 +253,7 @@ func TestProcedures(t *testing.T) {
 		_, err = b.owner.ExecContext(ctx, "GRANT SELECT ON mysql.procs_priv TO '"+owner+"'@'%'")
 		require.NoError(t, err)
 		require.NoError(t, ownerStore.Migrate(ctx))
-		s := newStore(t, testserver.MySQLDB(t, worker), b.cfg)
+		s := newStore(t, mysqlserver.MySQLDB(t, worker), b.cfg)
 		h := testutil.Holder(t, "a")
 		g, err := s.Acquire(ctx, store.AcquireParams{Name: "job", Holder: h, TTL: time.Minute})
 		require.NoError(t, err)

@@ -7,7 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testserver/pgserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/store"
 	"github.com/tenure-dev/tenure/store/pgstore"
@@ -109,7 +109,7 @@ func TestFunctions(t *testing.T) {
 	// apply, and reading that creates nothing.
 	t.Run("StatusOfNothing", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, testserver.PostgresWeirdConfig, false)
+		b := setup(t, pgserver.PostgresWeirdConfig, false)
 		st, err := b.store.SchemaStatus(t.Context())
 		require.NoError(t, err)
 		require.True(t, st.Behind())

@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testserver/pgserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/store"
 	"github.com/tenure-dev/tenure/store/pgstore"
@@ -23,7 +23,7 @@ import (
 // migration of that numbering applied, none of this one's.
 func legacySchema(tb testing.TB, owner *pgxpool.Pool, cfg pgstore.Config) {
 	tb.Helper()
-	tb.Cleanup(func() { testserver.PostgresDropSchema(tb, owner, cfg.Schema) })
+	tb.Cleanup(func() { pgserver.PostgresDropSchema(tb, owner, cfg.Schema) })
 	s, err := pgstore.New(owner, cfg)
 	require.NoError(tb, err)
 	defer func() { require.NoError(tb, s.Close()) }()
@@ -32,11 +32,11 @@ func legacySchema(tb testing.TB, owner *pgxpool.Pool, cfg pgstore.Config) {
 
 // legacyHarness is the PostgreSQL harness whose every store is on a
 // schema made before v0.1.0 and then migrated by this library.
-type legacyHarness struct{ testserver.PostgresHarness }
+type legacyHarness struct{ pgserver.PostgresHarness }
 
 func (h legacyHarness) NewStore(tb testing.TB) store.Store {
 	tb.Helper()
-	cfg := testserver.PostgresConfig(tb)
+	cfg := pgserver.PostgresConfig(tb)
 	legacySchema(tb, h.Owner, cfg)
 	s, err := pgstore.New(h.Owner, cfg)
 	require.NoError(tb, err)
@@ -50,7 +50,7 @@ func (h legacyHarness) NewStore(tb testing.TB) store.Store {
 // ones.
 func TestLegacySchemaConformance(t *testing.T) {
 	t.Parallel()
-	storetest.Run(t, legacyHarness{testserver.PostgresHarness{Owner: testserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")}})
+	storetest.Run(t, legacyHarness{pgserver.PostgresHarness{Owner: pgserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")}})
 }
 
 // catalog describes every object of a schema, with the schema's name
@@ -121,12 +121,12 @@ func TestMigrateLegacySchema(t *testing.T) {
 	// sequence, and every function's definition, settings and grants.
 	t.Run("SameObjectsAsFresh", func(t *testing.T) {
 		t.Parallel()
-		owner := testserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")
-		legacyCfg, freshCfg := testserver.PostgresConfig(t), testserver.PostgresConfig(t)
+		owner := pgserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")
+		legacyCfg, freshCfg := pgserver.PostgresConfig(t), pgserver.PostgresConfig(t)
 		freshCfg.Schema += "_fresh"
 		legacySchema(t, owner, legacyCfg)
 		require.NoError(t, newStore(t, owner, legacyCfg).Migrate(t.Context()))
-		testserver.PostgresSchema(t, owner, freshCfg)
+		pgserver.PostgresSchema(t, owner, freshCfg)
 		// The migrations table records another numbering; its contents
 		// are compared below.
 		skip := []string{"t_migrations"}
@@ -214,7 +214,7 @@ func TestMigrateLegacySchema(t *testing.T) {
 	// The printed script upgrades such a schema as Migrate does.
 	t.Run("PrintedScript", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, testserver.PostgresWeirdConfig, false)
+		b := setup(t, pgserver.PostgresWeirdConfig, false)
 		legacySchema(t, b.owner, b.cfg)
 		script, err := b.cfg.MigrationSQL()
 		require.NoError(t, err)
