@@ -261,7 +261,7 @@ func (h ConsulHarness) New(tb testing.TB) (*consulstore.Store, *api.Client) {
 
 // Capabilities implements [storetest.Harness].
 func (h ConsulHarness) Capabilities() storetest.Capabilities {
-	return storetest.Capabilities{Notify: true, Line: true, NoHandoff: true, ExpiryLag: ConsulExpiryLag, RoundTrip: h.roundTrip}
+	return storetest.Capabilities{Notify: true, Line: true, NoHandoff: true, ExpiryLag: ConsulExpiryLag, RoundTrip: h.roundTrip, Faults: h.Faults()}
 }
 
 // roundTrip is the store's cheapest call: a consistent read-only

@@ -258,6 +258,7 @@ func (h MySQLHarness) Capabilities() storetest.Capabilities {
 	return storetest.Capabilities{
 		Line:      true,
 		NoHandoff: true,
+		Faults:    h.Faults(),
 		RoundTrip: func(ctx context.Context) error {
 			var one int
 			if err := db.QueryRowContext(ctx, "SELECT 1").Scan(&one); err != nil {

@@ -178,6 +178,7 @@ func (h PostgresHarness) Capabilities() storetest.Capabilities {
 	return storetest.Capabilities{
 		Notify: true,
 		Line:   true,
+		Faults: h.Faults(),
 		RoundTrip: func(ctx context.Context) error {
 			var one int
 			if err := pool.QueryRow(ctx, "SELECT 1").Scan(&one); err != nil {

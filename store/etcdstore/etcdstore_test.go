@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 
 	"github.com/tenure-dev/tenure/internal/testserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
@@ -45,11 +46,23 @@ func (h harness) Capabilities() storetest.Capabilities {
 		Line:      true,
 		NoHandoff: true,
 		ExpiryLag: expiryLag,
+		Faults:    storetest.Faults{NewStore: newFaultyStore},
 		RoundTrip: func(ctx context.Context) error {
 			_, err := h.base.Get(ctx, "tenure-test/round-trip")
 			return err
 		},
 	}
+}
+
+// newFaultyStore returns a store on a server of its own, through a proxy.
+func newFaultyStore(tb testing.TB) (store.Store, storetest.Fault) {
+	srv := testserver.OwnEtcd(tb)
+	p := testserver.Proxy(tb, srv.Addr())
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{p.Addr()}, DialTimeout: 30 * time.Second, Logger: zap.NewNop()})
+	require.NoError(tb, err)
+	tb.Cleanup(func() { _ = cli.Close() })
+	s := newStore(tb, cli, etcdstore.Config{})
+	return s, testserver.CutFault(p, srv.Restart, s)
 }
 
 func TestConformance(t *testing.T) {

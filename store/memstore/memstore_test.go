@@ -21,7 +21,10 @@ func (harness) NewStore(tb testing.TB) store.Store {
 }
 
 func (harness) Capabilities() storetest.Capabilities {
-	return storetest.Capabilities{Notify: true, Line: true}
+	return storetest.Capabilities{Notify: true, Line: true, Faults: storetest.Faults{
+		NoCut:     "a memstore lives in this process's memory: there is no connection to cut",
+		NoRestart: "a memstore lives in this process's memory: a restart loses every lease and token, by design",
+	}}
 }
 
 func TestConformance(t *testing.T) { storetest.Run(t, harness{}) }

@@ -29,9 +29,30 @@ func (harness) NewStore(tb testing.TB) store.Store {
 }
 
 func (h harness) Capabilities() storetest.Capabilities {
-	return storetest.Capabilities{Notify: true, Line: true, RoundTrip: func(ctx context.Context) error {
-		var one int
-		return h.base.DB().QueryRowContext(ctx, "SELECT 1").Scan(&one)
+	return storetest.Capabilities{
+		Notify: true,
+		Line:   true,
+		RoundTrip: func(ctx context.Context) error {
+			var one int
+			return h.base.DB().QueryRowContext(ctx, "SELECT 1").Scan(&one)
+		},
+		Faults: storetest.Faults{
+			NoCut:    "an SQLite store is a file this process opens: there is no connection to cut",
+			NewStore: newFaultyStore,
+		},
+	}
+}
+
+// newFaultyStore returns a store on a file of its own, whose restart is a
+// restart of the process: the store is closed and the file opened again.
+func newFaultyStore(tb testing.TB) (store.Store, storetest.Fault) {
+	path := filepath.Join(tb.TempDir(), "tenure.db")
+	st, err := sqlitestore.Open(tb.Context(), path, sqlitestore.Config{})
+	require.NoError(tb, err)
+	tb.Cleanup(func() { _ = st.Close() })
+	return st, storetest.Fault{Restart: func(tb testing.TB) store.Store {
+		require.NoError(tb, st.Close())
+		return openStore(tb, path, sqlitestore.Config{})
 	}}
 }
 

@@ -1,0 +1,199 @@
+package testserver
+
+import (
+	"context"
+	"net"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tenure-dev/tenure/internal/faultnet"
+	"github.com/tenure-dev/tenure/internal/testutil"
+	"github.com/tenure-dev/tenure/store"
+	"github.com/tenure-dev/tenure/store/consulstore"
+	"github.com/tenure-dev/tenure/store/mysqlstore"
+	"github.com/tenure-dev/tenure/store/natsstore"
+	"github.com/tenure-dev/tenure/store/pgstore"
+	"github.com/tenure-dev/tenure/store/storetest"
+)
+
+// restartTimeout bounds a server's restart for [storetest.Fault.Restart].
+const restartTimeout = 2 * time.Minute
+
+// sharedServer is why a harness over the machine's server declines to
+// restart it.
+const sharedServer = "the tests share the machine's server, which other tests use meanwhile; the chaos harness restarts servers of its own"
+
+// Proxy starts a [faultnet.Proxy] in front of target (host:port), closed
+// when tb ends.
+func Proxy(tb testing.TB, target string) *faultnet.Proxy {
+	tb.Helper()
+	p, err := faultnet.Listen(target)
+	if err != nil {
+		tb.Fatalf("testserver: %v", err)
+	}
+	tb.Cleanup(func() {
+		if err := p.Close(); err != nil {
+			tb.Errorf("testserver: %v", err)
+		}
+	})
+	return p
+}
+
+// CutFault returns a [storetest.Fault] that cuts the connections through p
+// (a partition that also dropped every open connection: faultnet's Cut
+// under a BlackHole) and restores them. restart, when not nil, restarts
+// the server behind p.
+func CutFault(p *faultnet.Proxy, restart func(context.Context) error, s store.Store) storetest.Fault {
+	f := storetest.Fault{
+		Cut: func(testing.TB) {
+			p.BlackHole()
+			p.Cut()
+		},
+		Restore: func(testing.TB) { p.Restore() },
+	}
+	if restart != nil {
+		f.Restart = func(tb testing.TB) store.Store {
+			tb.Helper()
+			ctx, cancel := context.WithTimeout(tb.Context(), restartTimeout)
+			defer cancel()
+			if err := restart(ctx); err != nil {
+				tb.Fatalf("testserver: restart: %v", err)
+			}
+			return s
+		}
+	}
+	return f
+}
+
+// Faults implements [storetest.Capabilities.Faults]: a store on a pool
+// of its own through a proxy; the machine's server is not restarted.
+func (h PostgresHarness) Faults() storetest.Faults {
+	return storetest.Faults{NoRestart: sharedServer, NewStore: func(tb testing.TB) (store.Store, storetest.Fault) {
+		tb.Helper()
+		cfg, err := pgxpool.ParseConfig(testutil.PostgresURL())
+		if err != nil {
+			tb.Fatalf("testserver: parse %q: %v", testutil.PostgresURL(), err)
+		}
+		p := Proxy(tb, net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port))))
+		host, port, _ := net.SplitHostPort(p.Addr())
+		portNum, _ := strconv.Atoi(port)
+		cfg.ConnConfig.Host, cfg.ConnConfig.Port = host, uint16(portNum)
+		if h.Role != "" {
+			cfg.ConnConfig.User = h.Role
+		}
+		pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+		if err != nil {
+			tb.Fatalf("testserver: pool: %v", err)
+		}
+		tb.Cleanup(pool.Close)
+		sc := PostgresConfig(tb)
+		PostgresSchema(tb, h.Owner, sc)
+		if h.Role != "" {
+			PostgresGrant(tb, h.Owner, sc, h.Role)
+		}
+		s, err := pgstore.New(pool, sc)
+		if err != nil {
+			tb.Fatalf("testserver: %v", err)
+		}
+		tb.Cleanup(func() { _ = s.Close() })
+		return s, CutFault(p, nil, s)
+	}}
+}
+
+// Faults implements [storetest.Capabilities.Faults]: a store on a
+// handle of its own through a proxy; the machine's server is not
+// restarted.
+func (h MySQLHarness) Faults() storetest.Faults {
+	return storetest.Faults{NoRestart: sharedServer, NewStore: func(tb testing.TB) (store.Store, storetest.Fault) {
+		tb.Helper()
+		dc := MySQLDriverConfig(tb, h.Account)
+		p := Proxy(tb, dc.Addr)
+		dc.Addr = p.Addr()
+		db := MySQLOpen(tb, dc)
+		cfg := MySQLConfig(tb)
+		MySQLSchema(tb, h.Owner, cfg)
+		if h.Account != "" {
+			MySQLGrant(tb, h.Owner, cfg, h.Account)
+		}
+		s, err := mysqlstore.New(db, cfg)
+		if err != nil {
+			tb.Fatalf("testserver: %v", err)
+		}
+		tb.Cleanup(func() { _ = s.Close() })
+		return s, CutFault(p, nil, s)
+	}}
+}
+
+// Faults implements [storetest.Capabilities.Faults]: a store on a
+// redis-server of its own that persists nothing (a restart loses every
+// key), through a proxy.
+func (RedisHarness) Faults() storetest.Faults {
+	return storetest.Faults{NewStore: func(tb testing.TB) (store.Store, storetest.Fault) {
+		tb.Helper()
+		srv := OwnRedis(tb, RedisConfig{})
+		p := Proxy(tb, srv.Addr())
+		c := redis.NewClient(&redis.Options{Addr: p.Addr(), ContextTimeoutEnabled: true})
+		tb.Cleanup(func() { _ = c.Close() })
+		s := RedisHarness{Client: c}.NewStore(tb)
+		return s, CutFault(p, srv.Restart, s)
+	}}
+}
+
+// Faults implements [storetest.Capabilities.Faults]: a store on a server
+// agent of its own, which keeps its Raft log on disk across a restart,
+// through a proxy.
+func (h ConsulHarness) Faults() storetest.Faults {
+	return storetest.Faults{NewStore: func(tb testing.TB) (store.Store, storetest.Fault) {
+		tb.Helper()
+		agent, err := StartConsul(tb.Context(), ConsulConfig{Server: true})
+		testutil.NeedServer(tb, "consul agent", err)
+		tb.Cleanup(func() {
+			if err := agent.Stop(); err != nil {
+				tb.Errorf("testserver: stop consul %s: %v", agent.Node, err)
+			}
+		})
+		p := Proxy(tb, agent.HTTPAddr)
+		cfg := h.Config
+		cfg.KeyPrefix = "tenuretest/" + testutil.UniqueName(tb) + "/"
+		if cfg.MinSessionTTL == 0 {
+			cfg.MinSessionTTL = ConsulSessionTTLMin
+		}
+		s, err := consulstore.New(ConsulClient(tb, p.Addr()), cfg)
+		if err != nil {
+			tb.Fatalf("testserver: %v", err)
+		}
+		tb.Cleanup(func() { _ = s.Close() })
+		return s, CutFault(p, agent.Restart, s)
+	}}
+}
+
+// Faults implements [storetest.Capabilities.Faults]: a store on a
+// nats-server of its own (JetStream on file storage), through a proxy.
+func (NatsHarness) Faults() storetest.Faults {
+	return storetest.Faults{NewStore: func(tb testing.TB) (store.Store, storetest.Fault) {
+		tb.Helper()
+		srv := OwnNats(tb)
+		addr := srv.URL[len("nats://"):]
+		p := Proxy(tb, addr)
+		proxied := &Nats{Process: srv.Process, Name: srv.Name, URL: "nats://" + p.Addr()}
+		js, err := jetstream.New(proxied.Conn(tb))
+		if err != nil {
+			tb.Fatalf("testserver: %v", err)
+		}
+		cfg := natsstore.Config{Bucket: "t" + testutil.RandomHex(8)}
+		if err := natsstore.Migrate(tb.Context(), js, cfg); err != nil {
+			tb.Fatalf("testserver: %v", err)
+		}
+		s, err := natsstore.Open(tb.Context(), js, cfg)
+		if err != nil {
+			tb.Fatalf("testserver: %v", err)
+		}
+		tb.Cleanup(func() { _ = s.Close() })
+		return s, CutFault(p, srv.Restart, s)
+	}}
+}
