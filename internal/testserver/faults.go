@@ -15,9 +15,7 @@ import (
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/store"
 	"github.com/tenure-dev/tenure/store/consulstore"
-	"github.com/tenure-dev/tenure/store/mysqlstore"
 	"github.com/tenure-dev/tenure/store/natsstore"
-	"github.com/tenure-dev/tenure/store/pgstore"
 	"github.com/tenure-dev/tenure/store/storetest"
 )
 
@@ -26,7 +24,7 @@ const restartTimeout = 2 * time.Minute
 
 // sharedServer is why a harness over the machine's server declines to
 // restart it.
-const sharedServer = "the tests share the machine's server, which other tests use meanwhile; the chaos harness restarts servers of its own"
+const sharedServer = "the tests share the machine's server, which other tests use meanwhile: restarting it would fail them"
 
 // Proxy starts a [faultnet.Proxy] in front of target (host:port), closed
 // when tb ends.
@@ -44,11 +42,19 @@ func Proxy(tb testing.TB, target string) *faultnet.Proxy {
 	return p
 }
 
-// CutFault returns a [storetest.Fault] that cuts the connections through p
-// (a partition that also dropped every open connection: faultnet's Cut
-// under a BlackHole) and restores them. restart, when not nil, restarts
-// the server behind p.
-func CutFault(p *faultnet.Proxy, restart func(context.Context) error, s store.Store) storetest.Fault {
+// Crasher is a server a [storetest.Fault] can crash and restart: a
+// [Process], or a server made of one.
+type Crasher interface {
+	Kill()
+	Restart(ctx context.Context) error
+}
+
+// CutFault returns a [storetest.Fault] on the store s whose connections
+// go through p: Cut is a partition that also dropped every open
+// connection (faultnet's Cut under a BlackHole), Restore ends it. With srv
+// (the server behind p) not nil, Kill and Restart crash it and start it
+// again, and Restart returns s.
+func CutFault(p *faultnet.Proxy, srv Crasher, s store.Store) storetest.Fault {
 	f := storetest.Fault{
 		Cut: func(testing.TB) {
 			p.BlackHole()
@@ -56,12 +62,13 @@ func CutFault(p *faultnet.Proxy, restart func(context.Context) error, s store.St
 		},
 		Restore: func(testing.TB) { p.Restore() },
 	}
-	if restart != nil {
+	if srv != nil {
+		f.Kill = func(testing.TB) { srv.Kill() }
 		f.Restart = func(tb testing.TB) store.Store {
 			tb.Helper()
 			ctx, cancel := context.WithTimeout(tb.Context(), restartTimeout)
 			defer cancel()
-			if err := restart(ctx); err != nil {
+			if err := srv.Restart(ctx); err != nil {
 				tb.Fatalf("testserver: restart: %v", err)
 			}
 			return s
@@ -70,61 +77,43 @@ func CutFault(p *faultnet.Proxy, restart func(context.Context) error, s store.St
 	return f
 }
 
-// Faults implements [storetest.Capabilities.Faults]: a store on a pool
-// of its own through a proxy; the machine's server is not restarted.
+// Faults implements [storetest.Capabilities.Faults]: a store as
+// NewStore makes one, on a pool of its own (Pool's configuration) through
+// a proxy; the machine's server is not restarted.
 func (h PostgresHarness) Faults() storetest.Faults {
 	return storetest.Faults{NoRestart: sharedServer, NewStore: func(tb testing.TB) (store.Store, storetest.Fault) {
 		tb.Helper()
-		cfg, err := pgxpool.ParseConfig(testutil.PostgresURL())
-		if err != nil {
-			tb.Fatalf("testserver: parse %q: %v", testutil.PostgresURL(), err)
-		}
+		cfg := h.pool().Config()
 		p := Proxy(tb, net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port))))
-		host, port, _ := net.SplitHostPort(p.Addr())
-		portNum, _ := strconv.Atoi(port)
-		cfg.ConnConfig.Host, cfg.ConnConfig.Port = host, uint16(portNum)
-		if h.Role != "" {
-			cfg.ConnConfig.User = h.Role
+		host, port, err := net.SplitHostPort(p.Addr())
+		if err != nil {
+			tb.Fatalf("testserver: proxy address: %v", err)
 		}
+		n, err := strconv.ParseUint(port, 10, 16)
+		if err != nil {
+			tb.Fatalf("testserver: proxy port: %v", err)
+		}
+		cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Fallbacks = host, uint16(n), nil
 		pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 		if err != nil {
 			tb.Fatalf("testserver: pool: %v", err)
 		}
 		tb.Cleanup(pool.Close)
-		sc := PostgresConfig(tb)
-		PostgresSchema(tb, h.Owner, sc)
-		if h.Role != "" {
-			PostgresGrant(tb, h.Owner, sc, h.Role)
-		}
-		s, err := pgstore.New(pool, sc)
-		if err != nil {
-			tb.Fatalf("testserver: %v", err)
-		}
-		tb.Cleanup(func() { _ = s.Close() })
+		s := h.storeOn(tb, pool)
 		return s, CutFault(p, nil, s)
 	}}
 }
 
-// Faults implements [storetest.Capabilities.Faults]: a store on a
-// handle of its own through a proxy; the machine's server is not
-// restarted.
+// Faults implements [storetest.Capabilities.Faults]: a store as NewStore
+// makes one, on a handle of its own (as Account, when set) through a
+// proxy; the machine's server is not restarted.
 func (h MySQLHarness) Faults() storetest.Faults {
 	return storetest.Faults{NoRestart: sharedServer, NewStore: func(tb testing.TB) (store.Store, storetest.Fault) {
 		tb.Helper()
 		dc := MySQLDriverConfig(tb, h.Account)
 		p := Proxy(tb, dc.Addr)
 		dc.Addr = p.Addr()
-		db := MySQLOpen(tb, dc)
-		cfg := MySQLConfig(tb)
-		MySQLSchema(tb, h.Owner, cfg)
-		if h.Account != "" {
-			MySQLGrant(tb, h.Owner, cfg, h.Account)
-		}
-		s, err := mysqlstore.New(db, cfg)
-		if err != nil {
-			tb.Fatalf("testserver: %v", err)
-		}
-		tb.Cleanup(func() { _ = s.Close() })
+		s := h.storeOn(tb, MySQLOpen(tb, dc))
 		return s, CutFault(p, nil, s)
 	}}
 }
@@ -140,7 +129,7 @@ func (RedisHarness) Faults() storetest.Faults {
 		c := redis.NewClient(&redis.Options{Addr: p.Addr(), ContextTimeoutEnabled: true})
 		tb.Cleanup(func() { _ = c.Close() })
 		s := RedisHarness{Client: c}.NewStore(tb)
-		return s, CutFault(p, srv.Restart, s)
+		return s, CutFault(p, srv, s)
 	}}
 }
 
@@ -168,7 +157,7 @@ func (h ConsulHarness) Faults() storetest.Faults {
 			tb.Fatalf("testserver: %v", err)
 		}
 		tb.Cleanup(func() { _ = s.Close() })
-		return s, CutFault(p, agent.Restart, s)
+		return s, CutFault(p, agent, s)
 	}}
 }
 
@@ -194,6 +183,6 @@ func (NatsHarness) Faults() storetest.Faults {
 			tb.Fatalf("testserver: %v", err)
 		}
 		tb.Cleanup(func() { _ = s.Close() })
-		return s, CutFault(p, srv.Restart, s)
+		return s, CutFault(p, srv, s)
 	}}
 }

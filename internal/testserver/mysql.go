@@ -228,6 +228,12 @@ type MySQLHarness struct {
 // NewStore implements [storetest.Harness].
 func (h MySQLHarness) NewStore(tb testing.TB) store.Store {
 	tb.Helper()
+	return h.storeOn(tb, h.db())
+}
+
+// storeOn is [MySQLHarness.NewStore] on db.
+func (h MySQLHarness) storeOn(tb testing.TB, db *sql.DB) store.Store {
+	tb.Helper()
 	newConfig := h.Config
 	if newConfig == nil {
 		newConfig = MySQLConfig
@@ -237,7 +243,7 @@ func (h MySQLHarness) NewStore(tb testing.TB) store.Store {
 	if h.Account != "" {
 		MySQLGrant(tb, h.Owner, cfg, h.Account)
 	}
-	s, err := mysqlstore.New(h.db(), cfg)
+	s, err := mysqlstore.New(db, cfg)
 	if err != nil {
 		tb.Fatalf("testserver: %v", err)
 	}

@@ -149,6 +149,12 @@ type PostgresHarness struct {
 // NewStore implements [storetest.Harness].
 func (h PostgresHarness) NewStore(tb testing.TB) store.Store {
 	tb.Helper()
+	return h.storeOn(tb, h.pool())
+}
+
+// storeOn is [PostgresHarness.NewStore] on pool.
+func (h PostgresHarness) storeOn(tb testing.TB, pool *pgxpool.Pool) store.Store {
+	tb.Helper()
 	newConfig := h.Config
 	if newConfig == nil {
 		newConfig = PostgresConfig
@@ -158,7 +164,7 @@ func (h PostgresHarness) NewStore(tb testing.TB) store.Store {
 	if h.Role != "" {
 		PostgresGrant(tb, h.Owner, cfg, h.Role)
 	}
-	s, err := pgstore.New(h.pool(), cfg)
+	s, err := pgstore.New(pool, cfg)
 	if err != nil {
 		tb.Fatalf("testserver: %v", err)
 	}

@@ -62,7 +62,7 @@ func newFaultyStore(tb testing.TB) (store.Store, storetest.Fault) {
 	require.NoError(tb, err)
 	tb.Cleanup(func() { _ = cli.Close() })
 	s := newStore(tb, cli, etcdstore.Config{})
-	return s, testserver.CutFault(p, srv.Restart, s)
+	return s, testserver.CutFault(p, srv, s)
 }
 
 func TestConformance(t *testing.T) {

@@ -48,11 +48,16 @@ type Fault struct {
 	// Restore ends Cut: the store's connections reach the server again.
 	Restore func(tb testing.TB)
 
-	// Restart crashes the store's server and starts it again on the data
-	// it kept, returns once the server answers, and returns the store to
-	// go on with: the same store, whose client reconnects by itself, or,
-	// for a store with no server, a new one opened on the same data (a
-	// restart of the process).
+	// Kill crashes the store's server and leaves it down until Restart.
+	// Nil for a store with no server of its own to crash (a file this
+	// process opens), whose Restart is a restart of the process.
+	Kill func(tb testing.TB)
+
+	// Restart crashes the store's server if it runs and starts it again
+	// on the data it kept, returns once the server answers, and returns
+	// the store to go on with: the same store, whose client reconnects by
+	// itself, or, for a store with no server, a new one opened on the
+	// same data (a restart of the process).
 	Restart func(tb testing.TB) store.Store
 }
 
@@ -80,6 +85,18 @@ func testFaults(t *testing.T, h Harness) {
 		}
 	})
 
+	t.Run("ContextDone", func(t *testing.T) {
+		t.Parallel()
+		b, g := setupHeld(t, h)
+		ctx, cancel := context.WithCancel(t.Context())
+		cancel()
+		for _, c := range b.calls(g) {
+			err := c.call(ctx)
+			require.ErrorIs(t, err, store.ErrUnavailable, "%s with a context already done", c.name)
+			require.ErrorIs(t, err, context.Canceled, "%s with a context already done wraps the context's error", c.name)
+		}
+	})
+
 	t.Run("Cut", func(t *testing.T) {
 		t.Parallel()
 		if f.NoCut != "" {
@@ -101,15 +118,7 @@ func testFaults(t *testing.T, h Harness) {
 				fault.Restore(t)
 			}
 		})
-		for _, c := range b.calls(g) {
-			ctx, cancel := context.WithTimeout(t.Context(), cutDeadline)
-			start := time.Now()
-			err := c.call(ctx)
-			took := time.Since(start)
-			cancel()
-			require.ErrorIs(t, err, store.ErrUnavailable, "%s while the store is cut off from its server", c.name)
-			require.Less(t, took, cutDeadline+deadlineSlack, "%s while the store is cut off returned %s after its deadline of %s", c.name, took-cutDeadline, cutDeadline)
-		}
+		b.requireUnavailable(t, g, "cut off from its server")
 
 		fault.Restore(t)
 		restored = true
@@ -128,11 +137,16 @@ func testFaults(t *testing.T, h Harness) {
 		require.NotNil(t, fault.Restart, "Faults.NoRestart is empty but Fault.Restart is nil: inject the restart, or say in NoRestart why not")
 		g := b.acquire(t, name(t), testutil.Holder(t, "before"), longTTL)
 		b.release(t, g)
+		held := b.acquire(t, name(t)+"_held", testutil.Holder(t, "holder"), longTTL)
 		var heard *testutil.Notifications
 		if b.caps.Notify {
 			heard = b.listen(t)
 		}
 
+		if fault.Kill != nil {
+			fault.Kill(t)
+			b.requireUnavailable(t, held, "down")
+		}
 		s := fault.Restart(t)
 		require.NotNil(t, s, "Fault.Restart returned no store")
 		reopened := s != b.store
@@ -205,6 +219,22 @@ func (b *bundle) calls(g store.Grant) []call {
 		cs = append(cs, call{"ForceRelease", func(ctx context.Context) error { return s.ForceRelease(ctx, release) }})
 	}
 	return append(cs, call{"Release", func(ctx context.Context) error { return b.store.Release(ctx, release) }})
+}
+
+// requireUnavailable checks that every call on the tenure g fails with
+// [store.ErrUnavailable] by its deadline while the store's server is in
+// the state named.
+func (b *bundle) requireUnavailable(t *testing.T, g store.Grant, state string) {
+	t.Helper()
+	for _, c := range b.calls(g) {
+		ctx, cancel := context.WithTimeout(t.Context(), cutDeadline)
+		start := time.Now()
+		err := c.call(ctx)
+		took := time.Since(start)
+		cancel()
+		require.ErrorIs(t, err, store.ErrUnavailable, "%s while the store's server is %s", c.name, state)
+		require.Less(t, took, cutDeadline+deadlineSlack, "%s while the store's server is %s returned %s after its deadline of %s", c.name, state, took-cutDeadline, cutDeadline)
+	}
 }
 
 // answers waits until the store answers a Get again after a fault.

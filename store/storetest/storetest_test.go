@@ -203,9 +203,9 @@ func (s silentListener) Listen(ctx context.Context, notify func(store.Notice)) e
 }
 
 // cuttableFaults injects faults into memstores behind a [cuttable] switch:
-// a cut makes every call wait for its context's end and return what
-// failure says of it; a restart keeps the memstore, as a server that
-// keeps its data does.
+// a cut or a kill makes every call wait for its context's end and return
+// what failure says of it; a restart keeps the memstore, as a server
+// that keeps its data does.
 func cuttableFaults(failure func(context.Context) error) storetest.Faults {
 	return storetest.Faults{NewStore: func(tb testing.TB) (store.Store, storetest.Fault) {
 		m := memstore.New(memstore.Config{})
@@ -214,7 +214,11 @@ func cuttableFaults(failure func(context.Context) error) storetest.Faults {
 		return c, storetest.Fault{
 			Cut:     func(testing.TB) { c.cut.Store(true) },
 			Restore: func(testing.TB) { c.cut.Store(false) },
-			Restart: func(testing.TB) store.Store { return c },
+			Kill:    func(testing.TB) { c.cut.Store(true) },
+			Restart: func(testing.TB) store.Store {
+				c.cut.Store(false)
+				return c
+			},
 		}
 	}}
 }
