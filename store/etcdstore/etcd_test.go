@@ -33,7 +33,7 @@ type bundle struct {
 func setup(t *testing.T, srv *testserver.Etcd, cfg etcdstore.Config) *bundle {
 	t.Helper()
 	cli := srv.Client(t)
-	return &bundle{cli: cli, store: newStore(t, cli, cfg)}
+	return &bundle{cli: cli, store: testserver.EtcdStore(t, cli, cfg)}
 }
 
 func (b *bundle) acquire(t *testing.T, name string, h store.Holder, ttl time.Duration) store.Grant {
@@ -57,7 +57,7 @@ func renewParams(g store.Grant, ttl time.Duration) store.RenewParams {
 // waitExpiry waits until a lease with remaining time left by the store's
 // clock has expired: passing the store's TTL is the event itself.
 func waitExpiry(remaining time.Duration) {
-	time.Sleep(remaining + expiryLag + 50*time.Millisecond)
+	time.Sleep(remaining + testserver.EtcdExpiryLag + 50*time.Millisecond)
 }
 
 func TestNew(t *testing.T) {
