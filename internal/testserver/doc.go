@@ -79,7 +79,14 @@
 //
 // # Conformance harnesses
 //
-// [PostgresHarness], [MySQLHarness], [RedisHarness], [ConsulHarness] and
-// [NatsHarness] adapt those servers to [storetest.Harness] (and
-// kubeserver.Harness the kube-apiserver).
+// [PostgresHarness], [MySQLHarness], [SQLiteHarness], [RedisHarness],
+// [EtcdHarness], [ConsulHarness] and [NatsHarness] adapt those servers to
+// [storetest.Harness] (and kubeserver.Harness the kube-apiserver), so that
+// a backend's tests, the client's tests and the check of docs/STORES.md
+// share one harness per backend.
+//
+// Their [storetest.Faults] (faults.go) put a [faultnet] proxy ([Proxy])
+// between a store and its server, which [CutFault] cuts and restores, and
+// kill and restart a server of the store's own; over the machine's
+// PostgreSQL and MySQL, which other tests share, they decline the restart.
 package testserver
