@@ -137,13 +137,13 @@ func testFaults(t *testing.T, h Harness) {
 		require.NotNil(t, fault.Restart, "Faults.NoRestart is empty but Fault.Restart is nil: inject the restart, or say in NoRestart why not")
 		g := b.acquire(t, name(t), testutil.Holder(t, "before"), longTTL)
 		b.release(t, g)
-		held := b.acquire(t, name(t)+"_held", testutil.Holder(t, "holder"), longTTL)
 		var heard *testutil.Notifications
 		if b.caps.Notify {
 			heard = b.listen(t)
 		}
 
 		if fault.Kill != nil {
+			held := b.acquire(t, name(t)+"_held", testutil.Holder(t, "holder"), longTTL)
 			fault.Kill(t)
 			b.requireUnavailable(t, held, "down")
 		}
