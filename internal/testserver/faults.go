@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,7 +15,6 @@ import (
 	"github.com/tenure-dev/tenure/internal/faultnet"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/store"
-	"github.com/tenure-dev/tenure/store/consulstore"
 	"github.com/tenure-dev/tenure/store/natsstore"
 	"github.com/tenure-dev/tenure/store/storetest"
 )
@@ -147,16 +147,7 @@ func (h ConsulHarness) Faults() storetest.Faults {
 			}
 		})
 		p := Proxy(tb, agent.HTTPAddr)
-		cfg := h.Config
-		cfg.KeyPrefix = "tenuretest/" + testutil.UniqueName(tb) + "/"
-		if cfg.MinSessionTTL == 0 {
-			cfg.MinSessionTTL = ConsulSessionTTLMin
-		}
-		s, err := consulstore.New(ConsulClient(tb, p.Addr()), cfg)
-		if err != nil {
-			tb.Fatalf("testserver: %v", err)
-		}
-		tb.Cleanup(func() { _ = s.Close() })
+		s := h.storeOn(tb, ConsulClient(tb, p.Addr()))
 		return s, CutFault(p, agent, s)
 	}}
 }
@@ -167,8 +158,9 @@ func (NatsHarness) Faults() storetest.Faults {
 	return storetest.Faults{NewStore: func(tb testing.TB) (store.Store, storetest.Fault) {
 		tb.Helper()
 		srv := OwnNats(tb)
-		addr := srv.URL[len("nats://"):]
-		p := Proxy(tb, addr)
+		p := Proxy(tb, strings.TrimPrefix(srv.URL, "nats://"))
+		// The server as its clients see it through the proxy, to connect
+		// as [Nats.Conn] does.
 		proxied := &Nats{Process: srv.Process, Name: srv.Name, URL: "nats://" + p.Addr()}
 		js, err := jetstream.New(proxied.Conn(tb))
 		if err != nil {
