@@ -89,6 +89,7 @@ replace (
 	github.com/tenure-dev/tenure/internal/testserver/pgserver => ../internal/testserver/pgserver
 	github.com/tenure-dev/tenure/internal/testserver/redisserver => ../internal/testserver/redisserver
 	github.com/tenure-dev/tenure/internal/testserver/s3server => ../internal/testserver/s3server
+	github.com/tenure-dev/tenure/internal/testserver/sqliteserver => ../internal/testserver/sqliteserver
 	github.com/tenure-dev/tenure/metrics => ../metrics
 	github.com/tenure-dev/tenure/pgadvisory => ../pgadvisory
 	github.com/tenure-dev/tenure/registry => ../registry

@@ -21,6 +21,7 @@ require (
 	github.com/tenure-dev/tenure/internal/testserver/natsserver v0.0.0-00010101000000-000000000000
 	github.com/tenure-dev/tenure/internal/testserver/pgserver v0.0.0-00010101000000-000000000000
 	github.com/tenure-dev/tenure/internal/testserver/redisserver v0.0.0-00010101000000-000000000000
+	github.com/tenure-dev/tenure/internal/testserver/sqliteserver v0.0.0-00010101000000-000000000000
 	github.com/tenure-dev/tenure/metrics v0.0.0-00010101000000-000000000000
 	github.com/tenure-dev/tenure/registry v0.0.0-00010101000000-000000000000
 	github.com/tenure-dev/tenure/store/consulstore v0.0.0-00010101000000-000000000000
@@ -149,6 +150,7 @@ replace (
 	github.com/tenure-dev/tenure/internal/testserver/pgserver => ../internal/testserver/pgserver
 	github.com/tenure-dev/tenure/internal/testserver/redisserver => ../internal/testserver/redisserver
 	github.com/tenure-dev/tenure/internal/testserver/s3server => ../internal/testserver/s3server
+	github.com/tenure-dev/tenure/internal/testserver/sqliteserver => ../internal/testserver/sqliteserver
 	github.com/tenure-dev/tenure/metrics => ../metrics
 	github.com/tenure-dev/tenure/pgadvisory => ../pgadvisory
 	github.com/tenure-dev/tenure/registry => ../registry

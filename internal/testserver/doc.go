@@ -46,6 +46,8 @@
 //     prefix of its own.
 //   - kubeserver and s3server: kube-apiserver (over an etcd of its own)
 //     and MinIO.
+//   - sqliteserver: no server, the SQLite harness over a file of a test's
+//     own, in a module of its own for the pure-Go SQLite it links.
 //
 // This package holds what they share: the launcher, [Main] and [Shared]
 // for servers a package's tests share, [ClusterSize] and the waits of the
@@ -58,5 +60,14 @@
 // # Conformance harnesses
 //
 // Each server package adapts its servers to [storetest.Harness]
-// (pgserver.PostgresHarness, redisserver.RedisHarness, ...).
+// (pgserver.PostgresHarness, mysqlserver.MySQLHarness, redisserver.RedisHarness,
+// etcdserver.EtcdHarness, consulserver.ConsulHarness, natsserver.NatsHarness,
+// kubeserver.Harness, and sqliteserver.SQLiteHarness over a file), so that a
+// backend's tests, the client's tests and the check of docs/STORES.md share
+// one harness per backend.
+//
+// Their [storetest.Faults] put a [faultnet] proxy ([Proxy]) between a store
+// and its server, which [CutFault] cuts and restores, and kill and restart a
+// server of the store's own; over the machine's PostgreSQL and MySQL, which
+// other tests share, they decline the restart ([NoRestartShared]).
 package testserver

@@ -1,9 +1,8 @@
 // Package consulstore is a [store.Store] on Consul's KV store and sessions
-// that keeps followers in line (without a hold; see The line). It also
-// implements [store.Notifier], [store.Lister], [store.BatchAcquirer] and
-// [store.BatchReleaser], and gives Consul users the fence in their own
-// transactions: a token check
-// ([Store.FenceOps]) and the strict, chain-advancing write
+// that keeps followers in line (without a hold; see The line);
+// docs/STORES.md lists the optional interfaces of package store it
+// implements. It gives Consul users the fence in their own transactions:
+// a token check ([Store.FenceOps]) and the strict, chain-advancing write
 // ([Store.StrictTxn]).
 //
 //	client, err := api.NewClient(api.DefaultConfig())

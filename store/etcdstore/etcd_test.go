@@ -22,8 +22,6 @@ const (
 	longTTL = time.Minute
 	// eventTimeout bounds every wait for an event.
 	eventTimeout = 15 * time.Second
-	// downTimeout bounds each call made while the server is down.
-	downTimeout = 300 * time.Millisecond
 )
 
 // bundle is what one test works with.
@@ -35,7 +33,7 @@ type bundle struct {
 func setup(t *testing.T, srv *etcdserver.Etcd, cfg etcdstore.Config) *bundle {
 	t.Helper()
 	cli := srv.Client(t)
-	return &bundle{cli: cli, store: newStore(t, cli, cfg)}
+	return &bundle{cli: cli, store: etcdserver.EtcdStore(t, cli, cfg)}
 }
 
 func (b *bundle) acquire(t *testing.T, name string, h store.Holder, ttl time.Duration) store.Grant {
@@ -59,7 +57,7 @@ func renewParams(g store.Grant, ttl time.Duration) store.RenewParams {
 // waitExpiry waits until a lease with remaining time left by the store's
 // clock has expired: passing the store's TTL is the event itself.
 func waitExpiry(remaining time.Duration) {
-	time.Sleep(remaining + expiryLag + 50*time.Millisecond)
+	time.Sleep(remaining + etcdserver.EtcdExpiryLag + 50*time.Millisecond)
 }
 
 func TestNew(t *testing.T) {
@@ -353,50 +351,6 @@ func TestIsOwner(t *testing.T) {
 		waitExpiry(g.Remaining)
 		require.False(t, write(t, key, name, g.Token), "an expired tenure, before anyone took over")
 	})
-}
-
-// TestServerDown stops the server under a store: every call fails with
-// store.ErrUnavailable. When the server is back with its data, the lease
-// is still held with its token, the listener hears again, and the next
-// tenure's token is greater.
-func TestServerDown(t *testing.T) {
-	t.Parallel()
-	srv := etcdserver.OwnEtcd(t)
-	b := setup(t, srv, etcdstore.Config{})
-	name := testutil.UniqueName(t)
-	h := testutil.Holder(t, "holder")
-	g := b.acquire(t, name, h, longTTL)
-	rec := listen(t, b)
-
-	srv.Kill()
-	down := func() context.Context {
-		ctx, cancel := context.WithTimeout(t.Context(), downTimeout)
-		t.Cleanup(cancel)
-		return ctx
-	}
-	_, err := b.store.Acquire(down(), store.AcquireParams{Name: name + "_other", Holder: h, TTL: longTTL})
-	require.ErrorIs(t, err, store.ErrUnavailable, "Acquire")
-	_, err = b.store.Renew(down(), []store.RenewParams{renewParams(g, longTTL)})
-	require.ErrorIs(t, err, store.ErrUnavailable, "Renew")
-	err = b.store.Release(down(), store.ReleaseParams{Name: name, Holder: h, Token: g.Token})
-	require.ErrorIs(t, err, store.ErrUnavailable, "Release")
-	_, err = b.store.Get(down(), name)
-	require.ErrorIs(t, err, store.ErrUnavailable, "Get")
-	_, err = b.store.List(down())
-	require.ErrorIs(t, err, store.ErrUnavailable, "List")
-
-	require.NoError(t, srv.Restart(t.Context()))
-	ctx, cancel := context.WithTimeout(t.Context(), eventTimeout)
-	defer cancel()
-	r, err := b.store.Get(ctx, name)
-	require.NoError(t, err)
-	require.Equal(t, store.StateHeld, r.State, "the lease survives the restart")
-	require.Equal(t, g.Token, r.Token)
-
-	require.NoError(t, b.store.Release(ctx, store.ReleaseParams{Name: name, Holder: h, Token: g.Token}))
-	require.True(t, rec.Wait(name, eventTimeout), "no notification for lease %q within %s", name, eventTimeout)
-	next := b.acquire(t, name, h, longTTL)
-	require.Greater(t, next.Token, g.Token, "a token after the restart")
 }
 
 func TestListen(t *testing.T) {

@@ -20,7 +20,7 @@ import (
 // tenure and send nothing.
 func TestReleaseHandsOverToTheNextInLineAlone(t *testing.T) {
 	t.Parallel()
-	linetest.ReleaseHandsOverToTheNextInLineAlone(t, newStore(t, etcdserver.SharedEtcd(t).Client(t), etcdstore.Config{}))
+	linetest.ReleaseHandsOverToTheNextInLineAlone(t, etcdserver.EtcdStore(t, etcdserver.SharedEtcd(t).Client(t), etcdstore.Config{}))
 }
 
 // TestExpiryHandsOverAtOnce: the holder shortens its lease to etcd's
@@ -32,7 +32,7 @@ func TestReleaseHandsOverToTheNextInLineAlone(t *testing.T) {
 func TestExpiryHandsOverAtOnce(t *testing.T) {
 	t.Parallel()
 	const name, followers = "reconcile", 2
-	st := newStore(t, etcdserver.SharedEtcd(t).Client(t), etcdstore.Config{})
+	st := etcdserver.EtcdStore(t, etcdserver.SharedEtcd(t).Client(t), etcdstore.Config{})
 	counts := linetest.NewTally()
 
 	crashed := testutil.Holder(t, "crashed")

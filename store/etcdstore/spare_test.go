@@ -55,7 +55,7 @@ func countedStore(t *testing.T, prefix string) (*etcdstore.Store, *calls) {
 	})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, cli.Close()) })
-	return newStore(t, cli, etcdstore.Config{KeyPrefix: prefix}), c
+	return etcdserver.EtcdStore(t, cli, etcdstore.Config{KeyPrefix: prefix}), c
 }
 
 const (

@@ -1,6 +1,7 @@
 // Package mysqlstore is the MySQL and MariaDB [store.Store], over
-// database/sql with github.com/go-sql-driver/mysql. It also implements
-// [store.Lister]. It is tested against MariaDB 10.11; it needs JSON_TABLE
+// database/sql with github.com/go-sql-driver/mysql (docs/STORES.md lists
+// the optional interfaces of package store it implements). It is tested
+// against MariaDB 10.11; it needs JSON_TABLE
 // and CREATE PROCEDURE IF NOT EXISTS, so MariaDB 10.6 or MySQL 8.0.29 at
 // least.
 //

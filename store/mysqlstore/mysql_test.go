@@ -565,16 +565,6 @@ func TestRenewBatch(t *testing.T) {
 func TestUnavailable(t *testing.T) {
 	t.Parallel()
 
-	t.Run("ContextDone", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t, nil, true)
-		ctx, cancel := context.WithCancel(t.Context())
-		cancel()
-		_, err := b.store.Acquire(ctx, store.AcquireParams{Name: "job", Holder: testutil.Holder(t, "a"), TTL: time.Minute})
-		require.ErrorIs(t, err, store.ErrUnavailable)
-		require.ErrorIs(t, err, context.Canceled)
-	})
-
 	t.Run("ClosedDB", func(t *testing.T) {
 		t.Parallel()
 		cfg := mysqlserver.MySQLConfig(t)

@@ -1,7 +1,7 @@
 // Package natsstore keeps tenure leases in a NATS JetStream key-value
-// bucket: a [store.Store], [store.Notifier], [store.Lister] and
-// [store.TTLFloor] over a [jetstream.JetStream] the caller creates
-// (github.com/nats-io/nats.go).
+// bucket: a [store.Store] over a [jetstream.JetStream] the caller creates
+// (github.com/nats-io/nats.go); docs/STORES.md lists the optional
+// interfaces of package store it implements.
 // It needs nats-server 2.11 or later, for per-key (per-message) TTLs; it
 // is tested against nats-server 2.15.
 //

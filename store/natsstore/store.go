@@ -43,8 +43,9 @@ const (
 	reasonMaxAge = "MaxAge"
 )
 
-// Store keeps leases in a JetStream KV bucket. Make it with [Open]; it is
-// safe for concurrent use.
+// Store keeps leases in a JetStream KV bucket; docs/STORES.md lists the
+// optional interfaces of package store it implements. Make it with
+// [Open]; it is safe for concurrent use.
 type Store struct {
 	js     jetstream.JetStream
 	kv     jetstream.KeyValue

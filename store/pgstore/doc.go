@@ -1,6 +1,7 @@
 // Package pgstore is the PostgreSQL [store.Store], tenure's default
-// backend. It also implements [store.Notifier], [store.Subscriber],
-// [store.Lister], [store.Historian] and [store.ForceReleaser].
+// backend. docs/STORES.md lists the optional interfaces of package store
+// it implements (notifications and subscriptions, batches, history among
+// them).
 //
 //	pool, err := pgxpool.New(ctx, "postgres://...")
 //	store, err := pgstore.New(pool, pgstore.Config{})

@@ -35,9 +35,10 @@ var queryFS embed.FS
 // queries/acquire.sql). The second attempt always sees that row.
 const acquireAttempts = 3
 
-// Store is the PostgreSQL [store.Store], [store.Notifier],
-// [store.Lister], [store.Historian] and [store.ForceReleaser]. It is safe for concurrent use. Create it with [New] and
-// create its schema with [Store.Migrate] (or `tenure migrate`).
+// Store is the PostgreSQL [store.Store]; docs/STORES.md lists the optional
+// interfaces of package store it implements. It is safe for concurrent
+// use. Create it with [New] and create its schema with [Store.Migrate] (or
+// `tenure migrate`).
 type Store struct {
 	pool *pgxpool.Pool
 	obj  Objects

@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/stretchr/testify v1.12.1
 	github.com/tenure-dev/tenure v0.0.0-00010101000000-000000000000
+	github.com/tenure-dev/tenure/internal/testserver/sqliteserver v0.0.0-00010101000000-000000000000
 	modernc.org/sqlite v1.62.0
 )
 
@@ -40,6 +41,7 @@ replace (
 	github.com/tenure-dev/tenure/internal/testserver/pgserver => ../../internal/testserver/pgserver
 	github.com/tenure-dev/tenure/internal/testserver/redisserver => ../../internal/testserver/redisserver
 	github.com/tenure-dev/tenure/internal/testserver/s3server => ../../internal/testserver/s3server
+	github.com/tenure-dev/tenure/internal/testserver/sqliteserver => ../../internal/testserver/sqliteserver
 	github.com/tenure-dev/tenure/metrics => ../../metrics
 	github.com/tenure-dev/tenure/pgadvisory => ../../pgadvisory
 	github.com/tenure-dev/tenure/registry => ../../registry

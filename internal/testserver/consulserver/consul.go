@@ -241,6 +241,12 @@ func (h ConsulHarness) NewStore(tb testing.TB) store.Store {
 func (h ConsulHarness) New(tb testing.TB) (*consulstore.Store, *api.Client) {
 	tb.Helper()
 	client := h.Agent.Client(tb)
+	return h.storeOn(tb, client), client
+}
+
+// storeOn is [ConsulHarness.New] on client.
+func (h ConsulHarness) storeOn(tb testing.TB, client *api.Client) *consulstore.Store {
+	tb.Helper()
 	cfg := h.Config
 	cfg.KeyPrefix = "tenuretest/" + testutil.UniqueName(tb) + "/"
 	if cfg.MinSessionTTL == 0 {
@@ -258,12 +264,12 @@ func (h ConsulHarness) New(tb testing.TB) (*consulstore.Store, *api.Client) {
 			tb.Errorf("testserver: delete the keys under %q: %v", cfg.KeyPrefix, err)
 		}
 	})
-	return s, client
+	return s
 }
 
 // Capabilities implements [storetest.Harness].
 func (h ConsulHarness) Capabilities() storetest.Capabilities {
-	return storetest.Capabilities{Notify: true, Line: true, NoHandoff: true, ExpiryLag: ConsulExpiryLag, RoundTrip: h.roundTrip}
+	return storetest.Capabilities{Notify: true, Line: true, NoHandoff: true, ExpiryLag: ConsulExpiryLag, RoundTrip: h.roundTrip, Faults: h.Faults()}
 }
 
 // roundTrip is the store's cheapest call: a consistent read-only

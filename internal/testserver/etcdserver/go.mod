@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/stretchr/testify v1.12.1
 	github.com/tenure-dev/tenure v0.0.0-00010101000000-000000000000
+	github.com/tenure-dev/tenure/store/etcdstore v0.0.0-00010101000000-000000000000
 	go.etcd.io/etcd/api/v3 v3.7.3
 	go.etcd.io/etcd/client/v3 v3.7.3
 	go.uber.org/zap v1.27.1
@@ -45,6 +46,7 @@ replace (
 	github.com/tenure-dev/tenure/internal/testserver/pgserver => ../../../internal/testserver/pgserver
 	github.com/tenure-dev/tenure/internal/testserver/redisserver => ../../../internal/testserver/redisserver
 	github.com/tenure-dev/tenure/internal/testserver/s3server => ../../../internal/testserver/s3server
+	github.com/tenure-dev/tenure/internal/testserver/sqliteserver => ../../../internal/testserver/sqliteserver
 	github.com/tenure-dev/tenure/metrics => ../../../metrics
 	github.com/tenure-dev/tenure/pgadvisory => ../../../pgadvisory
 	github.com/tenure-dev/tenure/registry => ../../../registry

@@ -41,6 +41,7 @@ require (
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/spf13/pflag v1.0.10 // indirect
 	github.com/stretchr/testify v1.12.1 // indirect
+	github.com/tenure-dev/tenure/store/etcdstore v0.0.0-00010101000000-000000000000 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
 	go.etcd.io/etcd/api/v3 v3.7.3 // indirect
 	go.etcd.io/etcd/client/pkg/v3 v3.7.3 // indirect
@@ -89,6 +90,7 @@ replace (
 	github.com/tenure-dev/tenure/internal/testserver/pgserver => ../../../internal/testserver/pgserver
 	github.com/tenure-dev/tenure/internal/testserver/redisserver => ../../../internal/testserver/redisserver
 	github.com/tenure-dev/tenure/internal/testserver/s3server => ../../../internal/testserver/s3server
+	github.com/tenure-dev/tenure/internal/testserver/sqliteserver => ../../../internal/testserver/sqliteserver
 	github.com/tenure-dev/tenure/metrics => ../../../metrics
 	github.com/tenure-dev/tenure/pgadvisory => ../../../pgadvisory
 	github.com/tenure-dev/tenure/registry => ../../../registry

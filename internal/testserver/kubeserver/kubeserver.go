@@ -298,5 +298,5 @@ func (h Harness) RBAC(tb testing.TB) rbacv1.RbacV1Interface {
 
 // Capabilities implements [storetest.Harness].
 func (h Harness) Capabilities() storetest.Capabilities {
-	return storetest.Capabilities{Notify: true}
+	return storetest.Capabilities{Notify: true, Faults: h.Faults()}
 }

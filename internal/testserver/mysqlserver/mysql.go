@@ -229,6 +229,12 @@ type MySQLHarness struct {
 // NewStore implements [storetest.Harness].
 func (h MySQLHarness) NewStore(tb testing.TB) store.Store {
 	tb.Helper()
+	return h.storeOn(tb, h.db())
+}
+
+// storeOn is [MySQLHarness.NewStore] on db.
+func (h MySQLHarness) storeOn(tb testing.TB, db *sql.DB) store.Store {
+	tb.Helper()
 	newConfig := h.Config
 	if newConfig == nil {
 		newConfig = MySQLConfig
@@ -238,7 +244,7 @@ func (h MySQLHarness) NewStore(tb testing.TB) store.Store {
 	if h.Account != "" {
 		MySQLGrant(tb, h.Owner, cfg, h.Account)
 	}
-	s, err := mysqlstore.New(h.db(), cfg)
+	s, err := mysqlstore.New(db, cfg)
 	if err != nil {
 		tb.Fatalf("testserver: %v", err)
 	}
@@ -259,6 +265,7 @@ func (h MySQLHarness) Capabilities() storetest.Capabilities {
 	return storetest.Capabilities{
 		Line:      true,
 		NoHandoff: true,
+		Faults:    h.Faults(),
 		RoundTrip: func(ctx context.Context) error {
 			var one int
 			if err := db.QueryRowContext(ctx, "SELECT 1").Scan(&one); err != nil {

@@ -147,6 +147,12 @@ type PostgresHarness struct {
 // NewStore implements [storetest.Harness].
 func (h PostgresHarness) NewStore(tb testing.TB) store.Store {
 	tb.Helper()
+	return h.storeOn(tb, h.pool())
+}
+
+// storeOn is [PostgresHarness.NewStore] on pool.
+func (h PostgresHarness) storeOn(tb testing.TB, pool *pgxpool.Pool) store.Store {
+	tb.Helper()
 	newConfig := h.Config
 	if newConfig == nil {
 		newConfig = PostgresConfig
@@ -156,7 +162,7 @@ func (h PostgresHarness) NewStore(tb testing.TB) store.Store {
 	if h.Role != "" {
 		PostgresGrant(tb, h.Owner, cfg, h.Role)
 	}
-	s, err := pgstore.New(h.pool(), cfg)
+	s, err := pgstore.New(pool, cfg)
 	if err != nil {
 		tb.Fatalf("testserver: %v", err)
 	}
@@ -176,6 +182,7 @@ func (h PostgresHarness) Capabilities() storetest.Capabilities {
 	return storetest.Capabilities{
 		Notify: true,
 		Line:   true,
+		Faults: h.Faults(),
 		RoundTrip: func(ctx context.Context) error {
 			var one int
 			if err := pool.QueryRow(ctx, "SELECT 1").Scan(&one); err != nil {

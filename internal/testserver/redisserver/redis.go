@@ -118,6 +118,7 @@ func (h RedisHarness) Capabilities() storetest.Capabilities {
 		Notify:    true,
 		Line:      true,
 		ExpiryLag: time.Millisecond,
+		Faults:    h.Faults(),
 		RoundTrip: func(ctx context.Context) error { return h.Client.Ping(ctx).Err() },
 	}
 }
