@@ -37,7 +37,7 @@ func openTLS(t *testing.T, raw string) error {
 		return err
 	}
 	t.Cleanup(func() { require.NoError(t, o.Close()) })
-	if tgt.Kind == storeurl.Postgres {
+	if _, ok := tgt.Backend.(*storeurl.Postgres); ok {
 		if _, err := o.Migrate(ctx); err != nil {
 			return err
 		}
@@ -50,7 +50,7 @@ func openTLS(t *testing.T, raw string) error {
 	// tenure doctor reads the store's clock over a connection of its own,
 	// which must be made with the same files.
 	clock, err := o.WallClock(ctx)
-	if errors.Is(err, storeopen.ErrNoWallClock) {
+	if errors.Is(err, storeurl.ErrNoWallClock) {
 		return nil
 	}
 	require.NoError(t, err)
