@@ -3,6 +3,7 @@ package storeurl
 import (
 	"context"
 	"net/url"
+	"strings"
 
 	"github.com/tenure-dev/tenure/store"
 	"github.com/tenure-dev/tenure/store/alwaysleader"
@@ -30,7 +31,8 @@ func (a *Always) Traits() Traits {
 
 // parseAlways reads always:REASON; the reason may be percent-encoded. What
 // a reason may be is store/alwaysleader's to say, when the store is opened.
-func parseAlways(raw, rest string) (Target, error) {
+func parseAlways(raw string) (Target, error) {
+	_, rest, _ := strings.Cut(raw, ":")
 	reason, err := url.PathUnescape(rest)
 	if err != nil {
 		return Target{}, Errorf(store.ErrInvalid, err, "storeurl: store URL %q: the reason is not valid percent-encoding: %v", raw, err)

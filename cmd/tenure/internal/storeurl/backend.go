@@ -3,6 +3,7 @@ package storeurl
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 
@@ -177,35 +178,45 @@ func (c keeps) Store() store.Store                            { return c.st }
 func (c keeps) Close() error                                  { return nil }
 func (c keeps) WallClock(context.Context) (*WallClock, error) { return nil, ErrNoWallClock }
 func (c keeps) Role(context.Context) (string, error)          { return "", nil }
-func noSchema(t Target) (string, error)                       { return "", noSchemaError(t) }
-func noSchemaError(t Target) error {
-	return Errorf(store.ErrInvalid, nil, "storeurl: the %s store keeps no schema: there is no SQL to print, and tenure migrate has nothing to do", t.Backend.Name())
+
+// noSchema is MigrationSQL's refusal for a store that keeps no schema.
+func noSchema(t Target) (string, error) {
+	return "", Errorf(store.ErrInvalid, nil, "storeurl: the %s store keeps no schema: there is no SQL to print, and tenure migrate has nothing to do", t.Backend.Name())
 }
+
+// noGrant is GrantSQL's refusal for a store without SQL roles.
 func noGrant(t Target) (string, error) {
 	return "", Errorf(store.ErrInvalid, nil, "storeurl: the %s store has no SQL roles to grant; give the credentials in its URL what its package documentation lists", t.Backend.Name())
 }
 
+// keysOnly is what `tenure migrate` says of a store of keys under prefix
+// (Redis, etcd, Consul): there is nothing to migrate.
+func keysOnly(t Target, prefix string) string {
+	return fmt.Sprintf("the %s store %s keeps no schema: nothing to migrate (its keys live under the prefix %q)", t.Backend.Name(), t.Display, prefix)
+}
+
 // backends is the one table of the stores the tenure command speaks to:
-// each entry's schemes, and the function that parses a URL of them into a
-// [Target] whose Backend is the store's own value. raw is the whole URL,
-// rest what follows the scheme's colon.
+// each entry's schemes, and the function that parses a URL of them (its
+// scheme checked, surrounding space trimmed) into a [Target] whose Backend
+// is the store's own value. Adding a store is a file of its own and a line
+// here ([Supported] names its form too).
 var backends = []struct {
 	schemes []string
-	parse   func(raw, rest string) (Target, error)
+	parse   func(raw string) (Target, error)
 }{
-	{[]string{"postgres", "postgresql"}, func(raw, _ string) (Target, error) { return parsePostgres(raw) }},
-	{[]string{"mysql", "mariadb"}, func(raw, _ string) (Target, error) { return parseMySQL(raw) }},
+	{[]string{"postgres", "postgresql"}, parsePostgres},
+	{[]string{"mysql", "mariadb"}, parseMySQL},
 	{[]string{"sqlite"}, parseSQLite},
-	{[]string{"redis", "rediss"}, func(raw, _ string) (Target, error) { return parseRedis(raw) }},
-	{[]string{"etcd"}, func(raw, _ string) (Target, error) { return parseEtcd(raw) }},
-	{[]string{"consul"}, func(raw, _ string) (Target, error) { return parseConsul(raw) }},
-	{[]string{"nats"}, func(raw, _ string) (Target, error) { return parseNats(raw) }},
-	{[]string{"k8s"}, func(raw, _ string) (Target, error) { return parseKubernetes(raw) }},
+	{[]string{"redis", "rediss"}, parseRedis},
+	{[]string{"etcd"}, parseEtcd},
+	{[]string{"consul"}, parseConsul},
+	{[]string{"nats"}, parseNats},
+	{[]string{"k8s"}, parseKubernetes},
 	{[]string{"always"}, parseAlways},
 }
 
 // parserOf returns the parse function of scheme (any case), or nil.
-func parserOf(scheme string) func(raw, rest string) (Target, error) {
+func parserOf(scheme string) func(raw string) (Target, error) {
 	scheme = strings.ToLower(scheme)
 	for _, b := range backends {
 		for _, s := range b.schemes {

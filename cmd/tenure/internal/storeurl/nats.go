@@ -49,10 +49,10 @@ func (*Nats) Traits() Traits {
 // Query parameters of a nats:// URL that are tenure's own (with the TLS
 // parameters, password_file and token_file).
 const (
-	// ParamBucket is the JetStream KV bucket ([Target.Bucket]).
+	// ParamBucket is the JetStream KV bucket ([Nats.Bucket]).
 	ParamBucket = "tenure_bucket"
 	// ParamReplicas is how many servers keep a bucket `tenure migrate`
-	// creates ([Target.Replicas]).
+	// creates ([Nats.Replicas]).
 	ParamReplicas = "tenure_replicas"
 	// ParamCredsFile names a NATS credentials file (a user JWT and its
 	// NKey seed, as `nsc` writes them).

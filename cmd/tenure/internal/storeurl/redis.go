@@ -2,7 +2,6 @@ package storeurl
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"time"
 
@@ -180,9 +179,4 @@ func (c *redisConn) WallClock(context.Context) (*WallClock, error) {
 		now, err := client.Time(ctx).Result()
 		return now, c.t.Wrap(err)
 	}, close: client.Close}, nil
-}
-
-// keysOnly is what `tenure migrate` says of a store of keys under prefix.
-func keysOnly(t Target, prefix string) string {
-	return fmt.Sprintf("the %s store %s keeps no schema: nothing to migrate (its keys live under the prefix %q)", t.Backend.Name(), t.Display, prefix)
 }

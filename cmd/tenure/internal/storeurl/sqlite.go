@@ -35,7 +35,8 @@ func (*SQLite) Traits() Traits {
 		Schema: fmt.Sprintf("schema version %d (the SQLite store migrates itself when opened)", sqlitestore.SchemaVersion)}
 }
 
-func parseSQLite(raw, rest string) (Target, error) {
+func parseSQLite(raw string) (Target, error) {
+	_, rest, _ := strings.Cut(raw, ":")
 	path := rest
 	if after, ok := strings.CutPrefix(rest, "//"); ok {
 		if !strings.HasPrefix(after, "/") {

@@ -86,7 +86,7 @@ func Resolve(flagValue string, getenv func(string) string) (Target, error) {
 // SQLite path.
 func Parse(raw string) (Target, error) {
 	raw = strings.TrimSpace(raw)
-	scheme, rest, ok := strings.Cut(raw, ":")
+	scheme, _, ok := strings.Cut(raw, ":")
 	if !ok || !schemeSyntax.MatchString(scheme) {
 		hint := ""
 		if strings.ContainsAny(raw, "/.") && !strings.Contains(raw, "://") {
@@ -98,7 +98,7 @@ func Parse(raw string) (Target, error) {
 	if parse == nil {
 		return Target{}, Errorf(store.ErrInvalid, nil, "storeurl: store URL scheme %q is not supported; use %s", scheme, Supported)
 	}
-	return parse(raw, rest)
+	return parse(raw)
 }
 
 var schemeSyntax = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*$`)
