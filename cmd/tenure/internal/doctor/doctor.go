@@ -17,8 +17,6 @@ import (
 	"github.com/tenure-dev/tenure/cmd/tenure/internal/storeopen"
 	"github.com/tenure-dev/tenure/cmd/tenure/internal/storeurl"
 	"github.com/tenure-dev/tenure/store"
-	"github.com/tenure-dev/tenure/store/natsstore"
-	"github.com/tenure-dev/tenure/store/redisstore"
 )
 
 // Status is a finding's verdict.
@@ -168,12 +166,7 @@ func Check(ctx context.Context, o *storeopen.Opened, opts Options) []Finding {
 		fs = append(fs, checkHistory(ctx, o, opts)...)
 	}
 	fs = append(fs, checkIdentity(ctx, o, opts)...)
-	switch st := o.Store.(type) {
-	case *redisstore.Store:
-		fs = append(fs, checkDurability(ctx, st)...)
-	case *natsstore.Store:
-		fs = append(fs, checkNatsDurability(st))
-	}
+	fs = append(fs, checkDurability(ctx, o)...)
 	return append(fs, checkSupervision())
 }
 
@@ -589,48 +582,24 @@ func checkHistory(ctx context.Context, o *storeopen.Opened, opts Options) []Find
 	return []Finding{f}
 }
 
-func checkDurability(ctx context.Context, st *redisstore.Store) []Finding {
+// checkDurability reports what the store's own check of its durability
+// says, for stores that have one (Redis, NATS).
+func checkDurability(ctx context.Context, o *storeopen.Opened) []Finding {
 	cctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
-	risks, err := st.CheckDurability(cctx)
-	if err != nil {
-		return []Finding{{Check: CheckDurability, Status: Warn, Detail: err.Error(),
-			Fix: "check appendonly, appendfsync, maxmemory-policy and the replicas by hand"}}
+	concerns, ok := o.Durability(cctx)
+	if !ok {
+		return nil
 	}
-	if len(risks) == 0 {
-		return []Finding{{Check: CheckDurability, Status: OK,
-			Detail: "appendonly yes, appendfsync always, no replicas, maxmemory-policy noeviction: acknowledged writes survive a restart"}}
-	}
-	var fs []Finding
-	for _, r := range risks {
-		// The effect ends with what to do when there is a setting to change.
-		effect, fix := r.Effect, "see the redisstore package documentation, Failure modes, for what a loss costs; keep fences that must survive it elsewhere"
-		if i := strings.LastIndex(effect, "; "); i >= 0 && (strings.HasPrefix(effect[i+2:], "run with") || strings.HasPrefix(effect[i+2:], "connect to")) {
-			effect, fix = effect[:i], effect[i+2:]
+	fs := make([]Finding, 0, len(concerns))
+	for _, c := range concerns {
+		f := Finding{Check: CheckDurability, Status: OK, Detail: c.Detail, Fix: c.Fix}
+		if c.Warn {
+			f.Status = Warn
 		}
-		fs = append(fs, Finding{Check: CheckDurability, Status: Warn, Detail: r.Setting + "=" + r.Value + ": " + effect, Fix: fix})
+		fs = append(fs, f)
 	}
 	return fs
-}
-
-// checkNatsDurability reads how many servers keep the bucket: nats-server
-// acknowledges a write before it is on disk, so with one replica a power
-// loss forgets the last writes. Whether the server syncs every write
-// (sync_always) no client can see.
-func checkNatsDurability(st *natsstore.Store) Finding {
-	n := st.Replicas()
-	if n >= 3 {
-		return Finding{Check: CheckDurability, Status: OK,
-			Detail: fmt.Sprintf("the bucket is kept by %d servers: a power loss of one host loses no acknowledged write", n)}
-	}
-	servers := "1 server"
-	if n != 1 {
-		servers = fmt.Sprintf("%d servers", n)
-	}
-	return Finding{Check: CheckDurability, Status: Warn,
-		Detail: fmt.Sprintf("the bucket is kept by %s, and nats-server acknowledges writes before they are on disk (it syncs every 2 minutes unless sync_always is set, which a client cannot see): "+
-			"a power loss of its host can forget the leases acquired or released in that time, and let a second holder in beside the first; tokens still grow (their floor is the server's clock), so fences keep the two apart", servers),
-		Fix: "set jetstream { sync_always: true } in the server's configuration (this warning stays: tenure cannot see it), or keep the leases in a new bucket of 3 replicas on a cluster (tenure migrate with tenure_replicas=3 and a new tenure_bucket; tokens stay above the old bucket's, their floor being the server's clock)"}
 }
 
 // round rounds d for people: to the microsecond under a millisecond, to

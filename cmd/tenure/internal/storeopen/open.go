@@ -177,6 +177,17 @@ func (o *Opened) WallClock(ctx context.Context) (*storeurl.WallClock, error) {
 // doctor`; "" for stores without SQL roles.
 func (o *Opened) Role(ctx context.Context) (string, error) { return o.conn.Role(ctx) }
 
+// Durability returns what the store's own check of its durability found
+// (Redis's settings, the replicas of a NATS bucket), and false for a store
+// that has no such check.
+func (o *Opened) Durability(ctx context.Context) ([]storeurl.Concern, bool) {
+	d, ok := o.conn.(storeurl.Durable)
+	if !ok {
+		return nil, false
+	}
+	return d.Durability(ctx), true
+}
+
 // PermissionDenied reports whether err is the store's refusal for lack of
 // a privilege: PostgreSQL's SQLSTATE 42501, MySQL's errors 1142 (table),
 // 1370 (routine) and 1044 (database).

@@ -137,6 +137,24 @@ type Fleet interface {
 	ResetFence(ctx context.Context, resource string, tok store.Token, reason string) (store.Token, error)
 }
 
+// Durable is a [Conn] whose store checks, as far as a client can see,
+// whether it keeps the writes it acknowledged (Redis, NATS), for doctor's
+// durability check.
+type Durable interface {
+	// Durability returns what the check found: one concern per risk, or
+	// one that says none was found.
+	Durability(ctx context.Context) []Concern
+}
+
+// Concern is one finding of a store's own check.
+type Concern struct {
+	// Warn reports a risk; false for a finding that all is well.
+	Warn bool
+	// Detail says what was found, Fix what to do; Fix is empty when
+	// nothing needs doing.
+	Detail, Fix string
+}
+
 // Privileged is a [Backend] whose store refuses calls for lack of a
 // privilege the role was not granted.
 type Privileged interface {

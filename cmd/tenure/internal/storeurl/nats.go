@@ -296,3 +296,22 @@ func (c *natsConn) WallClock(context.Context) (*WallClock, error) {
 		return now, c.t.Wrap(err)
 	}, close: func() error { return nil }}, nil
 }
+
+// Durability reads how many servers keep the bucket: nats-server
+// acknowledges a write before it is on disk, so with one replica a power
+// loss forgets the last writes. Whether the server syncs every write
+// (sync_always) no client can see.
+func (c *natsConn) Durability(context.Context) []Concern {
+	n := c.nats.Replicas()
+	if n >= 3 {
+		return []Concern{{Detail: fmt.Sprintf("the bucket is kept by %d servers: a power loss of one host loses no acknowledged write", n)}}
+	}
+	servers := "1 server"
+	if n != 1 {
+		servers = fmt.Sprintf("%d servers", n)
+	}
+	return []Concern{{Warn: true,
+		Detail: fmt.Sprintf("the bucket is kept by %s, and nats-server acknowledges writes before they are on disk (it syncs every 2 minutes unless sync_always is set, which a client cannot see): "+
+			"a power loss of its host can forget the leases acquired or released in that time, and let a second holder in beside the first; tokens still grow (their floor is the server's clock), so fences keep the two apart", servers),
+		Fix: "set jetstream { sync_always: true } in the server's configuration (this warning stays: tenure cannot see it), or keep the leases in a new bucket of 3 replicas on a cluster (tenure migrate with tenure_replicas=3 and a new tenure_bucket; tokens stay above the old bucket's, their floor being the server's clock)"}}
+}

@@ -117,7 +117,7 @@ func (r *Redis) Open(ctx context.Context, t Target, o OpenOptions) (Conn, error)
 		_ = client.Close() // The failed round trip is the error to report.
 		return nil, Errorf(store.ErrUnavailable, nil, "storeurl: cannot reach Redis at %s: %s", t.Display, t.Wrap(err))
 	}
-	return &redisConn{keeps: keeps{t: t, st: st}, backend: r, client: client, prefix: st.Keys().Prefix}, nil
+	return &redisConn{keeps: keeps{t: t, st: st}, backend: r, redis: st, client: client, prefix: st.Keys().Prefix}, nil
 }
 
 // apply sets what the URL's files say on go-redis options, and returns the
@@ -154,6 +154,7 @@ func (*Redis) ReadGrantSQL(t Target, _ string) (string, error) { return noGrant(
 type redisConn struct {
 	keeps
 	backend *Redis
+	redis   *redisstore.Store
 	client  *redis.Client
 	prefix  string
 }
@@ -179,4 +180,27 @@ func (c *redisConn) WallClock(context.Context) (*WallClock, error) {
 		now, err := client.Time(ctx).Result()
 		return now, c.t.Wrap(err)
 	}, close: client.Close}, nil
+}
+
+// Durability reads the server's persistence, eviction and replication
+// settings ([redisstore.Store.CheckDurability]).
+func (c *redisConn) Durability(ctx context.Context) []Concern {
+	risks, err := c.redis.CheckDurability(ctx)
+	if err != nil {
+		return []Concern{{Warn: true, Detail: err.Error(),
+			Fix: "check appendonly, appendfsync, maxmemory-policy and the replicas by hand"}}
+	}
+	if len(risks) == 0 {
+		return []Concern{{Detail: "appendonly yes, appendfsync always, no replicas, maxmemory-policy noeviction: acknowledged writes survive a restart"}}
+	}
+	var cs []Concern
+	for _, r := range risks {
+		// The effect ends with what to do when there is a setting to change.
+		effect, fix := r.Effect, "see the redisstore package documentation, Failure modes, for what a loss costs; keep fences that must survive it elsewhere"
+		if i := strings.LastIndex(effect, "; "); i >= 0 && (strings.HasPrefix(effect[i+2:], "run with") || strings.HasPrefix(effect[i+2:], "connect to")) {
+			effect, fix = effect[:i], effect[i+2:]
+		}
+		cs = append(cs, Concern{Warn: true, Detail: r.Setting + "=" + r.Value + ": " + effect, Fix: fix})
+	}
+	return cs
 }

@@ -20,6 +20,16 @@ type SQLite struct {
 	Path string
 }
 
+// defaultSQLite is the target of no URL at all: the SQLite file at
+// [sqlitestore.DefaultPath].
+func defaultSQLite() (Target, error) {
+	path, err := sqlitestore.DefaultPath()
+	if err != nil {
+		return Target{}, Errorf(store.ErrInvalid, err, "storeurl: no store URL given and no default SQLite file: %v; pass --store or set %s", err, EnvVar)
+	}
+	return Target{Backend: &SQLite{Path: path}, Display: "sqlite:" + path, Default: true}, nil
+}
+
 func (s *SQLite) file() string { return s.Path }
 
 // Name is "SQLite".

@@ -8,8 +8,6 @@ import (
 	"strings"
 
 	"github.com/tenure-dev/tenure/store"
-
-	"github.com/tenure-dev/tenure/store/sqlitestore"
 )
 
 // EnvVar names the environment variable that holds the store URL when no
@@ -74,11 +72,7 @@ func Resolve(flagValue string, getenv func(string) string) (Target, error) {
 		}
 		return t, nil
 	}
-	path, err := sqlitestore.DefaultPath()
-	if err != nil {
-		return Target{}, Errorf(store.ErrInvalid, err, "storeurl: no store URL given and no default SQLite file: %v; pass --store or set %s", err, EnvVar)
-	}
-	return Target{Backend: &SQLite{Path: path}, Display: "sqlite:" + path, Default: true}, nil
+	return defaultSQLite()
 }
 
 // Parse parses a store URL (see the package documentation). It reads no
