@@ -46,7 +46,7 @@ func (a *Always) Open(_ context.Context, t Target, _ OpenOptions) (Conn, error) 
 	if err != nil {
 		return nil, Errorf(store.ErrInvalid, err, "storeurl: store URL %q: %v; write always:REASON, e.g. always:the%%20report%%20is%%20idempotent", t.Display, err)
 	}
-	return alwaysConn{keeps{t: t, st: st}}, nil
+	return alwaysConn{baseConn{t: t, st: st}}, nil
 }
 
 // MigrationSQL refuses: the store keeps no schema.
@@ -58,9 +58,13 @@ func (*Always) GrantSQL(t Target, _ string) (string, error) { return noGrant(t) 
 // ReadGrantSQL refuses as GrantSQL does.
 func (*Always) ReadGrantSQL(t Target, _ string) (string, error) { return noGrant(t) }
 
-type alwaysConn struct{ keeps }
+type alwaysConn struct{ baseConn }
 
 // Migrate says there is nothing to migrate.
 func (alwaysConn) Migrate(context.Context) (string, error) {
 	return "the always-leader store keeps nothing: nothing to migrate", nil
 }
+
+var (
+	_ Backend = (*Always)(nil)
+)

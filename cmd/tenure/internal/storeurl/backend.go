@@ -183,19 +183,19 @@ func (c *WallClock) Read(ctx context.Context) (time.Time, error) { return c.read
 // Close releases the connection the clock reads through.
 func (c *WallClock) Close() error { return c.close() }
 
-// keeps is a [Conn] whose store keeps what the client holds: nothing to
-// close beyond the store, no wall clock to read and no SQL role. Backends
-// embed it and override what their store has.
-type keeps struct {
+// baseConn is the [Conn] of a store with nothing to close beyond the store
+// itself, no wall clock to read and no SQL role. Backends embed it and
+// override what their store has; each writes its own Migrate.
+type baseConn struct {
 	t  Target
 	st store.Store
 }
 
-func (c keeps) Target() Target                                { return c.t }
-func (c keeps) Store() store.Store                            { return c.st }
-func (c keeps) Close() error                                  { return nil }
-func (c keeps) WallClock(context.Context) (*WallClock, error) { return nil, ErrNoWallClock }
-func (c keeps) Role(context.Context) (string, error)          { return "", nil }
+func (c baseConn) Target() Target                                { return c.t }
+func (c baseConn) Store() store.Store                            { return c.st }
+func (c baseConn) Close() error                                  { return nil }
+func (c baseConn) WallClock(context.Context) (*WallClock, error) { return nil, ErrNoWallClock }
+func (c baseConn) Role(context.Context) (string, error)          { return "", nil }
 
 // noSchema is MigrationSQL's refusal for a store that keeps no schema.
 func noSchema(t Target) (string, error) {

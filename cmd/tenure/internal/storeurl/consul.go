@@ -141,7 +141,7 @@ func (c *Consul) Open(ctx context.Context, t Target, o OpenOptions) (Conn, error
 		_ = closeClient()
 		return nil, Errorf(store.ErrUnavailable, nil, "storeurl: cannot reach Consul at %s (%s): %s", t.Display, cfg.Address, t.Wrap(err))
 	}
-	return &consulConn{keeps: keeps{t: t, st: st}, close: closeClient, prefix: st.Config().KeyPrefix}, nil
+	return &consulConn{baseConn: baseConn{t: t, st: st}, close: closeClient, prefix: st.Config().KeyPrefix}, nil
 }
 
 // applyConsul points a Consul client configuration at HTTPS with the TLS
@@ -172,7 +172,7 @@ func (*Consul) ReadGrantSQL(t Target, _ string) (string, error) { return noGrant
 // consulConn is an open Consul store; close drops its client's idle
 // connections.
 type consulConn struct {
-	keeps
+	baseConn
 	close  func() error
 	prefix string
 }
@@ -181,3 +181,7 @@ func (c *consulConn) Close() error { return c.close() }
 
 // Migrate says there is nothing to migrate.
 func (c *consulConn) Migrate(context.Context) (string, error) { return keysOnly(c.t, c.prefix), nil }
+
+var (
+	_ Backend = (*Consul)(nil)
+)

@@ -135,7 +135,7 @@ func (e *Etcd) Open(ctx context.Context, t Target, o OpenOptions) (Conn, error) 
 		_ = client.Close() // The failed round trip is the error to report.
 		return nil, Errorf(store.ErrUnavailable, nil, "storeurl: cannot reach etcd at %s within %s: %s", t.Display, timeout, t.Wrap(err))
 	}
-	return &etcdConn{keeps: keeps{t: t, st: st}, client: client, prefix: prefix}, nil
+	return &etcdConn{baseConn: baseConn{t: t, st: st}, client: client, prefix: prefix}, nil
 }
 
 // etcdSecurity is what an etcd client gets from the URL's security
@@ -176,7 +176,7 @@ func (*Etcd) ReadGrantSQL(t Target, _ string) (string, error) { return noGrant(t
 
 // etcdConn is an open etcd store and its client.
 type etcdConn struct {
-	keeps
+	baseConn
 	client *clientv3.Client
 	prefix string
 }
@@ -185,3 +185,7 @@ func (c *etcdConn) Close() error { return c.client.Close() }
 
 // Migrate says there is nothing to migrate.
 func (c *etcdConn) Migrate(context.Context) (string, error) { return keysOnly(c.t, c.prefix), nil }
+
+var (
+	_ Backend = (*Etcd)(nil)
+)

@@ -168,7 +168,7 @@ func (k *Kubernetes) Open(ctx context.Context, t Target, o OpenOptions) (Conn, e
 		}
 		return nil, Errorf(kind, err, "storeurl: cannot reach the Lease objects of namespace %s through %s: %v", ns, t.Display, err)
 	}
-	return k8sConn{keeps{t: t, st: st}, k}, nil
+	return k8sConn{baseConn{t: t, st: st}, k}, nil
 }
 
 // GrantSQL returns, as YAML for kubectl apply, the Role a worker needs in
@@ -214,7 +214,7 @@ func (*Kubernetes) MigrationSQL(Target) (string, error) {
 }
 
 type k8sConn struct {
-	keeps
+	baseConn
 	backend *Kubernetes
 }
 
@@ -223,3 +223,7 @@ func (c k8sConn) Migrate(context.Context) (string, error) {
 	return fmt.Sprintf("the Kubernetes store %s keeps no schema: nothing to migrate (its Lease objects are named %s-…); tenure migrate --print --grant ACCOUNT prints the Role its workers need",
 		c.t.Display, cmp.Or(c.backend.Prefix, k8sstore.DefaultPrefix)), nil
 }
+
+var (
+	_ Backend = (*Kubernetes)(nil)
+)

@@ -152,7 +152,7 @@ func (m *MySQL) Open(ctx context.Context, t Target, o OpenOptions) (Conn, error)
 		_ = db.Close()
 		return nil, Errorf(store.ErrInvalid, err, "storeurl: %s", t.Redact(err.Error()))
 	}
-	return &mysqlConn{keeps: keeps{t: t, st: st}, backend: m, mysql: st, db: db}, nil
+	return &mysqlConn{baseConn: baseConn{t: t, st: st}, backend: m, mysql: st, db: db}, nil
 }
 
 // MigrationSQL is the store's schema, for the mysql client.
@@ -208,7 +208,7 @@ func (*MySQL) PermissionDenied(err error) bool {
 
 // mysqlConn is an open MySQL store and its handle.
 type mysqlConn struct {
-	keeps
+	baseConn
 	backend *MySQL
 	mysql   *mysqlstore.Store
 	db      *sql.DB
@@ -260,3 +260,8 @@ func (c *mysqlConn) WallClock(context.Context) (*WallClock, error) {
 
 // Role is the URL's user.
 func (c *mysqlConn) Role(context.Context) (string, error) { return c.backend.User, nil }
+
+var (
+	_ Backend    = (*MySQL)(nil)
+	_ Privileged = (*MySQL)(nil)
+)

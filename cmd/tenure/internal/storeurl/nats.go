@@ -255,7 +255,7 @@ func (n *Nats) Open(ctx context.Context, t Target, o OpenOptions) (Conn, error) 
 		nc.Close()
 		return nil, t.Wrap(err)
 	}
-	return &natsConn{keeps: keeps{t: t, st: st}, backend: n, nats: st, nc: nc}, nil
+	return &natsConn{baseConn: baseConn{t: t, st: st}, backend: n, nats: st, nc: nc}, nil
 }
 
 // MigrationSQL refuses: the store keeps no SQL.
@@ -271,7 +271,7 @@ func (*Nats) ReadGrantSQL(t Target, _ string) (string, error) { return noGrant(t
 
 // natsConn is an open NATS store and its connection.
 type natsConn struct {
-	keeps
+	baseConn
 	backend *Nats
 	nats    *natsstore.Store
 	nc      *nats.Conn
@@ -315,3 +315,8 @@ func (c *natsConn) Durability(context.Context) []Concern {
 			"a power loss of its host can forget the leases acquired or released in that time, and let a second holder in beside the first; tokens still grow (their floor is the server's clock), so fences keep the two apart", servers),
 		Fix: "set jetstream { sync_always: true } in the server's configuration (this warning stays: tenure cannot see it), or keep the leases in a new bucket of 3 replicas on a cluster (tenure migrate with tenure_replicas=3 and a new tenure_bucket; tokens stay above the old bucket's, their floor being the server's clock)"}}
 }
+
+var (
+	_ Backend = (*Nats)(nil)
+	_ Durable = (*natsConn)(nil)
+)

@@ -323,7 +323,7 @@ func (p *Postgres) Open(ctx context.Context, t Target, o OpenOptions) (Conn, err
 		}
 		return nil, Errorf(store.ErrUnavailable, nil, "storeurl: cannot reach PostgreSQL at %s: %s", t.Display, t.Wrap(err))
 	}
-	return &pgConn{keeps: keeps{t: t, st: st}, backend: p, pg: st, pool: pool, closeTimeout: o.CloseTimeout}, nil
+	return &pgConn{baseConn: baseConn{t: t, st: st}, backend: p, pg: st, pool: pool, closeTimeout: o.CloseTimeout}, nil
 }
 
 // pgUnavailable reports whether a server's refusal to connect, by its
@@ -354,7 +354,7 @@ func poolerError(t Target, pe *pgstore.PoolerError) error {
 
 // pgConn is an open PostgreSQL store and its pool.
 type pgConn struct {
-	keeps
+	baseConn
 	backend      *Postgres
 	pg           *pgstore.Store
 	pool         *pgxpool.Pool
@@ -362,8 +362,11 @@ type pgConn struct {
 }
 
 var (
-	_ Conn  = (*pgConn)(nil)
-	_ Fleet = (*pgConn)(nil)
+	_ Backend    = (*Postgres)(nil)
+	_ Registrar  = (*Postgres)(nil)
+	_ Privileged = (*Postgres)(nil)
+	_ Conn       = (*pgConn)(nil)
+	_ Fleet      = (*pgConn)(nil)
 )
 
 // Close waits at most closeTimeout for the connections: pgx gives a

@@ -117,7 +117,7 @@ func (r *Redis) Open(ctx context.Context, t Target, o OpenOptions) (Conn, error)
 		_ = client.Close() // The failed round trip is the error to report.
 		return nil, Errorf(store.ErrUnavailable, nil, "storeurl: cannot reach Redis at %s: %s", t.Display, t.Wrap(err))
 	}
-	return &redisConn{keeps: keeps{t: t, st: st}, backend: r, redis: st, client: client, prefix: st.Keys().Prefix}, nil
+	return &redisConn{baseConn: baseConn{t: t, st: st}, backend: r, redis: st, client: client, prefix: st.Keys().Prefix}, nil
 }
 
 // apply sets what the URL's files say on go-redis options, and returns the
@@ -152,7 +152,7 @@ func (*Redis) ReadGrantSQL(t Target, _ string) (string, error) { return noGrant(
 
 // redisConn is an open Redis store and its client.
 type redisConn struct {
-	keeps
+	baseConn
 	backend *Redis
 	redis   *redisstore.Store
 	client  *redis.Client
@@ -204,3 +204,8 @@ func (c *redisConn) Durability(ctx context.Context) []Concern {
 	}
 	return cs
 }
+
+var (
+	_ Backend = (*Redis)(nil)
+	_ Durable = (*redisConn)(nil)
+)

@@ -77,7 +77,7 @@ func (s *SQLite) Open(ctx context.Context, t Target, _ OpenOptions) (Conn, error
 		}
 		return nil, Errorf(kind, err, "storeurl: cannot open the SQLite store %s: %v", t.Display, err)
 	}
-	return sqliteConn{keeps{t: t, st: st}}, nil
+	return sqliteConn{baseConn{t: t, st: st}}, nil
 }
 
 // MigrationSQL is the schema [sqlitestore.Open] creates itself.
@@ -97,7 +97,7 @@ func (s *SQLite) GrantSQL(Target, string) (string, error) {
 // ReadGrantSQL refuses as GrantSQL does.
 func (s *SQLite) ReadGrantSQL(t Target, role string) (string, error) { return s.GrantSQL(t, role) }
 
-type sqliteConn struct{ keeps }
+type sqliteConn struct{ baseConn }
 
 // Migrate says the store migrated itself when opened.
 func (c sqliteConn) Migrate(context.Context) (string, error) {
@@ -109,3 +109,7 @@ func (c sqliteConn) Migrate(context.Context) (string, error) {
 func (sqliteConn) WallClock(context.Context) (*WallClock, error) {
 	return &WallClock{Local: true, read: func(context.Context) (time.Time, error) { return time.Now(), nil }, close: func() error { return nil }}, nil
 }
+
+var (
+	_ Backend = (*SQLite)(nil)
+)
