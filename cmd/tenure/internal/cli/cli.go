@@ -421,7 +421,7 @@ func (e *env) announceDefault(t storeurl.Target, purpose string) {
 	if !t.Default {
 		return
 	}
-	if _, err := os.Stat(t.Path); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := os.Stat(t.File()); !errors.Is(err, fs.ErrNotExist) {
 		return
 	}
 	e.errorf("creating the default store %s: this host only; pass --store or set %s %s (said once, as the file is made)", t.Display, storeurl.EnvVar, purpose)

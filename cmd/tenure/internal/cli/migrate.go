@@ -113,7 +113,7 @@ func (o *migrateOptions) run(ctx context.Context, e *env, args []string) error {
 	if o.print {
 		var sql string
 		// A Kubernetes store has no schema, only the grants to print.
-		if target.Kind != storeurl.Kubernetes || o.grant == "" {
+		if !target.Backend.Traits().GrantsAlone || o.grant == "" {
 			if sql, err = storeopen.MigrationSQL(target); err != nil {
 				return err
 			}

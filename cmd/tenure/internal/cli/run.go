@@ -267,8 +267,8 @@ func (o *runOptions) run(ctx context.Context, e *env, args []string) error {
 	if err := checkTTL(opened, cfg.TTL); err != nil {
 		return err
 	}
-	if target.Kind == storeurl.AlwaysLeader {
-		e.errorf("always-leader store: %q runs here without mutual exclusion; reason: %s", o.name, target.Reason)
+	if reason := target.Backend.Traits().Reason; reason != "" {
+		e.errorf("always-leader store: %q runs here without mutual exclusion; reason: %s", o.name, reason)
 	}
 
 	cfg.Logger = e.logger
@@ -320,16 +320,13 @@ func checkTTL(opened *storeopen.Opened, ttl time.Duration) error {
 	if ttl >= floor {
 		var ue *store.TTLUnitError
 		if errors.As(store.CheckTTLUnit(opened.Store, ttl), &ue) {
-			return usagef("run", "--ttl %s: the %s store %s", ttl, opened.Target.Kind.Name(), ue.Advice())
+			return usagef("run", "--ttl %s: the %s store %s", ttl, opened.Target.Backend.Name(), ue.Advice())
 		}
 		return nil
 	}
-	hint := ""
-	if opened.Target.Kind == storeurl.Consul {
-		hint = fmt.Sprintf(" (the Consul servers' session_ttl_min; when theirs is lower, give it as %s in the store URL)", storeurl.ParamSessionTTLMin)
-	}
+	hint := opened.Target.Backend.Traits().TTLFloorHint
 	return usagef("run", "--ttl %s is below the %s store's minimum TTL of %s%s; use %s or more",
-		ttl, opened.Target.Kind.Name(), floor, hint, floor)
+		ttl, opened.Target.Backend.Name(), floor, hint, floor)
 }
 
 // lossReason says in a few words why a tenure ended.

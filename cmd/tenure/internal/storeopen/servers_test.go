@@ -35,7 +35,7 @@ func TestRegistryConfig(t *testing.T) {
 		require.NoError(t, err)
 		_, err = storeopen.RegistryConfig(tg)
 		require.ErrorIs(t, err, store.ErrInvalid)
-		require.Contains(t, err.Error(), "the fleet registry (tenure agents, tenure owner) lives in PostgreSQL, not in the "+tg.Kind.Name()+" store "+tg.Display)
+		require.Contains(t, err.Error(), "the fleet registry (tenure agents, tenure owner) lives in PostgreSQL, not in the "+tg.Backend.Name()+" store "+tg.Display)
 	}
 
 	// A prefix pgstore takes but the registry's longer names do not fit.
@@ -93,7 +93,7 @@ func TestOpenRedis(t *testing.T) {
 
 	tg, err := storeurl.Parse(withParam(t, redisserver.RedisURL(), storeurl.ParamPrefix, prefix))
 	require.NoError(t, err)
-	require.Equal(t, prefix, tg.Prefix)
+	require.Equal(t, prefix, tg.Backend.(*storeurl.Redis).Prefix)
 	o, err := storeopen.Open(t.Context(), tg, storeopen.Options{})
 	require.NoError(t, err)
 	serveAndRelease(t, o, time.Second)

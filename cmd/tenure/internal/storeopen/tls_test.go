@@ -40,7 +40,7 @@ func openTLS(t *testing.T, raw string) error {
 		return err
 	}
 	t.Cleanup(func() { require.NoError(t, o.Close()) })
-	if tgt.Kind == storeurl.Postgres {
+	if _, ok := tgt.Backend.(*storeurl.Postgres); ok {
 		if _, err := o.Migrate(ctx); err != nil {
 			return err
 		}
@@ -53,7 +53,7 @@ func openTLS(t *testing.T, raw string) error {
 	// tenure doctor reads the store's clock over a connection of its own,
 	// which must be made with the same files.
 	clock, err := o.WallClock(ctx)
-	if errors.Is(err, storeopen.ErrNoWallClock) {
+	if errors.Is(err, storeurl.ErrNoWallClock) {
 		return nil
 	}
 	require.NoError(t, err)
