@@ -8,9 +8,9 @@
 // This package is the user's API: [Client], [Config], [Lease],
 // [ChainWrite], [Transition] and the errors to match. The contract a
 // backend implements is package [github.com/tenure-dev/tenure/store]; the
-// backends are its subpackages (pgstore, mysqlstore, sqlitestore,
-// redisstore, etcdstore, consulstore, natsstore, k8sstore, alwaysleader,
-// memstore), the resource-side checks are under fence/.
+// backends are its subpackages, and docs/STORES.md says in one table,
+// generated from the code, what each of them can do. The resource-side
+// checks are under fence/.
 //
 // # What is promised, and where
 //
@@ -137,24 +137,26 @@
 //
 // A refused acquisition returns the current holder and its remaining time
 // by the store's clock ([HeldError]). Campaigns wait in line where the
-// store keeps one (PostgreSQL, Redis, SQLite, memstore; see [store.AcquireParams]
-// Wait): the follower at the head of the line retries exactly when that
-// time is up, or at once when the store announces the release and names
-// it; the store keeps a released lease for it for [store.Handoff], and the
-// other followers stay back until they hear of the new tenure, which sends
-// them back to waiting for its expiry. A handover so costs the store one
-// acquisition however many followers wait. Where the store keeps no line,
-// every follower retries at the expiry, or at once when a release or
-// takeover is announced, each after a small random spread. Every campaign
-// also looks again when the store's listener has just (re)subscribed,
-// since announcements made before then are lost. Errors back off with
-// jitter up to the renew interval; nothing spins.
+// store keeps one (see [store.AcquireParams] Wait, and the Line column of
+// docs/STORES.md): the follower at the head of the line retries exactly
+// when that time is up, or at once when the store announces the release
+// and names it; a store that can (the Handoff column) keeps a released
+// lease for it for [store.Handoff], and the other followers stay back
+// until they hear of the new tenure, which sends them back to waiting for
+// its expiry. A handover so costs the store one acquisition however many
+// followers wait. Where the store keeps no line, every follower retries at
+// the expiry, or at once when a release or takeover is announced, each
+// after a small random spread. Every campaign also looks again when the
+// store's listener has just (re)subscribed, since announcements made
+// before then are lost. Errors back off with jitter up to the renew
+// interval; nothing spins.
 //
 // A client hears only of the leases it wants, holds or is giving back: a
-// store that offers subscriptions ([store.Subscriber]: PostgreSQL) hands
-// its listener those announcements alone, so that of many clients sharing
-// a store only those concerned are woken; over the other stores the client
-// drops the rest as they arrive, before its loop sees them.
+// store that offers subscriptions ([store.Subscriber]; docs/STORES.md
+// says which) hands its listener those announcements alone, so that of
+// many clients sharing a store only those concerned are woken; over the
+// other stores the client drops the rest as they arrive, before its loop
+// sees them.
 //
 // [Client.Observe] gives the follower's view without campaigning: it
 // calls a function with who holds a name (holder, token, remaining time

@@ -11,7 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tenure-dev/tenure"
-	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testserver/pgserver"
+	"github.com/tenure-dev/tenure/internal/testserver/redisserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/store"
 	"github.com/tenure-dev/tenure/store/memstore"
@@ -86,10 +87,10 @@ func TestClientsSharingAStoreHearOnlyTheirLeases(t *testing.T) {
 			return m
 		}},
 		{"Postgres", func(t *testing.T) store.Store {
-			return testserver.PostgresHarness{Owner: testserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")}.NewStore(t)
+			return pgserver.PostgresHarness{Owner: pgserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")}.NewStore(t)
 		}},
 		{"Redis", func(t *testing.T) store.Store {
-			return testserver.RedisHarness{Client: testserver.RedisClient(t)}.NewStore(t)
+			return redisserver.RedisHarness{Client: redisserver.RedisClient(t)}.NewStore(t)
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -15,7 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tenure-dev/tenure"
-	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testserver/pgserver"
+	"github.com/tenure-dev/tenure/internal/testserver/redisserver"
 	"github.com/tenure-dev/tenure/store"
 	"github.com/tenure-dev/tenure/store/memstore"
 )
@@ -56,11 +57,11 @@ func TestShutdownReleasesInOneBatch(t *testing.T) {
 			return m
 		}},
 		{"Postgres", func(t *testing.T) batchStore {
-			st := testserver.PostgresHarness{Owner: testserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")}.NewStore(t)
+			st := pgserver.PostgresHarness{Owner: pgserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")}.NewStore(t)
 			return st.(batchStore)
 		}},
 		{"Redis", func(t *testing.T) batchStore {
-			return testserver.RedisHarness{Client: testserver.RedisClient(t)}.NewStore(t).(batchStore)
+			return redisserver.RedisHarness{Client: redisserver.RedisClient(t)}.NewStore(t).(batchStore)
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -295,7 +296,7 @@ func (r *recorder) events() []string {
 // release at once).
 func TestShutdownHandsOverOnlyAfterDoReturnedPostgres(t *testing.T) {
 	t.Parallel()
-	st := testserver.PostgresHarness{Owner: testserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")}.NewStore(t)
+	st := pgserver.PostgresHarness{Owner: pgserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")}.NewStore(t)
 	const (
 		lease    = "invoice-run"
 		slowness = 2 * time.Second

@@ -27,7 +27,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testserver/consulserver"
+	"github.com/tenure-dev/tenure/internal/testserver/etcdserver"
 )
 
 var allPhases = []string{"floor", "uncontended", "renew", "handover", "failover", "load", "churn", "scale", "token"}
@@ -261,7 +262,7 @@ func run(ctx context.Context, args []string, log io.Writer) error {
 		if o.etcdURL != "" {
 			e.etcd = []string{o.etcdURL}
 		} else {
-			srv, err := testserver.StartEtcd(ctx, testserver.EtcdConfig{Fsync: true})
+			srv, err := etcdserver.StartEtcd(ctx, etcdserver.EtcdConfig{Fsync: true})
 			if err != nil {
 				return fmt.Errorf("start etcd (set TENURE_ETCD_BIN, build it with tools/servers/ensure.sh etcd, or pass -etcd URL, or leave etcd out of -stores): %w", err)
 			}
@@ -275,13 +276,13 @@ func run(ctx context.Context, args []string, log io.Writer) error {
 		if o.consulAddr != "" {
 			e.consul, e.consulMinTTL = o.consulAddr, o.consulMinTTL
 		} else {
-			srv, err := testserver.StartConsul(ctx, testserver.ConsulConfig{Server: true})
+			srv, err := consulserver.StartConsul(ctx, consulserver.ConsulConfig{Server: true})
 			if err != nil {
 				return fmt.Errorf("start a Consul agent (set TENURE_CONSUL_BIN, build it with tools/consul/ensure.sh, or pass -consul ADDR, or leave consul out of -stores): %w", err)
 			}
 			defer srv.Stop()
-			e.consul, e.consulMinTTL = srv.HTTPAddr, testserver.ConsulSessionTTLMin
-			rep.Notes = append(rep.Notes, fmt.Sprintf("consul: a single server agent started by the program, Raft log on disk, session_ttl_min %s", testserver.ConsulSessionTTLMin))
+			e.consul, e.consulMinTTL = srv.HTTPAddr, consulserver.ConsulSessionTTLMin
+			rep.Notes = append(rep.Notes, fmt.Sprintf("consul: a single server agent started by the program, Raft log on disk, session_ttl_min %s", consulserver.ConsulSessionTTLMin))
 		}
 	}
 

@@ -18,7 +18,9 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testserver/consulserver"
+	"github.com/tenure-dev/tenure/internal/testserver/etcdserver"
+	"github.com/tenure-dev/tenure/internal/testserver/redisserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
 )
 
@@ -40,15 +42,15 @@ func TestQuickRunWritesWellFormedOutputs(t *testing.T) {
 		conn.Close(ctx)
 	}
 	testutil.NeedServer(t, "PostgreSQL at "+pgURL, err)
-	ru, err := url.Parse(testserver.RedisURL())
+	ru, err := url.Parse(redisserver.RedisURL())
 	require.NoError(t, err)
 	rdb := redis.NewClient(&redis.Options{Addr: ru.Host})
 	err = rdb.Ping(ctx).Err()
 	rdb.Close()
 	testutil.NeedServer(t, "Redis at "+ru.Host, err)
-	_, err = testserver.EtcdBinary()
+	_, err = etcdserver.EtcdBinary()
 	testutil.NeedServer(t, "etcd (build it with tools/servers/ensure.sh etcd and set TENURE_ETCD_BIN)", err)
-	_, err = testserver.ConsulBinary()
+	_, err = consulserver.ConsulBinary()
 	testutil.NeedServer(t, "Consul (build it with tools/consul/ensure.sh and set TENURE_CONSUL_BIN)", err)
 
 	dir := t.TempDir()

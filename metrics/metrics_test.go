@@ -16,6 +16,12 @@ import (
 
 	"github.com/tenure-dev/tenure"
 	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testserver/consulserver"
+	"github.com/tenure-dev/tenure/internal/testserver/etcdserver"
+	"github.com/tenure-dev/tenure/internal/testserver/mysqlserver"
+	"github.com/tenure-dev/tenure/internal/testserver/natsserver"
+	"github.com/tenure-dev/tenure/internal/testserver/pgserver"
+	"github.com/tenure-dev/tenure/internal/testserver/redisserver"
 	tu "github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/metrics"
 	"github.com/tenure-dev/tenure/store"
@@ -25,7 +31,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	testserver.Main(m, testserver.Servers{Etcd: true, Consul: true, Nats: true})
+	testserver.Main(m, etcdserver.Shared, consulserver.Shared, natsserver.Shared)
 }
 
 // waitTimeout bounds every wait for an event of a client on a real store.
@@ -168,13 +174,13 @@ func backends() []backend {
 			return s
 		}},
 		{name: "pgstore", notify: true, open: func(t *testing.T) store.Store {
-			return testserver.PostgresHarness{Owner: testserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")}.NewStore(t)
+			return pgserver.PostgresHarness{Owner: pgserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")}.NewStore(t)
 		}},
 		{name: "redisstore", notify: true, open: func(t *testing.T) store.Store {
-			return testserver.RedisHarness{Client: testserver.RedisClient(t)}.NewStore(t)
+			return redisserver.RedisHarness{Client: redisserver.RedisClient(t)}.NewStore(t)
 		}},
 		{name: "etcdstore", notify: true, open: func(t *testing.T) store.Store {
-			cli := testserver.SharedEtcd(t).Client(t)
+			cli := etcdserver.SharedEtcd(t).Client(t)
 			prefix := "tenure-test/" + tu.UniqueName(t) + "/"
 			s, err := etcdstore.New(cli, etcdstore.Config{KeyPrefix: prefix})
 			require.NoError(t, err)
@@ -188,13 +194,13 @@ func backends() []backend {
 			return s
 		}},
 		{name: "consulstore", notify: true, open: func(t *testing.T) store.Store {
-			return testserver.ConsulHarness{Agent: testserver.SharedConsul(t)}.NewStore(t)
+			return consulserver.ConsulHarness{Agent: consulserver.SharedConsul(t)}.NewStore(t)
 		}},
 		{name: "mysqlstore", notify: false, open: func(t *testing.T) store.Store {
-			return testserver.MySQLHarness{Owner: testserver.MySQLDB(t, "")}.NewStore(t)
+			return mysqlserver.MySQLHarness{Owner: mysqlserver.MySQLDB(t, "")}.NewStore(t)
 		}},
 		{name: "natsstore", notify: true, open: func(t *testing.T) store.Store {
-			return testserver.NatsHarness{Server: testserver.SharedNats(t)}.NewStore(t)
+			return natsserver.NatsHarness{Server: natsserver.SharedNats(t)}.NewStore(t)
 		}},
 	}
 }

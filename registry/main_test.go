@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testserver/pgserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/registry"
 )
@@ -36,12 +36,12 @@ func setup(t *testing.T, cfg registry.Config) *bundle {
 
 func setupMode(t *testing.T, cfg registry.Config, mode pgx.QueryExecMode) *bundle {
 	t.Helper()
-	pool := testserver.PostgresPool(t, mode, "")
+	pool := pgserver.PostgresPool(t, mode, "")
 	cfg.Schema = testutil.UniqueName(t)
 	cfg.TablePrefix = testPrefix
 	reg, err := registry.New(pool, cfg)
 	require.NoError(t, err)
-	t.Cleanup(func() { testserver.PostgresDropSchema(t, pool, cfg.Schema) })
+	t.Cleanup(func() { pgserver.PostgresDropSchema(t, pool, cfg.Schema) })
 	require.NoError(t, reg.Migrate(context.Background()))
 	return &bundle{pool: pool, cfg: cfg, reg: reg}
 }

@@ -5,6 +5,7 @@ import (
 	"embed"
 
 	"github.com/tenure-dev/tenure/internal/pgkit"
+	"github.com/tenure-dev/tenure/store"
 )
 
 //go:embed migrations/*.up.sql
@@ -39,6 +40,17 @@ func (r *Registry) Migrate(ctx context.Context) error {
 		return err
 	}
 	return set.Run(ctx, r.pool)
+}
+
+// SchemaStatus reports what the schema records of the registry's
+// migrations next to what [Registry.Migrate] would apply, and changes
+// nothing (`tenure migrate --check`). It takes no lock.
+func (r *Registry) SchemaStatus(ctx context.Context) (store.SchemaStatus, error) {
+	set, err := migrations(r.obj)
+	if err != nil {
+		return store.SchemaStatus{}, err
+	}
+	return set.Status(ctx, r.pool)
 }
 
 // MigrationSQL returns the registry's whole schema for c as one SQL script,

@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testserver/pgserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/registry"
 	"github.com/tenure-dev/tenure/store/pgstore"
@@ -24,9 +24,9 @@ func TestMigrateWithPgstore(t *testing.T) {
 	for _, order := range []string{"RegistryFirst", "PgstoreFirst", "Concurrently"} {
 		t.Run(order, func(t *testing.T) {
 			t.Parallel()
-			pool := testserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")
+			pool := pgserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")
 			schema := testutil.UniqueName(t)
-			t.Cleanup(func() { testserver.PostgresDropSchema(t, pool, schema) })
+			t.Cleanup(func() { pgserver.PostgresDropSchema(t, pool, schema) })
 			reg, err := registry.New(pool, registry.Config{Schema: schema})
 			require.NoError(t, err)
 			st, err := pgstore.New(pool, pgstore.Config{Schema: schema})
@@ -69,9 +69,9 @@ func TestMigrateWithPgstore(t *testing.T) {
 
 func TestMigrationSQLScript(t *testing.T) {
 	t.Parallel()
-	pool := testserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")
+	pool := pgserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")
 	cfg := registry.Config{Schema: testutil.UniqueName(t), TablePrefix: `odd "p" `}
-	t.Cleanup(func() { testserver.PostgresDropSchema(t, pool, cfg.Schema) })
+	t.Cleanup(func() { pgserver.PostgresDropSchema(t, pool, cfg.Schema) })
 	script, err := cfg.MigrationSQL()
 	require.NoError(t, err)
 	ctx := ctxT(t)
@@ -93,13 +93,13 @@ func TestMigrationSQLScript(t *testing.T) {
 func TestLeastPrivilege(t *testing.T) {
 	t.Parallel()
 	b := setup(t, registry.Config{})
-	role := testserver.PostgresRole(t, b.pool)
+	role := pgserver.PostgresRole(t, b.pool)
 	grants, err := b.cfg.GrantSQL(role)
 	require.NoError(t, err)
 	ctx := ctxT(t)
 	_, err = b.pool.Exec(ctx, grants)
 	require.NoError(t, err)
-	pool := testserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, role)
+	pool := pgserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, role)
 	reg, err := registry.New(pool, b.cfg)
 	require.NoError(t, err)
 

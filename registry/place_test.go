@@ -18,7 +18,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testserver/pgserver"
 	"github.com/tenure-dev/tenure/registry"
 )
 
@@ -273,7 +273,7 @@ const placeChildGoroutines = 4
 // "go" on stdin, places every resource from several goroutines and prints
 // "placed RESOURCE AGENT CREATED" per answer.
 func placeChild(t *testing.T) {
-	pool := testserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")
+	pool := pgserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")
 	reg, err := registry.New(pool, registry.Config{Schema: os.Getenv(envSchema), TablePrefix: testPrefix})
 	require.NoError(t, err)
 	resources := strings.Split(os.Getenv(envResources), ",")

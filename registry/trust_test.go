@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tenure-dev/tenure/internal/pgkit"
-	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testserver/pgserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/registry"
 )
@@ -18,12 +18,12 @@ import (
 // what grant prints, and that role's pool.
 func (b *bundle) asRole(t *testing.T, grant func(registry.Config, string) (string, error)) (*registry.Registry, *pgxpool.Pool) {
 	t.Helper()
-	role := testserver.PostgresRole(t, b.pool)
+	role := pgserver.PostgresRole(t, b.pool)
 	grants, err := grant(b.cfg, role)
 	require.NoError(t, err)
 	_, err = b.pool.Exec(context.Background(), grants)
 	require.NoError(t, err)
-	pool := testserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, role)
+	pool := pgserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, role)
 	reg, err := registry.New(pool, b.cfg)
 	require.NoError(t, err)
 	return reg, pool
@@ -114,9 +114,9 @@ func TestReadOnlyRole(t *testing.T) {
 // privileges in place when migration 002 runs, and keeps its agents.
 func TestUpgradeRevokesDirectWrites(t *testing.T) {
 	t.Parallel()
-	pool := testserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")
+	pool := pgserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")
 	cfg := registry.Config{Schema: testutil.UniqueName(t), TablePrefix: testPrefix}
-	t.Cleanup(func() { testserver.PostgresDropSchema(t, pool, cfg.Schema) })
+	t.Cleanup(func() { pgserver.PostgresDropSchema(t, pool, cfg.Schema) })
 	reg, err := registry.New(pool, cfg)
 	require.NoError(t, err)
 	ctx := ctxT(t)
@@ -126,14 +126,14 @@ func TestUpgradeRevokesDirectWrites(t *testing.T) {
 		" (id, instance, seq, address, heartbeat_interval_us, stale_after_us, registered_at, heartbeat_at) VALUES ('a', 'i', 1, 'a:1', 1000000, 3000000, now(), now())")
 	require.NoError(t, err, "an agent registered by the older library")
 
-	role := testserver.PostgresRole(t, pool)
+	role := pgserver.PostgresRole(t, pool)
 	r := pgx.Identifier{role}.Sanitize()
 	_, err = pool.Exec(ctx, "GRANT USAGE ON SCHEMA "+pgx.Identifier{cfg.Schema}.Sanitize()+" TO "+r+"; "+
 		"GRANT SELECT, INSERT, UPDATE ON TABLE "+b.table("agents")+" TO "+r+"; "+
 		"GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE "+b.table("owners")+" TO "+r+"; "+
 		"GRANT SELECT, INSERT ON TABLE "+b.table("reassignments")+" TO "+r)
 	require.NoError(t, err, "the grants of the older library")
-	rolePool := testserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, role)
+	rolePool := pgserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, role)
 	_, err = rolePool.Exec(ctx, "UPDATE "+b.table("agents")+" SET address = 'x:1'")
 	require.NoError(t, err, "before 002 the role could write the table itself")
 

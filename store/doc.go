@@ -7,17 +7,17 @@
 // assertion: [Notifier] (announce releases and takeovers, so followers need
 // not wait for the expiry they were told), [Subscriber] (hand a listener
 // only the announcements of the names it follows, so that clients sharing
-// a store each hear of their own leases; see [Subscribe]), [Lister] (enumerate leases, for
-// status pages), [TTLFloor] (a store that cannot keep leases as short as
-// [MinTTL]), [TTLUnit] (a store that keeps TTLs in a coarser unit than
-// the nanosecond, so that a client refuses a TTL it would round),
-// [BatchReleaser] (release many tenures in one round trip, so
-// a client holding thousands gives them back at shutdown in a few calls;
-// PostgreSQL, Redis, SQLite and memstore offer it; on the others a
-// client releases one call per lease), [Historian] (a record of grants,
-// takeovers and releases, for people: `tenure history`) and
-// [ForceReleaser] (a release recorded as an operator's). Assert each at
-// compile time:
+// a store each hear of their own leases; see [Subscribe]), [Lister]
+// (enumerate leases, for status pages), [TTLFloor] (a store that cannot
+// keep leases as short as [MinTTL]), [TTLUnit] (a store that keeps TTLs in
+// a coarser unit than the nanosecond, so that a client refuses a TTL it
+// would round), [BatchAcquirer] and [BatchReleaser] (many acquisitions or
+// releases in one round trip, so a client holding thousands gives them
+// back at shutdown in a few calls; without them a client makes one call
+// per lease), [Historian] (a record of grants, takeovers and releases, for
+// people: `tenure history`) and [ForceReleaser] (a release recorded as an
+// operator's). Which backend implements which is in one table,
+// docs/STORES.md, generated from the code. Assert each at compile time:
 //
 //	var (
 //		_ store.Store    = (*Store)(nil)
@@ -25,7 +25,9 @@
 //	)
 //
 // Every backend passes the conformance suite in
-// [github.com/tenure-dev/tenure/store/storetest] against its real server.
+// [github.com/tenure-dev/tenure/store/storetest] against its real server,
+// its failures included: calls while the server is cut off or down, and
+// tokens after a restart.
 //
 // # What a store promises
 //
@@ -63,6 +65,16 @@
 // and document it; expiry itself is no event (nothing runs at that moment),
 // it shows as the next [EventTakenOver]. Validate the params with
 // [HistoryParams.Validate].
+//
+// # Chain writes and schemas
+//
+// [ChainWrite] is what a strict fence (pgfence's and mysqlfence's strict
+// checks, etcdstore's and consulstore's StrictTxn) presents and reports
+// to: one write under a tenure that advances its renewal chain;
+// [ValidateChainWrite] is the check each applies before it sends
+// anything. [SchemaStatus] is what a store with migrations and functions
+// (pgstore, mysqlstore) reports of its schema next to what its Migrate
+// would apply.
 //
 // # Payload
 //

@@ -1,9 +1,12 @@
 package main
 
 import (
+	"context"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -32,7 +35,7 @@ comp() {
 	COMP_POINT=${#COMP_LINE}
 	COMP_TYPE=9
 	COMPREPLY=()
-	__start_tenure tenure "${COMP_WORDS[COMP_CWORD]}" "${COMP_WORDS[COMP_CWORD-1]}"
+	_tenure tenure "${COMP_WORDS[COMP_CWORD]}" "${COMP_WORDS[COMP_CWORD-1]}"
 	echo "$*|"
 	local r
 	for r in "${COMPREPLY[@]}"; do
@@ -49,8 +52,12 @@ comp tenure --log-format j
 comp tenure completion f
 comp tenure help docs ''
 comp tenure run --name x -- make --na
+comp tenure run --json o
+comp tenure run --json=o
+comp tenure docs --man ''
 `
 	cmd := exec.Command(bash, "--norc", "--noprofile", "-c", script)
+	cmd.Dir = completionDir(t)
 	cmd.Env = testEnv(t, "PATH="+filepath.Dir(bin)+string(os.PathListSeparator)+os.Getenv("PATH"), "COLUMNS=200")
 	// Standard error has compopt's complaints: bash is not completing.
 	var stderr strings.Builder
@@ -82,5 +89,121 @@ comp tenure run --name x -- make --na
 		"tenure completion f":              {"fish"},
 		"tenure help docs ":                nil,
 		"tenure run --name x -- make --na": nil,
+		"tenure run --json o":              {"out.json"},
+		"tenure run --json=o":              {"out.json"},
+		"tenure docs --man ":               {"pages"},
 	}, got, "%s", out)
+}
+
+// completionDir makes the directory the completion tests type in: a file
+// out.json and a directory pages.
+func completionDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "out.json"), nil, 0o644))
+	require.NoError(t, os.Mkdir(filepath.Join(dir, "pages"), 0o755))
+	return dir
+}
+
+// TestZshCompletion loads tenure's zsh completion script into a real
+// interactive zsh, on a terminal zsh's zpty makes, and types each line and
+// TAB there. TAB is bound to completion that inserts every candidate, and
+// ^X prints the line, so the test reads what zsh would offer.
+func TestZshCompletion(t *testing.T) {
+	t.Parallel()
+	zsh, err := exec.LookPath("zsh")
+	require.NoError(t, err, "the completion test needs zsh on PATH (apt-get install zsh)")
+	// Each line is typed, then TAB and ^X; the line printed between << and
+	// >> is read back. The printing widget writes its brackets escaped, so
+	// the terminal's echo of its definition does not match.
+	const script = `
+zmodload zsh/zpty || exit 1
+zpty -b z 'zsh -f -i'
+zpty -w z 'PS1= RPS1=; autoload -Uz compinit && compinit -u -D && source <(tenure completion zsh) || exit 1'
+zpty -w z '_all() { _main_complete; compstate[insert]=all; compstate[list]= }; zle -C all complete-word _all; bindkey "^I" all'
+zpty -w z 'dump() { print -r -- $'"'\x3c\x3c'"'"$BUFFER"$'"'\x3e\x3e'"'; BUFFER= }; zle -N dump; bindkey "^X" dump'
+for line in "$@"; do
+	zpty -w -n z "$line"$'\t\x18'
+	zpty -r -m z out '*<<*>>*' || exit 1
+	print -r -- "$line|${${out##*<<}%%>>*}"
+done
+zpty -d z
+`
+	want := map[string][]string{
+		"tenure st":                        {"tenure status "},
+		"tenure -v --log-format json rel":  {"tenure -v --log-format json release "},
+		"tenure run --wai":                 {"tenure run --wait --wait-timeout "},
+		"tenure status nightly --js":       {"tenure status nightly --json "},
+		"tenure --log-format=j":            {"tenure --log-format=json "},
+		"tenure completion f":              {"tenure completion fish "},
+		"tenure help docs ":                {"tenure help docs "},
+		"tenure run --name x -- make --na": {"tenure run --name x -- make --na"},
+		"tenure run --json o":              {"tenure run --json out.json "},
+		"tenure run --json=o":              {"tenure run --json=out.json "},
+		"tenure docs --man ":               {"tenure docs --man pages/"},
+	}
+	require.Equal(t, want, typeLines(t, want, zsh, "-f", "-c", script, "zsh"))
+}
+
+// TestFishCompletion loads tenure's fish completion script into a real
+// fish and asks it what it completes each line with (complete -C), as
+// fish does on TAB.
+func TestFishCompletion(t *testing.T) {
+	t.Parallel()
+	fish, err := exec.LookPath("fish")
+	require.NoError(t, err, "the completion test needs fish on PATH (apt-get install fish)")
+	const script = `
+tenure completion fish | source; or exit 1
+for line in $argv
+	for c in (complete -C"$line")
+		echo "$line|$c"
+	end
+	echo "$line|"
+end
+`
+	want := map[string][]string{
+		"tenure st":                        {"status"},
+		"tenure -v --log-format json rel":  {"release"},
+		"tenure run --wai":                 {"--wait", "--wait-timeout"},
+		"tenure status nightly --js":       {"--json"},
+		"tenure --log-format=j":            {"--log-format=json"},
+		"tenure completion f":              {"fish"},
+		"tenure help docs ":                nil,
+		"tenure run --name x -- make --na": nil,
+		"tenure run --json o":              {"out.json"},
+		"tenure run --json=o":              {"--json=out.json"},
+		"tenure docs --man ":               {"pages/"},
+	}
+	require.Equal(t, want, typeLines(t, want, fish, "--no-config", "-c", script))
+}
+
+// typeLines runs shell with args and then the lines to type, the keys
+// of want, in a directory of completionDir, with the tenure binary on
+// PATH. It returns what the shell printed for each typed line: the words
+// of its lines "TYPED|RESULT", without what follows a tab (a
+// description); a line "TYPED|" alone says the result is empty.
+func typeLines(t *testing.T, want map[string][]string, shell string, args ...string) map[string][]string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), patience)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, shell, append(args, slices.Sorted(maps.Keys(want))...)...)
+	cmd.Dir = completionDir(t)
+	cmd.Env = testEnv(t, "PATH="+filepath.Dir(bin)+string(os.PathListSeparator)+os.Getenv("PATH"))
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	require.NoError(t, ctx.Err(), "%s did not answer in time\n%s%s", shell, out, stderr.String())
+	require.NoError(t, err, "%s%s", out, stderr.String())
+	got := map[string][]string{}
+	for _, line := range strings.Split(strings.TrimSuffix(string(out), "\n"), "\n") {
+		typed, result, ok := strings.Cut(line, "|")
+		require.True(t, ok, "a line without |: %q", line)
+		if _, seen := got[typed]; !seen {
+			got[typed] = nil
+		}
+		if word, _, _ := strings.Cut(result, "\t"); word != "" {
+			got[typed] = append(got[typed], word)
+		}
+	}
+	return got
 }

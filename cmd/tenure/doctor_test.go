@@ -13,7 +13,7 @@ import (
 
 	"github.com/tenure-dev/tenure/cmd/tenure/internal/doctor"
 	"github.com/tenure-dev/tenure/cmd/tenure/internal/supervise"
-	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testserver/redisserver"
 )
 
 // TestDoctor runs `tenure doctor` as an operator would: a healthy store
@@ -56,9 +56,9 @@ func TestDoctor(t *testing.T) {
 	})
 	t.Run("SkewedClock", func(t *testing.T) {
 		t.Parallel()
-		client := testserver.RedisClient(t)
-		prefix := testserver.RedisPrefix(t, client)
-		u, err := url.Parse(testserver.RedisURL())
+		client := redisserver.RedisClient(t)
+		prefix := redisserver.RedisPrefix(t, client)
+		u, err := url.Parse(redisserver.RedisURL())
 		require.NoError(t, err)
 		u.RawQuery = url.Values{"tenure_prefix": {prefix}}.Encode()
 		p := run(t, testEnv(t, doctor.EnvClockOffset+"=-504h"), "doctor", "--json", "--store", u.String())

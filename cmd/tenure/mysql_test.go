@@ -9,7 +9,7 @@ import (
 
 	"github.com/tenure-dev/tenure/cmd/tenure/internal/cli"
 	"github.com/tenure-dev/tenure/cmd/tenure/internal/storeurl"
-	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testserver/mysqlserver"
 	"github.com/tenure-dev/tenure/store/mysqlstore"
 )
 
@@ -24,7 +24,7 @@ func TestMySQLStore(t *testing.T) {
 	p := run(t, env, "migrate", "--print", "--grant", "worker")
 	require.Equal(t, 0, p.code, p.stderr.all())
 	printed := p.stdout.rest()
-	require.Contains(t, printed, "CREATE PROCEDURE IF NOT EXISTS")
+	require.Contains(t, printed, "DROP PROCEDURE IF EXISTS `"+cfg.Database+"`.`"+cfg.TablePrefix+"acquire_or_wait`;\nDELIMITER //\nCREATE PROCEDURE `"+cfg.Database+"`.`"+cfg.TablePrefix+"acquire_or_wait`(")
 	require.Contains(t, printed, "GRANT EXECUTE ON PROCEDURE `"+cfg.Database+"`.`"+cfg.TablePrefix+"acquire_or_wait` TO 'worker';")
 	require.NotContains(t, printed, "GRANT SELECT", "the run-time account gets no table privileges")
 
@@ -66,10 +66,10 @@ func TestMySQLStore(t *testing.T) {
 // URL naming them (not yet migrated) and their configuration.
 func mysqlURL(t *testing.T) (*url.URL, mysqlstore.Config) {
 	t.Helper()
-	owner := testserver.MySQLDB(t, "")
-	cfg := testserver.MySQLConfig(t)
-	t.Cleanup(func() { testserver.MySQLDrop(t, owner, cfg) })
-	u, err := url.Parse(testserver.MySQLURL())
+	owner := mysqlserver.MySQLDB(t, "")
+	cfg := mysqlserver.MySQLConfig(t)
+	t.Cleanup(func() { mysqlserver.MySQLDrop(t, owner, cfg) })
+	u, err := url.Parse(mysqlserver.MySQLURL())
 	require.NoError(t, err)
 	q := u.Query()
 	q.Set(storeurl.ParamPrefix, cfg.TablePrefix)

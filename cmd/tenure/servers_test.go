@@ -11,8 +11,11 @@ import (
 
 	"github.com/tenure-dev/tenure/cmd/tenure/internal/cli"
 	"github.com/tenure-dev/tenure/cmd/tenure/internal/storeurl"
-	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testserver/consulserver"
+	"github.com/tenure-dev/tenure/internal/testserver/etcdserver"
 	"github.com/tenure-dev/tenure/internal/testserver/kubeserver"
+	"github.com/tenure-dev/tenure/internal/testserver/natsserver"
+	"github.com/tenure-dev/tenure/internal/testserver/redisserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
 )
 
@@ -25,9 +28,9 @@ func TestServerStores(t *testing.T) {
 	t.Parallel()
 	t.Run("Redis", func(t *testing.T) {
 		t.Parallel()
-		client := testserver.RedisClient(t)
-		prefix := testserver.RedisPrefix(t, client)
-		u, err := url.Parse(testserver.RedisURL())
+		client := redisserver.RedisClient(t)
+		prefix := redisserver.RedisPrefix(t, client)
+		u, err := url.Parse(redisserver.RedisURL())
 		require.NoError(t, err)
 		q := u.Query()
 		q.Set(storeurl.ParamPrefix, prefix)
@@ -36,23 +39,23 @@ func TestServerStores(t *testing.T) {
 	})
 	t.Run("Etcd", func(t *testing.T) {
 		t.Parallel()
-		srv := testserver.OwnEtcd(t)
+		srv := etcdserver.OwnEtcd(t)
 		serverStore(t, "etcd://"+strings.TrimPrefix(srv.Endpoint, "http://")+"?tenure_prefix="+testutil.UniqueName(t)+"/", "etcd")
 	})
 	t.Run("Consul", func(t *testing.T) {
 		t.Parallel()
-		agent := testserver.OwnConsul(t)
+		agent := consulserver.OwnConsul(t)
 		// Without the agent's session_ttl_min in the URL, a short TTL is
 		// refused before anything is contacted.
 		short := run(t, testEnv(t), "run", "--name", "nightly", "--ttl", "2s", "--store", "consul://"+agent.HTTPAddr, "--", "true")
 		require.Equal(t, cli.ExitUsage, short.code)
 		require.Contains(t, short.stderr.rest(), "session_ttl_min")
 		serverStore(t, fmt.Sprintf("consul://%s?%s=%s&%s=%s/", agent.HTTPAddr,
-			storeurl.ParamSessionTTLMin, testserver.ConsulSessionTTLMin, storeurl.ParamPrefix, testutil.UniqueName(t)), "Consul")
+			storeurl.ParamSessionTTLMin, consulserver.ConsulSessionTTLMin, storeurl.ParamPrefix, testutil.UniqueName(t)), "Consul")
 	})
 	t.Run("Nats", func(t *testing.T) {
 		t.Parallel()
-		srv := testserver.OwnNats(t)
+		srv := natsserver.OwnNats(t)
 		bucket := testutil.UniqueName(t)
 		serverStoreMigrated(t, fmt.Sprintf("%s?%s=%s", srv.URL, storeurl.ParamBucket, bucket), fmt.Sprintf("has its bucket %q", bucket))
 	})

@@ -21,7 +21,7 @@ import (
 	"github.com/tenure-dev/tenure/cmd/tenure/internal/storeopen"
 	"github.com/tenure-dev/tenure/cmd/tenure/internal/storeurl"
 	"github.com/tenure-dev/tenure/internal/faultnet"
-	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testserver/pgserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
 )
 
@@ -48,9 +48,9 @@ func sqliteStore(t *testing.T) store {
 // tenure binary.
 func pgStore(t *testing.T) store {
 	t.Helper()
-	owner := testserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")
+	owner := pgserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")
 	schema := testutil.UniqueName(t)
-	t.Cleanup(func() { testserver.PostgresDropSchema(t, owner, schema) })
+	t.Cleanup(func() { pgserver.PostgresDropSchema(t, owner, schema) })
 	u, err := url.Parse(testutil.PostgresURL())
 	require.NoError(t, err)
 	q := u.Query()
@@ -617,9 +617,9 @@ func TestExitCodes(t *testing.T) {
 
 	t.Run("NotMigrated", func(t *testing.T) {
 		t.Parallel()
-		owner := testserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")
+		owner := pgserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")
 		schema := testutil.UniqueName(t)
-		t.Cleanup(func() { testserver.PostgresDropSchema(t, owner, schema) })
+		t.Cleanup(func() { pgserver.PostgresDropSchema(t, owner, schema) })
 		u := testutil.PostgresURL()
 		if strings.Contains(u, "?") {
 			u += "&"

@@ -9,7 +9,7 @@ import (
 
 	"github.com/tenure-dev/tenure/cmd/tenure/internal/cli"
 	"github.com/tenure-dev/tenure/cmd/tenure/internal/storeurl"
-	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testserver/etcdserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
 )
 
@@ -20,7 +20,7 @@ import (
 // or waiting forever for a grant it would accept (with it).
 func TestRunRefusesATTLTheStoreWouldRound(t *testing.T) {
 	t.Parallel()
-	srv := testserver.OwnEtcd(t)
+	srv := etcdserver.OwnEtcd(t)
 	storeURL := "etcd://" + strings.TrimPrefix(srv.Endpoint, "http://") + "?tenure_prefix=" + testutil.UniqueName(t) + "/"
 	env := testEnv(t)
 

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tenure-dev/tenure/fence/httpfence"
-	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testserver/pgserver"
 	"github.com/tenure-dev/tenure/store/pgstore"
 )
 
@@ -19,12 +19,12 @@ func TestPostgres(t *testing.T) {
 
 	t.Run("TwoInstancesShareTheFence", func(t *testing.T) {
 		t.Parallel()
-		owner := testserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")
-		cfg := testserver.PostgresConfig(t)
-		testserver.PostgresSchema(t, owner, cfg)
-		role := testserver.PostgresRole(t, owner)
-		testserver.PostgresGrant(t, owner, cfg, role)
-		pool := testserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, role)
+		owner := pgserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")
+		cfg := pgserver.PostgresConfig(t)
+		pgserver.PostgresSchema(t, owner, cfg)
+		role := pgserver.PostgresRole(t, owner)
+		pgserver.PostgresGrant(t, owner, cfg, role)
+		pool := pgserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, role)
 		obj, err := cfg.Objects()
 		require.NoError(t, err)
 		// A fence takes only tokens the store issued: count 1..10 as issued.
@@ -62,8 +62,8 @@ func TestPostgres(t *testing.T) {
 
 	t.Run("NotMigrated", func(t *testing.T) {
 		t.Parallel()
-		owner := testserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")
-		fences, err := httpfence.NewPostgres(owner, testserver.PostgresConfig(t))
+		owner := pgserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")
+		fences, err := httpfence.NewPostgres(owner, pgserver.PostgresConfig(t))
 		require.NoError(t, err)
 		b := &testBundle{errs: make(chan error, 1)}
 		b.handler = b.wrap(t, fences)
@@ -77,7 +77,7 @@ func TestPostgres(t *testing.T) {
 		t.Parallel()
 		_, err := httpfence.NewPostgres(nil, pgstore.Config{})
 		require.ErrorIs(t, err, store.ErrInvalid)
-		owner := testserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")
+		owner := pgserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")
 		_, err = httpfence.NewPostgres(owner, pgstore.Config{TablePrefix: "a$"})
 		require.ErrorIs(t, err, store.ErrInvalid)
 		fences, err := httpfence.NewPostgres(owner, pgstore.Config{})

@@ -39,20 +39,7 @@ var (
 	_ Beginner = (*sql.Conn)(nil)
 )
 
-// Chain is what a strict check presents: a tenure and the renewal seq the
-// write claims. A *[tenure.ChainWrite] is one.
-type Chain interface {
-	// Name is the lease name.
-	Name() string
-	// Holder is the identity the tenure was granted to.
-	Holder() store.Holder
-	// Token is the tenure's token, 0 once it is no longer trusted.
-	Token() store.Token
-	// Seq is the renewal seq the write presents.
-	Seq() int64
-}
-
-var _ Chain = (*tenure.ChainWrite)(nil)
+var _ store.ChainWrite = (*tenure.ChainWrite)(nil)
 
 // Fencer calls the fence procedures of one database and table prefix. Its
 // methods are safe for concurrent use. The package-level functions use the
@@ -97,7 +84,7 @@ func CheckLease(ctx context.Context, q Querier, name string, tok store.Token) er
 }
 
 // CheckLeaseStrict is [Fencer.CheckLeaseStrict] with the default prefix.
-func CheckLeaseStrict(ctx context.Context, q Querier, c Chain) (int64, error) {
+func CheckLeaseStrict(ctx context.Context, q Querier, c store.ChainWrite) (int64, error) {
 	if defaultErr != nil {
 		return 0, defaultErr
 	}
@@ -165,20 +152,14 @@ func (f *Fencer) CheckLease(ctx context.Context, q Querier, name string, tok sto
 // It locks the lease row exclusively until the transaction ends; renewals
 // and takeovers of the lease wait for it, so keep the transaction short
 // next to the TTL.
-func (f *Fencer) CheckLeaseStrict(ctx context.Context, q Querier, c Chain) (int64, error) {
-	if c == nil {
-		return 0, fmt.Errorf("mysqlfence: strict check: %w: chain write is nil", store.ErrInvalid)
+func (f *Fencer) CheckLeaseStrict(ctx context.Context, q Querier, c store.ChainWrite) (int64, error) {
+	if q == nil {
+		return 0, fmt.Errorf("mysqlfence: strict check: %w: querier is nil; pass the transaction that makes the write", store.ErrInvalid)
 	}
-	name, tok, h, seq := c.Name(), c.Token(), c.Holder(), c.Seq()
-	if err := validate(q, name, tok); err != nil {
+	if err := store.ValidateChainWrite(c); err != nil {
 		return 0, fmt.Errorf("mysqlfence: strict check: %w", err)
 	}
-	if err := h.Validate(); err != nil {
-		return 0, fmt.Errorf("mysqlfence: strict check of lease %q: %w", name, err)
-	}
-	if seq <= 0 {
-		return 0, fmt.Errorf("mysqlfence: strict check of lease %q: %w: seq %d must be positive", name, store.ErrInvalid, seq)
-	}
+	name, tok, h, seq := c.Name(), c.Token(), c.Holder(), c.Seq()
 	var next int64
 	err := q.QueryRowContext(ctx, f.strictSQL, name, int64(tok), h.Label, h.Instance, seq).Scan(&next)
 	if err != nil {

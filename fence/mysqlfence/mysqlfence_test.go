@@ -12,7 +12,7 @@ import (
 	"github.com/tenure-dev/tenure"
 	"github.com/tenure-dev/tenure/fence"
 	"github.com/tenure-dev/tenure/fence/mysqlfence"
-	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testserver/mysqlserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/store"
 	"github.com/tenure-dev/tenure/store/mysqlstore"
@@ -41,16 +41,16 @@ const issuedInTests = 100
 
 func setup(t *testing.T) *testBundle {
 	t.Helper()
-	return setupConfig(t, testserver.MySQLConfig(t))
+	return setupConfig(t, mysqlserver.MySQLConfig(t))
 }
 
 func setupConfig(t *testing.T, cfg mysqlstore.Config) *testBundle {
 	t.Helper()
-	owner := testserver.MySQLDB(t, "")
-	account := testserver.MySQLAccount(t, owner)
+	owner := mysqlserver.MySQLDB(t, "")
+	account := mysqlserver.MySQLAccount(t, owner)
 	b := &testBundle{owner: owner, cfg: cfg}
-	testserver.MySQLSchema(t, owner, cfg)
-	testserver.MySQLGrant(t, owner, cfg, account)
+	mysqlserver.MySQLSchema(t, owner, cfg)
+	mysqlserver.MySQLGrant(t, owner, cfg, account)
 	// The fence accepts only tokens the counter handed out: tests that
 	// fence made-up tokens count them as issued (up to issuedInTests).
 	objs, err := cfg.Objects()
@@ -67,7 +67,7 @@ func setupConfig(t *testing.T, cfg mysqlstore.Config) *testBundle {
 	})
 	_, err = owner.ExecContext(t.Context(), "GRANT SELECT, INSERT ON "+b.writes+" TO '"+account+"'@'%'")
 	require.NoError(t, err)
-	b.db = testserver.MySQLDB(t, account)
+	b.db = mysqlserver.MySQLDB(t, account)
 	b.store, err = mysqlstore.New(b.db, cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, b.store.Close()) })
@@ -164,8 +164,8 @@ func requireFenced(t *testing.T, err error, resource string, offered, recorded s
 	require.Equal(t, store.FencedError{Resource: resource, Offered: offered, Recorded: recorded}, *fe)
 }
 
-// chain is a Chain made of plain fields: two chains with the same fields are
-// byte-identical clones.
+// chain is a store.ChainWrite made of plain fields: two chains with the
+// same fields are byte-identical clones.
 type chain struct {
 	name   string
 	holder store.Holder
@@ -181,6 +181,10 @@ func (c *chain) Name() string         { return c.name }
 func (c *chain) Holder() store.Holder { return c.holder }
 func (c *chain) Token() store.Token   { return c.token }
 func (c *chain) Seq() int64           { return c.seq }
+
+// Commit and Abort do nothing: the tests read the seq a check returns.
+func (c *chain) Commit(int64) {}
+func (c *chain) Abort()       {}
 
 func receive[T any](t *testing.T, ch <-chan T, what string) T {
 	t.Helper()
@@ -306,8 +310,8 @@ func TestFence(t *testing.T) {
 
 	t.Run("NotMigrated", func(t *testing.T) {
 		t.Parallel()
-		owner := testserver.MySQLDB(t, "")
-		f, err := mysqlfence.New(testserver.MySQLConfig(t))
+		owner := mysqlserver.MySQLDB(t, "")
+		f, err := mysqlfence.New(mysqlserver.MySQLConfig(t))
 		require.NoError(t, err)
 		require.ErrorIs(t, f.Fence(t.Context(), owner, "r", 1), store.ErrNotMigrated)
 	})
@@ -493,7 +497,7 @@ func TestCheckLeaseStrict(t *testing.T) {
 
 func TestQuotedNames(t *testing.T) {
 	t.Parallel()
-	b := setupConfig(t, testserver.MySQLWeirdConfig(t))
+	b := setupConfig(t, mysqlserver.MySQLWeirdConfig(t))
 	g := b.acquire(t, "job", "a", time.Minute)
 	require.NoError(t, b.fencer.Fence(t.Context(), b.db, "r", g.Token))
 	require.NoError(t, b.fencer.CheckLease(t.Context(), b.db, "job", g.Token))

@@ -16,7 +16,7 @@ import (
 
 	"github.com/tenure-dev/tenure"
 	"github.com/tenure-dev/tenure/fence/pgfence"
-	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testserver/pgserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/store/pgstore"
 )
@@ -41,16 +41,16 @@ type testBundle struct {
 
 func setup(t *testing.T, mode pgx.QueryExecMode) *testBundle {
 	t.Helper()
-	return setupConfig(t, mode, testserver.PostgresConfig(t))
+	return setupConfig(t, mode, pgserver.PostgresConfig(t))
 }
 
 func setupConfig(t *testing.T, mode pgx.QueryExecMode, cfg pgstore.Config) *testBundle {
 	t.Helper()
-	owner := testserver.PostgresPool(t, mode, "")
-	role := testserver.PostgresRole(t, owner)
+	owner := pgserver.PostgresPool(t, mode, "")
+	role := pgserver.PostgresRole(t, owner)
 	b := &testBundle{owner: owner, cfg: cfg}
-	testserver.PostgresSchema(t, owner, b.cfg)
-	testserver.PostgresGrant(t, owner, b.cfg, role)
+	pgserver.PostgresSchema(t, owner, b.cfg)
+	pgserver.PostgresGrant(t, owner, b.cfg, role)
 	b.writes = pgx.Identifier{b.cfg.Schema, "writes"}.Sanitize()
 	_, err := owner.Exec(t.Context(), "CREATE TABLE "+b.writes+" (token bigint NOT NULL, written_at timestamptz NOT NULL DEFAULT clock_timestamp())")
 	require.NoError(t, err)
@@ -63,7 +63,7 @@ func setupConfig(t *testing.T, mode pgx.QueryExecMode, cfg pgstore.Config) *test
 	require.NoError(t, err)
 	_, err = owner.Exec(t.Context(), "SELECT setval($1::regclass, 100)", pgx.Identifier{obj.Schema, obj.TokenSeq}.Sanitize())
 	require.NoError(t, err)
-	b.pool = testserver.PostgresPool(t, mode, role)
+	b.pool = pgserver.PostgresPool(t, mode, role)
 	b.store, err = pgstore.New(b.pool, b.cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, b.store.Close()) })
@@ -143,7 +143,7 @@ func (b *testBundle) runClient(t *testing.T, label string, ttl time.Duration) *t
 
 // checkStrict runs c's strict check in tx, which must pass, and returns the
 // seq it advanced the chain to.
-func (b *testBundle) checkStrict(t *testing.T, tx pgx.Tx, c pgfence.Chain) int64 {
+func (b *testBundle) checkStrict(t *testing.T, tx pgx.Tx, c store.ChainWrite) int64 {
 	t.Helper()
 	seq, err := b.fencer.CheckLeaseStrict(t.Context(), tx, c)
 	require.NoError(t, err)
@@ -191,7 +191,7 @@ type strictTxs struct {
 	begin func(t *testing.T) (tx pgfence.Querier, commit func() error)
 	// checkAlone runs c's strict check in a transaction of its own and
 	// rolls that back.
-	checkAlone func(ctx context.Context, c pgfence.Chain) error
+	checkAlone func(ctx context.Context, c store.ChainWrite) error
 }
 
 // requireOneOfTwoClones checks that of two byte-identical clones of one
@@ -233,8 +233,8 @@ func requireFenced(t *testing.T, err error, resource string, offered, recorded s
 	require.Equal(t, store.FencedError{Resource: resource, Offered: offered, Recorded: recorded}, *fe)
 }
 
-// chain is a Chain made of plain fields: two chains with the same fields are
-// byte-identical clones.
+// chain is a store.ChainWrite made of plain fields: two chains with the
+// same fields are byte-identical clones.
 type chain struct {
 	name   string
 	holder store.Holder
@@ -254,6 +254,10 @@ func (c *chain) Holder() store.Holder { return c.holder }
 func (c *chain) Token() store.Token   { return c.token }
 
 func (c *chain) Seq() int64 { return c.seq }
+
+// Commit and Abort do nothing: the tests read the seq a check returns.
+func (c *chain) Commit(int64) {}
+func (c *chain) Abort()       {}
 
 func TestFence(t *testing.T) {
 	t.Parallel()
@@ -359,8 +363,8 @@ func TestFence(t *testing.T) {
 
 	t.Run("NotMigrated", func(t *testing.T) {
 		t.Parallel()
-		owner := testserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")
-		f, err := pgfence.New(testserver.PostgresConfig(t))
+		owner := pgserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")
+		f, err := pgfence.New(pgserver.PostgresConfig(t))
 		require.NoError(t, err)
 		err = f.Fence(t.Context(), owner, "r", 1)
 		require.ErrorIs(t, err, store.ErrNotMigrated)
@@ -491,7 +495,7 @@ func TestCheckLeaseStrict(t *testing.T) {
 				tx := b.begin(t)
 				return tx, func() error { return tx.Commit(t.Context()) }
 			},
-			checkAlone: func(ctx context.Context, c pgfence.Chain) error {
+			checkAlone: func(ctx context.Context, c store.ChainWrite) error {
 				tx, err := b.pool.Begin(ctx)
 				if err != nil {
 					return err
@@ -584,7 +588,7 @@ func TestCheckLeaseStrict(t *testing.T) {
 // quoting everywhere, including inside the function bodies.
 func TestQuotedNames(t *testing.T) {
 	t.Parallel()
-	b := setupConfig(t, pgx.QueryExecModeCacheStatement, testserver.PostgresWeirdConfig(t))
+	b := setupConfig(t, pgx.QueryExecModeCacheStatement, pgserver.PostgresWeirdConfig(t))
 	ctx := t.Context()
 	require.NoError(t, b.fencer.Fence(ctx, b.pool, "r", 2))
 	requireFenced(t, b.fencer.Fence(ctx, b.pool, "r", 1), "r", 1, 2)
@@ -641,7 +645,7 @@ func TestPlainSQL(t *testing.T) {
 // names of its own.
 func TestDefaultSchema(t *testing.T) {
 	t.Parallel()
-	owner := testserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")
+	owner := pgserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")
 	s, err := pgstore.New(owner, pgstore.Config{})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, s.Close()) })

@@ -120,7 +120,7 @@ func TestSQL(t *testing.T) {
 				tx := sqlBegin(t, db)
 				return pgfence.SQL(tx), tx.Commit
 			},
-			checkAlone: func(ctx context.Context, c pgfence.Chain) error {
+			checkAlone: func(ctx context.Context, c store.ChainWrite) error {
 				tx, err := db.BeginTx(ctx, nil)
 				if err != nil {
 					return err

@@ -18,7 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tenure-dev/tenure/fence/redisfence"
-	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testserver/redisserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/store/redisstore"
 )
@@ -35,8 +35,8 @@ type testBundle struct {
 
 func setup(t *testing.T) *testBundle {
 	t.Helper()
-	c := testserver.RedisClient(t)
-	prefix := testserver.RedisPrefix(t, c)
+	c := redisserver.RedisClient(t)
+	prefix := redisserver.RedisPrefix(t, c)
 	f, err := redisfence.New(redisfence.Config{KeyPrefix: prefix + "fence:"})
 	require.NoError(t, err)
 	return &testBundle{client: c, prefix: prefix, fencer: f}
@@ -269,7 +269,7 @@ func TestDefaults(t *testing.T) {
 
 	// The package-level functions write under the default prefix, so they
 	// run on a server of the test's own.
-	srv := testserver.OwnRedis(t, testserver.RedisConfig{})
+	srv := redisserver.OwnRedis(t, redisserver.RedisConfig{})
 	c := srv.Client(t)
 	ctx := t.Context()
 	require.NoError(t, redisfence.Set(ctx, c, "orders", 2, "total", "10", 0))
@@ -284,7 +284,7 @@ func TestDefaults(t *testing.T) {
 
 func TestUnavailable(t *testing.T) {
 	t.Parallel()
-	srv := testserver.OwnRedis(t, testserver.RedisConfig{})
+	srv := redisserver.OwnRedis(t, redisserver.RedisConfig{})
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1})
 	t.Cleanup(func() { _ = c.Close() })
 	f, err := redisfence.New(redisfence.Config{})

@@ -26,7 +26,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	testserver.Main(m, testserver.Servers{Others: []testserver.SharedServer{s3server.Shared}})
+	testserver.Main(m, s3server.Shared)
 }
 
 // testBundle is a bucket of its own on the shared server, and a client.

@@ -7,6 +7,8 @@
 //   - [Interpreter]: the one classification of pgx errors into tenure's
 //     (missing objects → store.ErrNotMigrated, "not now" SQLSTATEs,
 //     transport errors and ended contexts → store.ErrUnavailable);
-//   - [Set]: versioned, embedded migrations applied to one schema under
-//     that schema's advisory lock, or printed as a script for a DBA.
+//   - [Set]: versioned, embedded migrations and functions (one file each,
+//     installed when missing or changed, see [storekit.Function]) applied to one
+//     schema under that schema's advisory lock, or printed as a script for
+//     a DBA; [Set.Status] says what a schema records of them.
 package pgkit

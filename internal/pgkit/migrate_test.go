@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tenure-dev/tenure/internal/pgkit"
+	"github.com/tenure-dev/tenure/internal/storekit"
 )
 
 func TestLoad(t *testing.T) {
@@ -112,4 +113,37 @@ func TestQueries(t *testing.T) {
 	require.Equal(t, `SELECT * FROM "s"."p_t"`, get)
 	err := pgkit.Queries("owner", fsys, "q", render, map[string]*string{"missing.sql": &missing})
 	require.ErrorContains(t, err, "owner: embedded query missing.sql is missing")
+}
+
+func TestScriptFunctionsAndSquashed(t *testing.T) {
+	t.Parallel()
+	ns := pgkit.Namespace{Schema: "s", Prefix: "p_"}
+	set := pgkit.Set{
+		Errors:         pgkit.Interpreter{Owner: "owner"},
+		Namespace:      ns,
+		Title:          "tenure test schema",
+		Table:          ns.Ident(ns.Name("migrations")),
+		FunctionsTable: ns.Ident(ns.Name("functions")),
+		Render:         ns.Renderer(map[string]string{"t": ns.Name("t"), "f": ns.Name("f")}),
+		Migrations:     []pgkit.Migration{{Version: 1, Name: "tables", SQL: "CREATE TABLE {{t}} ();\n"}},
+		Functions:      []storekit.Function{{Name: "f", Revision: 3, SQL: "-- revision 3\nCREATE FUNCTION {{f}}();\n", Hash: "abc"}},
+		Squashed:       []string{"init", "more"},
+	}
+	got := set.Script()
+	squash := strings.Index(got, `IF EXISTS (SELECT 1 FROM "s"."p_migrations" WHERE version = 1 AND name = 'init') THEN`)
+	migration := strings.Index(got, "-- owner migration 001_tables\n")
+	function := strings.Index(got, "-- owner function f, revision 3\n-- revision 3\nCREATE FUNCTION \"s\".\"p_f\"();\n")
+	require.Positive(t, squash, got)
+	require.Greater(t, migration, squash, "the older numbering is forgotten before the migrations run")
+	require.Greater(t, function, migration, "functions are installed after the migrations")
+	for _, want := range []string{
+		`WHERE (version, name) IN (VALUES (1, 'init'), (2, 'more'))) = 2 THEN`,
+		`DELETE FROM "s"."p_migrations" WHERE version <= 2;`,
+		`RAISE EXCEPTION '%', 'owner: migrate: schema ''s'' records migrations of the numbering tenure used before v0.1.0 (001_init to 002_more), but not exactly those`,
+		`CREATE TABLE IF NOT EXISTS "s"."p_functions"`,
+		`INSERT INTO "s"."p_functions" (name, revision, sha256) VALUES ('f', 3, 'abc')`,
+	} {
+		require.Contains(t, got, want)
+	}
+	require.True(t, strings.HasSuffix(got, "\nCOMMIT;\n"), got)
 }

@@ -16,11 +16,20 @@ import (
 )
 
 const (
+	// ClusterSize is the number of members of the clusters the servers'
+	// helpers start: the smallest that keeps a quorum with one member
+	// paused or down.
+	ClusterSize = 3
+	// LeaderProbeTimeout bounds each member's answer to a question about
+	// the leader: a paused member never answers, and the time it is waited
+	// for is the resolution of a watch for a new leader.
+	LeaderProbeTimeout = 300 * time.Millisecond
 	// DefaultReadyTimeout is how long [Start] waits for a server to answer
 	// when [Config.ReadyTimeout] is zero.
 	DefaultReadyTimeout = 60 * time.Second
-	// probeInterval is how often readiness is asked.
-	probeInterval = 50 * time.Millisecond
+	// ProbeInterval is how often readiness is asked, and how often the
+	// servers' helpers poll for what they wait for.
+	ProbeInterval = 50 * time.Millisecond
 	// probeTimeout bounds one readiness probe.
 	probeTimeout = 2 * time.Second
 	// startAttempts is how often [OnFreePorts] tries.
@@ -220,7 +229,7 @@ func (p *Process) launch(ctx context.Context) error {
 func (p *Process) waitReady(ctx context.Context, r *run) error {
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.ReadyTimeout)
 	defer cancel()
-	tick := time.NewTicker(probeInterval)
+	tick := time.NewTicker(ProbeInterval)
 	defer tick.Stop()
 	for {
 		probe, cancelProbe := context.WithTimeout(ctx, probeTimeout)

@@ -23,8 +23,9 @@ const Token store.Token = 1
 // MaxReasonLen is the longest reason [New] accepts, in bytes.
 const MaxReasonLen = 1024
 
-// Store is a [store.Store] that grants every acquisition. Its methods are
-// safe for concurrent use. Create it with [New].
+// Store is a [store.Store] that grants every acquisition; docs/STORES.md
+// lists the optional interfaces of package store it implements. Its
+// methods are safe for concurrent use. Create it with [New].
 type Store struct {
 	reason string
 

@@ -15,7 +15,7 @@ import (
 	"github.com/hashicorp/consul/api"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testserver/consulserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/store/consulstore"
 )
@@ -306,9 +306,9 @@ func TestAcquireBatchFailureLeavesNoSession(t *testing.T) {
 	b := setup(t, consulstore.Config{})
 	tr := &http.Transport{Proxy: nil}
 	t.Cleanup(tr.CloseIdleConnections)
-	client, err := api.NewClient(&api.Config{Address: testserver.SharedConsul(t).HTTPAddr, HttpClient: &http.Client{Transport: &cutting{next: tr, n: 2}}})
+	client, err := api.NewClient(&api.Config{Address: consulserver.SharedConsul(t).HTTPAddr, HttpClient: &http.Client{Transport: &cutting{next: tr, n: 2}}})
 	require.NoError(t, err)
-	s, err := consulstore.New(client, consulstore.Config{KeyPrefix: b.store.Config().KeyPrefix, MinSessionTTL: testserver.ConsulSessionTTLMin})
+	s, err := consulstore.New(client, consulstore.Config{KeyPrefix: b.store.Config().KeyPrefix, MinSessionTTL: consulserver.ConsulSessionTTLMin})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, s.Close()) })
 	holder := testutil.Holder(t, "holder")
@@ -385,9 +385,9 @@ func TestAcquireBatchRaced(t *testing.T) {
 	b := setup(t, consulstore.Config{})
 	gate := &held{next: &http.Transport{Proxy: nil}, n: 2, arrived: make(chan struct{}), released: make(chan struct{})}
 	t.Cleanup(gate.next.(*http.Transport).CloseIdleConnections)
-	client, err := api.NewClient(&api.Config{Address: testserver.SharedConsul(t).HTTPAddr, HttpClient: &http.Client{Transport: gate}})
+	client, err := api.NewClient(&api.Config{Address: consulserver.SharedConsul(t).HTTPAddr, HttpClient: &http.Client{Transport: gate}})
 	require.NoError(t, err)
-	late, err := consulstore.New(client, consulstore.Config{KeyPrefix: b.store.Config().KeyPrefix, MinSessionTTL: testserver.ConsulSessionTTLMin})
+	late, err := consulstore.New(client, consulstore.Config{KeyPrefix: b.store.Config().KeyPrefix, MinSessionTTL: consulserver.ConsulSessionTTLMin})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, late.Close()) })
 	loser, winner := testutil.Holder(t, "loser"), testutil.Holder(t, "winner")

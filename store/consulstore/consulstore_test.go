@@ -10,8 +10,7 @@ import (
 	"github.com/hashicorp/consul/api"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tenure-dev/tenure/internal/faultnet"
-	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testserver/consulserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/store/consulstore"
 	"github.com/tenure-dev/tenure/store/storetest"
@@ -26,11 +25,11 @@ const (
 
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	storetest.Run(t, testserver.ConsulHarness{Agent: testserver.SharedConsul(t)})
+	storetest.Run(t, consulserver.ConsulHarness{Agent: consulserver.SharedConsul(t)})
 }
 
 func BenchmarkConformance(b *testing.B) {
-	storetest.Benchmark(b, testserver.ConsulHarness{Agent: testserver.SharedConsul(b)})
+	storetest.Benchmark(b, consulserver.ConsulHarness{Agent: consulserver.SharedConsul(b)})
 }
 
 // bundle is a store on the shared agent, its client, and a lease name
@@ -43,7 +42,7 @@ type bundle struct {
 
 func setup(t *testing.T, cfg consulstore.Config) *bundle {
 	t.Helper()
-	s, client := testserver.ConsulHarness{Agent: testserver.SharedConsul(t), Config: cfg}.New(t)
+	s, client := consulserver.ConsulHarness{Agent: consulserver.SharedConsul(t), Config: cfg}.New(t)
 	return &bundle{store: s, client: client, name: testutil.UniqueName(t)}
 }
 
@@ -371,77 +370,6 @@ func TestNewRefusesBadInput(t *testing.T) {
 	s, err := consulstore.New(client, consulstore.Config{})
 	require.NoError(t, err)
 	require.Equal(t, consulstore.Config{KeyPrefix: consulstore.DefaultKeyPrefix, MinSessionTTL: consulstore.DefaultMinSessionTTL}, s.Config())
-}
-
-// Every call fails with ErrUnavailable once the agent is gone, and Listen
-// keeps trying until its context ends.
-func TestUnavailableWhenAgentGone(t *testing.T) {
-	t.Parallel()
-	agent := testserver.OwnConsul(t)
-	s, err := consulstore.New(agent.Client(t), consulstore.Config{MinSessionTTL: testserver.ConsulSessionTTLMin})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = s.Close() })
-	name := testutil.UniqueName(t)
-	ctx := t.Context()
-	g, err := s.Acquire(ctx, store.AcquireParams{Name: name, Holder: testutil.Holder(t, "holder"), TTL: longTTL})
-	require.NoError(t, err)
-
-	listenCtx, cancel := context.WithCancel(ctx)
-	listening := make(chan error, 1)
-	go func() { listening <- s.Listen(listenCtx, func(store.Notice) {}) }()
-
-	require.NoError(t, agent.Stop())
-
-	_, err = s.Acquire(ctx, store.AcquireParams{Name: name + "_other", Holder: g.Holder, TTL: longTTL})
-	require.ErrorIs(t, err, store.ErrUnavailable, "Acquire")
-	_, err = s.Renew(ctx, []store.RenewParams{{Name: name, Holder: g.Holder, Token: g.Token, Seq: g.Seq, TTL: longTTL}})
-	require.ErrorIs(t, err, store.ErrUnavailable, "Renew")
-	err = s.Release(ctx, store.ReleaseParams{Name: name, Holder: g.Holder, Token: g.Token})
-	require.ErrorIs(t, err, store.ErrUnavailable, "Release")
-	_, err = s.Get(ctx, name)
-	require.ErrorIs(t, err, store.ErrUnavailable, "Get")
-	_, err = s.List(ctx)
-	require.ErrorIs(t, err, store.ErrUnavailable, "List")
-
-	select {
-	case err := <-listening:
-		t.Fatalf("Listen returned while its context was live: %v", err)
-	default:
-	}
-	cancel()
-	select {
-	case err := <-listening:
-		require.ErrorIs(t, err, context.Canceled)
-	case <-time.After(eventTimeout):
-		t.Fatalf("Listen did not return within %s of its context ending", eventTimeout)
-	}
-}
-
-// A call whose context ends before the agent answers (a partition) is
-// ErrUnavailable.
-func TestDeadlineIsUnavailable(t *testing.T) {
-	t.Parallel()
-	agent := testserver.SharedConsul(t)
-	proxy, err := faultnet.Listen(agent.HTTPAddr)
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, proxy.Close()) })
-	s, err := consulstore.New(testserver.ConsulClient(t, proxy.Addr()), consulstore.Config{
-		KeyPrefix:     "tenuretest/" + testutil.UniqueName(t) + "/",
-		MinSessionTTL: testserver.ConsulSessionTTLMin,
-	})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = s.Close() })
-	name := testutil.UniqueName(t)
-	g, err := s.Acquire(t.Context(), store.AcquireParams{Name: name, Holder: testutil.Holder(t, "holder"), TTL: longTTL})
-	require.NoError(t, err)
-
-	proxy.BlackHole()
-	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
-	defer cancel()
-	_, err = s.Renew(ctx, []store.RenewParams{{Name: name, Holder: g.Holder, Token: g.Token, Seq: g.Seq, TTL: longTTL}})
-	require.ErrorIs(t, err, store.ErrUnavailable)
-	require.ErrorIs(t, err, context.DeadlineExceeded)
-	proxy.Restore()
 }
 
 // recorder collects the names a listener reports.

@@ -16,7 +16,7 @@ import (
 	"github.com/hashicorp/consul/api"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testserver/consulserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/store/consulstore"
 )
@@ -70,9 +70,9 @@ func countedStore(t *testing.T, prefix string) (*consulstore.Store, *counting) {
 // go through rt.
 func storeWith(t *testing.T, prefix string, rt http.RoundTripper) *consulstore.Store {
 	t.Helper()
-	client, err := api.NewClient(&api.Config{Address: testserver.SharedConsul(t).HTTPAddr, HttpClient: &http.Client{Transport: rt}})
+	client, err := api.NewClient(&api.Config{Address: consulserver.SharedConsul(t).HTTPAddr, HttpClient: &http.Client{Transport: rt}})
 	require.NoError(t, err)
-	s, err := consulstore.New(client, consulstore.Config{KeyPrefix: prefix, MinSessionTTL: testserver.ConsulSessionTTLMin})
+	s, err := consulstore.New(client, consulstore.Config{KeyPrefix: prefix, MinSessionTTL: consulserver.ConsulSessionTTLMin})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, s.Close()) })
 	return s

@@ -1,9 +1,8 @@
 // Package consulstore is a [store.Store] on Consul's KV store and sessions
-// that keeps followers in line (without a hold; see The line). It also
-// implements [store.Notifier], [store.Lister], [store.BatchAcquirer] and
-// [store.BatchReleaser], and gives Consul users the fence in their own
-// transactions: a token check
-// ([Store.FenceOps]) and the strict, chain-advancing write
+// that keeps followers in line (without a hold; see The line);
+// docs/STORES.md lists the optional interfaces of package store it
+// implements. It gives Consul users the fence in their own transactions:
+// a token check ([Store.FenceOps]) and the strict, chain-advancing write
 // ([Store.StrictTxn]).
 //
 //	client, err := api.NewClient(api.DefaultConfig())
@@ -420,6 +419,6 @@
 // other gets a [*store.FencedError] saying that the chain moved on (or
 // that another tenure holds the lease, or nobody does), and none of its
 // operations apply. It takes the chain write of tenure's
-// Lease.BeginChainWrite ([ChainWrite]) and ends it, so the holder's
+// Lease.BeginChainWrite ([store.ChainWrite]) and ends it, so the holder's
 // renewals carry the seq its writes advanced.
 package consulstore

@@ -11,7 +11,7 @@ import (
 
 	"github.com/tenure-dev/tenure"
 	"github.com/tenure-dev/tenure/internal/linetest"
-	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testserver/consulserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/store"
 	"github.com/tenure-dev/tenure/store/consulstore"
@@ -28,9 +28,9 @@ const expiryNoticeBound = 2 * time.Second
 // as another process would have.
 func peer(t *testing.T, b *bundle) *consulstore.Store {
 	t.Helper()
-	s, err := consulstore.New(testserver.SharedConsul(t).Client(t), consulstore.Config{
+	s, err := consulstore.New(consulserver.SharedConsul(t).Client(t), consulstore.Config{
 		KeyPrefix:     b.store.Config().KeyPrefix,
-		MinSessionTTL: testserver.ConsulSessionTTLMin,
+		MinSessionTTL: consulserver.ConsulSessionTTLMin,
 	})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, s.Close()) })
@@ -88,7 +88,7 @@ func TestHeadOfLineHearsOfExpiry(t *testing.T) {
 	b := setup(t, consulstore.Config{})
 	// The agent's shortest session: Consul invalidates it between one and
 	// two of its TTL after the last renewal.
-	ttl := testserver.ConsulSessionTTLMin
+	ttl := consulserver.ConsulSessionTTLMin
 	firstStore, secondStore := peer(t, b), peer(t, b)
 	first := listenForExpiry(t, firstStore, b.name)
 	second := listenForExpiry(t, secondStore, b.name)
@@ -168,13 +168,13 @@ func TestExpiryHandsOverToTheHeadAtOnce(t *testing.T) {
 	}
 
 	counts.Take()
-	rs, err := b.store.Renew(t.Context(), []store.RenewParams{{Name: b.name, Holder: crashed, Token: g.Token, Seq: g.Seq, TTL: testserver.ConsulSessionTTLMin}})
+	rs, err := b.store.Renew(t.Context(), []store.RenewParams{{Name: b.name, Holder: crashed, Token: g.Token, Seq: g.Seq, TTL: consulserver.ConsulSessionTTLMin}})
 	require.NoError(t, err)
 	require.True(t, rs[0].Renewed, "the holder's last renewal")
 	renewed := time.Now()
 
 	next := testutil.Receive(t, won, "a follower's lease", eventTimeout)
-	t.Logf("failover from the crashed holder's last renewal (session TTL %s): %s", testserver.ConsulSessionTTLMin, time.Since(renewed))
+	t.Logf("failover from the crashed holder's last renewal (session TTL %s): %s", consulserver.ConsulSessionTTLMin, time.Since(renewed))
 	require.True(t, time.Now().Before(told),
 		"the takeover came when Consul expired the lease, before the earliest expiry a follower was told (%s)", told.Format(time.StampMilli))
 	require.Equal(t, "follower-0", next.Holder().Label, "the head of the line took the lease")

@@ -6,7 +6,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tenure-dev/tenure/internal/linetest"
-	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testserver/consulserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/store"
 	"github.com/tenure-dev/tenure/store/consulstore"
@@ -17,7 +17,7 @@ import (
 // hear of the new tenure and send nothing.
 func TestReleaseHandsOverToTheNextInLineAlone(t *testing.T) {
 	t.Parallel()
-	st, _ := testserver.ConsulHarness{Agent: testserver.SharedConsul(t)}.New(t)
+	st, _ := consulserver.ConsulHarness{Agent: consulserver.SharedConsul(t)}.New(t)
 	linetest.ReleaseHandsOverToTheNextInLineAlone(t, st)
 }
 

@@ -42,9 +42,10 @@ const (
 	cleanupTimeout = 2 * time.Second
 )
 
-// Store is a [store.Store] on Consul's KV store and sessions. It also
-// implements [store.Notifier] and [store.Lister]. Its methods are safe for
-// concurrent use. Create it with [New].
+// Store is a [store.Store] on Consul's KV store and sessions;
+// docs/STORES.md lists the optional interfaces of package store it
+// implements. Its methods are safe for concurrent use. Create it with
+// [New].
 type Store struct {
 	client *api.Client
 	cfg    Config

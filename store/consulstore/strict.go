@@ -10,24 +10,6 @@ import (
 	"github.com/hashicorp/consul/api"
 )
 
-// ChainWrite is what a strict write presents and reports to: a tenure, the
-// renewal seq the write claims, and where its outcome goes. A
-// *tenure.ChainWrite, from tenure's Lease.BeginChainWrite, is one.
-type ChainWrite interface {
-	// Name is the lease name.
-	Name() string
-	// Holder is the identity the tenure was granted to.
-	Holder() store.Holder
-	// Token is the tenure's token, 0 once it is no longer trusted.
-	Token() store.Token
-	// Seq is the renewal seq the write presents.
-	Seq() int64
-	// Commit reports that the write applied and left the chain at seq.
-	Commit(seq int64)
-	// Abort reports that the write did not apply, or that nobody knows.
-	Abort()
-}
-
 // strictOps is how many operations of a strict transaction are the
 // store's own: the compare-and-set of the lease record and the check of
 // the counter.
@@ -89,9 +71,9 @@ const strictOps = 2
 // its TTL (see the Clock section); a holder stops writing before, at its
 // own deadline. Keep ops short next to the TTL: the tenure is not renewed
 // while a strict write is in flight.
-func (s *Store) StrictTxn(ctx context.Context, w ChainWrite, ops api.TxnOps) (*api.TxnResponse, error) {
-	if w == nil {
-		return nil, fmt.Errorf("consulstore: strict txn: %w: the chain write is nil; pass the one tenure's Lease.BeginChainWrite returned", store.ErrInvalid)
+func (s *Store) StrictTxn(ctx context.Context, w store.ChainWrite, ops api.TxnOps) (*api.TxnResponse, error) {
+	if w == nil { // before the deferred Abort, which a nil w cannot take
+		return nil, fmt.Errorf("consulstore: strict txn: %w", store.ValidateChainWrite(w))
 	}
 	next := int64(0)
 	defer func() {
@@ -106,7 +88,7 @@ func (s *Store) StrictTxn(ctx context.Context, w ChainWrite, ops api.TxnOps) (*a
 	if err := s.begin(ctx, op); err != nil {
 		return nil, err
 	}
-	if err := s.validateStrict(name, tok, h, seq, ops); err != nil {
+	if err := s.validateStrict(w, ops); err != nil {
 		return nil, interpret(op, err)
 	}
 	l, err := s.readOne(ctx, name)
@@ -190,18 +172,9 @@ func refusal(op, name string, tok store.Token, seq int64, recorded store.Token, 
 }
 
 // validateStrict checks a strict transaction's input.
-func (s *Store) validateStrict(name string, tok store.Token, h store.Holder, seq int64, ops api.TxnOps) error {
-	if err := store.ValidateName(name); err != nil {
+func (s *Store) validateStrict(w store.ChainWrite, ops api.TxnOps) error {
+	if err := store.ValidateChainWrite(w); err != nil {
 		return err
-	}
-	if tok <= 0 {
-		return fmt.Errorf("%w: token %d: the tenure is no longer trusted; do not write", store.ErrInvalid, tok)
-	}
-	if err := h.Validate(); err != nil {
-		return err
-	}
-	if seq <= 0 {
-		return fmt.Errorf("%w: seq %d must be positive", store.ErrInvalid, seq)
 	}
 	if len(ops) == 0 {
 		return fmt.Errorf("%w: no operations; pass the writes to make under the tenure", store.ErrInvalid)

@@ -17,12 +17,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tenure-dev/tenure"
-	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testserver/consulserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/store/consulstore"
 )
 
-var _ consulstore.ChainWrite = (*tenure.ChainWrite)(nil)
+var _ store.ChainWrite = (*tenure.ChainWrite)(nil)
 
 // rawWrite is a chain write made by hand: the identity of a grant, as a
 // clone of its holder would present it, and what StrictTxn reported.
@@ -64,7 +64,7 @@ func set(key, value string) *api.TxnOp {
 	return &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVSet, Key: key, Value: []byte(value)}}
 }
 
-func (b *strictBundle) put(ctx context.Context, w consulstore.ChainWrite, key, value string) error {
+func (b *strictBundle) put(ctx context.Context, w store.ChainWrite, key, value string) error {
 	_, err := b.store.StrictTxn(ctx, w, api.TxnOps{set(b.data+key, value)})
 	return err
 }
@@ -408,7 +408,7 @@ func TestStrictTxnUnknownOutcomeCostsTenure(t *testing.T) {
 	tr := &http.Transport{Proxy: nil}
 	t.Cleanup(tr.CloseIdleConnections)
 	lossy := &loseTxnReplies{next: tr}
-	cli, err := api.NewClient(&api.Config{Address: testserver.SharedConsul(t).HTTPAddr, Scheme: "http", HttpClient: &http.Client{Transport: lossy}})
+	cli, err := api.NewClient(&api.Config{Address: consulserver.SharedConsul(t).HTTPAddr, Scheme: "http", HttpClient: &http.Client{Transport: lossy}})
 	require.NoError(t, err)
 	writer, err := consulstore.New(cli, b.store.Config())
 	require.NoError(t, err)

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testserver/consulserver"
 	"github.com/tenure-dev/tenure/internal/ttltest"
 )
 
@@ -12,5 +12,5 @@ import (
 // or is refused when the client is made, never a silent wait.
 func TestFractionalTTL(t *testing.T) {
 	t.Parallel()
-	ttltest.Run(t, testserver.ConsulHarness{Agent: testserver.SharedConsul(t)}.NewStore(t), time.Millisecond)
+	ttltest.Run(t, consulserver.ConsulHarness{Agent: consulserver.SharedConsul(t)}.NewStore(t), time.Millisecond)
 }

@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testserver/etcdserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/store"
 	"github.com/tenure-dev/tenure/store/etcdstore"
@@ -21,7 +21,7 @@ import (
 func TestBatchesManyTransactions(t *testing.T) {
 	t.Parallel()
 	// Two acquisitions (7 writes each) or three releases (6) per transaction.
-	b := setup(t, testserver.SharedEtcd(t), etcdstore.Config{MaxTxnOps: 9})
+	b := setup(t, etcdserver.SharedEtcd(t), etcdstore.Config{MaxTxnOps: 9})
 	me, other := testutil.Holder(t, "me"), testutil.Holder(t, "other")
 	prefix := testutil.UniqueName(t)
 	held := b.acquire(t, prefix+"_held", other, longTTL)
@@ -78,7 +78,7 @@ func TestBatchesManyTransactions(t *testing.T) {
 // it.
 func TestBatchesFillTransactions(t *testing.T) {
 	t.Parallel()
-	b := setup(t, testserver.SharedEtcd(t), etcdstore.Config{})
+	b := setup(t, etcdserver.SharedEtcd(t), etcdstore.Config{})
 	h := testutil.Holder(t, "holder")
 	prefix := testutil.UniqueName(t)
 	ps := make([]store.AcquireParams, 3*etcdstore.DefaultMaxTxnOps)

@@ -1,7 +1,7 @@
-// Package etcdstore keeps tenure leases in etcd v3: a [store.Store],
-// [store.Notifier] and [store.Lister] that keeps followers in line
-// (without a hold; see The line), over a [clientv3.Client] the caller
-// creates and closes. For data kept in etcd it also gives the fence inside
+// Package etcdstore keeps tenure leases in etcd v3: a [store.Store] that
+// keeps followers in line (without a hold; see The line), over a
+// [clientv3.Client] the caller creates and closes; docs/STORES.md lists
+// the optional interfaces of package store it implements. For data kept in etcd it also gives the fence inside
 // the caller's own transaction: a token check ([Store.IsOwner]) and the
 // strict, chain-advancing write ([Store.StrictTxn]).
 //
@@ -276,6 +276,6 @@
 // caller's operations. Of two clones only the one at the head of the
 // renewal chain passes; the other gets a [*store.FencedError] saying that
 // the chain moved on, and none of its operations apply. It takes the
-// chain write of tenure's Lease.BeginChainWrite ([ChainWrite]) and ends
+// chain write of tenure's Lease.BeginChainWrite ([store.ChainWrite]) and ends
 // it, so the holder's renewals carry the seq its writes advanced.
 package etcdstore

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testserver/etcdserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/store/etcdstore"
 )
@@ -22,8 +22,6 @@ const (
 	longTTL = time.Minute
 	// eventTimeout bounds every wait for an event.
 	eventTimeout = 15 * time.Second
-	// downTimeout bounds each call made while the server is down.
-	downTimeout = 300 * time.Millisecond
 )
 
 // bundle is what one test works with.
@@ -32,10 +30,10 @@ type bundle struct {
 	store *etcdstore.Store
 }
 
-func setup(t *testing.T, srv *testserver.Etcd, cfg etcdstore.Config) *bundle {
+func setup(t *testing.T, srv *etcdserver.Etcd, cfg etcdstore.Config) *bundle {
 	t.Helper()
 	cli := srv.Client(t)
-	return &bundle{cli: cli, store: newStore(t, cli, cfg)}
+	return &bundle{cli: cli, store: etcdserver.EtcdStore(t, cli, cfg)}
 }
 
 func (b *bundle) acquire(t *testing.T, name string, h store.Holder, ttl time.Duration) store.Grant {
@@ -59,12 +57,12 @@ func renewParams(g store.Grant, ttl time.Duration) store.RenewParams {
 // waitExpiry waits until a lease with remaining time left by the store's
 // clock has expired: passing the store's TTL is the event itself.
 func waitExpiry(remaining time.Duration) {
-	time.Sleep(remaining + expiryLag + 50*time.Millisecond)
+	time.Sleep(remaining + etcdserver.EtcdExpiryLag + 50*time.Millisecond)
 }
 
 func TestNew(t *testing.T) {
 	t.Parallel()
-	cli := testserver.SharedEtcd(t).Client(t)
+	cli := etcdserver.SharedEtcd(t).Client(t)
 
 	_, err := etcdstore.New(nil, etcdstore.Config{})
 	require.ErrorIs(t, err, store.ErrInvalid, "nil client")
@@ -83,7 +81,7 @@ func TestNew(t *testing.T) {
 
 func TestDefaultKeyPrefix(t *testing.T) {
 	t.Parallel()
-	cli := testserver.SharedEtcd(t).Client(t)
+	cli := etcdserver.SharedEtcd(t).Client(t)
 	s, err := etcdstore.New(cli, etcdstore.Config{})
 	require.NoError(t, err)
 	name := testutil.UniqueName(t)
@@ -108,7 +106,7 @@ func TestDefaultKeyPrefix(t *testing.T) {
 
 func TestTTLLimits(t *testing.T) {
 	t.Parallel()
-	b := setup(t, testserver.SharedEtcd(t), etcdstore.Config{})
+	b := setup(t, etcdserver.SharedEtcd(t), etcdstore.Config{})
 	h := testutil.Holder(t, "holder")
 
 	t.Run("AcquireRefused", func(t *testing.T) {
@@ -156,7 +154,7 @@ func TestTTLLimits(t *testing.T) {
 // it keeps the rest.
 func TestRenewLeavesOthers(t *testing.T) {
 	t.Parallel()
-	b := setup(t, testserver.SharedEtcd(t), etcdstore.Config{})
+	b := setup(t, etcdserver.SharedEtcd(t), etcdstore.Config{})
 	h := testutil.Holder(t, "holder")
 	prefix := testutil.UniqueName(t)
 	kept := b.acquire(t, prefix+"_kept", h, longTTL)
@@ -206,7 +204,7 @@ func keyOf(t *testing.T, b *bundle, name string) string {
 // holds, with two TTLs and entries that do not match.
 func TestRenewManyTransactions(t *testing.T) {
 	t.Parallel()
-	b := setup(t, testserver.SharedEtcd(t), etcdstore.Config{MaxTxnOps: 5}) // two leases per transaction
+	b := setup(t, etcdserver.SharedEtcd(t), etcdstore.Config{MaxTxnOps: 5}) // two leases per transaction
 	h := testutil.Holder(t, "holder")
 	prefix := testutil.UniqueName(t)
 	var ps []store.RenewParams
@@ -242,7 +240,7 @@ func TestRenewManyTransactions(t *testing.T) {
 // large is an error that says which setting to change, not a store outage.
 func TestMaxTxnOpsAboveServer(t *testing.T) {
 	t.Parallel()
-	b := setup(t, testserver.SharedEtcd(t), etcdstore.Config{MaxTxnOps: 1000}) // the server allows 128
+	b := setup(t, etcdserver.SharedEtcd(t), etcdstore.Config{MaxTxnOps: 1000}) // the server allows 128
 	h := testutil.Holder(t, "holder")
 	prefix := testutil.UniqueName(t)
 	ps := make([]store.RenewParams, 130)
@@ -263,7 +261,7 @@ func TestMaxTxnOpsAboveServer(t *testing.T) {
 // deleted and the history compacted.
 func TestTokenGrowsAcrossDeletesAndCompaction(t *testing.T) {
 	t.Parallel()
-	srv := testserver.OwnEtcd(t) // compaction would disturb the watches of other tests
+	srv := etcdserver.OwnEtcd(t) // compaction would disturb the watches of other tests
 	prefix := "tenure-test/" + testutil.UniqueName(t) + "/"
 	b := setup(t, srv, etcdstore.Config{KeyPrefix: prefix})
 	name := testutil.UniqueName(t)
@@ -292,7 +290,7 @@ func TestTokenGrowsAcrossDeletesAndCompaction(t *testing.T) {
 // TestIsOwner checks the fence etcd users put in their own transactions.
 func TestIsOwner(t *testing.T) {
 	t.Parallel()
-	b := setup(t, testserver.SharedEtcd(t), etcdstore.Config{})
+	b := setup(t, etcdserver.SharedEtcd(t), etcdstore.Config{})
 	// write makes a write to key fenced by the tenure name/token and
 	// reports whether it was accepted.
 	write := func(t *testing.T, key, name string, token store.Token) bool {
@@ -355,53 +353,9 @@ func TestIsOwner(t *testing.T) {
 	})
 }
 
-// TestServerDown stops the server under a store: every call fails with
-// store.ErrUnavailable. When the server is back with its data, the lease
-// is still held with its token, the listener hears again, and the next
-// tenure's token is greater.
-func TestServerDown(t *testing.T) {
-	t.Parallel()
-	srv := testserver.OwnEtcd(t)
-	b := setup(t, srv, etcdstore.Config{})
-	name := testutil.UniqueName(t)
-	h := testutil.Holder(t, "holder")
-	g := b.acquire(t, name, h, longTTL)
-	rec := listen(t, b)
-
-	srv.Kill()
-	down := func() context.Context {
-		ctx, cancel := context.WithTimeout(t.Context(), downTimeout)
-		t.Cleanup(cancel)
-		return ctx
-	}
-	_, err := b.store.Acquire(down(), store.AcquireParams{Name: name + "_other", Holder: h, TTL: longTTL})
-	require.ErrorIs(t, err, store.ErrUnavailable, "Acquire")
-	_, err = b.store.Renew(down(), []store.RenewParams{renewParams(g, longTTL)})
-	require.ErrorIs(t, err, store.ErrUnavailable, "Renew")
-	err = b.store.Release(down(), store.ReleaseParams{Name: name, Holder: h, Token: g.Token})
-	require.ErrorIs(t, err, store.ErrUnavailable, "Release")
-	_, err = b.store.Get(down(), name)
-	require.ErrorIs(t, err, store.ErrUnavailable, "Get")
-	_, err = b.store.List(down())
-	require.ErrorIs(t, err, store.ErrUnavailable, "List")
-
-	require.NoError(t, srv.Restart(t.Context()))
-	ctx, cancel := context.WithTimeout(t.Context(), eventTimeout)
-	defer cancel()
-	r, err := b.store.Get(ctx, name)
-	require.NoError(t, err)
-	require.Equal(t, store.StateHeld, r.State, "the lease survives the restart")
-	require.Equal(t, g.Token, r.Token)
-
-	require.NoError(t, b.store.Release(ctx, store.ReleaseParams{Name: name, Holder: h, Token: g.Token}))
-	require.True(t, rec.Wait(name, eventTimeout), "no notification for lease %q within %s", name, eventTimeout)
-	next := b.acquire(t, name, h, longTTL)
-	require.Greater(t, next.Token, g.Token, "a token after the restart")
-}
-
 func TestListen(t *testing.T) {
 	t.Parallel()
-	b := setup(t, testserver.SharedEtcd(t), etcdstore.Config{})
+	b := setup(t, etcdserver.SharedEtcd(t), etcdstore.Config{})
 
 	t.Run("NilNotify", func(t *testing.T) {
 		t.Parallel()

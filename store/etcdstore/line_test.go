@@ -9,7 +9,7 @@ import (
 
 	"github.com/tenure-dev/tenure"
 	"github.com/tenure-dev/tenure/internal/linetest"
-	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testserver/etcdserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/store"
 	"github.com/tenure-dev/tenure/store/etcdstore"
@@ -20,7 +20,7 @@ import (
 // tenure and send nothing.
 func TestReleaseHandsOverToTheNextInLineAlone(t *testing.T) {
 	t.Parallel()
-	linetest.ReleaseHandsOverToTheNextInLineAlone(t, newStore(t, testserver.SharedEtcd(t).Client(t), etcdstore.Config{}))
+	linetest.ReleaseHandsOverToTheNextInLineAlone(t, etcdserver.EtcdStore(t, etcdserver.SharedEtcd(t).Client(t), etcdstore.Config{}))
 }
 
 // TestExpiryHandsOverAtOnce: the holder shortens its lease to etcd's
@@ -32,7 +32,7 @@ func TestReleaseHandsOverToTheNextInLineAlone(t *testing.T) {
 func TestExpiryHandsOverAtOnce(t *testing.T) {
 	t.Parallel()
 	const name, followers = "reconcile", 2
-	st := newStore(t, testserver.SharedEtcd(t).Client(t), etcdstore.Config{})
+	st := etcdserver.EtcdStore(t, etcdserver.SharedEtcd(t).Client(t), etcdstore.Config{})
 	counts := linetest.NewTally()
 
 	crashed := testutil.Holder(t, "crashed")

@@ -15,7 +15,7 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 
-	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testserver/etcdserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/store/etcdstore"
 )
@@ -48,14 +48,14 @@ func countedStore(t *testing.T, prefix string) (*etcdstore.Store, *calls) {
 	t.Helper()
 	c := &calls{n: make(map[string]int)}
 	cli, err := clientv3.New(clientv3.Config{
-		Endpoints:   []string{testserver.SharedEtcd(t).Endpoint},
+		Endpoints:   []string{etcdserver.SharedEtcd(t).Endpoint},
 		DialTimeout: eventTimeout,
 		Logger:      zap.NewNop(),
 		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(c.count)},
 	})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, cli.Close()) })
-	return newStore(t, cli, etcdstore.Config{KeyPrefix: prefix}), c
+	return etcdserver.EtcdStore(t, cli, etcdstore.Config{KeyPrefix: prefix}), c
 }
 
 const (

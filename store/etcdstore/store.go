@@ -33,8 +33,9 @@ const acquireAttempts = 3
 // before the key is gone.
 const lessorSweep = 500 * time.Millisecond
 
-// Store is a [store.Store] on etcd. Its methods are safe for concurrent
-// use. Create it with [New].
+// Store is a [store.Store] on etcd; docs/STORES.md lists the optional
+// interfaces of package store it implements. Its methods are safe for
+// concurrent use. Create it with [New].
 type Store struct {
 	client *clientv3.Client
 	prefix string

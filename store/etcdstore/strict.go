@@ -11,24 +11,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// ChainWrite is what a strict write presents and reports to: a tenure, the
-// renewal seq the write claims, and where its outcome goes. A
-// *tenure.ChainWrite, from tenure's Lease.BeginChainWrite, is one.
-type ChainWrite interface {
-	// Name is the lease name.
-	Name() string
-	// Holder is the identity the tenure was granted to.
-	Holder() store.Holder
-	// Token is the tenure's token, 0 once it is no longer trusted.
-	Token() store.Token
-	// Seq is the renewal seq the write presents.
-	Seq() int64
-	// Commit reports that the write applied and left the chain at seq.
-	Commit(seq int64)
-	// Abort reports that the write did not apply, or that nobody knows.
-	Abort()
-}
-
 // strictOps is how many operations of a strict transaction's success
 // branch are the store's own: the held/ key and the seq/ key.
 const strictOps = 2
@@ -77,9 +59,9 @@ const strictOps = 2
 // attached to lives (see the Clock section of the package documentation).
 // Keep ops short next to the TTL: the tenure is not renewed while a strict
 // write is in flight.
-func (s *Store) StrictTxn(ctx context.Context, w ChainWrite, ops ...clientv3.Op) (*clientv3.TxnResponse, error) {
-	if w == nil {
-		return nil, fmt.Errorf("etcdstore: strict txn: %w: the chain write is nil; pass the one tenure's Lease.BeginChainWrite returned", store.ErrInvalid)
+func (s *Store) StrictTxn(ctx context.Context, w store.ChainWrite, ops ...clientv3.Op) (*clientv3.TxnResponse, error) {
+	if w == nil { // before the deferred Abort, which a nil w cannot take
+		return nil, fmt.Errorf("etcdstore: strict txn: %w", store.ValidateChainWrite(w))
 	}
 	next := int64(0)
 	defer func() {
@@ -94,7 +76,7 @@ func (s *Store) StrictTxn(ctx context.Context, w ChainWrite, ops ...clientv3.Op)
 	if err := s.begin(op); err != nil {
 		return nil, err
 	}
-	if err := s.validateStrict(name, tok, h, seq, ops); err != nil {
+	if err := s.validateStrict(w, ops); err != nil {
 		return nil, fmt.Errorf("etcdstore: %s: %w", op, err)
 	}
 	k := s.keys(name)
@@ -153,18 +135,9 @@ func refusal(op, name string, tok store.Token, h store.Holder, seq int64, sn sna
 }
 
 // validateStrict checks a strict transaction's input.
-func (s *Store) validateStrict(name string, tok store.Token, h store.Holder, seq int64, ops []clientv3.Op) error {
-	if err := store.ValidateName(name); err != nil {
+func (s *Store) validateStrict(w store.ChainWrite, ops []clientv3.Op) error {
+	if err := store.ValidateChainWrite(w); err != nil {
 		return err
-	}
-	if tok <= 0 {
-		return fmt.Errorf("%w: token %d: the tenure is no longer trusted; do not write", store.ErrInvalid, tok)
-	}
-	if err := h.Validate(); err != nil {
-		return err
-	}
-	if seq <= 0 {
-		return fmt.Errorf("%w: seq %d must be positive", store.ErrInvalid, seq)
 	}
 	if len(ops) == 0 {
 		return fmt.Errorf("%w: no operations; pass the writes to make under the tenure", store.ErrInvalid)

@@ -19,12 +19,12 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/tenure-dev/tenure"
-	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testserver/etcdserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/store/etcdstore"
 )
 
-var _ etcdstore.ChainWrite = (*tenure.ChainWrite)(nil)
+var _ store.ChainWrite = (*tenure.ChainWrite)(nil)
 
 // rawWrite is a chain write made by hand: the identity of a grant, as a
 // clone of its holder would present it, and what StrictTxn reported.
@@ -52,7 +52,7 @@ type strictBundle struct {
 func setupStrict(t *testing.T) *strictBundle {
 	t.Helper()
 	prefix := "tenure-test/" + testutil.UniqueName(t) + "/"
-	b := setup(t, testserver.SharedEtcd(t), etcdstore.Config{KeyPrefix: prefix})
+	b := setup(t, etcdserver.SharedEtcd(t), etcdstore.Config{KeyPrefix: prefix})
 	data := "tenure-data/" + testutil.UniqueName(t) + "/"
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(t.Context()), 5*time.Second)
@@ -63,7 +63,7 @@ func setupStrict(t *testing.T) *strictBundle {
 	return &strictBundle{bundle: b, prefix: prefix, data: data}
 }
 
-func (b *strictBundle) put(ctx context.Context, w etcdstore.ChainWrite, key, value string) error {
+func (b *strictBundle) put(ctx context.Context, w store.ChainWrite, key, value string) error {
 	_, err := b.store.StrictTxn(ctx, w, clientv3.OpPut(b.data+key, value))
 	return err
 }
@@ -393,7 +393,7 @@ func TestStrictTxnUnknownOutcomeCostsTenure(t *testing.T) {
 		return status.Error(codes.Unavailable, "the reply was lost")
 	}
 	cli, err := clientv3.New(clientv3.Config{
-		Endpoints:   []string{testserver.SharedEtcd(t).Endpoint},
+		Endpoints:   []string{etcdserver.SharedEtcd(t).Endpoint},
 		DialTimeout: eventTimeout,
 		Logger:      zap.NewNop(),
 		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(loseTxnReplies)},

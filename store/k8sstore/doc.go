@@ -1,8 +1,9 @@
 // Package k8sstore keeps tenure leases in Kubernetes coordination.k8s.io/v1
-// Lease objects: a [store.Store], [store.Notifier] and [store.Lister] over
-// one namespace's Leases (k8s.io/client-go), with what client-go's leader
-// election lacks: a fencing token, and an expiry no holder's clock can
-// move. It is tested against kube-apiserver 1.37 over etcd.
+// Lease objects: a [store.Store] (docs/STORES.md lists the optional
+// interfaces of package store it implements) over one namespace's Leases
+// (k8s.io/client-go), with what client-go's leader election lacks: a
+// fencing token, and an expiry no holder's clock can move. It is tested
+// against kube-apiserver 1.37 over etcd.
 //
 //	cfg, err := rest.InClusterConfig() // or clientcmd, from a kubeconfig
 //	leases, err := k8sstore.NewLeases(cfg, "jobs")

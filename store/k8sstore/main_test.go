@@ -8,5 +8,5 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	testserver.Main(m, testserver.Servers{Others: []testserver.SharedServer{kubeserver.Shared}})
+	testserver.Main(m, kubeserver.Shared)
 }

@@ -67,8 +67,9 @@ const casAttempts = 3
 // renewConcurrency is how many renewals of one batch are in flight at once.
 const renewConcurrency = 32
 
-// Store keeps leases in Lease objects of one namespace. Make it with
-// [New]; it is safe for concurrent use.
+// Store keeps leases in Lease objects of one namespace; docs/STORES.md
+// lists the optional interfaces of package store it implements. Make it
+// with [New]; it is safe for concurrent use.
 type Store struct {
 	leases   Leases
 	prefix   string

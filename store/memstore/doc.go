@@ -1,6 +1,6 @@
 // Package memstore is the in-memory reference implementation of
-// [store.Store], [store.Notifier], [store.Lister], [store.Historian],
-// [store.ForceReleaser], [store.BatchReleaser] and [store.BatchAcquirer].
+// [store.Store] and of most optional interfaces of package store
+// (docs/STORES.md lists them).
 //
 // It exists for tests, the deterministic simulation and runnable examples:
 // everything it knows is lost with the process, so it must never guard real

@@ -39,8 +39,9 @@ type Config struct {
 	HistoryEvents int
 }
 
-// Store is an in-memory [store.Store]. Its methods are safe for concurrent
-// use. Create it with [New].
+// Store is an in-memory [store.Store]; docs/STORES.md lists the optional
+// interfaces of package store it implements. Its methods are safe for
+// concurrent use. Create it with [New].
 type Store struct {
 	clock func() time.Time
 	gate  *storekit.Gate

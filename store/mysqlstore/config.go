@@ -30,17 +30,10 @@ const (
 	suffixRelease    = "release"
 	suffixGet        = "get_lease"
 	suffixList       = "list_leases"
-	// suffixAcquire001, suffixGet001 and suffixList001 name the
-	// procedures of migration 001, which migration 002 replaces with
-	// AcquireProc, GetProc and ListProc (their parameters or answers
-	// gained the payload, which a procedure cannot change in place).
-	suffixAcquire001 = "acquire"
-	// suffixAcquire002 names the procedure of migration 002, which
-	// migration 003 keeps for older libraries beside AcquireProc (which
-	// gained the wait argument and the caller's place in line).
-	suffixAcquire002       = "acquire_lease"
-	suffixGet001           = "get"
-	suffixList001          = "list"
+	// suffixAcquireLease names the acquire procedure of libraries from
+	// before the line, kept for their workers beside AcquireProc.
+	suffixAcquireLease     = "acquire_lease"
+	suffixFunctions        = "functions"
 	suffixFence            = "fence"
 	suffixCheckLease       = "check_lease"
 	suffixCheckLeaseStrict = "check_lease_strict"
@@ -93,8 +86,11 @@ type Objects struct {
 	Fences string
 	// Tokens is the one-row table holding the token counter.
 	Tokens string
-	// Migrations records which migrations were applied.
+	// Migrations records which migrations were applied, Functions which
+	// revision of each procedure is installed (see the package
+	// documentation).
 	Migrations string
+	Functions  string
 	// Waiters is the line of followers waiting for each lease.
 	Waiters string
 	// The procedures the store calls.
@@ -127,6 +123,7 @@ func (c Config) Objects() (Objects, error) {
 		Fences:               prefix + suffixFences,
 		Tokens:               prefix + suffixTokens,
 		Migrations:           prefix + suffixMigrations,
+		Functions:            prefix + suffixFunctions,
 		Waiters:              prefix + suffixWaiters,
 		AcquireProc:          prefix + suffixAcquire,
 		RenewProc:            prefix + suffixRenew,
@@ -199,19 +196,15 @@ func (o Objects) render(sql string) string {
 		"{{fences}}", o.Ident(o.Fences),
 		"{{tokens}}", o.Ident(o.Tokens),
 		"{{migrations}}", o.Ident(o.Migrations),
-		"{{acquire}}", o.Ident(o.TablePrefix+suffixAcquire001),
-		"{{acquire_lease}}", o.Ident(o.TablePrefix+suffixAcquire002),
+		"{{acquire_lease}}", o.Ident(o.TablePrefix+suffixAcquireLease),
 		"{{acquire_or_wait}}", o.Ident(o.AcquireProc),
 		"{{waiters}}", o.Ident(o.Waiters),
 		"{{renew}}", o.Ident(o.RenewProc),
 		"{{release}}", o.Ident(o.ReleaseProc),
-		"{{get}}", o.Ident(o.TablePrefix+suffixGet001),
-		"{{list}}", o.Ident(o.TablePrefix+suffixList001),
 		"{{get_lease}}", o.Ident(o.GetProc),
 		"{{list_leases}}", o.Ident(o.ListProc),
 		"{{database_lit}}", o.databaseLiteral(),
 		"{{leases_lit}}", quoteLiteral(o.Leases),
-		"{{add_payload_lit}}", quoteLiteral("ALTER TABLE "+o.Ident(o.Leases)+" ADD COLUMN payload VARBINARY(1024) NOT NULL DEFAULT ''"),
 		"{{fence}}", o.Ident(o.FenceProc),
 		"{{check_lease}}", o.Ident(o.CheckLeaseProc),
 		"{{check_lease_strict}}", o.Ident(o.CheckLeaseStrictProc),

@@ -1,6 +1,7 @@
 // Package mysqlstore is the MySQL and MariaDB [store.Store], over
-// database/sql with github.com/go-sql-driver/mysql. It also implements
-// [store.Lister]. It is tested against MariaDB 10.11; it needs JSON_TABLE
+// database/sql with github.com/go-sql-driver/mysql (docs/STORES.md lists
+// the optional interfaces of package store it implements). It is tested
+// against MariaDB 10.11; it needs JSON_TABLE
 // and CREATE PROCEDURE IF NOT EXISTS, so MariaDB 10.6 or MySQL 8.0.29 at
 // least.
 //
@@ -66,8 +67,8 @@
 // # The line
 //
 // Followers that ask to wait ([store.AcquireParams.Wait], as every
-// campaign does) are kept in line, first come first (the waiters table,
-// migration 003): a refusal reports the caller's place, and an
+// campaign does) are kept in line, first come first (the waiters table):
+// a refusal reports the caller's place, and an
 // acquisition takes the winner out of the line. Told the same expiry, the
 // first in line comes back at that moment and the others a moment later
 // ([store.Handoff] and a small spread), so an expiry costs the store one
@@ -85,7 +86,7 @@
 // released columns, since MySQL triggers have no WHEN clause), in the same
 // transaction, with an index on (name, at) and a bounded delete of
 // expired rows per event. It is not done yet because it needs its own
-// migration, procedure changes and grants. Until then, use PostgreSQL or
+// migration, procedure changes and grants (see Migrations). Until then, use PostgreSQL or
 // SQLite for leases whose history matters, or the holders' own logs.
 //
 // # Failure modes
@@ -134,12 +135,10 @@
 //
 // # Schema
 //
-// [Store.Migrate] applies the embedded migrations
-// (migrations/NNN_name.up.sql, written for the mysql client) under a named
-// lock (GET_LOCK), so concurrent calls are safe, and records each version
-// in <prefix>migrations. [Config.MigrationSQL] prints the same schema as a
-// script for the mysql client; [Config.GrantSQL] prints the grants of a
-// run-time account. With the default [Config] the objects are:
+// [Store.Migrate] makes the tables and procedures (see Migrations);
+// [Config.MigrationSQL] prints the same schema as a script for the mysql
+// client; [Config.GrantSQL] prints the grants of a run-time account. With
+// the default [Config] the objects are:
 //
 //   - tenure_leases(name VARBINARY(255) PRIMARY KEY, holder_label,
 //     holder_instance, token, seq, acquired_us, renewed_us, expires_us,
@@ -154,13 +153,12 @@
 //     until_us): the followers waiting in line for each lease (see The
 //     line).
 //   - the procedures tenure_acquire_or_wait, tenure_renew, tenure_release,
-//     tenure_get_lease and tenure_list_leases (migration 002 replaced
-//     001's tenure_acquire, tenure_get and tenure_list to add the holder's
-//     payload, and 003 added tenure_acquire_or_wait beside 002's
-//     tenure_acquire_lease, which older libraries call; an account granted
-//     those needs the GRANTs of [Config.GrantSQL] again), and the fence
-//     procedures tenure_fence, tenure_check_lease and
-//     tenure_check_lease_strict (below).
+//     tenure_get_lease and tenure_list_leases, tenure_acquire_lease (which
+//     libraries from before the line call), and the fence procedures
+//     tenure_fence, tenure_check_lease and tenure_check_lease_strict
+//     (below);
+//   - tenure_migrations and tenure_functions: what Migrate applied and
+//     installed (see Migrations).
 //
 // Every name is [Config.TablePrefix] followed by a fixed suffix, in
 // [Config.Database] (the connection's default database when empty). Names
@@ -171,6 +169,58 @@
 // privilege on any table, so a worker's credentials can do what the lease
 // protocol does and nothing else; they cannot rewrite a lease, a token or
 // a fence.
+//
+// # Migrations
+//
+// The tables come from numbered migrations (migrations/NNN_name.up.sql,
+// written for the mysql client; today one: 001_tables), applied once each
+// and recorded in <prefix>migrations. Every procedure lives in a file of
+// its own (functions/NAME.sql: DROP PROCEDURE IF EXISTS and CREATE
+// PROCEDURE), whose first line is "-- revision N"; the current text of a
+// procedure is that file and nothing else. [Store.Migrate] holds a named
+// lock (GET_LOCK) of the database and prefix, so concurrent calls wait
+// for each other and never apply anything twice; it applies the missing
+// migrations, then installs each procedure whose record in
+// <prefix>functions (name, revision, SHA-256 of the file) is missing, at
+// a lower revision, or at the same revision with another hash, and records
+// it. An unchanged procedure is not dropped. One recorded at a higher
+// revision was installed by a newer library and is left alone, so an
+// older library's Migrate never puts an older body back.
+// [Store.SchemaStatus] reads the records and says what Migrate would do
+// (`tenure migrate --check`).
+//
+// MySQL cannot replace a procedure in place: Migrate drops it and creates
+// it again, each statement committed by itself. Between the two (a few
+// milliseconds) calls of that procedure fail with "does not exist"
+// ([store.ErrNotMigrated]): a worker's renewal fails and its tenure ends
+// on the cheap side (promise P3), never the other way. Dropping a
+// procedure takes away the grants on it, so Migrate reads the accounts
+// granted EXECUTE from mysql.procs_priv first and grants it to them again
+// after; an account that may not read mysql.procs_priv, or not grant, is
+// refused before that procedure is dropped, or told which grants to apply
+// again. The printed script of [Config.MigrationSQL] installs every
+// procedure whatever is recorded: apply [Config.GrantSQL]'s statements
+// after it.
+//
+// Running binaries and a changed procedure: the new body takes effect for
+// every caller once created, including for workers of older libraries,
+// which call procedures by name. So a body change must keep its
+// procedure's contract (parameters, result columns and their meaning)
+// for every library still running; a change of contract is a new
+// procedure (a new name, in a file of its own, granted by
+// [Config.GrantSQL]), and the old one is dropped, in a migration, only
+// once no supported library calls it. A new revision is a new number in
+// the file's first line.
+//
+// Databases migrated before v0.1.0 recorded migrations 001_init,
+// 002_payload and 003_line, which created each procedure again whenever it
+// changed; 001_tables and functions/ are their squashed result. Migrate
+// upgrades such a database in place when it records all three: it forgets
+// them, applies 001_tables (which finds its tables there and changes
+// nothing), creates every procedure again (the same bodies, with their
+// grants carried over) and records this numbering, keeping every lease,
+// token and fence. A database that records only some of them is refused,
+// with what to do; the printed script does not check for that.
 //
 // # Fence procedures
 //

@@ -16,7 +16,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testserver/mysqlserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/store"
 	"github.com/tenure-dev/tenure/store/mysqlstore"
@@ -31,17 +31,17 @@ type testBundle struct {
 }
 
 // setup returns a store on a fresh prefix named by cfg
-// (testserver.MySQLConfig when nil), migrated when migrate is set.
+// (mysqlserver.MySQLConfig when nil), migrated when migrate is set.
 func setup(t *testing.T, cfg func(testing.TB) mysqlstore.Config, migrate bool) *testBundle {
 	t.Helper()
 	if cfg == nil {
-		cfg = testserver.MySQLConfig
+		cfg = mysqlserver.MySQLConfig
 	}
-	b := &testBundle{owner: testserver.MySQLDB(t, ""), cfg: cfg(t)}
+	b := &testBundle{owner: mysqlserver.MySQLDB(t, ""), cfg: cfg(t)}
 	if migrate {
-		testserver.MySQLSchema(t, b.owner, b.cfg)
+		mysqlserver.MySQLSchema(t, b.owner, b.cfg)
 	} else {
-		t.Cleanup(func() { testserver.MySQLDrop(t, b.owner, b.cfg) })
+		t.Cleanup(func() { mysqlserver.MySQLDrop(t, b.owner, b.cfg) })
 	}
 	b.store = newStore(t, b.owner, b.cfg)
 	return b
@@ -117,7 +117,7 @@ func TestConfig(t *testing.T) {
 		obj, err := mysqlstore.Config{}.Objects()
 		require.NoError(t, err)
 		require.Equal(t, mysqlstore.Objects{
-			TablePrefix: "tenure_", Leases: "tenure_leases", Fences: "tenure_fences", Tokens: "tenure_tokens", Migrations: "tenure_migrations",
+			TablePrefix: "tenure_", Leases: "tenure_leases", Fences: "tenure_fences", Tokens: "tenure_tokens", Migrations: "tenure_migrations", Functions: "tenure_functions",
 			Waiters: "tenure_waiters", AcquireProc: "tenure_acquire_or_wait", RenewProc: "tenure_renew", ReleaseProc: "tenure_release", GetProc: "tenure_get_lease", ListProc: "tenure_list_leases",
 			FenceProc: "tenure_fence", CheckLeaseProc: "tenure_check_lease", CheckLeaseStrictProc: "tenure_check_lease_strict",
 		}, obj)
@@ -155,11 +155,11 @@ func TestMigrate(t *testing.T) {
 	t.Run("Idempotent", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, nil, true)
-		require.Equal(t, []int{1, 2, 3}, b.versions(t))
+		require.Equal(t, []int{1}, b.versions(t))
 		g := b.acquire(t, "job", testutil.Holder(t, "a"), time.Minute)
 		require.NoError(t, b.store.Migrate(t.Context()))
 		require.NoError(t, b.store.Migrate(t.Context()))
-		require.Equal(t, []int{1, 2, 3}, b.versions(t))
+		require.Equal(t, []int{1}, b.versions(t))
 		r, err := b.store.Get(t.Context(), "job")
 		require.NoError(t, err)
 		require.Equal(t, g.Token, r.Token, "migrating again keeps the data")
@@ -186,7 +186,7 @@ func TestMigrate(t *testing.T) {
 		for err := range errs {
 			require.NoError(t, err)
 		}
-		require.Equal(t, []int{1, 2, 3}, b.versions(t))
+		require.Equal(t, []int{1}, b.versions(t))
 		b.acquire(t, "job", testutil.Holder(t, "a"), time.Minute)
 	})
 
@@ -194,7 +194,7 @@ func TestMigrate(t *testing.T) {
 	// Migrate nothing to do.
 	t.Run("PrintedScript", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, testserver.MySQLWeirdConfig, false)
+		b := setup(t, mysqlserver.MySQLWeirdConfig, false)
 		script, err := b.cfg.MigrationSQL()
 		require.NoError(t, err)
 		require.Contains(t, script, "GET_LOCK(")
@@ -202,9 +202,9 @@ func TestMigrate(t *testing.T) {
 		for range 2 {
 			runScript(t, script)
 		}
-		require.Equal(t, []int{1, 2, 3}, b.versions(t))
+		require.Equal(t, []int{1}, b.versions(t))
 		require.NoError(t, b.store.Migrate(t.Context()))
-		require.Equal(t, []int{1, 2, 3}, b.versions(t))
+		require.Equal(t, []int{1}, b.versions(t))
 		b.acquire(t, "job", testutil.Holder(t, "a"), time.Minute)
 	})
 
@@ -234,11 +234,11 @@ func TestMigrate(t *testing.T) {
 	t.Run("DefinerDropped", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, nil, false)
-		definer := testserver.MySQLAccount(t, b.owner)
+		definer := mysqlserver.MySQLAccount(t, b.owner)
 		_, err := b.owner.ExecContext(t.Context(), "GRANT CREATE, ALTER, DROP, CREATE ROUTINE, ALTER ROUTINE, SELECT, INSERT, UPDATE, DELETE ON "+
 			mysqlstore.Quote("", b.cfg.Database)+".* TO '"+definer+"'@'%'")
 		require.NoError(t, err)
-		require.NoError(t, newStore(t, testserver.MySQLDB(t, definer), b.cfg).Migrate(t.Context()))
+		require.NoError(t, newStore(t, mysqlserver.MySQLDB(t, definer), b.cfg).Migrate(t.Context()))
 		b.acquire(t, "job", testutil.Holder(t, "a"), time.Minute)
 		_, err = b.owner.ExecContext(t.Context(), "DROP USER '"+definer+"'@'%'")
 		require.NoError(t, err)
@@ -268,7 +268,7 @@ func runScript(t *testing.T, script string) {
 		bin, err = exec.LookPath("mysql")
 	}
 	testutil.NeedServer(t, "the mysql client (install Debian's mariadb-client)", err)
-	cfg := testserver.MySQLDriverConfig(t, "")
+	cfg := mysqlserver.MySQLDriverConfig(t, "")
 	host, port, err := net.SplitHostPort(cfg.Addr)
 	require.NoError(t, err)
 	cmd := exec.CommandContext(t.Context(), bin, "--protocol=tcp", "-h", host, "-P", port, "-u", cfg.User, cfg.DBName)
@@ -280,19 +280,19 @@ func runScript(t *testing.T, script string) {
 
 func TestLeastPrivilege(t *testing.T) {
 	t.Parallel()
-	owner := testserver.MySQLDB(t, "")
-	account := testserver.MySQLAccount(t, owner)
-	db := testserver.MySQLDB(t, account)
+	owner := mysqlserver.MySQLDB(t, "")
+	account := mysqlserver.MySQLAccount(t, owner)
+	db := mysqlserver.MySQLDB(t, account)
 
 	t.Run("Conformance", func(t *testing.T) {
 		t.Parallel()
-		storetest.Run(t, testserver.MySQLHarness{Owner: owner, DB: db, Account: account, Config: testserver.MySQLWeirdConfig})
+		storetest.Run(t, mysqlserver.MySQLHarness{Owner: owner, DB: db, Account: account, Config: mysqlserver.MySQLWeirdConfig})
 	})
 
 	t.Run("CannotMigrate", func(t *testing.T) {
 		t.Parallel()
-		cfg := testserver.MySQLConfig(t)
-		t.Cleanup(func() { testserver.MySQLDrop(t, owner, cfg) })
+		cfg := mysqlserver.MySQLConfig(t)
+		t.Cleanup(func() { mysqlserver.MySQLDrop(t, owner, cfg) })
 		s := newStore(t, db, cfg)
 		err := s.Migrate(t.Context())
 		require.Error(t, err, "the run-time account has no DDL rights")
@@ -303,9 +303,9 @@ func TestLeastPrivilege(t *testing.T) {
 	// delete a lease, a token or a fence directly.
 	t.Run("NoTableAccess", func(t *testing.T) {
 		t.Parallel()
-		cfg := testserver.MySQLConfig(t)
-		testserver.MySQLSchema(t, owner, cfg)
-		testserver.MySQLGrant(t, owner, cfg, account)
+		cfg := mysqlserver.MySQLConfig(t)
+		mysqlserver.MySQLSchema(t, owner, cfg)
+		mysqlserver.MySQLGrant(t, owner, cfg, account)
 		obj, err := cfg.Objects()
 		require.NoError(t, err)
 		s := newStore(t, db, cfg)
@@ -417,10 +417,10 @@ func TestTokens(t *testing.T) {
 func TestClock(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil, true)
-	cfg := testserver.MySQLDriverConfig(t, "")
+	cfg := mysqlserver.MySQLDriverConfig(t, "")
 	ahead := time.Now().Add(time.Hour).Unix()
 	cfg.Params = map[string]string{"timestamp": strconv.FormatInt(ahead, 10), "time_zone": "'+05:00'"}
-	skewed := testserver.MySQLOpen(t, cfg)
+	skewed := mysqlserver.MySQLOpen(t, cfg)
 	var now int64
 	require.NoError(t, skewed.QueryRowContext(t.Context(), "SELECT UNIX_TIMESTAMP(NOW())").Scan(&now))
 	require.Equal(t, ahead, now, "the skewed session's NOW() is an hour ahead")
@@ -512,9 +512,9 @@ func TestRenewBatch(t *testing.T) {
 	t.Run("ReportLongerThanGroupConcatMaxLen", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, nil, true)
-		cfg := testserver.MySQLDriverConfig(t, "")
+		cfg := mysqlserver.MySQLDriverConfig(t, "")
 		cfg.Params = map[string]string{"group_concat_max_len": "1024"}
-		small := testserver.MySQLOpen(t, cfg)
+		small := mysqlserver.MySQLOpen(t, cfg)
 		small.SetMaxOpenConns(1)
 		s := newStore(t, small, b.cfg)
 		h := store.Holder{Label: strings.Repeat("l", store.MaxLabelLen), Instance: strings.Repeat("i", store.MaxInstanceLen)}
@@ -565,22 +565,12 @@ func TestRenewBatch(t *testing.T) {
 func TestUnavailable(t *testing.T) {
 	t.Parallel()
 
-	t.Run("ContextDone", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t, nil, true)
-		ctx, cancel := context.WithCancel(t.Context())
-		cancel()
-		_, err := b.store.Acquire(ctx, store.AcquireParams{Name: "job", Holder: testutil.Holder(t, "a"), TTL: time.Minute})
-		require.ErrorIs(t, err, store.ErrUnavailable)
-		require.ErrorIs(t, err, context.Canceled)
-	})
-
 	t.Run("ClosedDB", func(t *testing.T) {
 		t.Parallel()
-		cfg := testserver.MySQLConfig(t)
-		owner := testserver.MySQLDB(t, "")
-		testserver.MySQLSchema(t, owner, cfg)
-		db := testserver.MySQLDB(t, "")
+		cfg := mysqlserver.MySQLConfig(t)
+		owner := mysqlserver.MySQLDB(t, "")
+		mysqlserver.MySQLSchema(t, owner, cfg)
+		db := mysqlserver.MySQLDB(t, "")
 		s := newStore(t, db, cfg)
 		require.NoError(t, db.Close())
 		_, err := s.Get(t.Context(), "job")

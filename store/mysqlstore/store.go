@@ -20,8 +20,9 @@ var (
 	_ store.Lister = (*Store)(nil)
 )
 
-// Store is the MySQL/MariaDB [store.Store] and [store.Lister]. It is safe
-// for concurrent use. Create it with [New] and create its schema with
+// Store is the MySQL/MariaDB [store.Store]; docs/STORES.md lists the
+// optional interfaces of package store it implements. It is safe for
+// concurrent use. Create it with [New] and create its schema with
 // [Store.Migrate] (or `tenure migrate`).
 type Store struct {
 	db  *sql.DB

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testserver/mysqlserver"
 	"github.com/tenure-dev/tenure/internal/ttltest"
 )
 
@@ -12,5 +12,5 @@ import (
 // or is refused when the client is made, never a silent wait.
 func TestFractionalTTL(t *testing.T) {
 	t.Parallel()
-	ttltest.Run(t, testserver.MySQLHarness{Owner: testserver.MySQLDB(t, "")}.NewStore(t), time.Microsecond)
+	ttltest.Run(t, mysqlserver.MySQLHarness{Owner: mysqlserver.MySQLDB(t, "")}.NewStore(t), time.Microsecond)
 }

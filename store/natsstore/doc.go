@@ -1,7 +1,7 @@
 // Package natsstore keeps tenure leases in a NATS JetStream key-value
-// bucket: a [store.Store], [store.Notifier], [store.Lister] and
-// [store.TTLFloor] over a [jetstream.JetStream] the caller creates
-// (github.com/nats-io/nats.go).
+// bucket: a [store.Store] over a [jetstream.JetStream] the caller creates
+// (github.com/nats-io/nats.go); docs/STORES.md lists the optional
+// interfaces of package store it implements.
 // It needs nats-server 2.11 or later, for per-key (per-message) TTLs; it
 // is tested against nats-server 2.15.
 //
@@ -35,19 +35,20 @@
 //
 // Round trips: Acquire 4 (read the held key; read the record key and the
 // server's clock, at once; write the held key; write the record key);
-// Renew 2 per lease (read, write), the leases of a batch
-// up to 64 at once: JetStream has no transaction that writes several keys
-// with per-message TTLs and expected revisions, so a batch is pipelined,
-// not one request; Release 2; Get 1, or 2 when the lease is not held; List
-// 1 to list the record keys, then a Get per lease.
+// Renew 3 per lease (read, write, read back: see Failure modes), the
+// leases of a batch up to 64 at once: JetStream has no transaction that
+// writes several keys with per-message TTLs and expected revisions, so a
+// batch is pipelined, not one request; Release 2; Get 1, or 2 when the
+// lease is not held; List 1 to list the record keys, then a Get per lease.
 //
 // # Clock
 //
 // Expiry is nats-server's: the server removes a held key when its message
 // TTL runs out, by its own clock (promise P1); a held key that exists is
-// held, and a renewal that finds it there extends it even when its TTL
-// just ran out and the removal has not happened yet. No client clock
-// decides anything. Consequences:
+// held, and a renewal that finds it there is stored even when its TTL
+// just ran out and the removal has not happened yet, but then reported
+// as of unknown outcome (see Failure modes). No client clock decides
+// anything. Consequences:
 //
 //   - The server keeps message TTLs in whole seconds, at least one, and
 //     truncates finer ones. The store rounds a TTL up to the next second
@@ -153,6 +154,23 @@
 //     until its TTL runs out. Replicas on separate hosts ([Config.Replicas]
 //     3), or sync_always in the servers' jetstream configuration, keep
 //     acknowledged writes.
+//   - nats-server can acknowledge a renewal and then undo it (seen with
+//     2.15.2): it ends a held key whose TTL ran out in two steps with no
+//     lock between, deciding to, then writing its expiry marker as a
+//     rollup of the key with no expected revision, so a renewal stored
+//     between the steps is replaced by the marker (four of about 17,000
+//     renewals stored around their keys' expiry, on one server on
+//     loopback). Renew therefore reads every renewal back. One that was
+//     replaced is reported as not renewed, with the lease as it is; one
+//     that stands but was stored once the TTL of the write it replaced had
+//     run out, by the server's clock (the message times the server
+//     stamps), may still be replaced and fails with
+//     [store.ErrUnavailable], so its holder stands down. Only a renewal
+//     stored before that TTL ran out, which the server cannot have
+//     decided to end, is reported as renewed. That needs a server clock
+//     that does not step back (see Tokens). It is reasoned from a single
+//     server's code; for a cluster, whose leader stamps a message before
+//     the replicas store it, it is not verified.
 //   - Keys in the bucket that this store did not write make calls on their
 //     lease fail with an error naming the key's revision.
 //   - Bad input fails with [store.ErrInvalid] and changes nothing; after

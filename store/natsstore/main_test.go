@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testserver/natsserver"
 )
 
-func TestMain(m *testing.M) { testserver.Main(m, testserver.Servers{Nats: true}) }
+func TestMain(m *testing.M) { testserver.Main(m, natsserver.Shared) }

@@ -10,7 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testserver/natsserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/store"
 	"github.com/tenure-dev/tenure/store/natsstore"
@@ -28,7 +28,7 @@ func acquire(t *testing.T, s *natsstore.Store, name string, h store.Holder, ttl 
 
 func TestConfig(t *testing.T) {
 	t.Parallel()
-	js, err := jetstream.New(testserver.SharedNats(t).Conn(t))
+	js, err := jetstream.New(natsserver.SharedNats(t).Conn(t))
 	require.NoError(t, err)
 	for name, cfg := range map[string]natsstore.Config{
 		"BadBucket":      {Bucket: "a.b"},
@@ -52,7 +52,7 @@ func TestConfig(t *testing.T) {
 // twice or end a lease before its TTL, naming the problem.
 func TestUnsafeBuckets(t *testing.T) {
 	t.Parallel()
-	js, err := jetstream.New(testserver.SharedNats(t).Conn(t))
+	js, err := jetstream.New(natsserver.SharedNats(t).Conn(t))
 	require.NoError(t, err)
 	for name, tc := range map[string]struct {
 		cfg  jetstream.KeyValueConfig
@@ -81,7 +81,7 @@ func TestUnsafeBuckets(t *testing.T) {
 
 func TestMigrateTwice(t *testing.T) {
 	t.Parallel()
-	h := testserver.NatsHarness{Server: testserver.SharedNats(t)}
+	h := natsserver.NatsHarness{Server: natsserver.SharedNats(t)}
 	js, cfg := h.Bucket(t)
 	require.NoError(t, natsstore.Migrate(t.Context(), js, cfg), "a second migration finds the bucket as it made it")
 	s, err := natsstore.Open(t.Context(), js, cfg)
@@ -93,7 +93,7 @@ func TestMigrateTwice(t *testing.T) {
 // TTL is rounded up and the granted time is what the store reports.
 func TestTTLRounding(t *testing.T) {
 	t.Parallel()
-	s, _ := testserver.NatsHarness{Server: testserver.SharedNats(t)}.New(t)
+	s, _ := natsserver.NatsHarness{Server: natsserver.SharedNats(t)}.New(t)
 	h := testutil.Holder(t, "holder")
 	g := acquire(t, s, testutil.UniqueName(t), h, 1200*time.Millisecond)
 	require.Equal(t, 2*time.Second, g.Remaining)
@@ -113,8 +113,8 @@ func TestTTLRounding(t *testing.T) {
 // lowers the token of the next tenure.
 func TestTokensSurvive(t *testing.T) {
 	t.Parallel()
-	srv := testserver.OwnNats(t)
-	h := testserver.NatsHarness{Server: srv}
+	srv := natsserver.OwnNats(t)
+	h := natsserver.NatsHarness{Server: srv}
 	js, cfg := h.Bucket(t)
 	s, err := natsstore.Open(t.Context(), js, cfg)
 	require.NoError(t, err)
@@ -162,7 +162,7 @@ func TestTokensSurvive(t *testing.T) {
 // was told (the full TTL).
 func TestNotifyOnExpiry(t *testing.T) {
 	t.Parallel()
-	s, _ := testserver.NatsHarness{Server: testserver.SharedNats(t)}.New(t)
+	s, _ := natsserver.NatsHarness{Server: natsserver.SharedNats(t)}.New(t)
 	name := testutil.UniqueName(t)
 	var mu sync.Mutex
 	var names []string
@@ -209,50 +209,4 @@ func TestNotifyOnExpiry(t *testing.T) {
 	mu.Lock()
 	require.Equal(t, []string{name, name}, names, "the acquisition and the expiry, not the renewal")
 	mu.Unlock()
-}
-
-// TestNotifyAfterRestart: the watch outlives a restart of the server (the
-// connection reconnects, the ordered consumer is made again from the last
-// message it delivered), so a release after the restart is announced.
-func TestNotifyAfterRestart(t *testing.T) {
-	t.Parallel()
-	srv := testserver.OwnNats(t)
-	s, _ := testserver.NatsHarness{Server: srv}.New(t)
-	name := testutil.UniqueName(t)
-	heard := make(chan string, 16)
-	ctx, stop := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() {
-		done <- s.Listen(ctx, func(n store.Notice) {
-			select {
-			case heard <- n.Name:
-			default:
-			}
-		})
-	}()
-	t.Cleanup(func() { stop(); require.NoError(t, <-done) })
-	wait := func(want string) {
-		t.Helper()
-		deadline := time.After(eventTimeout)
-		for {
-			select {
-			case n := <-heard:
-				if n == want {
-					return
-				}
-			case <-deadline:
-				t.Fatalf("no notification %q", want)
-			}
-		}
-	}
-	wait("")
-	require.NoError(t, srv.Restart(t.Context()))
-	var g store.Grant
-	require.Eventually(t, func() bool {
-		var err error
-		g, err = s.Acquire(t.Context(), store.AcquireParams{Name: name, Holder: testutil.Holder(t, "holder"), TTL: time.Minute})
-		return err == nil
-	}, eventTimeout, 50*time.Millisecond, "the store answers after the restart")
-	require.NoError(t, s.Release(t.Context(), store.ReleaseParams{Name: name, Holder: g.Holder, Token: g.Token}))
-	wait(name)
 }

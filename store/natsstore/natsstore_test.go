@@ -3,14 +3,14 @@ package natsstore_test
 import (
 	"testing"
 
-	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testserver/natsserver"
 	"github.com/tenure-dev/tenure/store/storetest"
 )
 
-func harness(t *testing.T) testserver.NatsHarness {
+func harness(t *testing.T) natsserver.NatsHarness {
 	t.Helper()
-	srv := testserver.SharedNats(t)
-	return testserver.NatsHarness{Server: srv, Probe: srv.Conn(t)}
+	srv := natsserver.SharedNats(t)
+	return natsserver.NatsHarness{Server: srv, Probe: srv.Conn(t)}
 }
 
 func TestConformance(t *testing.T) {
@@ -19,6 +19,6 @@ func TestConformance(t *testing.T) {
 }
 
 func BenchmarkStore(b *testing.B) {
-	srv := testserver.SharedNats(b)
-	storetest.Benchmark(b, testserver.NatsHarness{Server: srv, Probe: srv.Conn(b)})
+	srv := natsserver.SharedNats(b)
+	storetest.Benchmark(b, natsserver.NatsHarness{Server: srv, Probe: srv.Conn(b)})
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testserver/natsserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/store"
 	"github.com/tenure-dev/tenure/store/natsstore"
@@ -26,18 +27,18 @@ const workerPassword = "worker-secret"
 // startWithAccounts starts a nats-server for t alone whose accounts are
 // those of docs/nats-accounts.conf, as that file is, with connections that
 // give no credentials taken as tenure-operator.
-func startWithAccounts(t *testing.T) *testserver.Nats {
+func startWithAccounts(t *testing.T) *natsserver.Nats {
 	t.Helper()
 	accounts, err := os.ReadFile(filepath.Join("..", "..", "docs", "nats-accounts.conf"))
 	require.NoError(t, err)
-	bin, err := testserver.NatsBinary()
+	bin, err := natsserver.NatsBinary()
 	testutil.NeedServer(t, "nats-server", err)
-	n, err := testserver.OnFreePorts(t.Context(), 1, func(ports []int) (*testserver.Nats, error) {
+	n, err := testserver.OnFreePorts(t.Context(), 1, func(ports []int) (*natsserver.Nats, error) {
 		dir, err := os.MkdirTemp("", "tenure-nats-")
 		if err != nil {
 			return nil, err
 		}
-		n := &testserver.Nats{Name: "tenure-test-" + testutil.RandomHex(6), URL: fmt.Sprintf("nats://127.0.0.1:%d", ports[0])}
+		n := &natsserver.Nats{Name: "tenure-test-" + testutil.RandomHex(6), URL: fmt.Sprintf("nats://127.0.0.1:%d", ports[0])}
 		conf := fmt.Sprintf("TENURE_OPERATOR_PASSWORD: %q\nTENURE_WORKER_PASSWORD: %q\n"+
 			"server_name: %s\nlisten: \"127.0.0.1:%d\"\njetstream {store_dir: %q}\nno_auth_user: tenure-operator\n%s",
 			"operator-secret", workerPassword, n.Name, ports[0], filepath.Join(dir, "js"), accounts)

@@ -43,8 +43,9 @@ const (
 	reasonMaxAge = "MaxAge"
 )
 
-// Store keeps leases in a JetStream KV bucket. Make it with [Open]; it is
-// safe for concurrent use.
+// Store keeps leases in a JetStream KV bucket; docs/STORES.md lists the
+// optional interfaces of package store it implements. Make it with
+// [Open]; it is safe for concurrent use.
 type Store struct {
 	js     jetstream.JetStream
 	kv     jetstream.KeyValue
@@ -198,6 +199,7 @@ type lease struct {
 	hasValue bool   // v is set: live, or a release that recorded its tenure
 	v        value  // Token set
 	ttl      time.Duration
+	at       time.Time // when the server stored the key's last message, by its clock
 }
 
 // key returns the bucket key of name under kind ("h": held, "r": record).
@@ -217,7 +219,7 @@ func (s *Store) readHeld(ctx context.Context, name string) (lease, error) {
 	if err != nil {
 		return lease{}, classify("read lease "+name, err)
 	}
-	l := lease{rev: m.Sequence}
+	l := lease{rev: m.Sequence, at: m.Time}
 	switch {
 	case m.Header.Get(hdrOperation) != "":
 		l.released = m.Header.Get(hdrOperation) == opDelete
@@ -420,8 +422,9 @@ func (s *Store) record(ctx context.Context, name string, v value, cur recorded) 
 }
 
 // Renew implements [store.Store]. NATS has no multi-key compare-and-set
-// that sets per-message TTLs, so each lease is renewed on its own (a read
-// and a write with the expected revision), up to 64 at once.
+// that sets per-message TTLs, so each lease is renewed on its own (a read,
+// a write with the expected revision and a read back, see
+// [Store.confirmRenewal]), up to 64 at once.
 func (s *Store) Renew(ctx context.Context, ps []store.RenewParams) ([]store.RenewResult, error) {
 	if err := store.ValidateRenewBatch(ps); err != nil {
 		return nil, fmt.Errorf("natsstore: %w", err)
@@ -451,7 +454,8 @@ func (s *Store) Renew(ctx context.Context, ps []store.RenewParams) ([]store.Rene
 // renewOne renews one lease: a read of the held key, a check of holder,
 // token and seq, and a write of seq+1 with the revision read as the
 // expected last revision, so that a clone whose seq moved on, or a write
-// between the read and the renewal, fails.
+// between the read and the renewal, fails; then the write is read back
+// ([Store.confirmRenewal]).
 func (s *Store) renewOne(ctx context.Context, p store.RenewParams, ttl time.Duration) (store.RenewResult, error) {
 	l, err := s.readHeld(ctx, p.Name)
 	if err != nil {
@@ -466,7 +470,7 @@ func (s *Store) renewOne(ctx context.Context, p store.RenewParams, ttl time.Dura
 	if err != nil {
 		return store.RenewResult{}, fmt.Errorf("natsstore: renew %q: %w", p.Name, err)
 	}
-	_, err = s.publish(ctx, s.subject("h", p.Name), data, nil, l.rev, ttl)
+	rev, err := s.publish(ctx, s.subject("h", p.Name), data, nil, l.rev, ttl)
 	if wrongLastSeq(err) {
 		l, err := s.readHeld(ctx, p.Name)
 		if err != nil {
@@ -477,9 +481,44 @@ func (s *Store) renewOne(ctx context.Context, p store.RenewParams, ttl time.Dura
 	if err != nil {
 		return store.RenewResult{}, classify("renew "+p.Name, err)
 	}
+	cur, err := s.confirmRenewal(ctx, p.Name, l, rev)
+	if err != nil {
+		return store.RenewResult{}, err
+	}
+	if cur.rev != rev {
+		return store.RenewResult{Grant: cur.renewGrant(p.Name)}, nil
+	}
 	return store.RenewResult{Renewed: true, Grant: store.Grant{
 		Name: p.Name, Holder: p.Holder, Token: p.Token, Seq: v.Seq, Remaining: ttl,
 	}}, nil
+}
+
+// confirmRenewal reads back the held key of name after a renewal was
+// stored as revision rev over the message prev, and returns it. When the
+// renewal stands but was stored once prev's TTL had run out by the
+// server's clock, its outcome is unknown: it returns an error matching
+// [store.ErrUnavailable].
+//
+// nats-server ends a key whose TTL ran out in two steps with no lock
+// between: it decides to, then writes its expiry marker as a rollup of
+// the key, with no expected revision. A renewal stored between the two
+// is acknowledged and then replaced by the marker. The server decides on
+// its own clock, at or after prev's time plus its TTL, before the marker
+// is stored: a renewal stored earlier than that cannot be caught between
+// the steps, and one stored later may be replaced after it was read back.
+func (s *Store) confirmRenewal(ctx context.Context, name string, prev lease, rev uint64) (lease, error) {
+	cur, err := s.readHeld(ctx, name)
+	if err != nil {
+		return lease{}, fmt.Errorf("natsstore: renew %q: %w: the renewal was stored, and reading it back failed: %w", name, store.ErrUnavailable, err)
+	}
+	if cur.rev != rev {
+		return cur, nil
+	}
+	if end := prev.at.Add(prev.ttl); prev.at.IsZero() || cur.at.IsZero() || !cur.at.Before(end) {
+		return lease{}, fmt.Errorf("natsstore: renew %q: %w: the renewal was stored at %s by the server's clock, once the TTL of the lease's previous write had run out (at %s), so the server's expiry may still replace it; the lease is treated as lost, acquire it again",
+			name, store.ErrUnavailable, cur.at.UTC().Format(time.RFC3339Nano), end.UTC().Format(time.RFC3339Nano))
+	}
+	return cur, nil
 }
 
 // Release implements [store.Store]: it writes a deletion marker carrying

@@ -11,7 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testserver/natsserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/store"
 	"github.com/tenure-dev/tenure/store/natsstore"
@@ -26,7 +26,7 @@ func release(t *testing.T, s *natsstore.Store, g store.Grant) {
 // the server's clock in microseconds), and that a renewal keeps it.
 func TestTokenIsClockFloored(t *testing.T) {
 	t.Parallel()
-	h := testserver.NatsHarness{Server: testserver.SharedNats(t)}
+	h := natsserver.NatsHarness{Server: natsserver.SharedNats(t)}
 	js, cfg := h.Bucket(t)
 	s, err := natsstore.Open(t.Context(), js, cfg)
 	require.NoError(t, err)
@@ -84,8 +84,8 @@ func TestTokenIsClockFloored(t *testing.T) {
 // a new holder's equal token, or refuse it.
 func TestTokensSurvivePowerLoss(t *testing.T) {
 	t.Parallel()
-	srv := testserver.OwnNats(t)
-	h := testserver.NatsHarness{Server: srv}
+	srv := natsserver.OwnNats(t)
+	h := natsserver.NatsHarness{Server: srv}
 	js, cfg := h.Bucket(t)
 	s, err := natsstore.Open(t.Context(), js, cfg)
 	require.NoError(t, err)
@@ -166,7 +166,7 @@ func TestTokensSurvivePowerLoss(t *testing.T) {
 // and starts its sequence at 1.
 func TestTokensSurviveBucketRecreation(t *testing.T) {
 	t.Parallel()
-	h := testserver.NatsHarness{Server: testserver.SharedNats(t)}
+	h := natsserver.NatsHarness{Server: natsserver.SharedNats(t)}
 	js, cfg := h.Bucket(t)
 	s, err := natsstore.Open(t.Context(), js, cfg)
 	require.NoError(t, err)

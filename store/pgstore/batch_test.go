@@ -176,14 +176,15 @@ func TestAcquireBatchAnnouncesInFewNotifications(t *testing.T) {
 	require.Less(t, notifications, n/10, "a thousand acquisitions in a few notifications")
 }
 
-// TestAcquireBatchBeforeMigration009: on a schema migrated only up to 008,
+// TestAcquireBatchBeforeMigration009: on a schema migrated only up to 008
+// of the numbering before v0.1.0,
 // a batch fails with ErrNotMigrated (naming the fix) and a lone
 // acquisition still works, as the package documentation says.
 func TestAcquireBatchBeforeMigration009(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil, false)
 	ctx := t.Context()
-	require.NoError(t, pgstore.MigrateTo(ctx, b.store, 8))
+	require.NoError(t, pgstore.LegacyMigrateTo(ctx, b.store, 8))
 	h := testutil.Holder(t, "older-schema")
 	_, err := b.store.AcquireBatch(ctx, batchOf(leaseNames("batch", 2), h, false))
 	require.ErrorIs(t, err, store.ErrNotMigrated)

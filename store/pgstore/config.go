@@ -43,25 +43,20 @@ const (
 	suffixRelease          = "release"
 	suffixGet              = "get_lease"
 	suffixList             = "list_leases"
-	// suffixGet003 and suffixList003 name the get and list functions of
-	// migration 003, which migration 006 replaces with GetFunc and
-	// ListFunc (their results gained the payload, and a function cannot
-	// change its result in place).
-	suffixGet003        = "get"
-	suffixList003       = "list"
-	suffixFenceForeign  = "fence_foreign"
-	suffixFenceReset    = "fence_reset"
-	suffixFenceResets   = "fence_resets"
-	suffixHistory       = "history"
-	suffixSettings      = "settings"
-	suffixHistoryNameAt = "history_name_at"
-	suffixHistoryAt     = "history_at"
-	suffixRecordHistory = "record_history"
-	suffixHistoryRead   = "history_read"
-	suffixForceRelease  = "force_release"
-	suffixWaiters       = "waiters"
-	suffixWaitersLine   = "waiters_line"
-	longestSuffix       = len(suffixCheckLeaseStrict)
+	suffixFunctions        = "functions"
+	suffixFenceForeign     = "fence_foreign"
+	suffixFenceReset       = "fence_reset"
+	suffixFenceResets      = "fence_resets"
+	suffixHistory          = "history"
+	suffixSettings         = "settings"
+	suffixHistoryNameAt    = "history_name_at"
+	suffixHistoryAt        = "history_at"
+	suffixRecordHistory    = "record_history"
+	suffixHistoryRead      = "history_read"
+	suffixForceRelease     = "force_release"
+	suffixWaiters          = "waiters"
+	suffixWaitersLine      = "waiters_line"
+	longestSuffix          = len(suffixCheckLeaseStrict)
 )
 
 // MaxTablePrefixLen is the longest [Config.TablePrefix], in bytes: the
@@ -163,8 +158,11 @@ type Objects struct {
 	Fences string
 	// TokenSeq is the sequence every new tenure's token is drawn from.
 	TokenSeq string
-	// Migrations records which migrations were applied.
+	// Migrations records which migrations were applied, Functions which
+	// revision of each function is installed (see the package
+	// documentation).
 	Migrations string
+	Functions  string
 	// FenceResets records every operator reset of a fence (who, when,
 	// why, old and new token).
 	FenceResets string
@@ -216,6 +214,7 @@ func (c Config) Objects() (Objects, error) {
 		Fences:               ns.Name(suffixFences),
 		TokenSeq:             ns.Name(suffixTokenSeq),
 		Migrations:           ns.Name(suffixMigrations),
+		Functions:            ns.Name(suffixFunctions),
 		FenceResets:          ns.Name(suffixFenceResets),
 		History:              ns.Name(suffixHistory),
 		Settings:             ns.Name(suffixSettings),
@@ -271,8 +270,6 @@ func (o Objects) renderer() func(sql string) string {
 		"acquire_batch_fn":      o.AcquireBatchFunc,
 		"renew_fn":              o.RenewFunc,
 		"release_fn":            o.ReleaseFunc,
-		"get_fn":                o.namespace().Name(suffixGet003),
-		"list_fn":               o.namespace().Name(suffixList003),
 		"get_lease_fn":          o.GetFunc,
 		"list_leases_fn":        o.ListFunc,
 		"fence_fn":              o.FenceFunc,

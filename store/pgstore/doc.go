@@ -1,6 +1,7 @@
 // Package pgstore is the PostgreSQL [store.Store], tenure's default
-// backend. It also implements [store.Notifier], [store.Subscriber],
-// [store.Lister], [store.Historian] and [store.ForceReleaser].
+// backend. docs/STORES.md lists the optional interfaces of package store
+// it implements (notifications and subscriptions, batches, history among
+// them).
 //
 //	pool, err := pgxpool.New(ctx, "postgres://...")
 //	store, err := pgstore.New(pool, pgstore.Config{})
@@ -46,7 +47,7 @@
 // [Objects.Channel] (schema.prefixleases, or a hash of both when that is
 // longer than 63 bytes), in the same statement, so a notification is sent
 // exactly when the change commits. The payload is a small JSON object
-// (migration 007) that [Store.Listen] turns into a [store.Notice]: an
+// that [Store.Listen] turns into a [store.Notice]: an
 // acquisition with its holder and TTL, a release with the follower the lease
 // is kept for.
 // Expiry is not announced: nothing runs at the moment a lease expires.
@@ -116,8 +117,8 @@
 //
 // # History
 //
-// Migration 005 adds <prefix>history, one row per event, and a trigger on
-// the leases table that writes it in the statement that makes the change:
+// <prefix>history holds one row per event, written by a trigger on the
+// leases table (the function record_history) that writes it in the statement that makes the change:
 // granted (a new row, or a new token after a release), taken-over (a new
 // token after an expiry, with the tenure it replaced), released, and
 // force-released ([Store.ForceRelease], the force_release function, which
@@ -131,7 +132,7 @@
 //
 // Events are kept for [Config.HistoryRetention] (30 days by default),
 // which [Store.Migrate] writes into <prefix>settings. One recorded event
-// in 16 (those whose id is a multiple of 16, migration 010) also deletes
+// in 16 (those whose id is a multiple of 16) also deletes
 // at most 256 events older than that, oldest first, whatever their name,
 // through the index on at, skipping rows another transaction is deleting:
 // the history keeps pace with its retention (16 deletions per event), the
@@ -140,11 +141,7 @@
 // names never wait for each other. [Store.History] calls history_read, which reads through the
 // indexes on (name, at) and at. A session that sets tenure.release_kind
 // itself can make its own releases look forced; it cannot write, change
-// or delete an event. History begins when migration 005 runs; roles
-// granted by an older version need this version's [Config.GrantSQL] or
-// [Config.ReadGrantSQL] to call history_read and force_release (until
-// then those calls fail with permission denied, and nothing else changes
-// for them).
+// or delete an event.
 //
 // # Failure modes
 //
@@ -226,50 +223,12 @@
 // fence_foreign by hand to a role that fences tokens of etcd, Consul or
 // Redis, knowing it can then raise any fence of the prefix.
 //
-// Migration 003 upgrades a schema in place: it installs the functions and
-// takes INSERT, UPDATE, DELETE, TRUNCATE, REFERENCES and TRIGGER on the
-// tables, and USAGE and UPDATE on the sequence, from every role but their
-// owner (read privileges stay). Workers of an older library then fail with
-// permission denied until they are upgraded, and the run-time role needs
-// the grants of this version.
-//
-// Migration 005 adds the holder's payload (store.AcquireParams.Payload):
-// a payload column, acquire with a fifth argument, and get_lease and
-// list_leases in place of 003's get and list (a function cannot change its
-// result in place). Each new function gets EXECUTE for exactly the roles
-// that could execute the one it replaces, so a role set up by GrantSQL or
-// ReadGrantSQL of an older version keeps working without a new GRANT;
-// workers of an older library fail with "function does not exist"
-// (ErrNotMigrated) until they are upgraded.
-//
-// Migration 008 makes the history's pruning read only what it deletes: its
-// cutoff was computed in the statement from the volatile clock_timestamp(),
-// which kept PostgreSQL from bounding the index scan with it, so every
-// acquisition and release read the whole history (13 ms each with 36,000
-// events recorded, against 1 ms).
-//
-// Migration 007 adds the line: the waiters table, three kept_* columns of
-// the leases table (never indexed, and untouched by renewals, which stay
-// HOT updates), acquire with a sixth argument (wait), and announcements in
-// JSON. Grants carry over as in 005. Listeners of an older library take
-// the JSON for a lease name they do not know, and wait for expiries.
-//
-// Migration 009 adds acquire_batch (see Operations), executable by every
-// role that may execute acquire. A library of this version on a schema
-// not yet migrated to 009 fails its batch acquisitions, and the
-// [Store.Acquire] calls that go together because they were made at once,
-// with [store.ErrNotMigrated] (lone ones still work); older libraries do
-// not call it. Its announcements are JSON arrays, which an older library's
-// listener takes for a name it does not know.
-//
 // # Schema
 //
-// [Store.Migrate] applies the embedded migrations (migrations/NNN_name.up.sql)
-// in one transaction under an advisory lock, so concurrent calls are safe, and
-// records each version in <prefix>migrations. [Config.MigrationSQL] prints
-// the same schema as a script for a DBA; [Config.GrantSQL] prints the grants
-// of a run-time role. With the default [Config] the objects are, in schema
-// public:
+// [Store.Migrate] makes the schema (see Migrations); [Config.MigrationSQL]
+// prints the same schema as a script for a DBA; [Config.GrantSQL] prints
+// the grants of a run-time role. With the default [Config] the objects
+// are, in schema public:
 //
 //   - tenure_leases(name text PRIMARY KEY, holder_label text, holder_instance
 //     text, token bigint, seq bigint, acquired_at, renewed_at, expires_at
@@ -293,7 +252,9 @@
 //     tenure_history_read and tenure_force_release, the trigger function
 //     tenure_record_history, and the fence functions
 //     tenure_fence, tenure_fence_foreign, tenure_check_lease,
-//     tenure_check_lease_strict and tenure_fence_reset (below).
+//     tenure_check_lease_strict and tenure_fence_reset (below);
+//   - tenure_migrations and tenure_functions: what Migrate applied and
+//     installed (see Migrations).
 //
 // Every name is [Config.TablePrefix] followed by a fixed suffix, in
 // [Config.Schema]: two prefixes in one schema are two independent sets of
@@ -304,6 +265,56 @@
 // At run time the store needs only USAGE on the schema and EXECUTE on the
 // functions (see Roles). A call on a schema that was never migrated fails
 // with an error matching [store.ErrNotMigrated].
+//
+// # Migrations
+//
+// The tables, the sequence and their indexes come from numbered
+// migrations (migrations/NNN_name.up.sql, today one: 001_tables), applied
+// once each and recorded in <prefix>migrations. Every function lives in a
+// file of its own (functions/NAME.sql: the CREATE OR REPLACE FUNCTION,
+// its REVOKE from PUBLIC and, for record_history, the triggers that call
+// it), whose first line is "-- revision N"; the current text of a
+// function is that file and nothing else. [Store.Migrate] runs in one
+// transaction under a transaction-scoped advisory lock of the schema (so
+// concurrent calls, and the fleet registry's Migrate, wait for each other
+// and never apply anything twice): it applies the missing migrations, then
+// installs each function whose record in <prefix>functions (name,
+// revision, SHA-256 of the file) is missing, at a lower revision, or at
+// the same revision with another hash, and records it. An unchanged
+// function is not rewritten. A function recorded at a higher revision was
+// installed by a newer library and is left alone, so an older library's
+// Migrate never puts an older body back. CREATE OR REPLACE keeps a
+// function's grants. Migrate trusts its records: a function dropped or
+// edited by hand is installed again only once its row in
+// <prefix>functions is deleted. [Store.SchemaStatus] reads the records
+// and says what Migrate would do (`tenure migrate --check`).
+//
+// Running binaries and a changed function: the new body takes effect, for
+// every caller, at the commit of the Migrate that installs it, including
+// for workers of older libraries, which call functions by name and
+// argument types. So a body change must keep its signature's contract
+// (arguments, result columns and their meaning) for every library still
+// running; PostgreSQL itself refuses a change of result type in place. A
+// change of contract is a new function (a new name or signature, in a file
+// of its own, granted by [Config.GrantSQL]), and the old one is dropped,
+// in a migration, only once no supported library calls it. A new revision
+// is a new number in the file's first line; a new table or column is a new
+// numbered migration, which must leave every function's contract intact.
+//
+// Schemas migrated before v0.1.0 recorded migrations 001_init to
+// 010_history_prune_sampled, which defined each function again whenever it
+// changed; 001_tables and functions/ are their squashed result. Migrate
+// upgrades such a schema in place when it records all ten: it forgets
+// those versions, applies 001_tables (which finds its tables there and
+// changes nothing), installs every function (the same bodies) and records
+// this numbering, keeping every lease, token, fence and grant. A schema
+// that records only some of them is refused, with what to do. A library
+// from before v0.1.0 then refuses to migrate the schema ("records
+// migration 001 as tables"), and its workers keep working. This library,
+// on a schema migrated before v0.1.0 only up to 008_history_prune_bound
+// and not migrated since, fails its batch acquisitions, and the
+// [Store.Acquire] calls that go together because they were made at once,
+// with [store.ErrNotMigrated] (lone ones still work).
 //
 // # Operations
 //
@@ -316,7 +327,7 @@
 // remaining time instead (two round trips when it races with the first
 // ever insert of the same name). [Store.Renew] calls renew, which renews a
 // whole batch with one UPDATE over unnest'ed arrays. [Store.AcquireBatch]
-// calls acquire_batch (migration 009), which takes the free leases of a
+// calls acquire_batch, which takes the free leases of a
 // batch with one UPDATE and creates the missing ones with one INSERT, in
 // name order, so that batches of several clients never wait for each
 // other in a cycle; a row another transaction has locked is skipped and
@@ -338,7 +349,8 @@
 // The leases table is kept at fillfactor 50 and has no index but its
 // primary key, so a renewal, which changes only seq and times, can be a
 // heap-only (HOT) update that leaves no index entry and no work for vacuum
-// (migration 004 says how much it saves and what holds it back). Do not add
+// (migrations/001_tables.up.sql says how much it saves and what holds it
+// back). Do not add
 // an index on a column a renewal changes.
 //
 // # Fence functions

@@ -8,7 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testserver/pgserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/store"
 	"github.com/tenure-dev/tenure/store/pgstore"
@@ -28,7 +28,7 @@ const lostBumps = 40
 // token above all of them.
 func TestPromotedStandbyReusesTokensUntilTheFloorIsRaised(t *testing.T) {
 	t.Parallel()
-	pair := testserver.OwnPostgresPair(t)
+	pair := pgserver.OwnPostgresPair(t)
 	ctx := t.Context()
 	open := func(url string) *pgstore.Store {
 		pool, err := pgxpool.New(ctx, url)
@@ -78,10 +78,10 @@ func TestPromotedStandbyReusesTokensUntilTheFloorIsRaised(t *testing.T) {
 // move the sequence, and the owner can, to the server's clock at least.
 func TestRaiseTokenFloorNeedsTheOwner(t *testing.T) {
 	t.Parallel()
-	owner := testserver.PostgresPool(t, modes["CacheStatement"], "")
-	role := testserver.PostgresRole(t, owner)
-	cfg := testserver.PostgresConfig(t)
-	h := testserver.PostgresHarness{Owner: owner, Pool: testserver.PostgresPool(t, modes["CacheStatement"], role), Role: role,
+	owner := pgserver.PostgresPool(t, modes["CacheStatement"], "")
+	role := pgserver.PostgresRole(t, owner)
+	cfg := pgserver.PostgresConfig(t)
+	h := pgserver.PostgresHarness{Owner: owner, Pool: pgserver.PostgresPool(t, modes["CacheStatement"], role), Role: role,
 		Config: func(testing.TB) pgstore.Config { return cfg }}
 	worker := h.NewStore(t).(*pgstore.Store)
 	_, err := worker.RaiseTokenFloor(t.Context())

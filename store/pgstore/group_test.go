@@ -128,7 +128,7 @@ func TestAcquireCallsMadeAtOnceGoTogether(t *testing.T) {
 func TestAcquireCallsTogetherBeforeMigration009(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil, false)
-	require.NoError(t, pgstore.MigrateTo(t.Context(), b.store, 8))
+	require.NoError(t, pgstore.LegacyMigrateTo(t.Context(), b.store, 8))
 	tr := newAcquireTracer(b.store.Objects(), storekit.Flights)
 	s := tracedStore(t, b, pgx.QueryExecModeCacheStatement, tr)
 	h := testutil.Holder(t, "older-schema")

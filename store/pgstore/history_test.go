@@ -13,7 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testserver/pgserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/store/pgstore"
 )
@@ -103,7 +103,7 @@ func TestHistoryPruningReadsOnlyWhatItDeletes(t *testing.T) {
 // younger ones; other events delete nothing.
 func TestHistoryRetention(t *testing.T) {
 	t.Parallel()
-	cfg := testserver.PostgresConfig(t)
+	cfg := pgserver.PostgresConfig(t)
 	cfg.HistoryRetention = 2 * time.Hour
 	b := setup(t, func(testing.TB) pgstore.Config { return cfg }, true)
 	require.NoError(t, b.store.Migrate(t.Context()))

@@ -7,35 +7,59 @@ import (
 	"strings"
 
 	"github.com/tenure-dev/tenure/internal/pgkit"
+	"github.com/tenure-dev/tenure/internal/storekit"
+	"github.com/tenure-dev/tenure/store"
 )
 
-//go:embed migrations/*.up.sql
-var migrationFS embed.FS
+var (
+	//go:embed migrations/*.up.sql
+	migrationFS embed.FS
+	//go:embed functions/*.sql
+	functionFS embed.FS
+)
 
-// migrations returns the store's migrations for obj.
+// squashed names the migrations 001 to 010 of the numbering before
+// v0.1.0, which migration 001_tables and the functions replace (see
+// Migrations in the package documentation).
+var squashed = []string{
+	"init", "token_seq_cache", "functions_only", "renew_in_place", "history",
+	"payload", "line", "history_prune_bound", "acquire_batch", "history_prune_sampled",
+}
+
+// migrations returns the store's migrations and functions for obj.
 func migrations(obj Objects) (pgkit.Set, error) {
-	return pgkit.LoadSet(pgkit.Set{
-		Errors:    errs,
-		Namespace: obj.namespace(),
-		Title:     "tenure schema",
-		Table:     obj.namespace().Ident(obj.Migrations),
-		Render:    obj.renderer(),
+	set, err := pgkit.LoadSet(pgkit.Set{
+		Errors:         errs,
+		Namespace:      obj.namespace(),
+		Title:          "tenure schema",
+		Table:          obj.namespace().Ident(obj.Migrations),
+		FunctionsTable: obj.namespace().Ident(obj.Functions),
+		Squashed:       squashed,
+		Render:         obj.renderer(),
 	}, migrationFS, "migrations")
+	if err != nil {
+		return set, err
+	}
+	set.Functions, err = storekit.LoadFunctions(errs.Owner, functionFS, "functions")
+	return set, err
 }
 
 // Migrate creates or upgrades the store's schema, tables, sequence and
-// fence functions to this version of the library. It needs DDL rights (run
-// it as the schema's owner; the run-time role needs only what
-// [Config.GrantSQL] grants). It is idempotent and safe to call from many
-// processes at once, and alongside the fleet registry's Migrate on the same
-// schema: migrations run in one transaction under a transaction-scoped
-// advisory lock per schema, and each applied version is recorded in the
-// prefix's migrations table. Migrations recorded there that this library
-// does not know (a newer library ran) are left alone.
+// functions to this version of the library. It needs DDL rights (run it as
+// the schema's owner; the run-time role needs only what [Config.GrantSQL]
+// grants). It is idempotent and safe to call from many processes at once,
+// and alongside the fleet registry's Migrate on the same schema: it runs
+// in one transaction under a transaction-scoped advisory lock per schema.
+// It applies the migrations the prefix's migrations table does not record,
+// then installs each function the prefix's functions table records
+// missing, at a lower revision or with other text; migrations and
+// functions recorded by a newer library are left alone. A schema migrated
+// with the numbering before v0.1.0 is upgraded in place (see Migrations
+// in the package documentation).
 //
 // The token sequence must hand out one value at a time (CACHE 1): a cached
 // sequence gives each session its own block of values, so tokens drawn by
-// different sessions come out of order. Migration 002 sets CACHE 1; every
+// different sessions come out of order. Migration 001 sets CACHE 1; every
 // Migrate then checks it and fails with an error that says what to run when
 // the sequence was altered since.
 func (s *Store) Migrate(ctx context.Context) error {
@@ -55,13 +79,28 @@ func (s *Store) Migrate(ctx context.Context) error {
 	return s.checkTokenSeq(ctx)
 }
 
+// SchemaStatus reports what the schema records next to what [Store.Migrate]
+// would apply, and changes nothing: [store.SchemaStatus.Behind] says whether
+// Migrate has work to do (tenure migrate --check), its String is the
+// version line of tenure migrate. It takes no lock.
+func (s *Store) SchemaStatus(ctx context.Context) (store.SchemaStatus, error) {
+	if err := s.begin(ctx, "migration status"); err != nil {
+		return store.SchemaStatus{}, err
+	}
+	set, err := migrations(s.obj)
+	if err != nil {
+		return store.SchemaStatus{}, err
+	}
+	return set.Status(ctx, s.pool)
+}
+
 // retentionSQL sets the history's retention to $1 microseconds.
 func retentionSQL(obj Objects) string {
 	return "UPDATE " + obj.namespace().Ident(obj.Settings) + " SET history_retention = $1::bigint * interval '1 microsecond'"
 }
 
 // checkTokenSeq fails when the token sequence caches more than one value
-// per session. Migration 002 sets CACHE 1, so this finds only a sequence
+// per session. Migration 001 sets CACHE 1, so this finds only a sequence
 // altered after it ran; Migrate reports it rather than undo a DBA's change
 // behind their back.
 func (s *Store) checkTokenSeq(ctx context.Context) error {

@@ -48,7 +48,7 @@ func TestTokenSequenceCache(t *testing.T) {
 	})
 
 	// A sequence made with a cache before the first migration (by hand, or
-	// an old tool) is set to CACHE 1 by migration 002.
+	// an old tool) is set to CACHE 1 by migration 001.
 	t.Run("FixedByMigration", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, nil, false)
@@ -63,7 +63,7 @@ func TestTokenSequenceCache(t *testing.T) {
 		require.Equal(t, pgstore.Versions(), b.versions(t))
 	})
 
-	// A sequence altered after migration 002 ran fails every Migrate with
+	// A sequence altered after migration 001 ran fails every Migrate with
 	// an error that says what to run.
 	t.Run("AlteredAfterMigration", func(t *testing.T) {
 		t.Parallel()

@@ -13,7 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testserver/pgserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/store/pgstore"
 	"github.com/tenure-dev/tenure/store/storetest"
@@ -29,18 +29,18 @@ type testBundle struct {
 	store *pgstore.Store
 }
 
-// setup returns a store on a fresh schema named by cfg (testserver.PostgresConfig
+// setup returns a store on a fresh schema named by cfg (pgserver.PostgresConfig
 // when nil), migrated when migrate is set.
 func setup(t *testing.T, cfg func(testing.TB) pgstore.Config, migrate bool) *testBundle {
 	t.Helper()
 	if cfg == nil {
-		cfg = testserver.PostgresConfig
+		cfg = pgserver.PostgresConfig
 	}
-	b := &testBundle{owner: testserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, ""), cfg: cfg(t)}
+	b := &testBundle{owner: pgserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, ""), cfg: cfg(t)}
 	if migrate {
-		testserver.PostgresSchema(t, b.owner, b.cfg)
+		pgserver.PostgresSchema(t, b.owner, b.cfg)
 	} else {
-		t.Cleanup(func() { testserver.PostgresDropSchema(t, b.owner, b.cfg.Schema) })
+		t.Cleanup(func() { pgserver.PostgresDropSchema(t, b.owner, b.cfg.Schema) })
 	}
 	b.store = newStore(t, b.owner, b.cfg)
 	return b
@@ -80,7 +80,7 @@ func TestConfig(t *testing.T) {
 	}{
 		"Defaults": {cfg: pgstore.Config{}, want: pgstore.Objects{
 			Schema: "public", TablePrefix: "tenure_",
-			Leases: "tenure_leases", Fences: "tenure_fences", TokenSeq: "tenure_token_seq", Migrations: "tenure_migrations",
+			Leases: "tenure_leases", Fences: "tenure_fences", TokenSeq: "tenure_token_seq", Migrations: "tenure_migrations", Functions: "tenure_functions",
 			FenceResets: "tenure_fence_resets", AcquireFunc: "tenure_acquire", AcquireBatchFunc: "tenure_acquire_batch", RenewFunc: "tenure_renew",
 			ReleaseFunc: "tenure_release", GetFunc: "tenure_get_lease", ListFunc: "tenure_list_leases",
 			FenceFunc: "tenure_fence", CheckLeaseFunc: "tenure_check_lease", CheckLeaseStrictFunc: "tenure_check_lease_strict",
@@ -91,7 +91,7 @@ func TestConfig(t *testing.T) {
 		}},
 		"Custom": {cfg: pgstore.Config{Schema: "Ops", TablePrefix: "x"}, want: pgstore.Objects{
 			Schema: "Ops", TablePrefix: "x",
-			Leases: "xleases", Fences: "xfences", TokenSeq: "xtoken_seq", Migrations: "xmigrations",
+			Leases: "xleases", Fences: "xfences", TokenSeq: "xtoken_seq", Migrations: "xmigrations", Functions: "xfunctions",
 			FenceResets: "xfence_resets", AcquireFunc: "xacquire", AcquireBatchFunc: "xacquire_batch", RenewFunc: "xrenew",
 			ReleaseFunc: "xrelease", GetFunc: "xget_lease", ListFunc: "xlist_leases",
 			FenceFunc: "xfence", CheckLeaseFunc: "xcheck_lease", CheckLeaseStrictFunc: "xcheck_lease_strict",
@@ -197,10 +197,10 @@ func TestMigrate(t *testing.T) {
 		b := setup(t, nil, true)
 		obj := b.store.Objects()
 		table := pgx.Identifier{obj.Schema, obj.Migrations}.Sanitize()
-		_, err := b.owner.Exec(t.Context(), "UPDATE "+table+" SET name = 'something_else' WHERE version = 2")
+		_, err := b.owner.Exec(t.Context(), "UPDATE "+table+" SET name = 'something_else' WHERE version = 1")
 		require.NoError(t, err)
 		err = b.store.Migrate(t.Context())
-		require.ErrorContains(t, err, `records migration 002 as "something_else", but this library's 002 is "token_seq_cache"`)
+		require.ErrorContains(t, err, `records migration 001 as "something_else", but this library's 001 is "tables"`)
 	})
 
 	t.Run("ExistingSchema", func(t *testing.T) {
@@ -214,7 +214,7 @@ func TestMigrate(t *testing.T) {
 
 	t.Run("PrintedScript", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, testserver.PostgresWeirdConfig, false)
+		b := setup(t, pgserver.PostgresWeirdConfig, false)
 		script, err := b.cfg.MigrationSQL()
 		require.NoError(t, err)
 		require.Contains(t, script, "BEGIN;")
@@ -259,19 +259,19 @@ func TestMigrate(t *testing.T) {
 
 func TestLeastPrivilege(t *testing.T) {
 	t.Parallel()
-	owner := testserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")
-	role := testserver.PostgresRole(t, owner)
-	pool := testserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, role)
+	owner := pgserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")
+	role := pgserver.PostgresRole(t, owner)
+	pool := pgserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, role)
 
 	t.Run("Conformance", func(t *testing.T) {
 		t.Parallel()
-		storetest.Run(t, testserver.PostgresHarness{Owner: owner, Pool: pool, Role: role, Config: testserver.PostgresWeirdConfig})
+		storetest.Run(t, pgserver.PostgresHarness{Owner: owner, Pool: pool, Role: role, Config: pgserver.PostgresWeirdConfig})
 	})
 
 	t.Run("CannotMigrate", func(t *testing.T) {
 		t.Parallel()
-		cfg := testserver.PostgresConfig(t)
-		t.Cleanup(func() { testserver.PostgresDropSchema(t, owner, cfg.Schema) })
+		cfg := pgserver.PostgresConfig(t)
+		t.Cleanup(func() { pgserver.PostgresDropSchema(t, owner, cfg.Schema) })
 		s := newStore(t, pool, cfg)
 		err := s.Migrate(t.Context())
 		require.Error(t, err, "the run-time role has no DDL rights")
@@ -280,9 +280,9 @@ func TestLeastPrivilege(t *testing.T) {
 
 	t.Run("NoDelete", func(t *testing.T) {
 		t.Parallel()
-		cfg := testserver.PostgresConfig(t)
-		testserver.PostgresSchema(t, owner, cfg)
-		testserver.PostgresGrant(t, owner, cfg, role)
+		cfg := pgserver.PostgresConfig(t)
+		pgserver.PostgresSchema(t, owner, cfg)
+		pgserver.PostgresGrant(t, owner, cfg, role)
 		obj, err := cfg.Objects()
 		require.NoError(t, err)
 		_, err = pool.Exec(t.Context(), "DELETE FROM "+pgx.Identifier{obj.Schema, obj.Leases}.Sanitize())
@@ -356,7 +356,7 @@ func TestListen(t *testing.T) {
 		b := setup(t, nil, true)
 		other := b.cfg
 		other.TablePrefix = "other_"
-		testserver.PostgresSchema(t, b.owner, other)
+		pgserver.PostgresSchema(t, b.owner, other)
 		otherStore := newStore(t, b.owner, other)
 
 		names := make(chan string, 64)
@@ -454,22 +454,12 @@ func TestTokens(t *testing.T) {
 func TestUnavailable(t *testing.T) {
 	t.Parallel()
 
-	t.Run("ContextDone", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t, nil, true)
-		ctx, cancel := context.WithCancel(t.Context())
-		cancel()
-		_, err := b.store.Acquire(ctx, store.AcquireParams{Name: "job", Holder: testutil.Holder(t, "a"), TTL: time.Minute})
-		require.ErrorIs(t, err, store.ErrUnavailable)
-		require.ErrorIs(t, err, context.Canceled)
-	})
-
 	t.Run("ClosedPool", func(t *testing.T) {
 		t.Parallel()
-		cfg := testserver.PostgresConfig(t)
-		owner := testserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")
-		testserver.PostgresSchema(t, owner, cfg)
-		pool := testserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")
+		cfg := pgserver.PostgresConfig(t)
+		owner := pgserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")
+		pgserver.PostgresSchema(t, owner, cfg)
+		pool := pgserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")
 		s := newStore(t, pool, cfg)
 		pool.Close()
 		_, err := s.Get(t.Context(), "job")

@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testserver/pgserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/store/pgstore"
 	"github.com/tenure-dev/tenure/store/storetest"
@@ -19,7 +19,7 @@ import (
 
 // bouncerPool returns a pool through b whose connections use the
 // default_query_exec_mode mode ("" for pgx's default), closed when t ends.
-func bouncerPool(t *testing.T, b *testserver.PgBouncer, mode string) *pgxpool.Pool {
+func bouncerPool(t *testing.T, b *pgserver.PgBouncer, mode string) *pgxpool.Pool {
 	t.Helper()
 	query := ""
 	if mode != "" {
@@ -47,14 +47,14 @@ func directListen(t testing.TB) *pgx.ConnConfig {
 // statements.
 func TestPgBouncerConformance(t *testing.T) {
 	t.Parallel()
-	b := testserver.OwnPgBouncer(t)
-	owner := testserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")
+	b := pgserver.OwnPgBouncer(t)
+	owner := pgserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")
 	for _, mode := range []string{"exec", "simple_protocol", "cache_describe"} {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
 			pool := bouncerPool(t, b, mode)
-			storetest.Run(t, testserver.PostgresHarness{Owner: owner, Pool: pool, Config: func(tb testing.TB) pgstore.Config {
-				cfg := testserver.PostgresConfig(tb)
+			storetest.Run(t, pgserver.PostgresHarness{Owner: owner, Pool: pool, Config: func(tb testing.TB) pgstore.Config {
+				cfg := pgserver.PostgresConfig(tb)
 				cfg.ListenConfig = directListen(tb)
 				return cfg
 			}})
@@ -64,11 +64,11 @@ func TestPgBouncerConformance(t *testing.T) {
 
 func TestPgBouncerCheckPooler(t *testing.T) {
 	t.Parallel()
-	b := testserver.OwnPgBouncer(t)
+	b := pgserver.OwnPgBouncer(t)
 
 	t.Run("DefaultModeAndPooledListenRefused", func(t *testing.T) {
 		t.Parallel()
-		s := newStore(t, bouncerPool(t, b, ""), testserver.PostgresConfig(t))
+		s := newStore(t, bouncerPool(t, b, ""), pgserver.PostgresConfig(t))
 		err := s.CheckPooler(t.Context())
 		require.ErrorIs(t, err, store.ErrInvalid)
 		pe, ok := errors.AsType[*pgstore.PoolerError](err)
@@ -82,7 +82,7 @@ func TestPgBouncerCheckPooler(t *testing.T) {
 	})
 	t.Run("DescribeExecRefused", func(t *testing.T) {
 		t.Parallel()
-		cfg := testserver.PostgresConfig(t)
+		cfg := pgserver.PostgresConfig(t)
 		cfg.ListenConfig = directListen(t)
 		s := newStore(t, bouncerPool(t, b, "describe_exec"), cfg)
 		pe, ok := errors.AsType[*pgstore.PoolerError](s.CheckPooler(t.Context()))
@@ -92,7 +92,7 @@ func TestPgBouncerCheckPooler(t *testing.T) {
 	})
 	t.Run("ExecWithoutListenSettingRefused", func(t *testing.T) {
 		t.Parallel()
-		s := newStore(t, bouncerPool(t, b, "exec"), testserver.PostgresConfig(t))
+		s := newStore(t, bouncerPool(t, b, "exec"), pgserver.PostgresConfig(t))
 		err := s.CheckPooler(t.Context())
 		pe, ok := errors.AsType[*pgstore.PoolerError](err)
 		require.True(t, ok, "want a *PoolerError, got %v", err)
@@ -110,7 +110,7 @@ func TestPgBouncerCheckPooler(t *testing.T) {
 	})
 	t.Run("ExecWithNoListenPasses", func(t *testing.T) {
 		t.Parallel()
-		cfg := testserver.PostgresConfig(t)
+		cfg := pgserver.PostgresConfig(t)
 		cfg.NoListen = true
 		s := newStore(t, bouncerPool(t, b, "exec"), cfg)
 		require.NoError(t, s.CheckPooler(t.Context()))
@@ -120,14 +120,14 @@ func TestPgBouncerCheckPooler(t *testing.T) {
 	})
 	t.Run("ExecWithListenConfigPasses", func(t *testing.T) {
 		t.Parallel()
-		cfg := testserver.PostgresConfig(t)
+		cfg := pgserver.PostgresConfig(t)
 		cfg.ListenConfig = directListen(t)
 		s := newStore(t, bouncerPool(t, b, "exec"), cfg)
 		require.NoError(t, s.CheckPooler(t.Context()))
 	})
 	t.Run("DirectConnectionPasses", func(t *testing.T) {
 		t.Parallel()
-		s := newStore(t, testserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, ""), testserver.PostgresConfig(t))
+		s := newStore(t, pgserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, ""), pgserver.PostgresConfig(t))
 		require.NoError(t, s.CheckPooler(t.Context()))
 	})
 }
@@ -135,7 +135,7 @@ func TestPgBouncerCheckPooler(t *testing.T) {
 func TestListenConfigAndNoListenExclusive(t *testing.T) {
 	t.Parallel()
 	cfg := pgstore.Config{ListenConfig: directListen(t), NoListen: true}
-	_, err := pgstore.New(testserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, ""), cfg)
+	_, err := pgstore.New(pgserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, ""), cfg)
 	require.ErrorIs(t, err, store.ErrInvalid)
 	require.ErrorContains(t, err, "ListenConfig and NoListen")
 }
@@ -145,10 +145,10 @@ func TestListenConfigAndNoListenExclusive(t *testing.T) {
 // prepared on: the error says what the pooler did and what to set.
 func TestPgBouncerLostStatementSaysWhy(t *testing.T) {
 	t.Parallel()
-	b := testserver.OwnPgBouncer(t)
-	owner := testserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")
-	cfg := testserver.PostgresConfig(t)
-	testserver.PostgresSchema(t, owner, cfg)
+	b := pgserver.OwnPgBouncer(t)
+	owner := pgserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")
+	cfg := pgserver.PostgresConfig(t)
+	pgserver.PostgresSchema(t, owner, cfg)
 	pcfg, err := pgxpool.ParseConfig(b.URL(""))
 	require.NoError(t, err)
 	pcfg.MaxConns = 1

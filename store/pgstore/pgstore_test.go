@@ -5,7 +5,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testserver/pgserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/store/storetest"
 )
@@ -23,11 +23,11 @@ func TestConformance(t *testing.T) {
 	for name, mode := range modes {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			storetest.Run(t, testserver.PostgresHarness{Owner: testserver.PostgresPool(t, mode, "")})
+			storetest.Run(t, pgserver.PostgresHarness{Owner: pgserver.PostgresPool(t, mode, "")})
 		})
 	}
 }
 
 func BenchmarkStore(b *testing.B) {
-	storetest.Benchmark(b, testserver.PostgresHarness{Owner: testserver.PostgresPool(b, pgx.QueryExecModeCacheStatement, "")})
+	storetest.Benchmark(b, pgserver.PostgresHarness{Owner: pgserver.PostgresPool(b, pgx.QueryExecModeCacheStatement, "")})
 }

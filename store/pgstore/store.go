@@ -35,9 +35,10 @@ var queryFS embed.FS
 // queries/acquire.sql). The second attempt always sees that row.
 const acquireAttempts = 3
 
-// Store is the PostgreSQL [store.Store], [store.Notifier],
-// [store.Lister], [store.Historian] and [store.ForceReleaser]. It is safe for concurrent use. Create it with [New] and
-// create its schema with [Store.Migrate] (or `tenure migrate`).
+// Store is the PostgreSQL [store.Store]; docs/STORES.md lists the optional
+// interfaces of package store it implements. It is safe for concurrent
+// use. Create it with [New] and create its schema with [Store.Migrate] (or
+// `tenure migrate`).
 type Store struct {
 	pool *pgxpool.Pool
 	obj  Objects
@@ -192,7 +193,7 @@ func (s *Store) acquire(ctx context.Context, p store.AcquireParams) (store.Grant
 // AcquireBatch implements [store.BatchAcquirer.AcquireBatch]: one
 // statement, the acquire_batch function, which takes the free leases of
 // the batch with one UPDATE and creates the missing ones with one INSERT,
-// with the same rules as [Store.Acquire] (see migration 009). A lease
+// with the same rules as [Store.Acquire] (see functions/acquire_batch.sql). A lease
 // whose row another transaction had locked, or that became free while the
 // statement ran, is asked for again alone.
 func (s *Store) AcquireBatch(ctx context.Context, ps []store.AcquireParams) ([]store.AcquireResult, error) {

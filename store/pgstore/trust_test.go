@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tenure-dev/tenure/internal/pgkit"
-	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testserver/pgserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/store/pgstore"
 )
@@ -33,14 +33,14 @@ type trustBundle struct {
 
 func setupRole(t *testing.T, grant func(pgstore.Config, string) (string, error)) *trustBundle {
 	t.Helper()
-	b := &trustBundle{owner: testserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, ""), cfg: testserver.PostgresWeirdConfig(t)}
-	testserver.PostgresSchema(t, b.owner, b.cfg)
-	b.role = testserver.PostgresRole(t, b.owner)
+	b := &trustBundle{owner: pgserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, ""), cfg: pgserver.PostgresWeirdConfig(t)}
+	pgserver.PostgresSchema(t, b.owner, b.cfg)
+	b.role = pgserver.PostgresRole(t, b.owner)
 	grants, err := grant(b.cfg, b.role)
 	require.NoError(t, err)
 	_, err = b.owner.Exec(t.Context(), grants)
 	require.NoError(t, err)
-	b.pool = testserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, b.role)
+	b.pool = pgserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, b.role)
 	b.obj, err = b.cfg.Objects()
 	require.NoError(t, err)
 	b.store = newStore(t, b.pool, b.cfg)
@@ -192,28 +192,29 @@ func TestReadOnlyRole(t *testing.T) {
 
 // TestUpgradeRevokesDirectWrites: a schema migrated by an older library,
 // whose run-time role was granted the table and sequence privileges of
-// then, loses those privileges in place when migration 003 runs; its
+// then, loses those privileges in place when migration 003 of the
+// numbering before v0.1.0 runs; after the upgrade to this numbering its
 // leases and tokens are kept, and the role works through the functions
 // once granted what GrantSQL prints now.
 func TestUpgradeRevokesDirectWrites(t *testing.T) {
 	t.Parallel()
-	owner := testserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")
-	cfg := testserver.PostgresWeirdConfig(t)
-	t.Cleanup(func() { testserver.PostgresDropSchema(t, owner, cfg.Schema) })
+	owner := pgserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")
+	cfg := pgserver.PostgresWeirdConfig(t)
+	t.Cleanup(func() { pgserver.PostgresDropSchema(t, owner, cfg.Schema) })
 	obj, err := cfg.Objects()
 	require.NoError(t, err)
 	ident := func(name string) string { return pgx.Identifier{obj.Schema, name}.Sanitize() }
 	ownerStore := newStore(t, owner, cfg)
 	ctx := t.Context()
-	require.NoError(t, pgstore.MigrateTo(ctx, ownerStore, 2))
+	require.NoError(t, pgstore.LegacyMigrateTo(ctx, ownerStore, 2))
 
-	role := testserver.PostgresRole(t, owner)
+	role := pgserver.PostgresRole(t, owner)
 	r := pgx.Identifier{role}.Sanitize()
 	_, err = owner.Exec(ctx, "GRANT USAGE ON SCHEMA "+pgx.Identifier{obj.Schema}.Sanitize()+" TO "+r+"; "+
 		"GRANT SELECT, INSERT, UPDATE ON TABLE "+ident(obj.Leases)+", "+ident(obj.Fences)+" TO "+r+"; "+
 		"GRANT USAGE ON SEQUENCE "+ident(obj.TokenSeq)+" TO "+r)
 	require.NoError(t, err, "the grants of the older library")
-	pool := testserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, role)
+	pool := pgserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, role)
 	var before int64
 	require.NoError(t, pool.QueryRow(ctx, "SELECT nextval($1::regclass)", ident(obj.TokenSeq)).Scan(&before))
 	_, err = pool.Exec(ctx, "INSERT INTO "+ident(obj.Leases)+
@@ -221,6 +222,7 @@ func TestUpgradeRevokesDirectWrites(t *testing.T) {
 		"VALUES ('old', 'a', 'b', $1, 1, now(), now(), now() + interval '1 minute')", before)
 	require.NoError(t, err, "before 003 the role could write the table itself")
 
+	require.NoError(t, pgstore.LegacyMigrateTo(ctx, ownerStore, pgstore.LegacyVersions()))
 	require.NoError(t, ownerStore.Migrate(ctx))
 	_, err = pool.Exec(ctx, "UPDATE "+ident(obj.Leases)+" SET token = 1")
 	require.Equal(t, "42501", pgkit.Code(err), "003 took the write privilege: %v", err)
@@ -282,26 +284,27 @@ ORDER BY p.proname`, pgx.Identifier{b.obj.Schema}.Sanitize())
 	}, names)
 }
 
-// TestUpgradeKeepsPayloadGrants: migration 005 replaces acquire, get and
-// list; a role granted the functions of 004 may execute their successors
-// without a new GRANT, and a lease made before the upgrade reads with an
-// empty payload.
+// TestUpgradeKeepsPayloadGrants: migration 006 of the numbering before
+// v0.1.0 replaced acquire, get and list; a role granted the functions of
+// 004 may execute their successors after the upgrade to this numbering
+// without a new GRANT, and a lease made before reads with an empty
+// payload.
 func TestUpgradeKeepsPayloadGrants(t *testing.T) {
 	t.Parallel()
-	owner := testserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")
-	cfg := testserver.PostgresWeirdConfig(t)
-	t.Cleanup(func() { testserver.PostgresDropSchema(t, owner, cfg.Schema) })
+	owner := pgserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")
+	cfg := pgserver.PostgresWeirdConfig(t)
+	t.Cleanup(func() { pgserver.PostgresDropSchema(t, owner, cfg.Schema) })
 	obj, err := cfg.Objects()
 	require.NoError(t, err)
 	ident := func(name string) string { return pgx.Identifier{obj.Schema, name}.Sanitize() }
 	ownerStore := newStore(t, owner, cfg)
 	ctx := t.Context()
-	require.NoError(t, pgstore.MigrateTo(ctx, ownerStore, 4))
+	require.NoError(t, pgstore.LegacyMigrateTo(ctx, ownerStore, 4))
 	_, err = owner.Exec(ctx, "SELECT * FROM "+ident(obj.AcquireFunc)+"('old', 'a', 'b', 60000000)")
 	require.NoError(t, err, "a lease taken before the upgrade")
 
 	getOld, listOld := obj.TablePrefix+"get", obj.TablePrefix+"list" // the names of 003
-	writer, reader := testserver.PostgresRole(t, owner), testserver.PostgresRole(t, owner)
+	writer, reader := pgserver.PostgresRole(t, owner), pgserver.PostgresRole(t, owner)
 	w, r := pgx.Identifier{writer}.Sanitize(), pgx.Identifier{reader}.Sanitize()
 	_, err = owner.Exec(ctx, "GRANT USAGE ON SCHEMA "+pgx.Identifier{obj.Schema}.Sanitize()+" TO "+w+", "+r+"; "+
 		"GRANT EXECUTE ON FUNCTION "+ident(obj.AcquireFunc)+"(text, text, text, bigint), "+
@@ -310,8 +313,9 @@ func TestUpgradeKeepsPayloadGrants(t *testing.T) {
 		"GRANT EXECUTE ON FUNCTION "+ident(getOld)+"(text), "+ident(listOld)+"() TO "+r)
 	require.NoError(t, err, "the grants of 004")
 
+	require.NoError(t, pgstore.LegacyMigrateTo(ctx, ownerStore, pgstore.LegacyVersions()))
 	require.NoError(t, ownerStore.Migrate(ctx))
-	ws := newStore(t, testserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, writer), cfg)
+	ws := newStore(t, pgserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, writer), cfg)
 	g, err := ws.Acquire(ctx, store.AcquireParams{Name: "new", Holder: testutil.Holder(t, "a"), TTL: time.Minute, Payload: "db-1:5432"})
 	require.NoError(t, err, "the writer keeps acquire")
 	require.Equal(t, "db-1:5432", g.Payload)
@@ -329,7 +333,7 @@ func TestUpgradeKeepsPayloadGrants(t *testing.T) {
 	require.Equal(t, store.StateHeld, old.State)
 	require.Empty(t, old.Payload, "a lease from before the upgrade has no payload")
 
-	rs := newStore(t, testserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, reader), cfg)
+	rs := newStore(t, pgserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, reader), cfg)
 	all, err := rs.List(ctx)
 	require.NoError(t, err, "the reader keeps list")
 	require.Len(t, all, 4)

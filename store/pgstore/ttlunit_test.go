@@ -6,7 +6,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testserver/pgserver"
 	"github.com/tenure-dev/tenure/internal/ttltest"
 )
 
@@ -14,5 +14,5 @@ import (
 // or is refused when the client is made, never a silent wait.
 func TestFractionalTTL(t *testing.T) {
 	t.Parallel()
-	ttltest.Run(t, testserver.PostgresHarness{Owner: testserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")}.NewStore(t), time.Microsecond)
+	ttltest.Run(t, pgserver.PostgresHarness{Owner: pgserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")}.NewStore(t), time.Microsecond)
 }

@@ -1,6 +1,6 @@
 // Package redisstore is the Redis [store.Store] for a single Redis server
-// (or the primary that Sentinel names). It also implements
-// [store.Notifier], [store.Lister] and [store.BatchReleaser].
+// (or the primary that Sentinel names). docs/STORES.md lists the optional
+// interfaces of package store it implements.
 //
 //	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379", ContextTimeoutEnabled: true})
 //	store, err := redisstore.New(rdb, redisstore.Config{})

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tenure-dev/tenure/internal/storekit"
-	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testserver/redisserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/store/redisstore"
 	"github.com/tenure-dev/tenure/store/storetest"
@@ -58,8 +58,8 @@ func (h *acquireHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 // would be.
 func TestAcquireCallsMadeAtOnceGoTogether(t *testing.T) {
 	t.Parallel()
-	c := testserver.RedisClient(t)
-	s := newStore(t, c, testserver.RedisPrefix(t, c))
+	c := redisserver.RedisClient(t)
+	s := newStore(t, c, redisserver.RedisPrefix(t, c))
 	acquire(t, s, "loads-the-script", testutil.Holder(t, "first"), time.Minute)
 	h := &acquireHook{hold: storekit.Flights, held: make(chan struct{}, storekit.Flights), release: make(chan struct{})}
 	c.AddHook(h)

@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,8 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tenure-dev/tenure/internal/faultnet"
-	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testserver/redisserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/store/redisstore"
 )
@@ -39,8 +37,8 @@ type testBundle struct {
 // keys are deleted when the test ends.
 func setup(t *testing.T) *testBundle {
 	t.Helper()
-	c := testserver.RedisClient(t)
-	s := newStore(t, c, testserver.RedisPrefix(t, c))
+	c := redisserver.RedisClient(t)
+	s := newStore(t, c, redisserver.RedisPrefix(t, c))
 	return &testBundle{client: c, store: s, keys: s.Keys()}
 }
 
@@ -214,10 +212,10 @@ func (l *commandLog) take() []string {
 
 func TestRenewIsOneRoundTrip(t *testing.T) {
 	t.Parallel()
-	c := testserver.RedisClient(t)
+	c := redisserver.RedisClient(t)
 	log := &commandLog{}
 	c.AddHook(log)
-	s := newStore(t, c, testserver.RedisPrefix(t, c))
+	s := newStore(t, c, redisserver.RedisPrefix(t, c))
 	holder := testutil.Holder(t, "holder")
 	ps := make([]store.RenewParams, 500)
 	for i := range ps {
@@ -245,10 +243,10 @@ func TestRenewIsOneRoundTrip(t *testing.T) {
 // Acquire would, and the tokens of the grants grow in the batch's order.
 func TestAcquireBatchIsOneRoundTrip(t *testing.T) {
 	t.Parallel()
-	c := testserver.RedisClient(t)
+	c := redisserver.RedisClient(t)
 	log := &commandLog{}
 	c.AddHook(log)
-	s := newStore(t, c, testserver.RedisPrefix(t, c))
+	s := newStore(t, c, redisserver.RedisPrefix(t, c))
 	me, other := testutil.Holder(t, "me"), testutil.Holder(t, "other")
 	taken := acquire(t, s, "lease-0500", other, time.Minute)
 	ps := make([]store.AcquireParams, 1000)
@@ -301,8 +299,8 @@ func TestList(t *testing.T) {
 	// of a prefix the unescaped pattern would match.
 	t.Run("GlobPrefix", func(t *testing.T) {
 		t.Parallel()
-		c := testserver.RedisClient(t)
-		base := testserver.RedisPrefix(t, c)
+		c := redisserver.RedisClient(t)
+		base := redisserver.RedisPrefix(t, c)
 		weird := newStore(t, c, base+`x*?[a]\:`)
 		plain := newStore(t, c, base+"xyza:")
 		holder := testutil.Holder(t, "holder")
@@ -372,7 +370,7 @@ func requireWentBackwards(t *testing.T, err error) {
 // and for stores made after the loss alike.
 func TestRestartWithoutPersistence(t *testing.T) {
 	t.Parallel()
-	srv := testserver.OwnRedis(t, testserver.RedisConfig{})
+	srv := redisserver.OwnRedis(t, redisserver.RedisConfig{})
 	c := srv.Client(t)
 	ctx := t.Context()
 	prefix := "tenure_test:" + testutil.UniqueName(t) + ":"
@@ -417,7 +415,7 @@ func TestRestartWithoutPersistence(t *testing.T) {
 // to its append-only file: leases, seq and counter survive.
 func TestRestartWithAppendfsyncAlways(t *testing.T) {
 	t.Parallel()
-	srv := testserver.OwnRedis(t, testserver.RedisConfig{AppendFsyncAlways: true})
+	srv := redisserver.OwnRedis(t, redisserver.RedisConfig{AppendFsyncAlways: true})
 	c := srv.Client(t)
 	ctx := t.Context()
 	prefix := "tenure_test:" + testutil.UniqueName(t) + ":"
@@ -443,139 +441,6 @@ func TestRestartWithAppendfsyncAlways(t *testing.T) {
 
 	next := acquire(t, fresh, "job", b, time.Minute)
 	require.Greater(t, next.Token, g.Token, "the counter survived the crash")
-}
-
-// listen runs s.Listen until the test ends.
-func listen(t *testing.T, s *redisstore.Store) *testutil.Notifications {
-	t.Helper()
-	r := testutil.NewNotifications()
-	testutil.RunListener(t, context.WithoutCancel(t.Context()), s.Listen, r.Notify, eventTimeout)
-	return r
-}
-
-// probes numbers the leases awaitListening releases.
-var probes atomic.Int64
-
-// awaitListening releases leases of its own until the listener reports
-// one: a subscriber cannot say when it is subscribed, and messages
-// published before are lost.
-func awaitListening(t *testing.T, s *redisstore.Store, r *testutil.Notifications) {
-	t.Helper()
-	holder := testutil.Holder(t, "probe")
-	deadline := time.Now().Add(eventTimeout)
-	for time.Now().Before(deadline) {
-		// A name never probed before: one heard earlier proves nothing now.
-		name := fmt.Sprintf("probe-%d", probes.Add(1))
-		g, err := s.Acquire(t.Context(), store.AcquireParams{Name: name, Holder: holder, TTL: time.Minute})
-		if err == nil {
-			err = s.Release(t.Context(), store.ReleaseParams{Name: name, Holder: holder, Token: g.Token})
-		}
-		// After an error the wait is a pause before the next try.
-		if heard := r.Wait(name, 50*time.Millisecond); heard && err == nil {
-			return
-		}
-	}
-	t.Fatalf("the listener heard no release within %s", eventTimeout)
-}
-
-func TestListenReconnects(t *testing.T) {
-	t.Parallel()
-
-	t.Run("ConnectionCut", func(t *testing.T) {
-		t.Parallel()
-		s, proxy := newProxiedStore(t)
-		r := listen(t, s)
-		awaitListening(t, s, r)
-
-		before := proxy.Accepted()
-		proxy.Cut()
-		awaitListening(t, s, r)
-		require.Greater(t, proxy.Accepted(), before, "the listener connected anew")
-		require.GreaterOrEqual(t, r.Count(""), 2, "each subscription is announced with the empty name")
-	})
-
-	t.Run("ServerRestart", func(t *testing.T) {
-		t.Parallel()
-		srv := testserver.OwnRedis(t, testserver.RedisConfig{})
-		s := newStore(t, srv.Client(t), "tenure_test:"+testutil.UniqueName(t)+":")
-		r := listen(t, s)
-		awaitListening(t, s, r)
-		require.NoError(t, srv.Restart(t.Context()))
-		awaitListening(t, s, r)
-		require.GreaterOrEqual(t, r.Count(""), 2, "each subscription is announced with the empty name")
-	})
-}
-
-func TestUnavailable(t *testing.T) {
-	t.Parallel()
-
-	t.Run("ServerDown", func(t *testing.T) {
-		t.Parallel()
-		srv := testserver.OwnRedis(t, testserver.RedisConfig{})
-		// A pool whose every connection failed to dial starts a goroutine
-		// that probes the server once a second and outlives Close by up
-		// to a second: keep the failures below the pool's size.
-		c := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true, PoolSize: 1000, DialerRetries: 1})
-		t.Cleanup(func() { _ = c.Close() })
-		s := newStore(t, c, "tenure_test:"+testutil.UniqueName(t)+":")
-		g := acquire(t, s, "job", testutil.Holder(t, "a"), time.Minute)
-		srv.Kill()
-		requireUnavailable(t, s, g, 5*time.Second)
-	})
-
-	t.Run("BlackHole", func(t *testing.T) {
-		t.Parallel()
-		s, proxy := newProxiedStore(t)
-		g := acquire(t, s, "job", testutil.Holder(t, "a"), time.Minute)
-		proxy.BlackHole()
-		t.Cleanup(proxy.Restore)
-		requireUnavailable(t, s, g, 300*time.Millisecond)
-	})
-}
-
-// newProxiedStore returns a store whose client reaches the shared Redis
-// through a faultnet proxy, and the proxy.
-func newProxiedStore(t *testing.T) (*redisstore.Store, *faultnet.Proxy) {
-	t.Helper()
-	direct := testserver.RedisClient(t)
-	proxy, err := faultnet.Listen(direct.Options().Addr)
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, proxy.Close()) })
-	c := redis.NewClient(&redis.Options{Addr: proxy.Addr(), DB: direct.Options().DB, ContextTimeoutEnabled: true})
-	t.Cleanup(func() { _ = c.Close() })
-	return newStore(t, c, testserver.RedisPrefix(t, direct)), proxy
-}
-
-// requireUnavailable checks that every call fails with ErrUnavailable
-// within its context's deadline of d.
-func requireUnavailable(t *testing.T, s *redisstore.Store, g store.Grant, d time.Duration) {
-	t.Helper()
-	for name, call := range map[string]func(ctx context.Context) error{
-		"Acquire": func(ctx context.Context) error {
-			_, err := s.Acquire(ctx, store.AcquireParams{Name: "other", Holder: g.Holder, TTL: time.Minute})
-			return err
-		},
-		"Renew": func(ctx context.Context) error {
-			_, err := s.Renew(ctx, []store.RenewParams{{Name: g.Name, Holder: g.Holder, Token: g.Token, Seq: g.Seq, TTL: time.Minute}})
-			return err
-		},
-		"Release": func(ctx context.Context) error {
-			return s.Release(ctx, store.ReleaseParams{Name: g.Name, Holder: g.Holder, Token: g.Token})
-		},
-		"Get": func(ctx context.Context) error {
-			_, err := s.Get(ctx, g.Name)
-			return err
-		},
-		"List": func(ctx context.Context) error {
-			_, err := s.List(ctx)
-			return err
-		},
-	} {
-		ctx, cancel := context.WithTimeout(t.Context(), d)
-		err := call(ctx)
-		cancel()
-		require.ErrorIs(t, err, store.ErrUnavailable, name)
-	}
 }
 
 func TestForeignKeys(t *testing.T) {

@@ -3,7 +3,7 @@ package redisstore_test
 import (
 	"testing"
 
-	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testserver/redisserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/store/storetest"
 )
@@ -12,9 +12,9 @@ func TestMain(m *testing.M) { testutil.VerifyTestMain(m) }
 
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	storetest.Run(t, testserver.RedisHarness{Client: testserver.RedisClient(t)})
+	storetest.Run(t, redisserver.RedisHarness{Client: redisserver.RedisClient(t)})
 }
 
 func BenchmarkStore(b *testing.B) {
-	storetest.Benchmark(b, testserver.RedisHarness{Client: testserver.RedisClient(b)})
+	storetest.Benchmark(b, redisserver.RedisHarness{Client: redisserver.RedisClient(b)})
 }

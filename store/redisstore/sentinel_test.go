@@ -12,7 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testserver/redisserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
 )
 
@@ -31,12 +31,12 @@ const retryInterval = 50 * time.Millisecond
 // moved on since the lost grant.
 func TestSentinelFailover(t *testing.T) {
 	t.Parallel()
-	rs := testserver.OwnRedisSentinels(t)
+	rs := redisserver.OwnRedisSentinels(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	failoverClient := func(t *testing.T) *redis.Client {
 		c := redis.NewFailoverClient(&redis.FailoverOptions{
-			MasterName: testserver.SentinelMaster, SentinelAddrs: rs.SentinelAddrs, ContextTimeoutEnabled: true,
+			MasterName: redisserver.SentinelMaster, SentinelAddrs: rs.SentinelAddrs, ContextTimeoutEnabled: true,
 		})
 		t.Cleanup(func() { _ = c.Close() })
 		return c

@@ -72,8 +72,9 @@ type Client interface {
 	Scan(ctx context.Context, cursor uint64, match string, count int64) *redis.ScanCmd
 }
 
-// Store is the Redis [store.Store], [store.Notifier] and [store.Lister].
-// It is safe for concurrent use. Create it with [New].
+// Store is the Redis [store.Store]; docs/STORES.md lists the optional
+// interfaces of package store it implements. It is safe for concurrent
+// use. Create it with [New].
 type Store struct {
 	client Client
 	keys   Keys

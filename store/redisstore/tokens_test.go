@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tenure-dev/tenure/fence/redisfence"
-	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testserver/redisserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/store"
 	"github.com/tenure-dev/tenure/store/redisstore"
@@ -68,8 +68,8 @@ func TestTokenIsClockFloored(t *testing.T) {
 // the package documentation states. A fence on a durable server keeps t1.
 func TestTokensSurviveDataLoss(t *testing.T) {
 	t.Parallel()
-	srv := testserver.OwnRedis(t, testserver.RedisConfig{})
-	durable := testserver.OwnRedis(t, testserver.RedisConfig{AppendFsyncAlways: true})
+	srv := redisserver.OwnRedis(t, redisserver.RedisConfig{})
+	durable := redisserver.OwnRedis(t, redisserver.RedisConfig{AppendFsyncAlways: true})
 	c, dc := srv.Client(t), durable.Client(t)
 	ctx := t.Context()
 	prefix := "tenure_test:" + testutil.UniqueName(t) + ":"
@@ -126,7 +126,7 @@ func TestCheckDurability(t *testing.T) {
 
 	t.Run("NoPersistence", func(t *testing.T) {
 		t.Parallel()
-		srv := testserver.OwnRedis(t, testserver.RedisConfig{})
+		srv := redisserver.OwnRedis(t, redisserver.RedisConfig{})
 		s := newStore(t, srv.Client(t), "")
 		risks, err := s.CheckDurability(t.Context())
 		require.NoError(t, err)
@@ -135,7 +135,7 @@ func TestCheckDurability(t *testing.T) {
 
 	t.Run("Everysec", func(t *testing.T) {
 		t.Parallel()
-		srv := testserver.OwnRedis(t, testserver.RedisConfig{AppendFsyncAlways: true})
+		srv := redisserver.OwnRedis(t, redisserver.RedisConfig{AppendFsyncAlways: true})
 		c := srv.Client(t)
 		s := newStore(t, c, "")
 		risks, err := s.CheckDurability(t.Context())
@@ -151,8 +151,8 @@ func TestCheckDurability(t *testing.T) {
 
 	t.Run("Replica", func(t *testing.T) {
 		t.Parallel()
-		primary := testserver.OwnRedis(t, testserver.RedisConfig{AppendFsyncAlways: true})
-		replica := testserver.OwnRedis(t, testserver.RedisConfig{AppendFsyncAlways: true})
+		primary := redisserver.OwnRedis(t, redisserver.RedisConfig{AppendFsyncAlways: true})
+		replica := redisserver.OwnRedis(t, redisserver.RedisConfig{AppendFsyncAlways: true})
 		pc, rc := primary.Client(t), replica.Client(t)
 		host, port, _ := strings.Cut(primary.Addr(), ":")
 		require.NoError(t, rc.ReplicaOf(t.Context(), host, port).Err())

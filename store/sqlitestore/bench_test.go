@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tenure-dev/tenure"
+	"github.com/tenure-dev/tenure/internal/testserver/sqliteserver"
 	"github.com/tenure-dev/tenure/store/sqlitestore"
 )
 
@@ -44,10 +45,10 @@ func BenchmarkHandover(b *testing.B) {
 		b.Run(tc.name, func(b *testing.B) {
 			path := filepath.Join(b.TempDir(), "tenure.db")
 			cfg := sqlitestore.Config{PollInterval: tc.poll}
-			first := refusals{Store: openStore(b, path, cfg), held: make(chan struct{}, 1)}
+			first := refusals{Store: sqliteserver.SQLiteStore(b, path, cfg), held: make(chan struct{}, 1)}
 			second := first
 			if !tc.same {
-				second = refusals{Store: openStore(b, path, cfg), held: make(chan struct{}, 1)}
+				second = refusals{Store: sqliteserver.SQLiteStore(b, path, cfg), held: make(chan struct{}, 1)}
 			}
 			clients := []*tenure.Client{runClient(b, first, "a"), runClient(b, second, "b")}
 			held := []chan struct{}{first.held, second.held}
@@ -118,7 +119,7 @@ func reportPercentiles(b *testing.B, samples []time.Duration) {
 // random moment up to 50 ms after this client got in line.
 func BenchmarkHandoverAcrossProcesses(b *testing.B) {
 	path := filepath.Join(b.TempDir(), "tenure.db")
-	follower := refusals{Store: openStore(b, path, sqlitestore.Config{}), held: make(chan struct{}, 1)}
+	follower := refusals{Store: sqliteserver.SQLiteStore(b, path, sqlitestore.Config{}), held: make(chan struct{}, 1)}
 	client := runClient(b, follower, "parent")
 
 	// Not bound to b.Context, which ends before the cleanup below closes

@@ -10,9 +10,8 @@
 //	defer st.Close()
 //	client, err := tenure.New(st, tenure.Config{})
 //
-// [Store] implements [store.Store], [store.Notifier], [store.Lister],
-// [store.Historian], [store.ForceReleaser], [store.BatchAcquirer] and
-// [store.BatchReleaser].
+// docs/STORES.md lists the optional interfaces of package store [Store]
+// implements.
 // Every write (an acquisition, a release, or a whole batch of either or of
 // renewals) is one transaction
 // begun IMMEDIATE, so it holds the file's write lock from its first read to

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"modernc.org/sqlite"
 
+	"github.com/tenure-dev/tenure/internal/testserver/sqliteserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/store/sqlitestore"
 )
@@ -28,7 +29,7 @@ func TestFence(t *testing.T) {
 	setup := func(t *testing.T) *testBundle {
 		t.Helper()
 		return &testBundle{
-			st:       openStore(t, filepath.Join(t.TempDir(), "tenure.db"), sqlitestore.Config{}),
+			st:       sqliteserver.SQLiteStore(t, filepath.Join(t.TempDir(), "tenure.db"), sqlitestore.Config{}),
 			resource: testutil.UniqueName(t),
 		}
 	}

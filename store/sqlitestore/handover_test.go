@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tenure-dev/tenure"
+	"github.com/tenure-dev/tenure/internal/testserver/sqliteserver"
 	"github.com/tenure-dev/tenure/store"
 	"github.com/tenure-dev/tenure/store/sqlitestore"
 )
@@ -56,8 +57,8 @@ func runClient(t testing.TB, s store.Store, label string) *tenure.Client {
 func TestHandoverWithoutWaitingForExpiry(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "tenure.db")
-	leaderStore := openStore(t, path, sqlitestore.Config{})
-	follower := refusals{Store: openStore(t, path, sqlitestore.Config{}), held: make(chan struct{}, 1)}
+	leaderStore := sqliteserver.SQLiteStore(t, path, sqlitestore.Config{})
+	follower := refusals{Store: sqliteserver.SQLiteStore(t, path, sqlitestore.Config{}), held: make(chan struct{}, 1)}
 
 	leader := runClient(t, leaderStore, "leader")
 	lease, err := leader.Acquire(t.Context(), "nightly")

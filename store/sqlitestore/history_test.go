@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/tenure-dev/tenure/internal/testserver/sqliteserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/store/sqlitestore"
 )
@@ -18,7 +19,7 @@ import (
 // the younger ones.
 func TestHistoryRetention(t *testing.T) {
 	t.Parallel()
-	st := openStore(t, filepath.Join(t.TempDir(), "tenure.db"), sqlitestore.Config{HistoryRetention: 2 * time.Hour})
+	st := sqliteserver.SQLiteStore(t, filepath.Join(t.TempDir(), "tenure.db"), sqlitestore.Config{HistoryRetention: 2 * time.Hour})
 	ctx := t.Context()
 	old := time.Now().Add(-3 * time.Hour).UnixNano()
 	for i := range 20 {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/tenure-dev/tenure/internal/testserver/sqliteserver"
 	"github.com/tenure-dev/tenure/store"
 	"github.com/tenure-dev/tenure/store/sqlitestore"
 )
@@ -46,7 +47,7 @@ func benchmarkListenIdle(b *testing.B, listeners int, poll time.Duration) {
 	defer cancel()
 	subscribed := make(chan struct{}, listeners)
 	for range listeners {
-		st := openStore(b, path, sqlitestore.Config{PollInterval: poll})
+		st := sqliteserver.SQLiteStore(b, path, sqlitestore.Config{PollInterval: poll})
 		wg.Go(func() {
 			_ = st.Listen(ctx, func(n store.Notice) { // Returns ctx's error when the benchmark ends.
 				if n.Name == "" {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/tenure-dev/tenure/internal/testserver/sqliteserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/store"
 	"github.com/tenure-dev/tenure/store/sqlitestore"
@@ -33,7 +34,7 @@ func waitFor(t *testing.T, st store.Store, name string, h store.Holder) *store.H
 func TestLineAcrossStores(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "tenure.db")
-	a, b, c := openStore(t, path, sqlitestore.Config{}), openStore(t, path, sqlitestore.Config{}), openStore(t, path, sqlitestore.Config{})
+	a, b, c := sqliteserver.SQLiteStore(t, path, sqlitestore.Config{}), sqliteserver.SQLiteStore(t, path, sqlitestore.Config{}), sqliteserver.SQLiteStore(t, path, sqlitestore.Config{})
 	h, first, second := testutil.Holder(t, "holder"), testutil.Holder(t, "first"), testutil.Holder(t, "second")
 	g, err := a.Acquire(t.Context(), store.AcquireParams{Name: "l", Holder: h, TTL: time.Minute})
 	require.NoError(t, err)
@@ -55,7 +56,7 @@ func TestLineAcrossStores(t *testing.T) {
 // in line, on any lease.
 func TestLineForgottenFollowersArePruned(t *testing.T) {
 	t.Parallel()
-	st := openStore(t, filepath.Join(t.TempDir(), "tenure.db"), sqlitestore.Config{})
+	st := sqliteserver.SQLiteStore(t, filepath.Join(t.TempDir(), "tenure.db"), sqlitestore.Config{})
 	h := testutil.Holder(t, "holder")
 	for _, name := range []string{"abandoned", "busy"} {
 		_, err := st.Acquire(t.Context(), store.AcquireParams{Name: name, Holder: h, TTL: time.Minute})
@@ -79,7 +80,7 @@ func TestLineForgottenFollowersArePruned(t *testing.T) {
 // one call prunes.
 func TestLineForgottenFollowerAsksAgain(t *testing.T) {
 	t.Parallel()
-	st := openStore(t, filepath.Join(t.TempDir(), "tenure.db"), sqlitestore.Config{})
+	st := sqliteserver.SQLiteStore(t, filepath.Join(t.TempDir(), "tenure.db"), sqlitestore.Config{})
 	h := testutil.Holder(t, "holder")
 	for _, name := range []string{"l", "abandoned"} {
 		_, err := st.Acquire(t.Context(), store.AcquireParams{Name: name, Holder: h, TTL: time.Minute})
@@ -126,7 +127,7 @@ VALUES ('l', 'old', 'x', 7, 1, ?, ?, 0, 3, '')`, now, now+int64(time.Hour))
 	require.NoError(t, err)
 	require.NoError(t, old.Close())
 
-	st := openStore(t, path, sqlitestore.Config{PollInterval: time.Millisecond})
+	st := sqliteserver.SQLiteStore(t, path, sqlitestore.Config{PollInterval: time.Millisecond})
 	var version int
 	require.NoError(t, st.DB().QueryRowContext(t.Context(), "PRAGMA user_version").Scan(&version))
 	require.Equal(t, sqlitestore.SchemaVersion, version)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/tenure-dev/tenure/internal/testserver/sqliteserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/store"
 	"github.com/tenure-dev/tenure/store/sqlitestore"
@@ -61,8 +62,8 @@ func (ns notices) none(t *testing.T) {
 func TestListenAcrossStores(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "tenure.db")
-	writer := openStore(t, path, sqlitestore.Config{})
-	listener := openStore(t, path, sqlitestore.Config{PollInterval: time.Millisecond})
+	writer := sqliteserver.SQLiteStore(t, path, sqlitestore.Config{})
+	listener := sqliteserver.SQLiteStore(t, path, sqlitestore.Config{PollInterval: time.Millisecond})
 	ns := listenTo(t, listener)
 
 	h, follower := testutil.Holder(t, "holder"), testutil.Holder(t, "follower")
@@ -97,7 +98,7 @@ func TestListenAcrossStores(t *testing.T) {
 // first poll, so every notice after its subscription came from a commit.
 func TestListenOwnCommits(t *testing.T) {
 	t.Parallel()
-	st := openStore(t, filepath.Join(t.TempDir(), "tenure.db"), sqlitestore.Config{PollInterval: time.Hour})
+	st := sqliteserver.SQLiteStore(t, filepath.Join(t.TempDir(), "tenure.db"), sqlitestore.Config{PollInterval: time.Hour})
 	ns := listenTo(t, st)
 
 	h, follower := testutil.Holder(t, "holder"), testutil.Holder(t, "follower")
@@ -134,8 +135,8 @@ func TestListenOwnCommits(t *testing.T) {
 func TestListenAnnouncesOnce(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "tenure.db")
-	st := openStore(t, path, sqlitestore.Config{PollInterval: time.Millisecond})
-	other := openStore(t, path, sqlitestore.Config{})
+	st := sqliteserver.SQLiteStore(t, path, sqlitestore.Config{PollInterval: time.Millisecond})
+	other := sqliteserver.SQLiteStore(t, path, sqlitestore.Config{})
 	ns := listenTo(t, st)
 
 	h := testutil.Holder(t, "holder")

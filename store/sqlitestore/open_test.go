@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/tenure-dev/tenure/internal/testserver/sqliteserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/store/sqlitestore"
 )
@@ -25,7 +26,7 @@ func TestOpen(t *testing.T) {
 		t.Parallel()
 		dir := filepath.Join(t.TempDir(), "a", "b")
 		path := filepath.Join(dir, "tenure.db")
-		st := openStore(t, path, sqlitestore.Config{})
+		st := sqliteserver.SQLiteStore(t, path, sqlitestore.Config{})
 		require.Equal(t, path, st.Path())
 
 		info, err := os.Stat(dir)
@@ -48,14 +49,14 @@ func TestOpen(t *testing.T) {
 		dir := t.TempDir()
 		rel, err := filepath.Rel(mustGetwd(t), filepath.Join(dir, "rel.db"))
 		require.NoError(t, err)
-		st := openStore(t, rel, sqlitestore.Config{})
+		st := sqliteserver.SQLiteStore(t, rel, sqlitestore.Config{})
 		require.Equal(t, filepath.Join(dir, "rel.db"), st.Path())
 	})
 
 	t.Run("PathWithURICharacters", func(t *testing.T) {
 		t.Parallel()
 		path := filepath.Join(t.TempDir(), "a b?c#d%20e&f", "x?y.db")
-		st := openStore(t, path, sqlitestore.Config{})
+		st := sqliteserver.SQLiteStore(t, path, sqlitestore.Config{})
 		require.Equal(t, path, st.Path())
 		_, err := st.Acquire(t.Context(), store.AcquireParams{Name: "x", Holder: testutil.Holder(t, "h"), TTL: time.Minute})
 		require.NoError(t, err)
@@ -80,7 +81,7 @@ func TestOpen(t *testing.T) {
 		require.NoError(t, st.Release(ctx, store.ReleaseParams{Name: name, Holder: h, Token: g.Token}))
 		require.NoError(t, st.Close())
 
-		st = openStore(t, path, sqlitestore.Config{})
+		st = sqliteserver.SQLiteStore(t, path, sqlitestore.Config{})
 		rec, err := st.Get(ctx, name)
 		require.NoError(t, err)
 		require.Equal(t, store.StateReleased, rec.State)
@@ -93,7 +94,7 @@ func TestOpen(t *testing.T) {
 	t.Run("CounterRowCannotBeDeletedOrLowered", func(t *testing.T) {
 		t.Parallel()
 		ctx := t.Context()
-		st := openStore(t, filepath.Join(t.TempDir(), "tenure.db"), sqlitestore.Config{})
+		st := sqliteserver.SQLiteStore(t, filepath.Join(t.TempDir(), "tenure.db"), sqlitestore.Config{})
 		_, err := st.Acquire(ctx, store.AcquireParams{Name: "x", Holder: testutil.Holder(t, "h"), TTL: time.Minute})
 		require.NoError(t, err)
 
@@ -109,7 +110,7 @@ func TestOpen(t *testing.T) {
 	t.Run("TokenStaysAboveALaggingCounter", func(t *testing.T) {
 		t.Parallel()
 		ctx := t.Context()
-		st := openStore(t, filepath.Join(t.TempDir(), "tenure.db"), sqlitestore.Config{})
+		st := sqliteserver.SQLiteStore(t, filepath.Join(t.TempDir(), "tenure.db"), sqlitestore.Config{})
 		h := testutil.Holder(t, "h")
 		// A lease row carrying a token the counter has not reached, as
 		// after restoring the counter from an older copy of the file.
@@ -125,7 +126,7 @@ VALUES ('x', 'old', 'old', 41, 3, 0, 0, 1)`)
 	t.Run("NewerSchemaIsRefused", func(t *testing.T) {
 		t.Parallel()
 		path := filepath.Join(t.TempDir(), "tenure.db")
-		st := openStore(t, path, sqlitestore.Config{})
+		st := sqliteserver.SQLiteStore(t, path, sqlitestore.Config{})
 		_, err := st.DB().ExecContext(t.Context(), "PRAGMA user_version = 99")
 		require.NoError(t, err)
 
@@ -205,8 +206,8 @@ func TestBusy(t *testing.T) {
 		t.Parallel()
 		ctx := t.Context()
 		path := filepath.Join(t.TempDir(), "tenure.db")
-		blocker := openStore(t, path, sqlitestore.Config{})
-		st := openStore(t, path, sqlitestore.Config{BusyTimeout: 50 * time.Millisecond})
+		blocker := sqliteserver.SQLiteStore(t, path, sqlitestore.Config{})
+		st := sqliteserver.SQLiteStore(t, path, sqlitestore.Config{BusyTimeout: 50 * time.Millisecond})
 		h := testutil.Holder(t, "h")
 
 		tx, err := blocker.DB().BeginTx(ctx, nil) // IMMEDIATE: holds the write lock.
@@ -225,7 +226,7 @@ func TestBusy(t *testing.T) {
 	t.Run("QueuedCallsGiveUpToo", func(t *testing.T) {
 		t.Parallel()
 		ctx := t.Context()
-		st := openStore(t, filepath.Join(t.TempDir(), "tenure.db"), sqlitestore.Config{BusyTimeout: 50 * time.Millisecond})
+		st := sqliteserver.SQLiteStore(t, filepath.Join(t.TempDir(), "tenure.db"), sqlitestore.Config{BusyTimeout: 50 * time.Millisecond})
 		tx, err := st.DB().BeginTx(ctx, nil)
 		require.NoError(t, err)
 		defer func() { require.NoError(t, tx.Rollback()) }()
@@ -247,8 +248,8 @@ func TestBusy(t *testing.T) {
 	t.Run("ContextEndedIsUnavailable", func(t *testing.T) {
 		t.Parallel()
 		path := filepath.Join(t.TempDir(), "tenure.db")
-		blocker := openStore(t, path, sqlitestore.Config{})
-		st := openStore(t, path, sqlitestore.Config{BusyTimeout: time.Minute})
+		blocker := sqliteserver.SQLiteStore(t, path, sqlitestore.Config{})
+		st := sqliteserver.SQLiteStore(t, path, sqlitestore.Config{BusyTimeout: time.Minute})
 
 		tx, err := blocker.DB().BeginTx(t.Context(), nil)
 		require.NoError(t, err)

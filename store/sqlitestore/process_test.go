@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tenure-dev/tenure/internal/testserver/sqliteserver"
 	"github.com/tenure-dev/tenure/store"
 
 	"github.com/stretchr/testify/require"
@@ -74,7 +75,7 @@ func TestProcesses(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "fresh", "tenure.db")
 		runChildren(t, "open", path, n)
 
-		st := openStore(t, path, sqlitestore.Config{})
+		st := sqliteserver.SQLiteStore(t, path, sqlitestore.Config{})
 		var version, counters int
 		require.NoError(t, st.DB().QueryRowContext(t.Context(), "PRAGMA user_version").Scan(&version))
 		require.Equal(t, sqlitestore.SchemaVersion, version)
@@ -97,7 +98,7 @@ func TestProcesses(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "race.db")
 		runChildren(t, "race", path, n, childWant+"="+strconv.Itoa(want))
 
-		st := openStore(t, path, sqlitestore.Config{})
+		st := sqliteserver.SQLiteStore(t, path, sqlitestore.Config{})
 		ctx := t.Context()
 		rows, err := st.DB().QueryContext(ctx, "SELECT token, holder FROM grants ORDER BY id")
 		require.NoError(t, err)

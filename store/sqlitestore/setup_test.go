@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/tenure-dev/tenure/internal/testserver/sqliteserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/store/sqlitestore"
 )
@@ -73,7 +74,7 @@ func TestConcurrentOpenOfFreshFiles(t *testing.T) {
 func checkFreshFiles(t *testing.T, dir string) {
 	t.Helper()
 	for i := range freshFiles {
-		st := openStore(t, freshFile(dir, i), sqlitestore.Config{})
+		st := sqliteserver.SQLiteStore(t, freshFile(dir, i), sqlitestore.Config{})
 		recs, err := st.List(t.Context())
 		require.NoError(t, err)
 		require.Len(t, recs, freshOpeners, "file %d", i)
@@ -191,8 +192,8 @@ func TestSchemaSQL(t *testing.T) {
 		require.NoError(t, rows.Err())
 		return out
 	}
-	scripted := openStore(t, byScript, sqlitestore.Config{})
-	opened := openStore(t, filepath.Join(dir, "open.db"), sqlitestore.Config{})
+	scripted := sqliteserver.SQLiteStore(t, byScript, sqlitestore.Config{})
+	opened := sqliteserver.SQLiteStore(t, filepath.Join(dir, "open.db"), sqlitestore.Config{})
 	require.Equal(t, schema(opened), schema(scripted))
 	require.NotEmpty(t, schema(scripted))
 	var mode string

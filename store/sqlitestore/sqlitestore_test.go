@@ -1,7 +1,6 @@
 package sqlitestore_test
 
 import (
-	"context"
 	"math"
 	"path/filepath"
 	"testing"
@@ -11,28 +10,14 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/tenure-dev/tenure/internal/testserver/sqliteserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/store/sqlitestore"
 	"github.com/tenure-dev/tenure/store/storetest"
 )
 
-// harness gives the conformance suite a store on a fresh file per call.
-// base is a store of its own, for the round trip benchmarks compare with.
-type harness struct{ base *sqlitestore.Store }
-
-func newHarness(tb testing.TB) harness {
-	return harness{base: openStore(tb, filepath.Join(tb.TempDir(), "base.db"), sqlitestore.Config{})}
-}
-
-func (harness) NewStore(tb testing.TB) store.Store {
-	return openStore(tb, filepath.Join(tb.TempDir(), "tenure.db"), sqlitestore.Config{})
-}
-
-func (h harness) Capabilities() storetest.Capabilities {
-	return storetest.Capabilities{Notify: true, Line: true, RoundTrip: func(ctx context.Context) error {
-		var one int
-		return h.base.DB().QueryRowContext(ctx, "SELECT 1").Scan(&one)
-	}}
+func newHarness(tb testing.TB) sqliteserver.SQLiteHarness {
+	return sqliteserver.SQLiteHarness{Probe: sqliteserver.SQLiteStore(tb, filepath.Join(tb.TempDir(), "base.db"), sqlitestore.Config{})}
 }
 
 func TestStore(t *testing.T) {
@@ -42,22 +27,13 @@ func TestStore(t *testing.T) {
 
 func BenchmarkStore(b *testing.B) { storetest.Benchmark(b, newHarness(b)) }
 
-// openStore opens path and closes the store when tb ends.
-func openStore(tb testing.TB, path string, cfg sqlitestore.Config) *sqlitestore.Store {
-	tb.Helper()
-	st, err := sqlitestore.Open(tb.Context(), path, cfg)
-	require.NoError(tb, err)
-	tb.Cleanup(func() { require.NoError(tb, st.Close()) })
-	return st
-}
-
 // TestAcquireBatchReportsEachRefusalInPlace sends a batch whose middle
 // entry has a TTL too long to store: it is refused in its place, nothing
 // is written for it, and the entries around it are granted in the same
 // transaction.
 func TestAcquireBatchReportsEachRefusalInPlace(t *testing.T) {
 	t.Parallel()
-	st := openStore(t, filepath.Join(t.TempDir(), "tenure.db"), sqlitestore.Config{})
+	st := sqliteserver.SQLiteStore(t, filepath.Join(t.TempDir(), "tenure.db"), sqlitestore.Config{})
 	h := testutil.Holder(t, "holder")
 	res, err := st.AcquireBatch(t.Context(), []store.AcquireParams{
 		{Name: "first", Holder: h, TTL: time.Minute},

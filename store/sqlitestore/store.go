@@ -115,9 +115,10 @@ func (c Config) withDefaults() (Config, error) {
 	return c, nil
 }
 
-// Store is a [store.Store], [store.Notifier], [store.Lister],
-// [store.Historian] and [store.ForceReleaser] kept in one SQLite file. It is safe for concurrent use by many goroutines and,
-// through the file, by many processes on the same host.
+// Store is a [store.Store] kept in one SQLite file; docs/STORES.md lists
+// the optional interfaces of package store it implements. It is safe for
+// concurrent use by many goroutines and, through the file, by many
+// processes on the same host.
 type Store struct {
 	db   *sql.DB
 	path string

@@ -14,6 +14,12 @@
 //	func TestStore(t *testing.T)      { storetest.Run(t, harness{...}) }
 //	func BenchmarkStore(b *testing.B) { storetest.Benchmark(b, harness{...}) }
 //
+// Capabilities also carries the harness's [Faults]: how to make a store
+// whose server the suite may cut off, kill and restart (a proxy such as
+// internal/faultnet's between the store and its server, or a server of
+// its own), or, for each fault it cannot inject, why. A harness that
+// neither injects nor declines a fault fails the suite.
+//
 // Every subtest calls [Harness.NewStore] for a store of its own and runs in
 // parallel with the others, so NewStore must give each call its own namespace
 // (table prefix, schema, key prefix or file). The suite starts goroutines and
@@ -60,4 +66,13 @@
 //     [store.ErrClosed].
 //   - List (when the store is a [store.Lister]): every lease in name order
 //     with its state.
+//   - Faults: every call, optional interfaces included, with a context
+//     already done fails with [store.ErrUnavailable] wrapping the
+//     context's error; while the store is cut off from its server (a
+//     partition that also dropped its connections) and while its server
+//     is down, every call fails with ErrUnavailable by its deadline; after
+//     a restore, and after a restart, the store answers again and a
+//     [store.Notifier] listener hears releases again (Listen reconnects
+//     by itself); the first tenure after a restart has a greater token
+//     than the tenure before it (P2).
 package storetest

@@ -61,6 +61,11 @@ type Capabilities struct {
 	// example `SELECT 1`). [Benchmark] measures it first and reports the
 	// other operations as multiples of it. Nil skips those ratios.
 	RoundTrip func(ctx context.Context) error
+
+	// Faults fails the server under a store, for the checks of what a
+	// store does while cut off from its server and after it comes back;
+	// each fault is injected or declined with a reason (see [Faults]).
+	Faults Faults
 }
 
 const (
@@ -101,6 +106,7 @@ func Run(t *testing.T, h Harness) {
 		{"History", testHistory},
 		{"Payload", testPayload},
 		{"Close", testClose},
+		{"Faults", testFaults},
 	} {
 		t.Run(area.name, func(t *testing.T) {
 			t.Parallel()

@@ -3,8 +3,10 @@ package storetest_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
+	"sync/atomic"
 	"testing"
 
 	"github.com/tenure-dev/tenure/store"
@@ -26,6 +28,7 @@ const mutantEnv = "STORETEST_MUTANT"
 // of the suite that must catch it.
 var mutants = map[string]struct {
 	wrap    func(*memstore.Store) store.Store
+	faults  func() storetest.Faults // nil: [cuttableFaults] with a faithful cut
 	catcher string
 }{
 	"ReentrantAcquire": {
@@ -48,10 +51,39 @@ var mutants = map[string]struct {
 		wrap:    func(s *memstore.Store) store.Store { return silentListener{s} },
 		catcher: "Close/EveryCallFails",
 	},
+	"SaysNothingOfFaults": {
+		wrap:    func(s *memstore.Store) store.Store { return s },
+		faults:  func() storetest.Faults { return storetest.Faults{} },
+		catcher: "Faults/InjectedOrDeclined",
+	},
+	"CutNotUnavailable": {
+		wrap:    func(s *memstore.Store) store.Store { return s },
+		faults:  func() storetest.Faults { return cuttableFaults(context.Cause) },
+		catcher: "Faults/Cut",
+	},
+	"RestartLosesTokens": {
+		wrap: func(s *memstore.Store) store.Store { return s },
+		faults: func() storetest.Faults {
+			f := cuttableFaults(unavailable)
+			newStore := f.NewStore
+			f.NewStore = func(tb testing.TB) (store.Store, storetest.Fault) {
+				s, fault := newStore(tb)
+				fault.Restart = func(tb testing.TB) store.Store {
+					fresh := memstore.New(memstore.Config{})
+					tb.Cleanup(func() { _ = fresh.Close() })
+					return fresh
+				}
+				return s, fault
+			}
+			return f
+		},
+		catcher: "Faults/Restart",
+	},
 }
 
 type harness struct {
 	wrap      func(*memstore.Store) store.Store
+	faults    storetest.Faults
 	roundTrip func(ctx context.Context) error
 }
 
@@ -62,7 +94,7 @@ func (h harness) NewStore(tb testing.TB) store.Store {
 }
 
 func (h harness) Capabilities() storetest.Capabilities {
-	return storetest.Capabilities{Notify: true, RoundTrip: h.roundTrip}
+	return storetest.Capabilities{Notify: true, RoundTrip: h.roundTrip, Faults: h.faults}
 }
 
 // TestSuite runs the suite against memstore, which must pass it; or, in
@@ -70,11 +102,14 @@ func (h harness) Capabilities() storetest.Capabilities {
 // store named by mutantEnv, which must fail it.
 func TestSuite(t *testing.T) {
 	t.Parallel()
-	h := harness{wrap: func(s *memstore.Store) store.Store { return s }}
+	h := harness{wrap: func(s *memstore.Store) store.Store { return s }, faults: cuttableFaults(unavailable)}
 	if name := os.Getenv(mutantEnv); name != "" {
 		m, ok := mutants[name]
 		require.True(t, ok, "%s=%q names no mutant", mutantEnv, name)
 		h.wrap = m.wrap
+		if m.faults != nil {
+			h.faults = m.faults()
+		}
 	}
 	storetest.Run(t, h)
 }
@@ -165,4 +200,83 @@ func (s silentListener) Listen(ctx context.Context, notify func(store.Notice)) e
 		return nil
 	}
 	return s.Store.Listen(ctx, notify)
+}
+
+// cuttableFaults injects faults into memstores behind a [cuttable] switch:
+// a cut or a kill makes every call wait for its context's end and return
+// what failure says of it; a restart keeps the memstore, as a server
+// that keeps its data does.
+func cuttableFaults(failure func(context.Context) error) storetest.Faults {
+	return storetest.Faults{NewStore: func(tb testing.TB) (store.Store, storetest.Fault) {
+		m := memstore.New(memstore.Config{})
+		tb.Cleanup(func() { _ = m.Close() })
+		c := &cuttable{Store: m, listen: m, failure: failure}
+		return c, storetest.Fault{
+			Cut:     func(testing.TB) { c.cut.Store(true) },
+			Restore: func(testing.TB) { c.cut.Store(false) },
+			Kill:    func(testing.TB) { c.cut.Store(true) },
+			Restart: func(testing.TB) store.Store {
+				c.cut.Store(false)
+				return c
+			},
+		}
+	}}
+}
+
+// unavailable is what a store cut off from its server returns once ctx
+// ends.
+func unavailable(ctx context.Context) error {
+	return fmt.Errorf("%w: %w", store.ErrUnavailable, context.Cause(ctx))
+}
+
+// cuttable is a store with a switch standing in for the network between
+// it and its server. It offers only [store.Store] and [store.Notifier],
+// so that the suite calls nothing the switch does not cut.
+type cuttable struct {
+	store.Store
+	listen  store.Notifier
+	failure func(context.Context) error
+	cut     atomic.Bool
+}
+
+// wait returns, while the switch is off, once ctx ends with what failure
+// says of it.
+func (c *cuttable) wait(ctx context.Context) error {
+	if !c.cut.Load() {
+		return nil
+	}
+	<-ctx.Done()
+	return c.failure(ctx)
+}
+
+func (c *cuttable) Acquire(ctx context.Context, p store.AcquireParams) (store.Grant, error) {
+	if err := c.wait(ctx); err != nil {
+		return store.Grant{}, err
+	}
+	return c.Store.Acquire(ctx, p)
+}
+
+func (c *cuttable) Renew(ctx context.Context, ps []store.RenewParams) ([]store.RenewResult, error) {
+	if err := c.wait(ctx); err != nil {
+		return nil, err
+	}
+	return c.Store.Renew(ctx, ps)
+}
+
+func (c *cuttable) Release(ctx context.Context, p store.ReleaseParams) error {
+	if err := c.wait(ctx); err != nil {
+		return err
+	}
+	return c.Store.Release(ctx, p)
+}
+
+func (c *cuttable) Get(ctx context.Context, name string) (store.Record, error) {
+	if err := c.wait(ctx); err != nil {
+		return store.Record{}, err
+	}
+	return c.Store.Get(ctx, name)
+}
+
+func (c *cuttable) Listen(ctx context.Context, notify func(store.Notice)) error {
+	return c.listen.Listen(ctx, notify)
 }

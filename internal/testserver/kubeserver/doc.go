@@ -5,7 +5,7 @@
 //
 // [Start] runs kube-apiserver from $TENURE_KUBE_APISERVER_BIN (or
 // kube-apiserver on PATH; `tools/servers/ensure.sh kube-apiserver` builds
-// it, [Binary]) over an etcd of its own ([testserver.StartEtcd]), on a free loopback port,
+// it, [Binary]) over an etcd of its own ([etcdserver.StartEtcd]), on a free loopback port,
 // with RBAC on and two token users: an administrator ([Server.Admin]) and
 // a worker that may do only what a RoleBinding grants ([Server.Worker]).
 // [Server.Kubeconfig] writes a kubeconfig for the CLI. A package's tests

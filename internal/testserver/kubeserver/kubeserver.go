@@ -23,6 +23,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testserver/etcdserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/store"
 	"github.com/tenure-dev/tenure/store/k8sstore"
@@ -59,7 +60,7 @@ const (
 type Server struct {
 	*testserver.Process
 	// Etcd is the server's storage, stopped with it.
-	Etcd *testserver.Etcd
+	Etcd *etcdserver.Etcd
 	// Host is the server's URL, https://127.0.0.1:port.
 	Host string
 	// caFile verifies the server's self-signed certificate.
@@ -74,7 +75,7 @@ func Start(ctx context.Context) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	etcd, err := testserver.StartEtcd(ctx, testserver.EtcdConfig{})
+	etcd, err := etcdserver.StartEtcd(ctx, etcdserver.EtcdConfig{})
 	if err != nil {
 		return nil, err
 	}
@@ -87,7 +88,7 @@ func Start(ctx context.Context) (*Server, error) {
 	return k, nil
 }
 
-func start(ctx context.Context, bin string, etcd *testserver.Etcd, port int) (*Server, error) {
+func start(ctx context.Context, bin string, etcd *etcdserver.Etcd, port int) (*Server, error) {
 	dir, err := os.MkdirTemp("", "tenure-kube-")
 	if err != nil {
 		return nil, fmt.Errorf("kubeserver: kube-apiserver directory: %w", err)
@@ -154,10 +155,10 @@ func Own(tb testing.TB) *Server {
 }
 
 // Shared is the server [testserver.Main] starts for a package's tests to
-// share when its [testserver.Servers.Others] names Shared:
+// share when its TestMain passes it:
 //
 //	func TestMain(m *testing.M) {
-//		testserver.Main(m, testserver.Servers{Others: []testserver.SharedServer{kubeserver.Shared}})
+//		testserver.Main(m, kubeserver.Shared)
 //	}
 //
 // Tests take it with Shared.Get.
@@ -297,5 +298,5 @@ func (h Harness) RBAC(tb testing.TB) rbacv1.RbacV1Interface {
 
 // Capabilities implements [storetest.Harness].
 func (h Harness) Capabilities() storetest.Capabilities {
-	return storetest.Capabilities{Notify: true}
+	return storetest.Capabilities{Notify: true, Faults: h.Faults()}
 }

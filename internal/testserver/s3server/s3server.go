@@ -106,10 +106,10 @@ func Own(tb testing.TB) *Server {
 }
 
 // Shared is the server [testserver.Main] starts for a package's tests to
-// share when its [testserver.Servers.Others] names Shared:
+// share when its TestMain passes it:
 //
 //	func TestMain(m *testing.M) {
-//		testserver.Main(m, testserver.Servers{Others: []testserver.SharedServer{s3server.Shared}})
+//		testserver.Main(m, s3server.Shared)
 //	}
 //
 // Tests take it with Shared.Get.

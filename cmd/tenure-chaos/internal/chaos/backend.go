@@ -26,18 +26,103 @@ import (
 	"github.com/tenure-dev/tenure/store/redisstore"
 )
 
-// Backends the harness runs cells on.
-var Backends = []string{"postgres", "redis", "etcd", "consul", "mysql", "k8s", "nats", "postgres-failover", "etcd-cluster", "consul-cluster", runBackend}
-
-// tokenFenced reports whether a backend's chains are a [tokenResource],
-// fenced by the token alone.
-func tokenFenced(backend string) bool {
-	return backend == "k8s" || backend == "nats" || backend == "postgres-failover"
+// cellBackend is one backend the harness runs cells on: the faults its
+// cells get, how a cell prepares its store and how a worker reaches it.
+// Every backend is one value of [cellBackends].
+type cellBackend struct {
+	name string
+	// run reports that the cell's workers are tenure run processes: the
+	// faults hit tenure run, the slot's main process, and faults is the
+	// whole list.
+	run bool
+	// faults are the faults the cell gets besides the common ones
+	// ([commonFaults]), each repeated by weight, in the order the seeded
+	// schedule draws from.
+	faults []string
+	// setup prepares the cell: namespaces, migrations, tables, servers,
+	// the harness's own store and reader. It returns the addresses the
+	// proxies forward to (one per member of a clustered store); cleanups
+	// gathers what undoes it.
+	setup func(c *cell, ctx context.Context, id string, cleanups *[]func()) ([]string, error)
+	// open connects a worker to its store (through its proxy) and its
+	// resource; nil when the cell's workers are not tenure-chaos workers.
+	open func(ctx context.Context, sp spec) (store.Store, resource, func(), error)
 }
 
-// clustered reports whether a backend runs on a three-member cluster of
-// the store, whose members the nemesis pauses and kills.
-func clustered(backend string) bool { return backend == "etcd-cluster" || backend == "consul-cluster" }
+// Faults that recur in [cellBackends].
+var (
+	// clones: a strict fence tells clones apart; a token fence cannot
+	// (tokenres.go), so cells fenced by the token alone get none.
+	clones = []string{faultClone, faultClone}
+	// clusterFaults hit a member of a cluster at a time, never the whole
+	// cluster, in place of a restart of the store. The holders of a
+	// cluster write seldom (every write crosses the cluster, and each
+	// fault of its leader stalls them for seconds), so a pause seldom
+	// lands between a lease check and a write; a clone writes whatever the
+	// timing: two more keep the twin exercised.
+	clusterFaults = []string{faultLeaderPause, faultLeaderPause, faultLeaderPause, faultLeaderKill, faultLeaderKill, faultFollowerPause, faultFollowerKill,
+		faultClone, faultClone, faultClone, faultClone}
+)
+
+// cellBackends is the one table of the backends the harness runs cells
+// on, in the order of a full run. faultTerminate goes to the cells whose
+// workers hold PostgreSQL sessions; faultRestart to those whose server the
+// harness starts, so it can restart it (not the test environment's
+// PostgreSQL and MySQL); the postgres-failover cell's primary dies and its
+// standby takes over instead.
+var cellBackends = []*cellBackend{
+	{name: "postgres", faults: append([]string{faultTerminate}, clones...), setup: (*cell).setupPostgres, open: openPostgresWorker},
+	{name: "redis", faults: append([]string{faultRestart}, clones...), setup: (*cell).setupRedis, open: openRedisWorker},
+	{name: "etcd", faults: append([]string{faultRestart}, clones...), setup: withServer((*cell).setupEtcd, startEtcd), open: openEtcdWorker},
+	{name: "consul", faults: append([]string{faultRestart}, clones...), setup: withServer((*cell).setupConsul, startConsul), open: openConsulWorker},
+	{name: "mysql", faults: clones, setup: oneTarget((*cell).setupMySQL), open: openMySQLWorker},
+	{name: "k8s", faults: []string{faultRestart}, setup: oneTarget((*cell).setupKube), open: openKubeWorker},
+	{name: "nats", faults: []string{faultRestart}, setup: oneTarget((*cell).setupNats), open: openNatsWorker},
+	{name: "postgres-failover", faults: []string{faultTerminate, faultFailover, faultFailover, faultFailover},
+		setup: oneTarget((*cell).setupPostgresFailover), open: openPostgresFailoverWorker},
+	{name: "etcd-cluster", faults: clusterFaults, setup: withServer((*cell).setupEtcd, startEtcdCluster), open: openEtcdWorker},
+	{name: "consul-cluster", faults: clusterFaults, setup: withServer((*cell).setupConsul, startConsulCluster), open: openConsulWorker},
+	{name: runBackend, run: true, faults: runFaults, setup: (*cell).setupPostgres},
+}
+
+// Backends the harness runs cells on: the names of [cellBackends].
+var Backends = func() []string {
+	names := make([]string, len(cellBackends))
+	for i, b := range cellBackends {
+		names[i] = b.name
+	}
+	return names
+}()
+
+// backendNamed returns the backend of the name, or an error matching
+// [store.ErrInvalid] that lists them.
+func backendNamed(name string) (*cellBackend, error) {
+	for _, b := range cellBackends {
+		if b.name == name {
+			return b, nil
+		}
+	}
+	return nil, fmt.Errorf("chaos: %w: unknown backend %q (want one of %v)", store.ErrInvalid, name, Backends)
+}
+
+// oneTarget adapts a setup that returns one address.
+func oneTarget(setup func(*cell, context.Context, string, *[]func()) (string, error)) func(*cell, context.Context, string, *[]func()) ([]string, error) {
+	return func(c *cell, ctx context.Context, id string, cleanups *[]func()) ([]string, error) {
+		target, err := setup(c, ctx, id, cleanups)
+		if err != nil {
+			return nil, err
+		}
+		return []string{target}, nil
+	}
+}
+
+// withServer adapts a setup that starts its servers with start.
+func withServer(setup func(*cell, context.Context, string, *[]func(), func(context.Context) (*server, error)) ([]string, error),
+	start func(context.Context) (*server, error)) func(*cell, context.Context, string, *[]func()) ([]string, error) {
+	return func(c *cell, ctx context.Context, id string, cleanups *[]func()) ([]string, error) {
+		return setup(c, ctx, id, cleanups, start)
+	}
+}
 
 // spec is what a worker process needs to reach its cell: passed as JSON
 // on its command line, so a forked child inherits it with the rest.
@@ -119,65 +204,74 @@ func pgHost(u string) (string, error) {
 // the strict check too ([etcdstore.Store.StrictTxn],
 // [consulstore.Store.StrictTxn]).
 func openWorker(ctx context.Context, sp spec) (store.Store, resource, func(), error) {
-	switch sp.Backend {
-	case "postgres":
-		pool, st, err := pgPoolStore(ctx, sp.PGURL, sp.StoreAddr, sp.App, sp.Schema)
-		if err != nil {
-			return nil, nil, nil, err
-		}
-		res, err := newPGResource(pool, sp.Schema)
-		if err != nil {
-			pool.Close()
-			return nil, nil, nil, err
-		}
-		return st, res, func() { _ = st.Close(); pool.Close() }, nil
-	case "redis":
-		rdb := redis.NewClient(&redis.Options{Addr: sp.StoreAddr, DialTimeout: time.Second, ContextTimeoutEnabled: true, MaxRetries: -1})
-		st, err := redisstore.New(rdb, redisstore.Config{KeyPrefix: sp.Prefix + "lease:"})
-		if err != nil {
-			_ = rdb.Close()
-			return nil, nil, nil, err
-		}
-		res, err := newRedisResource(sp.RedisAddr, sp.Prefix, sp.Prefix+"lease:")
-		if err != nil {
-			_ = rdb.Close()
-			return nil, nil, nil, err
-		}
-		return st, res, func() { _ = st.Close(); _ = rdb.Close(); res.close() }, nil
-	case "etcd", "etcd-cluster":
-		cli, err := etcdClient(sp.StoreAddrs)
-		if err != nil {
-			return nil, nil, nil, err
-		}
-		st, err := etcdstore.New(cli, etcdstore.Config{KeyPrefix: sp.Prefix})
-		if err != nil {
-			_ = cli.Close()
-			return nil, nil, nil, err
-		}
-		res := &etcdResource{cli: cli, st: st, prefix: sp.DataPrefix}
-		return st, res, func() { _ = st.Close(); _ = cli.Close() }, nil
-	case "consul", "consul-cluster":
-		cli, tr, err := consulClient(sp.StoreAddrs...)
-		if err != nil {
-			return nil, nil, nil, err
-		}
-		st, err := consulstore.New(cli, consulstore.Config{KeyPrefix: sp.Prefix, MinSessionTTL: 500 * time.Millisecond})
-		if err != nil {
-			tr.CloseIdleConnections()
-			return nil, nil, nil, err
-		}
-		res := &consulResource{cli: cli, st: st, prefix: sp.DataPrefix}
-		return st, res, func() { _ = st.Close(); tr.CloseIdleConnections() }, nil
-	case "mysql":
-		return openMySQLWorker(ctx, sp)
-	case "k8s":
-		return openKubeWorker(sp)
-	case "nats":
-		return openNatsWorker(ctx, sp)
-	case "postgres-failover":
-		return openPostgresFailoverWorker(ctx, sp)
+	b, err := backendNamed(sp.Backend)
+	if err != nil {
+		return nil, nil, nil, err
 	}
-	return nil, nil, nil, fmt.Errorf("chaos: %w: unknown backend %q (want one of %v)", store.ErrInvalid, sp.Backend, Backends)
+	if b.open == nil {
+		return nil, nil, nil, fmt.Errorf("chaos: %w: the %s cell has no tenure-chaos workers", store.ErrInvalid, b.name)
+	}
+	return b.open(ctx, sp)
+}
+
+// openPostgresWorker is openWorker for the postgres cell.
+func openPostgresWorker(ctx context.Context, sp spec) (store.Store, resource, func(), error) {
+	pool, st, err := pgPoolStore(ctx, sp.PGURL, sp.StoreAddr, sp.App, sp.Schema)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	res, err := newPGResource(pool, sp.Schema)
+	if err != nil {
+		pool.Close()
+		return nil, nil, nil, err
+	}
+	return st, res, func() { _ = st.Close(); pool.Close() }, nil
+}
+
+// openRedisWorker is openWorker for the redis cell.
+func openRedisWorker(_ context.Context, sp spec) (store.Store, resource, func(), error) {
+	rdb := redis.NewClient(&redis.Options{Addr: sp.StoreAddr, DialTimeout: time.Second, ContextTimeoutEnabled: true, MaxRetries: -1})
+	st, err := redisstore.New(rdb, redisstore.Config{KeyPrefix: sp.Prefix + "lease:"})
+	if err != nil {
+		_ = rdb.Close()
+		return nil, nil, nil, err
+	}
+	res, err := newRedisResource(sp.RedisAddr, sp.Prefix, sp.Prefix+"lease:")
+	if err != nil {
+		_ = rdb.Close()
+		return nil, nil, nil, err
+	}
+	return st, res, func() { _ = st.Close(); _ = rdb.Close(); res.close() }, nil
+}
+
+// openEtcdWorker is openWorker for the etcd and etcd-cluster cells.
+func openEtcdWorker(_ context.Context, sp spec) (store.Store, resource, func(), error) {
+	cli, err := etcdClient(sp.StoreAddrs)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	st, err := etcdstore.New(cli, etcdstore.Config{KeyPrefix: sp.Prefix})
+	if err != nil {
+		_ = cli.Close()
+		return nil, nil, nil, err
+	}
+	res := &etcdResource{cli: cli, st: st, prefix: sp.DataPrefix}
+	return st, res, func() { _ = st.Close(); _ = cli.Close() }, nil
+}
+
+// openConsulWorker is openWorker for the consul and consul-cluster cells.
+func openConsulWorker(_ context.Context, sp spec) (store.Store, resource, func(), error) {
+	cli, tr, err := consulClient(sp.StoreAddrs...)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	st, err := consulstore.New(cli, consulstore.Config{KeyPrefix: sp.Prefix, MinSessionTTL: 500 * time.Millisecond})
+	if err != nil {
+		tr.CloseIdleConnections()
+		return nil, nil, nil, err
+	}
+	res := &consulResource{cli: cli, st: st, prefix: sp.DataPrefix}
+	return st, res, func() { _ = st.Close(); tr.CloseIdleConnections() }, nil
 }
 
 // etcdClient returns a client of the etcd members at addrs (host:port).
@@ -361,4 +455,119 @@ func (r *redisResource) fenced(ctx context.Context, l *tenure.Lease, tok store.T
 		return err
 	}
 	return redisfence.StrictHSet(ctx, r.rdb, r.leases, l, r.keys[resFenced], next(n, tok, wid))
+}
+
+// setupPostgres migrates the cell's schema in the PostgreSQL server of
+// the test environment, creates its chains and makes the harness's own
+// store and reader. It returns the server's address.
+func (c *cell) setupPostgres(ctx context.Context, id string, cleanups *[]func()) ([]string, error) {
+	c.spec.Schema = "chaos_" + id
+	u, err := pgURL(c.cfg.PGURL, "", "chaos_harness_"+id)
+	if err != nil {
+		return nil, err
+	}
+	pool, err := pgxpool.New(ctx, u)
+	if err != nil {
+		return nil, fmt.Errorf("chaos: postgres: %w", err)
+	}
+	c.pgPool = pool
+	*cleanups = append(*cleanups, func() {
+		dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, _ = pool.Exec(dctx, "DROP SCHEMA IF EXISTS "+c.spec.Schema+" CASCADE")
+		pool.Close()
+	})
+	ps, err := pgstore.New(pool, pgstore.Config{Schema: c.spec.Schema})
+	if err != nil {
+		return nil, err
+	}
+	if err := ps.Migrate(ctx); err != nil {
+		return nil, fmt.Errorf("chaos: migrate: %w", err)
+	}
+	if _, err := pool.Exec(ctx, pgTablesSQL(c.spec.Schema)); err != nil {
+		return nil, fmt.Errorf("chaos: create tables: %w", err)
+	}
+	res, err := newPGResource(pool, c.spec.Schema)
+	if err != nil {
+		return nil, err
+	}
+	c.reader, c.store = res, ps
+	host, err := pgHost(c.cfg.PGURL)
+	if err != nil {
+		return nil, err
+	}
+	return []string{host}, nil
+}
+
+// setupRedis starts the cell's redis-server and makes the harness's own
+// store and reader. It returns the server's address.
+func (c *cell) setupRedis(ctx context.Context, id string, cleanups *[]func()) ([]string, error) {
+	c.spec.Prefix = "tenure-chaos:" + id + ":"
+	s, err := startRedis(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c.server = s
+	c.spec.RedisAddr = s.addrs[0]
+	*cleanups = append(*cleanups, func() { _ = s.stop() })
+	rdb := redis.NewClient(&redis.Options{Addr: s.addrs[0], ContextTimeoutEnabled: true})
+	*cleanups = append(*cleanups, func() { _ = rdb.Close() })
+	st, err := redisstore.New(rdb, redisstore.Config{KeyPrefix: c.spec.Prefix + "lease:"})
+	if err != nil {
+		return nil, err
+	}
+	res, err := newRedisResource(s.addrs[0], c.spec.Prefix, c.spec.Prefix+"lease:")
+	if err != nil {
+		return nil, err
+	}
+	*cleanups = append(*cleanups, res.close)
+	c.store, c.reader = st, res
+	return s.addrs, nil
+}
+
+// setupEtcd starts the cell's etcd (one member or a cluster) and makes
+// the harness's own store and reader. It returns the members' addresses.
+func (c *cell) setupEtcd(ctx context.Context, id string, cleanups *[]func(), start func(context.Context) (*server, error)) ([]string, error) {
+	c.spec.Prefix, c.spec.DataPrefix = "chaos/"+id+"/", dataPrefix(id)
+	s, err := start(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c.server = s
+	*cleanups = append(*cleanups, func() { _ = s.stop() })
+	cli, err := etcdClient(s.addrs)
+	if err != nil {
+		return nil, err
+	}
+	*cleanups = append(*cleanups, func() { _ = cli.Close() })
+	st, err := etcdstore.New(cli, etcdstore.Config{KeyPrefix: c.spec.Prefix})
+	if err != nil {
+		return nil, err
+	}
+	c.store, c.reader = st, &etcdResource{cli: cli, prefix: c.spec.DataPrefix}
+	return s.addrs, nil
+}
+
+// setupConsul starts the cell's Consul (one server or a cluster) and
+// makes the harness's own store and reader. It returns the servers'
+// addresses.
+func (c *cell) setupConsul(ctx context.Context, id string, cleanups *[]func(), start func(context.Context) (*server, error)) ([]string, error) {
+	c.spec.Prefix, c.spec.DataPrefix = "chaos/"+id+"/", dataPrefix(id)
+	s, err := start(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c.server = s
+	*cleanups = append(*cleanups, func() { _ = s.stop() })
+	cli, tr, err := consulClient(s.addrs...)
+	if err != nil {
+		return nil, err
+	}
+	*cleanups = append(*cleanups, tr.CloseIdleConnections)
+	st, err := consulstore.New(cli, consulstore.Config{KeyPrefix: c.spec.Prefix, MinSessionTTL: 500 * time.Millisecond})
+	if err != nil {
+		return nil, err
+	}
+	c.store, c.reader = st, &consulResource{cli: cli, prefix: c.spec.DataPrefix}
+	return s.addrs, nil
 }

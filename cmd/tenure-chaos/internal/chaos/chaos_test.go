@@ -20,8 +20,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tenure-dev/tenure/internal/faultnet"
-	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testserver/consulserver"
+	"github.com/tenure-dev/tenure/internal/testserver/etcdserver"
 	"github.com/tenure-dev/tenure/internal/testserver/kubeserver"
+	"github.com/tenure-dev/tenure/internal/testserver/mysqlserver"
+	"github.com/tenure-dev/tenure/internal/testserver/natsserver"
+	"github.com/tenure-dev/tenure/internal/testserver/pgserver"
+	"github.com/tenure-dev/tenure/internal/testserver/redisserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
 )
 
@@ -138,14 +143,33 @@ func TestCells(t *testing.T) {
 				invalid := !strings.Contains(string(out), "violations at the fenced resource") &&
 					(strings.Contains(string(out), "faults did not bite") || strings.Contains(string(out), "not exercising"))
 				if !invalid || attempt == maxAttempts {
-					require.NoError(t, err, "cell %s seed %d failed; its history is under %s", b, cellSeed, dir)
-					require.Contains(t, string(out), ": PASS")
+					// The verdict goes in the failure itself: a CI log may
+					// keep only the end of a long output.
+					require.NoError(t, err, "cell %s seed %d failed: %s\nits history is under %s", b, cellSeed, verdict(out), dir)
+					require.Contains(t, string(out), ": PASS", "cell %s seed %d: %s", b, cellSeed, verdict(out))
 					return
 				}
 				t.Logf("cell %s seed %d was invalid; running it again with seed %d", b, cellSeed, cellSeed+1)
 			}
 		})
 	}
+}
+
+// verdict returns the lines of a cell's output that say how it ended: its
+// summary (PASS or FAIL and why) and any error, or the output's last lines
+// when it has neither.
+func verdict(out []byte) string {
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	var keep []string
+	for _, l := range lines {
+		if strings.Contains(l, ": PASS") || strings.Contains(l, ": FAIL") || strings.Contains(l, "chaos:") || strings.Contains(l, "panic:") {
+			keep = append(keep, l)
+		}
+	}
+	if len(keep) == 0 {
+		keep = lines[max(0, len(lines)-10):]
+	}
+	return strings.Join(keep, "\n")
 }
 
 // needBackend skips (or, under CI, fails) when the cell's servers are
@@ -162,25 +186,25 @@ func needBackend(t *testing.T, b string) {
 	}
 	switch b {
 	case "redis":
-		_, err := testserver.RedisBinary()
+		_, err := redisserver.RedisBinary()
 		testutil.NeedServer(t, "redis-server ("+RedisBinEnv+")", err)
 	case "etcd", "etcd-cluster":
-		_, err := testserver.EtcdBinary()
+		_, err := etcdserver.EtcdBinary()
 		testutil.NeedServer(t, "etcd ("+EtcdBinEnv+")", err)
 	case "consul", "consul-cluster":
-		_, err := testserver.ConsulBinary()
+		_, err := consulserver.ConsulBinary()
 		testutil.NeedServer(t, "consul ("+ConsulBinEnv+")", err)
 	case "mysql":
-		testserver.MySQLDB(t, "")
+		mysqlserver.MySQLDB(t, "")
 	case "nats":
-		_, err := testserver.NatsBinary()
-		testutil.NeedServer(t, "nats-server ("+testserver.NatsBinEnv+")", err)
+		_, err := natsserver.NatsBinary()
+		testutil.NeedServer(t, "nats-server ("+natsserver.NatsBinEnv+")", err)
 	case "postgres-failover":
-		testutil.NeedServer(t, "PostgreSQL's programs, for a private primary and standby", testserver.PostgresPairTools())
+		testutil.NeedServer(t, "PostgreSQL's programs, for a private primary and standby", pgserver.PostgresPairTools())
 	case "k8s":
 		_, err := kubeserver.Binary()
 		testutil.NeedServer(t, "kube-apiserver ("+kubeserver.BinEnv+")", err)
-		_, err = testserver.EtcdBinary()
+		_, err = etcdserver.EtcdBinary()
 		testutil.NeedServer(t, "etcd ("+EtcdBinEnv+")", err)
 	}
 }
@@ -269,6 +293,11 @@ func TestChecker(t *testing.T) {
 			h.add(Event{Kind: kindStart, Proc: "4:1", Parent: "2:1", Counter: 2, Detail: "clone"})
 			return h
 		}, rows("2 2:1/1", "2 3:1/1", "2 4:1/1"), invWriters},
+		{"FailedBegin", func() *hb {
+			h := base()
+			h.add(Event{Kind: kindDone, Proc: "2:1", Res: resBegin, Token: 2, Result: resultUnknown, Detail: "i/o timeout"})
+			return h
+		}, rows("1 1:1/1"), ""},
 		{"ForkIsNoClone", func() *hb {
 			h := base()
 			h.add(Event{Kind: kindStart, Proc: "3:1", Parent: "2:1", Detail: "fork"})

@@ -172,9 +172,9 @@ func (l lineage) ancestor(p, o string) bool {
 // check runs every invariant over one run's history and the two
 // resources' final contents.
 func check(events []Event, fenced, twin []Row, ttl time.Duration) Verdict {
-	v := Verdict{Faults: make(map[string]int), Writes: map[string]map[string]int{resFenced: {}, resTwin: {}}}
+	v := Verdict{Faults: make(map[string]int), Writes: map[string]map[string]int{resFenced: {}, resTwin: {}, resBegin: {}}}
 	lin := lineage{}
-	acked := map[string]map[string]int64{resFenced: {}, resTwin: {}}
+	acked := map[string]map[string]int64{resFenced: {}, resTwin: {}, resBegin: {}}
 	granted := map[int64]int{}
 	for _, e := range events {
 		switch e.Kind {

@@ -19,13 +19,8 @@ import (
 	"github.com/tenure-dev/tenure/store"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/tenure-dev/tenure/internal/faultnet"
-	"github.com/tenure-dev/tenure/store/consulstore"
-	"github.com/tenure-dev/tenure/store/etcdstore"
-	"github.com/tenure-dev/tenure/store/pgstore"
-	"github.com/tenure-dev/tenure/store/redisstore"
 )
 
 // CellConfig describes one cell: a backend, its workers, a duration and a
@@ -277,140 +272,15 @@ func (c *cell) setup(ctx context.Context, id string) ([]string, func(), error) {
 		}
 	}
 	fail := func(err error) ([]string, func(), error) { cleanup(); return nil, nil, err }
-	b := c.cfg.Backend
-	if b == "postgres" || b == runBackend {
-		c.spec.Schema = "chaos_" + id
-		u, err := pgURL(c.cfg.PGURL, "", "chaos_harness_"+id)
-		if err != nil {
-			return fail(err)
-		}
-		pool, err := pgxpool.New(ctx, u)
-		if err != nil {
-			return fail(fmt.Errorf("chaos: postgres: %w", err))
-		}
-		c.pgPool = pool
-		cleanups = append(cleanups, func() {
-			dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			_, _ = pool.Exec(dctx, "DROP SCHEMA IF EXISTS "+c.spec.Schema+" CASCADE")
-			pool.Close()
-		})
-		ps, err := pgstore.New(pool, pgstore.Config{Schema: c.spec.Schema})
-		if err != nil {
-			return fail(err)
-		}
-		if err := ps.Migrate(ctx); err != nil {
-			return fail(fmt.Errorf("chaos: migrate: %w", err))
-		}
-		if _, err := pool.Exec(ctx, pgTablesSQL(c.spec.Schema)); err != nil {
-			return fail(fmt.Errorf("chaos: create tables: %w", err))
-		}
-		res, err := newPGResource(pool, c.spec.Schema)
-		if err != nil {
-			return fail(err)
-		}
-		c.reader, c.store = res, ps
-		host, err := pgHost(c.cfg.PGURL)
-		if err != nil {
-			return fail(err)
-		}
-		return []string{host}, cleanup, nil
+	b, err := backendNamed(c.cfg.Backend)
+	if err != nil {
+		return fail(err)
 	}
-	switch b {
-	case "nats":
-		target, err := c.setupNats(ctx, id, &cleanups)
-		if err != nil {
-			return fail(err)
-		}
-		return []string{target}, cleanup, nil
-	case "k8s":
-		target, err := c.setupKube(ctx, id, &cleanups)
-		if err != nil {
-			return fail(err)
-		}
-		return []string{target}, cleanup, nil
-	case "postgres-failover":
-		target, err := c.setupPostgresFailover(ctx, id, &cleanups)
-		if err != nil {
-			return fail(err)
-		}
-		return []string{target}, cleanup, nil
-	case "mysql":
-		target, err := c.setupMySQL(ctx, id, &cleanups)
-		if err != nil {
-			return fail(err)
-		}
-		return []string{target}, cleanup, nil
-	case "redis":
-		c.spec.Prefix = "tenure-chaos:" + id + ":"
-		s, err := startRedis(ctx)
-		if err != nil {
-			return fail(err)
-		}
-		c.server = s
-		c.spec.RedisAddr = s.addrs[0]
-		cleanups = append(cleanups, func() { _ = s.stop() })
-		rdb := redis.NewClient(&redis.Options{Addr: s.addrs[0], ContextTimeoutEnabled: true})
-		cleanups = append(cleanups, func() { _ = rdb.Close() })
-		st, err := redisstore.New(rdb, redisstore.Config{KeyPrefix: c.spec.Prefix + "lease:"})
-		if err != nil {
-			return fail(err)
-		}
-		res, err := newRedisResource(s.addrs[0], c.spec.Prefix, c.spec.Prefix+"lease:")
-		if err != nil {
-			return fail(err)
-		}
-		cleanups = append(cleanups, res.close)
-		c.store, c.reader = st, res
-		return s.addrs, cleanup, nil
-	case "etcd", "etcd-cluster":
-		c.spec.Prefix, c.spec.DataPrefix = "chaos/"+id+"/", dataPrefix(id)
-		start := startEtcd
-		if b == "etcd-cluster" {
-			start = startEtcdCluster
-		}
-		s, err := start(ctx)
-		if err != nil {
-			return fail(err)
-		}
-		c.server = s
-		cleanups = append(cleanups, func() { _ = s.stop() })
-		cli, err := etcdClient(s.addrs)
-		if err != nil {
-			return fail(err)
-		}
-		cleanups = append(cleanups, func() { _ = cli.Close() })
-		st, err := etcdstore.New(cli, etcdstore.Config{KeyPrefix: c.spec.Prefix})
-		if err != nil {
-			return fail(err)
-		}
-		c.store, c.reader = st, &etcdResource{cli: cli, prefix: c.spec.DataPrefix}
-		return s.addrs, cleanup, nil
-	case "consul", "consul-cluster":
-		c.spec.Prefix, c.spec.DataPrefix = "chaos/"+id+"/", dataPrefix(id)
-		start := startConsul
-		if b == "consul-cluster" {
-			start = startConsulCluster
-		}
-		s, err := start(ctx)
-		if err != nil {
-			return fail(err)
-		}
-		c.server = s
-		cleanups = append(cleanups, func() { _ = s.stop() })
-		cli, tr, err := consulClient(s.addrs...)
-		if err != nil {
-			return fail(err)
-		}
-		cleanups = append(cleanups, tr.CloseIdleConnections)
-		st, err := consulstore.New(cli, consulstore.Config{KeyPrefix: c.spec.Prefix, MinSessionTTL: 500 * time.Millisecond})
-		if err != nil {
-			return fail(err)
-		}
-		c.store, c.reader = st, &consulResource{cli: cli, prefix: c.spec.DataPrefix}
-		return s.addrs, cleanup, nil
+	targets, err := b.setup(c, ctx, id, &cleanups)
+	if err != nil {
+		return fail(err)
 	}
-	return fail(fmt.Errorf("chaos: %w: unknown backend %q (want one of %v)", store.ErrInvalid, b, Backends))
+	return targets, cleanup, nil
 }
 
 // specFor returns the worker spec of slot s.

@@ -40,6 +40,10 @@ const (
 const (
 	resFenced = "fenced"
 	resTwin   = "twin"
+	// resBegin is a tenure's first call to the fenced resource, before
+	// any write: a worker logs it when it fails (a pause or a cut during
+	// it), and then writes nothing in that tenure.
+	resBegin = "begin"
 )
 
 // Event is one line of a history. T is the machine's real wall clock in

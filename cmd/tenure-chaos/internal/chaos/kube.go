@@ -48,7 +48,7 @@ func kubeStore(admin *rest.Config, addr, prefix string) (*k8sstore.Store, error)
 }
 
 // openKubeWorker is openWorker for the k8s cell.
-func openKubeWorker(sp spec) (store.Store, resource, func(), error) {
+func openKubeWorker(_ context.Context, sp spec) (store.Store, resource, func(), error) {
 	admin := &rest.Config{BearerToken: sp.KubeToken, TLSClientConfig: rest.TLSClientConfig{CAFile: sp.KubeCA}, QPS: 1000, Burst: 1000}
 	st, err := kubeStore(admin, sp.StoreAddr, sp.Prefix)
 	if err != nil {

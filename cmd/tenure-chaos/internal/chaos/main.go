@@ -167,7 +167,7 @@ func harnessMain(ctx context.Context, args []string, stdout io.Writer) error {
 		list = strings.Split(*backend, ",")
 	}
 	tenurePath := ""
-	if slices.Contains(list, runBackend) {
+	if slices.ContainsFunc(list, runCell) {
 		if tenurePath, err = tenureBinary(*tenureBin, exe); err != nil {
 			return err
 		}

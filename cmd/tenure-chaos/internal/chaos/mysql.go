@@ -13,7 +13,7 @@ import (
 
 	"github.com/tenure-dev/tenure"
 	"github.com/tenure-dev/tenure/fence/mysqlfence"
-	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testserver/mysqlserver"
 	"github.com/tenure-dev/tenure/store/mysqlstore"
 )
 
@@ -28,7 +28,7 @@ import (
 // mysqlConfig returns the driver configuration of the cell's server
 // reached at addr (a proxy; empty: the server itself).
 func mysqlConfig(raw, addr string) (*mysql.Config, error) {
-	cfg, err := testserver.ParseMySQLURL(raw)
+	cfg, err := mysqlserver.ParseMySQLURL(raw)
 	if err != nil {
 		return nil, fmt.Errorf("chaos: %w", err)
 	}
@@ -80,7 +80,7 @@ func openMySQLWorker(ctx context.Context, sp spec) (store.Store, resource, func(
 // harness's own store and reader. It returns the address the proxies
 // forward to.
 func (c *cell) setupMySQL(ctx context.Context, id string, cleanups *[]func()) (string, error) {
-	c.spec.MySQLURL = testserver.MySQLURL()
+	c.spec.MySQLURL = mysqlserver.MySQLURL()
 	c.spec.Prefix = "chaos_" + id + "_"
 	cfg := mysqlstore.Config{TablePrefix: c.spec.Prefix}
 	db, err := openMySQL(ctx, c.spec.MySQLURL, "")
@@ -90,7 +90,7 @@ func (c *cell) setupMySQL(ctx context.Context, id string, cleanups *[]func()) (s
 	*cleanups = append(*cleanups, func() {
 		dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		_ = testserver.MySQLDropObjects(dctx, db, cfg)
+		_ = mysqlserver.MySQLDropObjects(dctx, db, cfg)
 		for _, t := range []string{resFenced, resTwin} {
 			_, _ = db.ExecContext(dctx, "DROP TABLE IF EXISTS "+mysqlstore.Quote("", c.spec.Prefix+t))
 		}

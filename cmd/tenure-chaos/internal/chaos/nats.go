@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testserver/natsserver"
 	"github.com/tenure-dev/tenure/store"
 	"github.com/tenure-dev/tenure/store/natsstore"
 )
@@ -21,7 +22,7 @@ import (
 
 // startNats starts a nats-server with JetStream on file storage.
 func startNats(ctx context.Context) (*server, error) {
-	n, err := testserver.StartNats(ctx)
+	n, err := natsserver.StartNats(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("chaos: %w", err)
 	}

@@ -51,36 +51,22 @@ const (
 	targetFollower = "store-follower"
 )
 
-// faultKinds returns the faults a backend gets, each repeated by weight.
+// commonFaults are the faults every cell but a tenure run cell gets, each
+// repeated by weight, before its own ([cellBackend.faults]).
+var commonFaults = []string{faultPause, faultPause, faultPause, faultPause, faultPause, faultKill, faultKill, faultCut, faultBlackHole, faultBlackHole,
+	faultDelay, faultLoseReply, faultLoseReply, faultClock, faultClock, faultFork}
+
+// faultKinds returns the faults the backend of the name gets, each
+// repeated by weight; none for a name that is no backend's.
 func faultKinds(backend string) []string {
-	if runCell(backend) {
-		// The faults hit tenure run, the slot's main process; its command
-		// and writer are reached only through it, except by a freeze.
-		return []string{faultPause, faultPause, faultPause, faultPause, faultKill, faultKill, faultForce, faultForce,
-			faultFreeze, faultFreeze, faultCut, faultBlackHole, faultDelay, faultLoseReply, faultTerminate}
+	b, err := backendNamed(backend)
+	if err != nil {
+		return nil
 	}
-	k := []string{faultPause, faultPause, faultPause, faultPause, faultPause, faultKill, faultKill, faultCut, faultBlackHole, faultBlackHole,
-		faultDelay, faultLoseReply, faultLoseReply, faultClock, faultClock, faultFork}
-	if backend == "postgres" || backend == "postgres-failover" { // the cells with PostgreSQL sessions of the workers
-		k = append(k, faultTerminate)
+	if b.run {
+		return b.faults
 	}
-	switch {
-	case clustered(backend): // a member at a time, never the whole cluster
-		k = append(k, faultLeaderPause, faultLeaderPause, faultLeaderPause, faultLeaderKill, faultLeaderKill, faultFollowerPause, faultFollowerKill)
-		// The holders of a cluster write seldom (every write crosses the
-		// cluster, and each fault of its leader stalls them for seconds), so
-		// a pause seldom lands between a lease check and a write; a clone
-		// writes whatever the timing. Two more keep the twin exercised.
-		k = append(k, faultClone, faultClone)
-	case backend == "postgres-failover": // instead of a restart, the primary dies and the standby takes over
-		k = append(k, faultFailover, faultFailover, faultFailover)
-	case backend != "postgres" && backend != "mysql": // the harness starts these servers, so it can restart them
-		k = append(k, faultRestart)
-	}
-	if !tokenFenced(backend) { // a strict fence tells clones apart; a token fence cannot (tokenres.go)
-		k = append(k, faultClone, faultClone)
-	}
-	return k
+	return append(slices.Clip(commonFaults), b.faults...)
 }
 
 // draw is one round of the nemesis's schedule, drawn whole from the

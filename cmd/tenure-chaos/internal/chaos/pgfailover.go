@@ -8,7 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tenure-dev/tenure/internal/faultnet"
-	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testserver/pgserver"
 	"github.com/tenure-dev/tenure/store"
 	"github.com/tenure-dev/tenure/store/pgstore"
 )
@@ -43,7 +43,7 @@ const faultFailover = "failover"
 // pgFailover is the postgres-failover cell's database: the pair and the
 // virtual address in front of its primary.
 type pgFailover struct {
-	pair   *testserver.PostgresPair
+	pair   *pgserver.PostgresPair
 	vip    *faultnet.Proxy
 	schema string
 	floor  bool
@@ -53,7 +53,7 @@ type pgFailover struct {
 // the schema and makes the harness's own store and reader. It returns
 // the virtual address, which the workers' proxies forward to.
 func (c *cell) setupPostgresFailover(ctx context.Context, id string, cleanups *[]func()) (string, error) {
-	pair, err := testserver.StartPostgresPair(ctx)
+	pair, err := pgserver.StartPostgresPair(ctx)
 	if err != nil {
 		return "", fmt.Errorf("chaos: %w", err)
 	}

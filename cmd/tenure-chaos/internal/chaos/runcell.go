@@ -32,7 +32,16 @@ import (
 const runBackend = "postgres-run"
 
 // runCell reports whether a backend's workers are tenure run processes.
-func runCell(backend string) bool { return backend == runBackend }
+func runCell(backend string) bool {
+	b, err := backendNamed(backend)
+	return err == nil && b.run
+}
+
+// runFaults are the faults of the tenure run cell, each repeated by
+// weight. They hit tenure run, the slot's main process; its command and
+// writer are reached only through it, except by a freeze.
+var runFaults = []string{faultPause, faultPause, faultPause, faultPause, faultKill, faultKill, faultForce, faultForce,
+	faultFreeze, faultFreeze, faultCut, faultBlackHole, faultDelay, faultLoseReply, faultTerminate}
 
 // Writer modes: what the command under tenure run does with its writer.
 const (

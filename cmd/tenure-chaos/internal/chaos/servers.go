@@ -14,13 +14,16 @@ import (
 	"github.com/hashicorp/consul/api"
 
 	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testserver/consulserver"
+	"github.com/tenure-dev/tenure/internal/testserver/etcdserver"
+	"github.com/tenure-dev/tenure/internal/testserver/redisserver"
 )
 
 // Environment variables naming the server binaries the harness starts.
 const (
-	RedisBinEnv  = testserver.RedisBinEnv
-	EtcdBinEnv   = testserver.EtcdBinEnv
-	ConsulBinEnv = testserver.ConsulBinEnv
+	RedisBinEnv  = redisserver.RedisBinEnv
+	EtcdBinEnv   = etcdserver.EtcdBinEnv
+	ConsulBinEnv = consulserver.ConsulBinEnv
 )
 
 // server is a store the harness started and may crash and restart: one
@@ -43,7 +46,7 @@ type server struct {
 // keeps every acknowledged write: the token counter and the fenced
 // resource alike.
 func startRedis(ctx context.Context) (*server, error) {
-	r, err := testserver.StartRedis(ctx, testserver.RedisConfig{AppendFsyncAlways: true})
+	r, err := redisserver.StartRedis(ctx, redisserver.RedisConfig{AppendFsyncAlways: true})
 	if err != nil {
 		return nil, fmt.Errorf("chaos: %w", err)
 	}
@@ -52,7 +55,7 @@ func startRedis(ctx context.Context) (*server, error) {
 
 // startEtcd starts a single-member etcd that syncs its log to disk.
 func startEtcd(ctx context.Context) (*server, error) {
-	e, err := testserver.StartEtcd(ctx, testserver.EtcdConfig{Fsync: true})
+	e, err := etcdserver.StartEtcd(ctx, etcdserver.EtcdConfig{Fsync: true})
 	if err != nil {
 		return nil, fmt.Errorf("chaos: %w", err)
 	}
@@ -67,7 +70,7 @@ func startEtcd(ctx context.Context) (*server, error) {
 // negative control bite a quarter as often (a pause lands between a
 // worker's lease check and its write that much less often).
 func startEtcdCluster(ctx context.Context) (*server, error) {
-	c, err := testserver.StartEtcdCluster(ctx, testserver.EtcdConfig{})
+	c, err := etcdserver.StartEtcdCluster(ctx, etcdserver.EtcdConfig{})
 	if err != nil {
 		return nil, fmt.Errorf("chaos: %w", err)
 	}
@@ -81,7 +84,7 @@ func startEtcdCluster(ctx context.Context) (*server, error) {
 // startConsul starts a single Consul server agent (not -dev: its Raft log
 // is on disk, so a restart keeps every index, and with them the tokens).
 func startConsul(ctx context.Context) (*server, error) {
-	c, err := testserver.StartConsul(ctx, testserver.ConsulConfig{Server: true})
+	c, err := consulserver.StartConsul(ctx, consulserver.ConsulConfig{Server: true})
 	if err != nil {
 		return nil, fmt.Errorf("chaos: %w", err)
 	}
@@ -91,7 +94,7 @@ func startConsul(ctx context.Context) (*server, error) {
 // startConsulCluster starts three Consul server agents, their Raft logs
 // on disk.
 func startConsulCluster(ctx context.Context) (*server, error) {
-	c, err := testserver.StartConsulCluster(ctx)
+	c, err := consulserver.StartConsulCluster(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("chaos: %w", err)
 	}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/tenure-dev/tenure"
 	"github.com/tenure-dev/tenure/fence/redisfence"
-	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testserver/redisserver"
 	"github.com/tenure-dev/tenure/store"
 )
 
@@ -65,7 +65,7 @@ func withTokenResource(sp spec, st store.Store, closeStore func()) (store.Store,
 // setupTokenResource makes the reader of a cell whose chains are a
 // tokenResource, and sets the spec its workers need to reach them.
 func (c *cell) setupTokenResource(ctx context.Context, id string, cleanups *[]func()) (*tokenResource, error) {
-	opts, err := redis.ParseURL(testserver.RedisURL())
+	opts, err := redis.ParseURL(redisserver.RedisURL())
 	if err != nil {
 		return nil, fmt.Errorf("chaos: redis url: %w", err)
 	}
@@ -81,7 +81,7 @@ func (c *cell) setupTokenResource(ctx context.Context, id string, cleanups *[]fu
 	*cleanups = append(*cleanups, func() {
 		dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		_ = testserver.RedisDeleteKeys(dctx, res.rdb, c.spec.DataPrefix)
+		_ = redisserver.RedisDeleteKeys(dctx, res.rdb, c.spec.DataPrefix)
 		res.close()
 	})
 	return res, nil

@@ -166,7 +166,7 @@ func (w *worker) hold(ctx context.Context, l *tenure.Lease) {
 	err := w.res.begin(bctx, l, tok)
 	cancel()
 	if err != nil {
-		w.hist.log(Event{Kind: kindDone, Res: "begin", Token: int64(tok), Result: outcome(err), Detail: err.Error()})
+		w.hist.log(Event{Kind: kindDone, Res: resBegin, Token: int64(tok), Result: outcome(err), Detail: err.Error()})
 		_ = l.Release(context.WithoutCancel(ctx))
 		return
 	}

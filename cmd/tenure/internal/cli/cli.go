@@ -15,8 +15,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/spf13/cobra"
-
 	"github.com/tenure-dev/tenure/store"
 
 	"github.com/tenure-dev/tenure"
@@ -101,6 +99,9 @@ type command struct {
 	// words are the fixed words the first positional argument may be,
 	// which shell completion offers (nil: none).
 	words func() []string
+	// files has shell completion offer file names for the positional
+	// arguments (run's command line).
+	files bool
 	// setup defines the flags on fs and returns the action that uses them.
 	setup func(fs *flag.FlagSet) action
 }
@@ -125,8 +126,7 @@ func commandTable() map[string]*command {
 		"completion":  completionCommand(),
 		"docs":        docsCommand(),
 
-		cobra.ShellCompRequestCmd:       completeRequestCommand(cobra.ShellCompRequestCmd),
-		cobra.ShellCompNoDescRequestCmd: completeRequestCommand(cobra.ShellCompNoDescRequestCmd),
+		completeRequest: completeRequestCommand(),
 
 		// Called by tenure run's command and by its hooks.
 		"progress":         progressCommand(),
@@ -421,7 +421,7 @@ func (e *env) announceDefault(t storeurl.Target, purpose string) {
 	if !t.Default {
 		return
 	}
-	if _, err := os.Stat(t.Path); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := os.Stat(t.File()); !errors.Is(err, fs.ErrNotExist) {
 		return
 	}
 	e.errorf("creating the default store %s: this host only; pass --store or set %s %s (said once, as the file is made)", t.Display, storeurl.EnvVar, purpose)

@@ -25,7 +25,8 @@ import (
 	"github.com/tenure-dev/tenure"
 	"github.com/tenure-dev/tenure/cmd/tenure/internal/storeopen"
 	"github.com/tenure-dev/tenure/cmd/tenure/internal/storeurl"
-	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testserver/etcdserver"
+	"github.com/tenure-dev/tenure/internal/testserver/pgserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/registry"
 	"github.com/tenure-dev/tenure/store/sqlitestore"
@@ -559,11 +560,11 @@ func TestMigrate(t *testing.T) {
 
 func TestPostgres(t *testing.T) {
 	t.Parallel()
-	owner := testserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")
+	owner := pgserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")
 	url := func(t *testing.T) string {
 		t.Helper()
 		schema := testutil.UniqueName(t)
-		t.Cleanup(func() { testserver.PostgresDropSchema(t, owner, schema) })
+		t.Cleanup(func() { pgserver.PostgresDropSchema(t, owner, schema) })
 		sep := "?"
 		if strings.Contains(testutil.PostgresURL(), "?") {
 			sep = "&"
@@ -647,7 +648,7 @@ func TestPostgres(t *testing.T) {
 		t.Parallel()
 		ctx := context.Background()
 		schema := testutil.UniqueName(t)
-		t.Cleanup(func() { testserver.PostgresDropSchema(t, owner, schema) })
+		t.Cleanup(func() { pgserver.PostgresDropSchema(t, owner, schema) })
 		u := testutil.PostgresURL()
 		if strings.Contains(u, "?") {
 			u += "&"
@@ -723,7 +724,7 @@ func (w *lineWriter) Write(p []byte) (int, error) {
 // usage error before it takes anything.
 func TestTTLBelowStoreMinimum(t *testing.T) {
 	t.Parallel()
-	srv := testserver.OwnEtcd(t)
+	srv := etcdserver.OwnEtcd(t)
 	u := "etcd://" + strings.TrimPrefix(srv.Endpoint, "http://") + "?tenure_prefix=" + testutil.UniqueName(t) + "/"
 	o := cli(t, "run", "--name", "x", "--ttl", "1s", "--store", u, "--", "true")
 	require.Equal(t, ExitUsage, o.code, o.stderr)
@@ -741,10 +742,6 @@ func TestLossReason(t *testing.T) {
 	require.Contains(t, lossReason(&tenure.LostError{Reason: tenure.LossExpiredAtStore}), "tenure release --force")
 	require.Contains(t, lossReason(&tenure.LostError{Reason: tenure.LossSeqMismatch}), "an operator's release --force")
 	require.Equal(t, "unknown reason", lossReason(nil))
-	require.True(t, storeReachable(&tenure.LostError{Reason: tenure.LossSuspended}))
-	require.False(t, storeReachable(&tenure.LostError{Reason: tenure.LossRenewError}))
-	require.False(t, storeReachable(&tenure.LostError{Reason: tenure.LossSuperseded}))
-	require.False(t, storeReachable(errors.New("x")))
 }
 
 func TestUnreachableServersAre69(t *testing.T) {

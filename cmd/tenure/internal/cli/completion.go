@@ -2,24 +2,45 @@ package cli
 
 import (
 	"context"
+	_ "embed"
 	"flag"
+	"fmt"
 	"strings"
-
-	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 )
 
-// The command table stays the one description of tenure's commands, and
-// Main the one parser that runs them (so exit codes and messages are its
-// own). commandTree describes the same table to cobra, which only answers
-// the questions a shell asks while the user types (completion scripts and
-// their __complete requests) and writes the pages of `tenure docs`. Each
-// command's own flag.FlagSet is imported into cobra's, with the same
-// positional rule (interspersed or not, "--" ends the flags), so both see
-// the same flags in the same places.
+// Shell completion comes from the command table itself, as help does:
+// the scripts of `tenure completion` ask `tenure __complete WORD...` what
+// to offer, and complete answers from each command's flag.FlagSet and
+// words, walking the typed words by the rules Main parses them by (global
+// flags before the command's name, "--" ends the flags, flags after
+// positional arguments only where the command is interspersed).
+//
+// The answer is one line per candidate for the word being completed, the
+// whole word, a tab and what it is ("--ttl\tthe lease's lifetime…"); or
+// one line ":files" (":dirs") when the word is a path, which the shell
+// completes itself, after the word's "--flag=" if it has one. An empty
+// answer offers nothing (lease names, say: they live in the store).
 
 // shells are the shells `tenure completion` writes a script for.
 var shells = []string{"bash", "zsh", "fish"}
+
+var (
+	//go:embed completion.bash
+	bashScript string
+	//go:embed completion.zsh
+	zshScript string
+	//go:embed completion.fish
+	fishScript string
+)
+
+// completeRequest is the hidden command the scripts run.
+const completeRequest = "__complete"
+
+// Lines of an answer that ask the shell to complete a path itself.
+const (
+	answerFiles = ":files"
+	answerDirs  = ":dirs"
+)
 
 func completionCommand() *command {
 	return &command{
@@ -27,8 +48,9 @@ func completionCommand() *command {
 		synopsis: "completion bash|zsh|fish",
 		about: `Completion prints a script that completes tenure's commands, their flags
 and the fixed words some of them take (help's command names, completion's
-shells, fence's reset) as you type, in bash, zsh or fish. Lease names are
-not completed: they live in the store.
+shells, fence's reset, --log-format's json and text), and file names
+where a path goes (run's command, --json FILE, docs' DIR), as you type, in
+bash, zsh or fish. Lease names are not completed: they live in the store.
 
 To load it into the current shell:
   bash:  source <(tenure completion bash)
@@ -39,135 +61,183 @@ To load it in every new shell, write it where the shell looks:
   zsh:   tenure completion zsh > "${fpath[1]}/_tenure"
   fish:  tenure completion fish > ~/.config/fish/completions/tenure.fish
 The bash script needs the bash-completion package (most distributions
-install it with bash; on macOS: brew install bash-completion@2). The
-scripts ask tenure itself what to offer (tenure __complete WORDS…), so they
-follow the installed tenure's commands and flags.`,
+install it with bash; on macOS: brew install bash-completion@2), the zsh
+one compinit (autoload -U compinit && compinit). The scripts ask tenure
+itself what to offer (tenure __complete WORDS…), so they follow the
+installed tenure's commands and flags.`,
 		words: func() []string { return shells },
 		setup: func(fs *flag.FlagSet) action {
 			return func(_ context.Context, e *env, args []string) error {
 				if len(args) != 1 {
 					return usagef("completion", "takes one shell, %s; got %d arguments", strings.Join(shells, ", "), len(args))
 				}
-				root := commandTree()
-				switch args[0] {
-				case "bash":
-					return root.GenBashCompletionV2(e.stdout, true)
-				case "zsh":
-					return root.GenZshCompletion(e.stdout)
-				case "fish":
-					return root.GenFishCompletion(e.stdout, true)
+				scripts := map[string]string{"bash": bashScript, "zsh": zshScript, "fish": fishScript}
+				script, ok := scripts[args[0]]
+				if !ok {
+					return usagef("completion", "unknown shell %q; the shells are %s", args[0], strings.Join(shells, ", "))
 				}
-				return usagef("completion", "unknown shell %q; the shells are %s", args[0], strings.Join(shells, ", "))
+				_, err := fmt.Fprint(e.stdout, script)
+				return err
 			}
 		},
 	}
 }
 
-// completeRequestCommand is the hidden command a completion script runs
-// while the user types: request is cobra's __complete (completions with
-// descriptions) or __completeNoDesc. Its arguments are the words typed so
-// far after "tenure", the last one the word being completed.
-func completeRequestCommand(request string) *command {
+func completeRequestCommand() *command {
 	return &command{
 		summary:  "answer a shell completion script's request (internal)",
-		synopsis: request + " [WORD...]",
+		synopsis: completeRequest + " [WORD...]",
 		about: `The completion scripts of tenure completion run this command with the
-words typed so far; it prints the candidates for the last word, one a
-line, and a line ":DIRECTIVE" that tells the script what to do with them.`,
+words typed so far after "tenure", the last one the word being completed;
+it prints the candidates for that word, one a line with a tab and what it
+is, or the line :files or :dirs when the word is a path.`,
 		raw:    true,
 		hidden: true,
-		setup: func(fs *flag.FlagSet) action {
-			return func(ctx context.Context, e *env, args []string) error {
-				root := commandTree()
-				root.SetArgs(append([]string{request}, args...))
-				root.SetOut(e.stdout)
-				root.SetErr(e.stderr)
-				return root.ExecuteContext(ctx)
+		setup: func(*flag.FlagSet) action {
+			return func(_ context.Context, e *env, args []string) error {
+				if len(args) == 0 {
+					args = []string{""}
+				}
+				_, err := fmt.Fprint(e.stdout, complete(args))
+				return err
 			}
 		},
 	}
 }
 
-// commandTree describes the command table to cobra: every command that is
-// not hidden, with its synopsis, summary, text and flags. The tree runs
-// nothing: Main runs the commands.
-func commandTree() *cobra.Command {
-	root := &cobra.Command{
-		Use:                   "tenure [-v] [--log-format FORMAT] COMMAND [ARG...]",
-		Short:                 "run a job under a lease with a fencing token",
-		Long:                  pageText(overview()),
-		DisableFlagsInUseLine: true,
-		DisableAutoGenTag:     true,
-		SilenceErrors:         true,
-		SilenceUsage:          true,
-		CompletionOptions:     cobra.CompletionOptions{DisableDefaultCmd: true},
-	}
-	// The global flags are the root's persistent flags: cobra accepts them
-	// before a command's name and among its flags, as Main does.
+// complete answers for the last of words, the words typed after "tenure".
+func complete(words []string) string {
+	typed, word := words[:len(words)-1], words[len(words)-1]
 	globals := flag.NewFlagSet("tenure", flag.ContinueOnError)
 	new(globalFlags).define(globals)
-	importFlags(root, root.PersistentFlags(), globals)
-	table := commandTable()
-	for _, name := range orderedNames() {
-		cmd := table[name]
-		c := &cobra.Command{
-			Use:                   cmd.synopsis,
-			Short:                 cmd.summary,
-			Long:                  pageText(cmd.about),
-			DisableFlagsInUseLine: true,
-			DisableFlagParsing:    cmd.raw,
-			// Cobra offers and documents only runnable commands; Main
-			// runs them, so this never does.
-			Run: func(*cobra.Command, []string) {},
+	n := 0
+	for n < len(typed) && strings.HasPrefix(typed[n], "-") {
+		name, _, hasValue := strings.Cut(strings.TrimLeft(typed[n], "-"), "=")
+		f := globals.Lookup(name)
+		if f == nil {
+			return ""
 		}
-		fs := flag.NewFlagSet(name, flag.ContinueOnError)
-		cmd.setup(fs)
-		importFlags(c, c.Flags(), fs)
-		c.Flags().SetInterspersed(cmd.interspersed)
-		if cmd.words != nil {
-			c.ValidArgsFunction = completeWords(cmd.words)
-		}
-		root.AddCommand(c)
-		if name == "help" {
-			root.SetHelpCommand(c)
+		n++
+		if !hasValue && !isBoolFlag(f) {
+			if n == len(typed) {
+				return completeValue(f, "", word)
+			}
+			n++
 		}
 	}
-	return root
+	if n == len(typed) {
+		if strings.HasPrefix(word, "-") {
+			return completeFlags(globals, word, "--help", "--version")
+		}
+		return completeCommands(word)
+	}
+	cmd, ok := commandTable()[typed[n]]
+	if !ok || cmd.hidden || cmd.raw {
+		return ""
+	}
+	fs := flag.NewFlagSet(typed[n], flag.ContinueOnError)
+	cmd.setup(fs)
+	new(globalFlags).define(fs)
+	at := locate(fs, typed[n+1:], cmd.interspersed)
+	switch {
+	case at.value != nil:
+		return completeValue(at.value, "", word)
+	case at.flags && strings.HasPrefix(word, "-"):
+		return completeFlags(fs, word, "--help")
+	case at.operand == 0 && cmd.words != nil:
+		return candidates(cmd.words(), nil, "", word)
+	case cmd.files:
+		return answerFiles + "\n"
+	}
+	return ""
 }
 
-// importFlags adds the flags of fs to c's flag set to, as help shows them:
-// flags internal to tenure hidden, the argument's name (`URL`) as the
-// flag's type, a value's default only when help shows one, and the values
-// of a flag with fixed words completed.
-func importFlags(c *cobra.Command, to *pflag.FlagSet, fs *flag.FlagSet) {
+// position is where the word being completed stands among a command's
+// arguments.
+type position struct {
+	value   *flag.Flag // the flag the word is the value of, or nil
+	flags   bool       // whether flags may still come
+	operand int        // the positional arguments before the word
+}
+
+// locate reads args, the words before the one being completed, as
+// parseArgs and singleDash do, and says where the next word stands.
+func locate(fs *flag.FlagSet, args []string, interspersed bool) position {
+	at := position{flags: true}
+	for i := 0; i < len(args); i++ {
+		arg := args[i]
+		if at.flags && arg == "--" {
+			at.flags = false
+			continue
+		}
+		if at.flags && len(arg) > 1 && arg[0] == '-' {
+			name, _, hasValue := strings.Cut(strings.TrimLeft(arg, "-"), "=")
+			if f := fs.Lookup(name); f != nil && !hasValue && !isBoolFlag(f) {
+				if i == len(args)-1 {
+					at.value = f
+					return at
+				}
+				i++
+			}
+			continue
+		}
+		at.operand++
+		if !interspersed {
+			at.flags = false
+		}
+	}
+	return at
+}
+
+// completeFlags answers for word, a flag or a flag with its value
+// (--log-format=j), from the flags of fs and the extra flags more.
+func completeFlags(fs *flag.FlagSet, word string, more ...string) string {
+	if name, value, ok := strings.Cut(word, "="); ok {
+		f := fs.Lookup(strings.TrimLeft(name, "-"))
+		if f == nil || isBoolFlag(f) {
+			return ""
+		}
+		return completeValue(f, name+"=", value)
+	}
+	var names, usages []string
 	fs.VisitAll(func(f *flag.Flag) {
-		pf := pflag.PFlagFromGoFlag(f)
-		meta, usage := flag.UnquoteUsage(f)
-		if meta == "" {
-			meta = "bool"
-		} else {
-			pf.DefValue = shownDefault(f)
+		if strings.HasPrefix(f.Usage, hiddenFlag) {
+			return
 		}
-		pf.Value = argValue{Value: pf.Value, name: meta}
-		pf.Usage = usage
-		pf.Hidden = strings.HasPrefix(f.Usage, hiddenFlag)
-		to.AddFlag(pf)
-		if w, ok := f.Value.(wordsValue); ok {
-			// Registering fails only for a flag registered twice, and
-			// every tree has flags of its own.
-			_ = c.RegisterFlagCompletionFunc(f.Name, completeWords(w.Words))
-		}
+		_, usage := flag.UnquoteUsage(f)
+		names = append(names, flagSpelling(f.Name))
+		usages = append(usages, usage)
 	})
+	for _, m := range more {
+		names = append(names, m)
+		usages = append(usages, "")
+	}
+	return candidates(names, usages, "", word)
 }
 
-// argValue is a flag's value whose type, for cobra, is the name of its
-// argument in help.
-type argValue struct {
-	pflag.Value
-	name string
+// flagSpelling is the flag name as the documentation writes it: -v for a
+// one-letter flag, --name for the others.
+func flagSpelling(name string) string {
+	if len(name) == 1 {
+		return "-" + name
+	}
+	return "--" + name
 }
 
-func (v argValue) Type() string { return v.name }
+// completeValue answers for value, the value of f, typed after prefix:
+// f's words, or a path when f's argument is a FILE, PATH or DIR.
+func completeValue(f *flag.Flag, prefix, value string) string {
+	if w, ok := f.Value.(wordsValue); ok {
+		return candidates(w.Words(), nil, prefix, value)
+	}
+	switch arg, _ := flag.UnquoteUsage(f); arg {
+	case "FILE", "PATH":
+		return answerFiles + "\n"
+	case "DIR":
+		return answerDirs + "\n"
+	}
+	return ""
+}
 
 // wordsValue is a flag value that is one of a few fixed words, which
 // completion offers.
@@ -176,46 +246,30 @@ type wordsValue interface {
 	Words() []string
 }
 
-// completeWords completes the first positional argument (or a flag's
-// value) from the words of words, and nothing after it.
-func completeWords(words func() []string) cobra.CompletionFunc {
-	return func(_ *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
-		var out []cobra.Completion
-		if len(args) == 0 {
-			for _, w := range words() {
-				if strings.HasPrefix(w, toComplete) {
-					out = append(out, w)
-				}
-			}
-		}
-		return out, cobra.ShellCompDirectiveNoFileComp
+// completeCommands answers for word, a command's name.
+func completeCommands(word string) string {
+	names := commandNames()
+	summaries := make([]string, len(names))
+	table := commandTable()
+	for i, n := range names {
+		summaries[i] = table[n].summary
 	}
+	return candidates(names, summaries, "", word)
 }
 
-// pageText turns the plain text of help into markdown for the pages of
-// tenure docs: unindented lines stay prose, and each run of indented lines
-// (lists, examples, tables) becomes a preformatted block, so it keeps its
-// line breaks and columns.
-func pageText(text string) string {
+// candidates renders the words that begin with typed, each after prefix
+// and with its description (descs may be nil), one a line.
+func candidates(words, descs []string, prefix, typed string) string {
 	var b strings.Builder
-	const blank, prose, pre = 0, 1, 2
-	last := blank
-	for _, line := range strings.Split(strings.TrimSpace(text), "\n") {
-		if strings.TrimSpace(line) == "" {
-			b.WriteString("\n")
-			last = blank
+	for i, w := range words {
+		if !strings.HasPrefix(w, typed) {
 			continue
 		}
-		kind := prose
-		if strings.HasPrefix(line, " ") {
-			kind = pre
-			line = "    " + line
+		b.WriteString(prefix + w)
+		if descs != nil && descs[i] != "" {
+			b.WriteString("\t" + strings.Join(strings.Fields(descs[i]), " "))
 		}
-		if last != blank && last != kind {
-			b.WriteString("\n")
-		}
-		b.WriteString(line + "\n")
-		last = kind
+		b.WriteString("\n")
 	}
 	return b.String()
 }

@@ -73,12 +73,13 @@
 //     clock, the registry's agents, a timeline of holders and tokens and
 //     the changes it saw, /metrics and /healthz; no JavaScript.
 //   - completion: the bash, zsh or fish completion script; docs: a man page
-//     (--man DIR) or markdown page (--markdown DIR) per command. Both come
-//     from a cobra command tree that commandTree builds from the command
-//     table, each command's flag.FlagSet imported into it; the scripts'
-//     requests (the hidden commands __complete and __completeNoDesc) go to
-//     that tree too. Main alone runs commands, so cobra never parses a
-//     command line that runs anything.
+//     (--man DIR) or markdown page (--markdown DIR) per command. Both are
+//     read off the command table, as help is: the pages show each
+//     command's synopsis, text and flags, and the scripts ask the hidden
+//     command __complete, which walks the typed words by the rules Main
+//     parses them by and answers with commands, flags, the fixed words of
+//     a command or flag, or "a path here" (run's command line, FILE, PATH
+//     and DIR arguments). One description of the commands, one parser.
 //   - version, help.
 //
 // The store comes from --store, else TENURE_STORE, else the default SQLite
@@ -115,7 +116,8 @@
 //	75   not acquired: the lease is held by someone else, or --wait-timeout
 //	     ran out; the message names the holder, its token and its remaining
 //	     time by the store's clock (EX_TEMPFAIL: try again later)
-//	78   the store's schema is not migrated: run tenure migrate (EX_CONFIG)
+//	78   the store's schema is not migrated, or (migrate --check) behind this
+//	     version: run tenure migrate (EX_CONFIG)
 //	79   the tenure was lost while the command ran, and the command was
 //	     stopped
 //	126  the command could not be executed; 127 it was not found

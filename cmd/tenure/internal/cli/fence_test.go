@@ -17,7 +17,7 @@ import (
 
 	"github.com/tenure-dev/tenure/cmd/tenure/internal/storeurl"
 	"github.com/tenure-dev/tenure/fence/pgfence"
-	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testserver/pgserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/store/pgstore"
 )
@@ -32,8 +32,8 @@ type roleBundle struct {
 
 func setupRoles(t *testing.T) *roleBundle {
 	t.Helper()
-	b := &roleBundle{owner: testserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, ""), schema: testutil.UniqueName(t)}
-	t.Cleanup(func() { testserver.PostgresDropSchema(t, b.owner, b.schema) })
+	b := &roleBundle{owner: pgserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, ""), schema: testutil.UniqueName(t)}
+	t.Cleanup(func() { pgserver.PostgresDropSchema(t, b.owner, b.schema) })
 	b.url = withParam(t, testutil.PostgresURL(), storeurl.ParamSchema, b.schema)
 	o := cli(t, "migrate", "--store", b.url)
 	require.Equal(t, ExitOK, o.code, o.stderr)
@@ -55,7 +55,7 @@ func withParam(t *testing.T, raw, key, value string) string {
 // and name.
 func (b *roleBundle) role(t *testing.T, flag string) (string, string) {
 	t.Helper()
-	role := testserver.PostgresRole(t, b.owner)
+	role := pgserver.PostgresRole(t, b.owner)
 	o := cli(t, "migrate", "--print", flag, role, "--store", b.url)
 	require.Equal(t, ExitOK, o.code, o.stderr)
 	require.Contains(t, o.stdout, "GRANT")
@@ -83,7 +83,7 @@ func TestFenceReset(t *testing.T) {
 	tok := store.Token(n)
 	f, err := pgfence.New(b.cfg())
 	require.NoError(t, err)
-	workerPool := testserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, role)
+	workerPool := pgserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, role)
 	require.NoError(t, f.Fence(ctx, workerPool, "invoices", tok))
 	// Someone allowed foreign tokens poisons the fence.
 	require.NoError(t, f.FenceForeign(ctx, b.owner, "invoices", math.MaxInt64))

@@ -52,36 +52,47 @@ func orderedNames() []string {
 
 // overview is the text of `tenure help`.
 func overview() string {
-	var b strings.Builder
-	b.WriteString(`tenure runs a job under a lease with a fencing token: one holder at a time,
+	return overviewIntro + commandList() + overviewStart + storeHelp + exitHelp
+}
+
+// overviewIntro begins the overview, up to the list of commands.
+const overviewIntro = `tenure runs a job under a lease with a fencing token: one holder at a time,
 and a holder that is paused, partitioned or superseded has its job stopped
 before the store can give the lease to anyone else.
 
 Usage:
-`)
+`
+
+// commandList lists the commands that are not hidden, in help's order:
+// their synopses, then their summaries.
+func commandList() string {
+	var b strings.Builder
 	table := commandTable()
-	for _, n := range orderedNames() {
-		fmt.Fprintf(&b, "  tenure %s\n", table[n].synopsis)
-	}
-	b.WriteString(`
-Commands:
-`)
+	names := orderedNames()
 	width := 0
-	for _, n := range orderedNames() {
+	for _, n := range names {
+		fmt.Fprintf(&b, "  tenure %s\n", table[n].synopsis)
 		width = max(width, len(n))
 	}
-	for _, n := range orderedNames() {
+	b.WriteString("\nCommands:\n")
+	for _, n := range names {
 		fmt.Fprintf(&b, "  %-*s  %s\n", width, n, table[n].summary)
 	}
-	b.WriteString(`
+	return b.String()
+}
+
+// overviewStart gives the global flags and where to start.
+const overviewStart = `
 Global flags, before or after the command's name:
   -v                    log the lease client's acquisitions and releases too
                         (level info); without it, only warnings and errors
   --log-format FORMAT   log lines on standard error as text (default) or json
 
 Start with 'tenure demo': it needs no server and no setup.
-`)
-	b.WriteString(`
+`
+
+// storeHelp says where the store comes from and how to write its URL.
+const storeHelp = `
 The store is given by --store URL, else by the TENURE_STORE environment
 variable, else it is the SQLite file at $XDG_STATE_HOME/tenure/tenure.db
 (~/.local/state/tenure/tenure.db when XDG_STATE_HOME is unset).
@@ -144,7 +155,10 @@ Store URLs:
   The fleet registry (agents, owner) lives in PostgreSQL only. Redis, etcd
   and Consul keep no schema: migrate has nothing to do there.
 
-Exit codes:
+`
+
+// exitHelp lists the exit codes.
+const exitHelp = `Exit codes:
   0      success; under run, the command's own exit status passes through
          (128+N when signal N ended it); owner: the owner is alive;
          release: the lease is not held or does not exist
@@ -161,7 +175,8 @@ Exit codes:
   75     not acquired: the lease is held by someone else, or --wait-timeout
          ran out; the message names the holder, its token and its remaining
          time by the store's clock
-  78     the store is not migrated: run tenure migrate
+  78     the store is not migrated, or (migrate --check) behind this
+         version: run tenure migrate
   79     the lease was lost while the command ran, and the command was
          stopped (SIGTERM, then SIGKILL after --grace)
   126    the command could not be executed; 127: it was not found
@@ -169,9 +184,7 @@ Exit codes:
          demo by signal N
 
 Run 'tenure help COMMAND' for the flags of a command.
-`)
-	return b.String()
-}
+`
 
 // hiddenFlag begins the usage of a flag that help does not show: it is
 // internal to tenure (run --watchdog).
@@ -189,26 +202,51 @@ func commandHelp(name string, cmd *command) string {
 	if !cmd.raw {
 		new(globalFlags).define(fs)
 	}
-	first := true
+	if docs := flagDocs(fs); len(docs) > 0 {
+		b.WriteString("\nFlags:\n")
+		for _, d := range docs {
+			b.WriteString(d.String())
+		}
+	}
+	return b.String()
+}
+
+// flagDoc is a flag as help shows it.
+type flagDoc struct {
+	name  string // without dashes
+	arg   string // the argument's name (URL), or "" for a switch
+	def   string // the default shown, or ""
+	usage string
+}
+
+// flagDocs are the flags of fs that help shows (not the internal ones),
+// by name.
+func flagDocs(fs *flag.FlagSet) []flagDoc {
+	var docs []flagDoc
 	fs.VisitAll(func(f *flag.Flag) {
 		if strings.HasPrefix(f.Usage, hiddenFlag) {
 			return
 		}
-		if first {
-			b.WriteString("\nFlags:\n")
-			first = false
-		}
-		meta, usage := flag.UnquoteUsage(f)
-		line := "  --" + f.Name
-		if meta != "" {
-			line += " " + meta
-		}
-		if def := shownDefault(f); def != "" {
-			line += " (default " + def + ")"
-		}
-		fmt.Fprintf(&b, "%s\n      %s\n", line, usage)
+		arg, usage := flag.UnquoteUsage(f)
+		docs = append(docs, flagDoc{name: f.Name, arg: arg, def: shownDefault(f), usage: usage})
 	})
-	return b.String()
+	return docs
+}
+
+// head is the flag's line in help: "--name ARG (default D)".
+func (d flagDoc) head() string {
+	line := "--" + d.name
+	if d.arg != "" {
+		line += " " + d.arg
+	}
+	if d.def != "" {
+		line += " (default " + d.def + ")"
+	}
+	return line
+}
+
+func (d flagDoc) String() string {
+	return fmt.Sprintf("  %s\n      %s\n", d.head(), d.usage)
 }
 
 // shownDefault is the default of f that help shows: none for an empty,

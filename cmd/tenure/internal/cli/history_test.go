@@ -15,7 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tenure-dev/tenure/cmd/tenure/internal/storeurl"
-	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testserver/pgserver"
+	"github.com/tenure-dev/tenure/internal/testserver/redisserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/store/pgstore"
 )
@@ -117,7 +118,7 @@ func TestHistoryUsage(t *testing.T) {
 // exit 64 and a message that says which stores do.
 func TestHistoryUnsupported(t *testing.T) {
 	t.Parallel()
-	o := cli(t, "history", "job", "--store", testserver.RedisURL())
+	o := cli(t, "history", "job", "--store", redisserver.RedisURL())
 	require.Equal(t, ExitUsage, o.code, o.stderr)
 	requireOneLine(t, o)
 	require.Contains(t, o.stderr, "keeps no history of its leases; only the PostgreSQL and SQLite stores do")
@@ -148,9 +149,9 @@ func TestHistoryEscapesStoredHolders(t *testing.T) {
 // release --force is recorded as forced.
 func TestHistoryOnPostgres(t *testing.T) {
 	t.Parallel()
-	owner := testserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")
+	owner := pgserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")
 	schema := testutil.UniqueName(t)
-	t.Cleanup(func() { testserver.PostgresDropSchema(t, owner, schema) })
+	t.Cleanup(func() { pgserver.PostgresDropSchema(t, owner, schema) })
 	sep := "?"
 	if strings.Contains(testutil.PostgresURL(), "?") {
 		sep = "&"
@@ -173,7 +174,7 @@ func TestHistoryOnPostgres(t *testing.T) {
 	o = cli(t, "release", "--force", "--now", "job", "--store", u)
 	require.Equal(t, ExitOK, o.code, o.stderr)
 
-	role := testserver.PostgresRole(t, owner)
+	role := pgserver.PostgresRole(t, owner)
 	grants, err := pgstore.Config{Schema: schema}.ReadGrantSQL(role)
 	require.NoError(t, err)
 	_, err = owner.Exec(t.Context(), grants)

@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testserver/mysqlserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
 )
 
@@ -52,7 +52,7 @@ func TestMessages(t *testing.T) {
 		{"PostgresUnknownParameter", []string{"status", "--store", pg + sep + "nosuchparameter=1"}, ExitUsage, "nosuchparameter"},
 		{"PostgresUnknownRole", []string{"status", "--store", withUser(t, pg, url.UserPassword("nosuchrole", "Sup3rSecret"))}, ExitUsage, `"nosuchrole"`},
 		{"BadBoolValue", []string{"status", "--store", db, "--watch=bogus"}, ExitUsage, "--watch"},
-		{"MySQLUnknownDatabase", []string{"status", "--store", withPath(t, testserver.MySQLURL(), "/nosuchdb")}, ExitUsage, "nosuchdb"},
+		{"MySQLUnknownDatabase", []string{"status", "--store", withPath(t, mysqlserver.MySQLURL(), "/nosuchdb")}, ExitUsage, "nosuchdb"},
 		{"PostgresRefused", []string{"status", "--store", "postgres://postgres@" + closedPort(t) + "/test"}, ExitUnavailable, "cannot reach PostgreSQL"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -8,17 +8,27 @@ import (
 
 	"github.com/tenure-dev/tenure/cmd/tenure/internal/storeopen"
 	"github.com/tenure-dev/tenure/cmd/tenure/internal/storeurl"
+	"github.com/tenure-dev/tenure/store"
 )
 
 func migrateCommand() *command {
 	return &command{
 		summary:      "create or upgrade the store's schema, or print its SQL",
-		synopsis:     "migrate [--print [--grant ROLE] [--grant-read ROLE] | --token-floor] [--store URL]",
+		synopsis:     "migrate [--check | --print [--grant ROLE] [--grant-read ROLE] | --token-floor] [--store URL]",
 		interspersed: true,
 		about: `Migrate creates or upgrades the store's schema. On PostgreSQL it creates
 tenure's tables, token sequence and fence functions, and the fleet
 registry's tables, in the schema and with the prefix the URL names; run it
 as the schema's owner. It is safe to run concurrently and again.
+
+It reports, for each part of the schema, its version and functions before
+and after. With --check it changes nothing: it reports them and exits 78
+when migrate would change anything (the schema is behind this version of
+tenure), 0 when it would not, for deploy pipelines; it reads the tables
+that record migrations and functions, so run it as the owner (the
+run-time role may not read them). Stores that keep no
+schema say so and exit 0; an SQLite store upgrades its schema itself when
+opened, so --check does not open it.
 
 With --print it connects to nothing and prints the SQL instead, for a DBA
 to review and apply. Roles on PostgreSQL:
@@ -60,6 +70,7 @@ tokens it handed out, which the new primary would hand out again; the
 clock is above all of them (pgstore.Store.RaiseTokenFloor says why).`,
 		setup: func(fs *flag.FlagSet) action {
 			var o migrateOptions
+			fs.BoolVar(&o.check, "check", false, "change nothing: exit 78 when the schema is behind, 0 when it is current")
 			fs.BoolVar(&o.print, "print", false, "print the SQL instead of applying it")
 			fs.StringVar(&o.grant, "grant", "", "with --print, also print the grants the run-time `ROLE` needs")
 			fs.StringVar(&o.grantRead, "grant-read", "", "with --print, also print the grants of a read-only `ROLE` (status, agents)")
@@ -71,6 +82,7 @@ clock is above all of them (pgstore.Store.RaiseTokenFloor says why).`,
 }
 
 type migrateOptions struct {
+	check      bool
 	print      bool
 	grant      string
 	grantRead  string
@@ -88,14 +100,20 @@ func (o *migrateOptions) run(ctx context.Context, e *env, args []string) error {
 	if o.tokenFloor && o.print {
 		return usagef("migrate", "--token-floor changes the store; it does not go with --print")
 	}
+	if o.check && (o.print || o.tokenFloor) {
+		return usagef("migrate", "--check changes nothing and prints no SQL; it does not go with --print or --token-floor")
+	}
 	target, err := storeurl.Resolve(o.store, e.getenv)
 	if err != nil {
 		return err
 	}
+	if o.check {
+		return checkSchema(ctx, e, target)
+	}
 	if o.print {
 		var sql string
 		// A Kubernetes store has no schema, only the grants to print.
-		if target.Kind != storeurl.Kubernetes || o.grant == "" {
+		if !target.Backend.Traits().GrantsAlone || o.grant == "" {
 			if sql, err = storeopen.MigrationSQL(target); err != nil {
 				return err
 			}
@@ -140,4 +158,21 @@ func (o *migrateOptions) run(ctx context.Context, e *env, args []string) error {
 	}
 	_, err = fmt.Fprintf(e.stdout, "raised the token floor to %d: the next tenure's token is greater\n", floor)
 	return err
+}
+
+// checkSchema is migrate --check: it prints the status of each part of
+// the schema and fails with an error matching [store.ErrNotMigrated] (exit
+// 78) when migrate would change any of it.
+func checkSchema(ctx context.Context, e *env, target storeurl.Target) error {
+	c, err := storeopen.CheckSchema(ctx, target, storeopen.Options{})
+	if err != nil {
+		return err
+	}
+	if _, err := fmt.Fprintln(e.stdout, strings.Join(c.Lines, "\n")); err != nil {
+		return err
+	}
+	if c.Behind {
+		return fmt.Errorf("migrate --check: %w: the schema of %s is behind this version of tenure; run tenure migrate (as the schema's owner) to bring it up to date", store.ErrNotMigrated, target.Display)
+	}
+	return nil
 }

@@ -12,7 +12,6 @@ import (
 	"github.com/tenure-dev/tenure/store"
 
 	"github.com/tenure-dev/tenure/cmd/tenure/internal/storeopen"
-	"github.com/tenure-dev/tenure/cmd/tenure/internal/storeurl"
 )
 
 // releaseAttempts bounds how often release --force retries when the lease
@@ -154,7 +153,7 @@ func (o *releaseOptions) run(ctx context.Context, e *env, args []string) error {
 				name, rec.Holder, rec.Token, own, token)}
 		}
 		_, notifies := opened.Store.(store.Notifier)
-		if o.force && !o.now && renewKeepsExpiry(opened.Target.Kind) {
+		if o.force && !o.now && opened.Target.Backend.Traits().RenewKeepsExpiry {
 			done, err := standDown(ctx, e, opened, name, rec)
 			if err != nil {
 				return err
@@ -181,9 +180,10 @@ func (o *releaseOptions) run(ctx context.Context, e *env, args []string) error {
 		case o.force && !notifies:
 			fmt.Fprintf(e.stdout, "released lease %q; its holder %s with token %d is now fenced: a fence refuses token %d once a greater token is recorded; the next holder may start at once, but this store sends no notification: the old holder learns of the release only at its next renewal, and until then its work may run on beside the next holder, refused only where a fence checks its token\n",
 				name, rec.Holder, rec.Token, rec.Token)
-		case o.force && opened.Target.Kind == storeurl.Postgres:
-			fmt.Fprintf(e.stdout, "released lease %q; its holder %s with token %d is now fenced: tenure_check_lease refuses token %d at once and tenure_fence refuses it once a greater token is recorded; the next holder gets a greater token\n",
-				name, rec.Holder, rec.Token, rec.Token)
+		case o.force && opened.Target.Backend.Traits().LeaseCheck != "":
+			tr := opened.Target.Backend.Traits()
+			fmt.Fprintf(e.stdout, "released lease %q; its holder %s with token %d is now fenced: %s refuses token %d at once and %s refuses it once a greater token is recorded; the next holder gets a greater token\n",
+				name, rec.Holder, rec.Token, tr.LeaseCheck, rec.Token, tr.Fence)
 		case o.force:
 			fmt.Fprintf(e.stdout, "released lease %q; its holder %s with token %d is now fenced: a fence refuses token %d once a greater token is recorded; the next holder gets a greater token\n",
 				name, rec.Holder, rec.Token, rec.Token)
@@ -193,15 +193,6 @@ func (o *releaseOptions) run(ctx context.Context, e *env, args []string) error {
 		return nil
 	}
 	return fmt.Errorf("lease %q changed hands %d times while being released; try again", name, releaseAttempts)
-}
-
-// renewKeepsExpiry reports whether a store of kind k sets a renewed
-// lease's expiry to its now plus the TTL asked, so that a renewal for the
-// time a lease has left keeps its expiry where it was (see [standDown]).
-// etcd and Consul renew by keepalive to the TTL fixed at the grant, NATS
-// and Kubernetes by their own rules.
-func renewKeepsExpiry(k storeurl.Kind) bool {
-	return k == storeurl.Postgres || k == storeurl.MySQL || k == storeurl.SQLite || k == storeurl.Redis
 }
 
 // standDown ends the tenure rec of lease name without letting the next

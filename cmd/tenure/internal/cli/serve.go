@@ -13,7 +13,6 @@ import (
 
 	"github.com/tenure-dev/tenure/cmd/tenure/internal/doctor"
 	"github.com/tenure-dev/tenure/cmd/tenure/internal/serve"
-	"github.com/tenure-dev/tenure/cmd/tenure/internal/storeurl"
 	"github.com/tenure-dev/tenure/registry"
 	"github.com/tenure-dev/tenure/store"
 )
@@ -103,7 +102,7 @@ func (o *serveOptions) run(ctx context.Context, e *env, names []string) error {
 		}
 	}
 	var reg *registry.Registry
-	if opened.Target.Kind == storeurl.Postgres {
+	if opened.HasRegistry() {
 		if reg, err = opened.Registry(); err != nil {
 			return err
 		}

@@ -123,7 +123,7 @@ func (o *statusOptions) run(ctx context.Context, e *env, names []string) error {
 			return usagef("status", "this store cannot list its leases; name them")
 		}
 	}
-	o.reason = opened.Target.Reason
+	o.reason = opened.Target.Backend.Traits().Reason
 	if !o.watch {
 		leases, err := snapshot(ctx, opened, names)
 		if err != nil {

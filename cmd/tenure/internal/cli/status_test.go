@@ -15,7 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testserver/redisserver"
 	"github.com/tenure-dev/tenure/internal/testserver/testca"
 	"github.com/tenure-dev/tenure/internal/testutil"
 )
@@ -147,7 +147,7 @@ func TestStatusEscapesStoredNames(t *testing.T) {
 func TestSecretsNeverPrinted(t *testing.T) {
 	t.Parallel()
 	ca := testca.New(t)
-	r := testserver.OwnRedisTLS(t, ca, false)
+	r := redisserver.OwnRedisTLS(t, ca, false)
 	const wrong = "Wr0ngCliSecret"
 	dir := t.TempDir()
 	file := func(name, content string) string {
@@ -155,7 +155,7 @@ func TestSecretsNeverPrinted(t *testing.T) {
 		require.NoError(t, os.WriteFile(path, []byte(content), 0o600))
 		return url.QueryEscape(path)
 	}
-	base := fmt.Sprintf("rediss://%s@127.0.0.1:%d/0?tls_ca_file=%s&tenure_prefix=%s:", testserver.RedisTLSUser, r.Port, url.QueryEscape(ca.CertFile), testutil.UniqueName(t))
+	base := fmt.Sprintf("rediss://%s@127.0.0.1:%d/0?tls_ca_file=%s&tenure_prefix=%s:", redisserver.RedisTLSUser, r.Port, url.QueryEscape(ca.CertFile), testutil.UniqueName(t))
 	inURL := func(pw string) string { return strings.Replace(base, "@", ":"+pw+"@", 1) }
 	for _, tc := range []struct {
 		name, url string

@@ -17,9 +17,6 @@ import (
 	"github.com/tenure-dev/tenure/cmd/tenure/internal/storeopen"
 	"github.com/tenure-dev/tenure/cmd/tenure/internal/storeurl"
 	"github.com/tenure-dev/tenure/store"
-	"github.com/tenure-dev/tenure/store/natsstore"
-	"github.com/tenure-dev/tenure/store/redisstore"
-	"github.com/tenure-dev/tenure/store/sqlitestore"
 )
 
 // Status is a finding's verdict.
@@ -169,12 +166,7 @@ func Check(ctx context.Context, o *storeopen.Opened, opts Options) []Finding {
 		fs = append(fs, checkHistory(ctx, o, opts)...)
 	}
 	fs = append(fs, checkIdentity(ctx, o, opts)...)
-	switch st := o.Store.(type) {
-	case *redisstore.Store:
-		fs = append(fs, checkDurability(ctx, st)...)
-	case *natsstore.Store:
-		fs = append(fs, checkNatsDurability(st))
-	}
+	fs = append(fs, checkDurability(ctx, o)...)
 	return append(fs, checkSupervision())
 }
 
@@ -279,23 +271,16 @@ func checkReachable(ctx context.Context, o *storeopen.Opened, opts Options) (Fin
 }
 
 func checkSchema(ctx context.Context, o *storeopen.Opened, getErr error) Finding {
-	f := Finding{Check: CheckSchema, Status: OK}
-	switch o.Target.Kind {
-	case storeurl.SQLite:
-		f.Detail = fmt.Sprintf("schema version %d (the SQLite store migrates itself when opened)", sqlitestore.SchemaVersion)
-	case storeurl.Postgres, storeurl.MySQL:
-		f.Detail = fmt.Sprintf("the %s schema answers a lease read at this library's version", o.Target.Kind.Name())
-	case storeurl.Nats:
-		f.Detail = "the JetStream KV bucket exists with file storage, one value per key and per-key TTLs (checked when opened)"
-	default:
-		f.Detail = fmt.Sprintf("the %s store keeps no schema", o.Target.Kind.Name())
+	f := Finding{Check: CheckSchema, Status: OK, Detail: o.Target.Backend.Traits().Schema}
+	if f.Detail == "" {
+		f.Detail = fmt.Sprintf("the %s store keeps no schema", o.Target.Backend.Name())
 	}
 	switch {
 	case getErr == nil:
 	case errors.Is(getErr, store.ErrNotMigrated):
 		f.Status, f.Detail = Fail, "not migrated to this library's version: "+o.Target.Wrap(getErr).Error()
 		f.Fix = fmt.Sprintf("run `tenure migrate --store %s` as the schema's owner (or `tenure migrate --print` for a DBA)", o.Target.Display)
-	case storeopen.PermissionDenied(getErr):
+	case o.PermissionDenied(getErr):
 		f.Status, f.Detail = Fail, "the role may not read the leases: "+o.Target.Wrap(getErr).Error()
 		f.Fix = grantFix(ctx, o)
 	default:
@@ -327,25 +312,18 @@ func checkTTL(o *storeopen.Opened, opts Options) Finding {
 	}
 	floor := store.MinTTLOf(o.Store)
 	renew, margin := opts.TTL/3, opts.TTL/10
-	f.Detail = fmt.Sprintf("TTL %s: renewals every %s, safety margin %s, store minimum %s", opts.TTL, round(renew), round(margin), floor)
-	switch o.Target.Kind {
-	case storeurl.Etcd:
-		f.Detail += " (etcd's lessor refuses shorter leases)"
-	case storeurl.Consul:
-		f.Detail += " (the Consul servers' session_ttl_min, from tenure_session_ttl_min)"
-	case storeurl.Nats:
-		f.Detail += " (nats-server keeps message TTLs in whole seconds; the store rounds TTLs up)"
-	}
+	f.Detail = fmt.Sprintf("TTL %s: renewals every %s, safety margin %s, store minimum %s", opts.TTL, round(renew), round(margin), floor) +
+		o.Target.Backend.Traits().TTLFloor
 	if opts.TTL < floor {
 		f.Status = Fail
-		f.Detail = fmt.Sprintf("TTL %s is below the %s store's minimum %s", opts.TTL, o.Target.Kind.Name(), floor)
+		f.Detail = fmt.Sprintf("TTL %s is below the %s store's minimum %s", opts.TTL, o.Target.Backend.Name(), floor)
 		f.Fix = fmt.Sprintf("use --ttl %s or more with this store", floor)
 		return f
 	}
 	var ue *store.TTLUnitError
 	if errors.As(store.CheckTTLUnit(o.Store, opts.TTL), &ue) {
 		f.Status = Fail
-		f.Detail = fmt.Sprintf("TTL %s: the %s store %s", opts.TTL, o.Target.Kind.Name(), ue.Advice())
+		f.Detail = fmt.Sprintf("TTL %s: the %s store %s", opts.TTL, o.Target.Backend.Name(), ue.Advice())
 		f.Fix = fmt.Sprintf("use a --ttl that is a whole number of %s with this store: the lease client refuses another", ue.Unit)
 	}
 	return f
@@ -356,11 +334,11 @@ func checkTTL(o *storeopen.Opened, opts Options) Finding {
 func checkClock(ctx context.Context, o *storeopen.Opened, opts Options) []Finding {
 	clock, err := o.WallClock(ctx)
 	switch {
-	case errors.Is(err, storeopen.ErrNoWallClock) && o.Target.Kind == storeurl.AlwaysLeader:
-		return []Finding{{Check: CheckClock, Status: OK, Detail: "the always-leader store keeps no time: no offset to check"}}
-	case errors.Is(err, storeopen.ErrNoWallClock):
+	case errors.Is(err, storeurl.ErrNoWallClock) && o.Target.Backend.Traits().NoClock != "":
+		return []Finding{{Check: CheckClock, Status: OK, Detail: o.Target.Backend.Traits().NoClock}}
+	case errors.Is(err, storeurl.ErrNoWallClock):
 		return []Finding{{Check: CheckClock, Status: OK,
-			Detail: fmt.Sprintf("the %s store has no wall-clock expiry (its leases run on monotonic timers): no offset to check", o.Target.Kind.Name())}}
+			Detail: fmt.Sprintf("the %s store has no wall-clock expiry (its leases run on monotonic timers): no offset to check", o.Target.Backend.Name())}}
 	case err != nil:
 		return []Finding{{Check: CheckClock, Status: Warn, Detail: "cannot read the store's clock: " + err.Error(),
 			Fix: "check the host's time synchronisation (chronyc tracking, timedatectl) by hand"}}
@@ -513,7 +491,7 @@ func checkLeaseCycle(ctx context.Context, o *storeopen.Opened, opts Options) []F
 	switch {
 	case err == nil:
 		cycle.Detail = fmt.Sprintf("acquired, renewed and released the lease %q (token %d); status and serve leave it out of their lists", opts.Lease, g.Token)
-	case storeopen.PermissionDenied(err):
+	case o.PermissionDenied(err):
 		cycle.Status, cycle.Detail = Fail, fmt.Sprintf("the role may not %s a lease: %s", step, o.Target.Wrap(err))
 		cycle.Fix = grantFix(ctx, o) + " (a read-only role, granted with --grant-read for status and dashboards, fails here by design)"
 	case errors.Is(err, store.ErrNotMigrated):
@@ -526,10 +504,10 @@ func checkLeaseCycle(ctx context.Context, o *storeopen.Opened, opts Options) []F
 	fs := []Finding{cycle}
 	note := Finding{Check: CheckNotifications, Status: OK}
 	switch {
-	case o.Target.Kind == storeurl.AlwaysLeader:
-		note.Detail = "the always-leader store keeps no leases: nobody waits for a release"
+	case o.Target.Backend.Traits().NoNotify != "":
+		note.Detail = o.Target.Backend.Traits().NoNotify
 	case !isNotifier:
-		note.Detail = fmt.Sprintf("the %s store sends no notifications: followers retry at the expiry they were told", o.Target.Kind.Name())
+		note.Detail = fmt.Sprintf("the %s store sends no notifications: followers retry at the expiry they were told", o.Target.Backend.Name())
 	case cycle.Status == Fail:
 		return fs
 	case subscribeFailed != "":
@@ -589,7 +567,7 @@ func checkHistory(ctx context.Context, o *storeopen.Opened, opts Options) []Find
 	evs, err := h.History(cctx, store.HistoryParams{Name: opts.Lease, Limit: 1})
 	f := Finding{Check: CheckHistory, Status: OK}
 	switch {
-	case storeopen.PermissionDenied(err):
+	case o.PermissionDenied(err):
 		f.Status, f.Detail = Warn, fmt.Sprintf("the role may not read the history: %s", o.Target.Wrap(err))
 		f.Fix = grantFix(ctx, o) + " (holders do not need it; tenure history and the status page do)"
 	case err != nil:
@@ -604,48 +582,24 @@ func checkHistory(ctx context.Context, o *storeopen.Opened, opts Options) []Find
 	return []Finding{f}
 }
 
-func checkDurability(ctx context.Context, st *redisstore.Store) []Finding {
+// checkDurability reports what the store's own check of its durability
+// says, for stores that have one (Redis, NATS).
+func checkDurability(ctx context.Context, o *storeopen.Opened) []Finding {
 	cctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
-	risks, err := st.CheckDurability(cctx)
-	if err != nil {
-		return []Finding{{Check: CheckDurability, Status: Warn, Detail: err.Error(),
-			Fix: "check appendonly, appendfsync, maxmemory-policy and the replicas by hand"}}
+	concerns, ok := o.Durability(cctx)
+	if !ok {
+		return nil
 	}
-	if len(risks) == 0 {
-		return []Finding{{Check: CheckDurability, Status: OK,
-			Detail: "appendonly yes, appendfsync always, no replicas, maxmemory-policy noeviction: acknowledged writes survive a restart"}}
-	}
-	var fs []Finding
-	for _, r := range risks {
-		// The effect ends with what to do when there is a setting to change.
-		effect, fix := r.Effect, "see the redisstore package documentation, Failure modes, for what a loss costs; keep fences that must survive it elsewhere"
-		if i := strings.LastIndex(effect, "; "); i >= 0 && (strings.HasPrefix(effect[i+2:], "run with") || strings.HasPrefix(effect[i+2:], "connect to")) {
-			effect, fix = effect[:i], effect[i+2:]
+	fs := make([]Finding, 0, len(concerns))
+	for _, c := range concerns {
+		f := Finding{Check: CheckDurability, Status: OK, Detail: c.Detail, Fix: c.Fix}
+		if c.Warn {
+			f.Status = Warn
 		}
-		fs = append(fs, Finding{Check: CheckDurability, Status: Warn, Detail: r.Setting + "=" + r.Value + ": " + effect, Fix: fix})
+		fs = append(fs, f)
 	}
 	return fs
-}
-
-// checkNatsDurability reads how many servers keep the bucket: nats-server
-// acknowledges a write before it is on disk, so with one replica a power
-// loss forgets the last writes. Whether the server syncs every write
-// (sync_always) no client can see.
-func checkNatsDurability(st *natsstore.Store) Finding {
-	n := st.Replicas()
-	if n >= 3 {
-		return Finding{Check: CheckDurability, Status: OK,
-			Detail: fmt.Sprintf("the bucket is kept by %d servers: a power loss of one host loses no acknowledged write", n)}
-	}
-	servers := "1 server"
-	if n != 1 {
-		servers = fmt.Sprintf("%d servers", n)
-	}
-	return Finding{Check: CheckDurability, Status: Warn,
-		Detail: fmt.Sprintf("the bucket is kept by %s, and nats-server acknowledges writes before they are on disk (it syncs every 2 minutes unless sync_always is set, which a client cannot see): "+
-			"a power loss of its host can forget the leases acquired or released in that time, and let a second holder in beside the first; tokens still grow (their floor is the server's clock), so fences keep the two apart", servers),
-		Fix: "set jetstream { sync_always: true } in the server's configuration (this warning stays: tenure cannot see it), or keep the leases in a new bucket of 3 replicas on a cluster (tenure migrate with tenure_replicas=3 and a new tenure_bucket; tokens stay above the old bucket's, their floor being the server's clock)"}
 }
 
 // round rounds d for people: to the microsecond under a millisecond, to

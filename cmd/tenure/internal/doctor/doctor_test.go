@@ -21,6 +21,12 @@ import (
 	"github.com/tenure-dev/tenure/cmd/tenure/internal/storeurl"
 	"github.com/tenure-dev/tenure/internal/faultnet"
 	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testserver/consulserver"
+	"github.com/tenure-dev/tenure/internal/testserver/etcdserver"
+	"github.com/tenure-dev/tenure/internal/testserver/mysqlserver"
+	"github.com/tenure-dev/tenure/internal/testserver/natsserver"
+	"github.com/tenure-dev/tenure/internal/testserver/pgserver"
+	"github.com/tenure-dev/tenure/internal/testserver/redisserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/registry"
 	"github.com/tenure-dev/tenure/store"
@@ -28,7 +34,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	testserver.Main(m, testserver.Servers{Etcd: true, Consul: true, Nats: true})
+	testserver.Main(m, etcdserver.Shared, consulserver.Shared, natsserver.Shared)
 }
 
 // fast keeps the checks short: the clock is sampled over 300 ms.
@@ -48,9 +54,9 @@ func withParams(t *testing.T, raw string, params map[string]string) string {
 
 func pgStoreURL(t *testing.T, user string) string {
 	t.Helper()
-	owner := testserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")
-	cfg := testserver.PostgresConfig(t)
-	t.Cleanup(func() { testserver.PostgresDropSchema(t, owner, cfg.Schema) })
+	owner := pgserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")
+	cfg := pgserver.PostgresConfig(t)
+	t.Cleanup(func() { pgserver.PostgresDropSchema(t, owner, cfg.Schema) })
 	raw := withParams(t, testutil.PostgresURL(), map[string]string{"tenure_schema": cfg.Schema, "tenure_prefix": cfg.TablePrefix})
 	// Migrated as `tenure migrate` does: the leases and the fleet registry.
 	_, err := open(t, raw).Migrate(t.Context())
@@ -66,8 +72,8 @@ func pgStoreURL(t *testing.T, user string) string {
 
 func redisStoreURL(t *testing.T) string {
 	t.Helper()
-	c := testserver.RedisClient(t)
-	return withParams(t, testserver.RedisURL(), map[string]string{"tenure_prefix": testserver.RedisPrefix(t, c)})
+	c := redisserver.RedisClient(t)
+	return withParams(t, redisserver.RedisURL(), map[string]string{"tenure_prefix": redisserver.RedisPrefix(t, c)})
 }
 
 func open(t *testing.T, raw string) *storeopen.Opened {
@@ -108,21 +114,21 @@ func TestHealthyStores(t *testing.T) {
 		"PostgreSQL": func(t *testing.T) string { return pgStoreURL(t, "") },
 		"Redis":      redisStoreURL,
 		"MySQL": func(t *testing.T) string {
-			owner := testserver.MySQLDB(t, "")
-			cfg := testserver.MySQLConfig(t)
-			testserver.MySQLSchema(t, owner, cfg)
-			return withParams(t, testserver.MySQLURL(), map[string]string{"tenure_prefix": cfg.TablePrefix})
+			owner := mysqlserver.MySQLDB(t, "")
+			cfg := mysqlserver.MySQLConfig(t)
+			mysqlserver.MySQLSchema(t, owner, cfg)
+			return withParams(t, mysqlserver.MySQLURL(), map[string]string{"tenure_prefix": cfg.TablePrefix})
 		},
 		"etcd": func(t *testing.T) string {
-			return "etcd://" + testserver.SharedEtcd(t).Addr() + "?tenure_prefix=" + testutil.UniqueName(t) + "/"
+			return "etcd://" + etcdserver.SharedEtcd(t).Addr() + "?tenure_prefix=" + testutil.UniqueName(t) + "/"
 		},
 		"NATS": func(t *testing.T) string {
-			_, cfg := testserver.NatsHarness{Server: testserver.SharedNats(t)}.Bucket(t)
-			return testserver.SharedNats(t).URL + "?tenure_bucket=" + cfg.Bucket
+			_, cfg := natsserver.NatsHarness{Server: natsserver.SharedNats(t)}.Bucket(t)
+			return natsserver.SharedNats(t).URL + "?tenure_bucket=" + cfg.Bucket
 		},
 		"Consul": func(t *testing.T) string {
-			return "consul://" + testserver.SharedConsul(t).HTTPAddr + "?tenure_session_ttl_min=" +
-				testserver.ConsulSessionTTLMin.String() + "&tenure_prefix=" + testutil.UniqueName(t) + "/"
+			return "consul://" + consulserver.SharedConsul(t).HTTPAddr + "?tenure_session_ttl_min=" +
+				consulserver.ConsulSessionTTLMin.String() + "&tenure_prefix=" + testutil.UniqueName(t) + "/"
 		},
 	}
 	for name, makeURL := range stores {
@@ -182,7 +188,7 @@ func TestHealthyStores(t *testing.T) {
 // which is a WARN saying what a restart loses and how to configure it.
 func TestRedisDurability(t *testing.T) {
 	t.Parallel()
-	c := testserver.RedisClient(t)
+	c := redisserver.RedisClient(t)
 	o := open(t, redisStoreURL(t))
 	fs := find(doctor.Check(t.Context(), o, fast), doctor.CheckDurability)
 	require.NotEmpty(t, fs)
@@ -232,8 +238,8 @@ func TestSkewedClock(t *testing.T) {
 // grants.
 func TestRoleMissingGrant(t *testing.T) {
 	t.Parallel()
-	owner := testserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")
-	role := testserver.PostgresRole(t, owner)
+	owner := pgserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")
+	role := pgserver.PostgresRole(t, owner)
 	o := open(t, pgStoreURL(t, role))
 	fs := doctor.Check(t.Context(), o, fast)
 	require.True(t, doctor.Failed(fs), describe(fs))
@@ -260,8 +266,8 @@ func TestRoleMissingGrant(t *testing.T) {
 // reads the leases, but the lease cycle fails, naming the run-time grants.
 func TestReadOnlyRole(t *testing.T) {
 	t.Parallel()
-	owner := testserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")
-	role := testserver.PostgresRole(t, owner)
+	owner := pgserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")
+	role := pgserver.PostgresRole(t, owner)
 	o := open(t, pgStoreURL(t, role))
 	grants, err := storeopen.ReadGrantSQL(o.Target, role)
 	require.NoError(t, err)
@@ -282,7 +288,7 @@ func TestReadOnlyRole(t *testing.T) {
 // migrate.
 func TestNotMigrated(t *testing.T) {
 	t.Parallel()
-	testserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")
+	pgserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")
 	cfg := pgstore.Config{Schema: testutil.UniqueName(t)}
 	o := open(t, withParams(t, testutil.PostgresURL(), map[string]string{"tenure_schema": cfg.Schema}))
 	fs := doctor.Check(t.Context(), o, fast)
@@ -297,7 +303,7 @@ func TestNotMigrated(t *testing.T) {
 // floor and whole seconds, and the lease client's own rules.
 func TestTTLBelowStoreMinimum(t *testing.T) {
 	t.Parallel()
-	o := open(t, "etcd://"+testserver.SharedEtcd(t).Addr()+"?tenure_prefix="+testutil.UniqueName(t)+"/")
+	o := open(t, "etcd://"+etcdserver.SharedEtcd(t).Addr()+"?tenure_prefix="+testutil.UniqueName(t)+"/")
 	opts := fast
 	opts.TTL = time.Second
 	ttl := find(doctor.Check(t.Context(), o, opts), doctor.CheckTTL)
@@ -351,9 +357,9 @@ func TestUnreachableAndJSON(t *testing.T) {
 // half the margin, a WARN.
 func TestSlowStore(t *testing.T) {
 	t.Parallel()
-	c := testserver.RedisClient(t)
-	prefix := testserver.RedisPrefix(t, c)
-	target, err := url.Parse(testserver.RedisURL())
+	c := redisserver.RedisClient(t)
+	prefix := redisserver.RedisPrefix(t, c)
+	target, err := url.Parse(redisserver.RedisURL())
 	require.NoError(t, err)
 	p, err := faultnet.Listen(target.Host)
 	require.NoError(t, err)
@@ -377,7 +383,7 @@ func TestSlowStore(t *testing.T) {
 // cycle fails: the replica refuses writes).
 func TestRedisReplication(t *testing.T) {
 	t.Parallel()
-	primary := testserver.OwnRedis(t, testserver.RedisConfig{AppendFsyncAlways: true})
+	primary := redisserver.OwnRedis(t, redisserver.RedisConfig{AppendFsyncAlways: true})
 	o := open(t, "redis://"+primary.Addr())
 	fs := doctor.Check(t.Context(), o, fast)
 	require.False(t, doctor.Failed(fs), describe(fs))
@@ -386,7 +392,7 @@ func TestRedisReplication(t *testing.T) {
 	require.Equal(t, doctor.OK, durability[0].Status)
 	require.Contains(t, durability[0].Detail, "appendonly yes, appendfsync always")
 
-	replica := testserver.OwnRedis(t, testserver.RedisConfig{AppendFsyncAlways: true})
+	replica := redisserver.OwnRedis(t, redisserver.RedisConfig{AppendFsyncAlways: true})
 	host, port, err := net.SplitHostPort(primary.Addr())
 	require.NoError(t, err)
 	require.NoError(t, replica.Client(t).SlaveOf(t.Context(), host, port).Err())

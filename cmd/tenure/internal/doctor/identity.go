@@ -13,7 +13,6 @@ import (
 	"syscall"
 
 	"github.com/tenure-dev/tenure/cmd/tenure/internal/storeopen"
-	"github.com/tenure-dev/tenure/cmd/tenure/internal/storeurl"
 	"github.com/tenure-dev/tenure/store"
 )
 
@@ -40,7 +39,7 @@ func DefaultLabel() string {
 // hostname label.
 func checkIdentity(ctx context.Context, o *storeopen.Opened, opts Options) []Finding {
 	fs := []Finding{checkHolderLabels(ctx, o, opts)}
-	if o.Target.Kind == storeurl.Postgres {
+	if o.HasRegistry() {
 		if f, ok := checkAgentMachines(ctx, o); ok {
 			fs = append(fs, f)
 		}

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tenure-dev/tenure/cmd/tenure/internal/registrycli"
-	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testserver/pgserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/registry"
 )
@@ -27,11 +27,11 @@ type bundle struct {
 
 func setup(t *testing.T) *bundle {
 	t.Helper()
-	pool := testserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")
+	pool := pgserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")
 	cfg := registry.Config{Schema: testutil.UniqueName(t), TablePrefix: "cli_"}
 	reg, err := registry.New(pool, cfg)
 	require.NoError(t, err)
-	t.Cleanup(func() { testserver.PostgresDropSchema(t, pool, cfg.Schema) })
+	t.Cleanup(func() { pgserver.PostgresDropSchema(t, pool, cfg.Schema) })
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	t.Cleanup(cancel)
 	require.NoError(t, reg.Migrate(ctx))
@@ -212,7 +212,7 @@ func TestCommands(t *testing.T) {
 
 func TestStoreErrors(t *testing.T) {
 	t.Parallel()
-	pool := testserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")
+	pool := pgserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")
 	reg, err := registry.New(pool, registry.Config{Schema: testutil.UniqueName(t), TablePrefix: "never_migrated_"})
 	require.NoError(t, err)
 	var stdout, stderr bytes.Buffer

@@ -21,7 +21,7 @@ import (
 
 	"github.com/tenure-dev/tenure/cmd/tenure/internal/storeopen"
 	"github.com/tenure-dev/tenure/cmd/tenure/internal/storeurl"
-	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testserver/pgserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/registry"
 	"github.com/tenure-dev/tenure/store"
@@ -84,9 +84,9 @@ func TestBrowser(t *testing.T) {
 
 	t.Run("PostgreSQL", func(t *testing.T) {
 		t.Parallel()
-		owner := testserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")
+		owner := pgserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")
 		schema := testutil.UniqueName(t)
-		t.Cleanup(func() { testserver.PostgresDropSchema(t, owner, schema) })
+		t.Cleanup(func() { pgserver.PostgresDropSchema(t, owner, schema) })
 		sep := "?"
 		if strings.Contains(testutil.PostgresURL(), "?") {
 			sep = "&"

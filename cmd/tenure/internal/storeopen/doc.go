@@ -1,19 +1,22 @@
 // Package storeopen opens the store a parsed store URL names
-// ([storeurl.Target]) and speaks that store's language for the tenure
-// command: migrations, grants, the fleet registry, the store's wall clock.
+// ([storeurl.Target]) and gives the tenure command what it needs of it
+// besides the [store.Store]: migrations, grants, the fleet registry, the
+// store's wall clock. What each store does is its [storeurl.Backend]'s to
+// say; this package asks that value and holds no knowledge of any store.
 //
 // # Opening
 //
-// [Open] first turns the Target's plain data into the store package's
-// configuration (pgstore.Config, redisstore.Config, ...) and checks it
-// against that store's rules, so that a prefix, bucket or driver parameter
-// the store refuses fails with an error matching [store.ErrInvalid] before
-// anything is connected. It then reads the files the URL names (TLS
-// certificates and keys, password, token and credentials files), connects
-// with the store's client library and asks the server one round trip, so
-// that an unreachable server, a refused login or a missing database fails
-// at once with an error matching [store.ErrUnavailable]. The [Opened]
-// store's Target masks the secrets read from files too.
+// [Open] has the Target's Backend first turn the URL's plain data into the
+// store package's configuration (pgstore.Config, redisstore.Config, ...)
+// and check it against that store's rules, so that a prefix, bucket or
+// driver parameter the store refuses fails with an error matching
+// [store.ErrInvalid] before anything is connected. It then reads the files
+// the URL names (TLS certificates and keys, password, token and
+// credentials files), connects with the store's client library and asks
+// the server one round trip, so that an unreachable server, a refused
+// login or a missing database fails at once with an error matching
+// [store.ErrUnavailable]. The [Opened] store's Target masks the secrets
+// read from files too.
 //
 // A PostgreSQL store gets a connection pool named "tenure" in
 // pg_stat_activity (unless the URL names one); a MySQL store one

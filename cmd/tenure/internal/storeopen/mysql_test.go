@@ -8,16 +8,16 @@ import (
 
 	"github.com/tenure-dev/tenure/cmd/tenure/internal/storeopen"
 	"github.com/tenure-dev/tenure/cmd/tenure/internal/storeurl"
-	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testserver/mysqlserver"
 	"github.com/tenure-dev/tenure/store"
 )
 
 func TestOpenMySQL(t *testing.T) {
 	t.Parallel()
-	owner := testserver.MySQLDB(t, "")
-	cfg := testserver.MySQLConfig(t)
-	t.Cleanup(func() { testserver.MySQLDrop(t, owner, cfg) })
-	u, err := url.Parse(testserver.MySQLURL())
+	owner := mysqlserver.MySQLDB(t, "")
+	cfg := mysqlserver.MySQLConfig(t)
+	t.Cleanup(func() { mysqlserver.MySQLDrop(t, owner, cfg) })
+	u, err := url.Parse(mysqlserver.MySQLURL())
 	require.NoError(t, err)
 	q := u.Query()
 	q.Set(storeurl.ParamPrefix, cfg.TablePrefix)

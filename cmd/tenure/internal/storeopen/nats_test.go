@@ -9,7 +9,7 @@ import (
 
 	"github.com/tenure-dev/tenure/cmd/tenure/internal/storeopen"
 	"github.com/tenure-dev/tenure/cmd/tenure/internal/storeurl"
-	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testserver/natsserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/store"
 	"github.com/tenure-dev/tenure/store/natsstore"
@@ -20,7 +20,7 @@ import (
 // (Options.Migrate) creates it; then the store works.
 func TestOpenNats(t *testing.T) {
 	t.Parallel()
-	srv := testserver.OwnNats(t)
+	srv := natsserver.OwnNats(t)
 	bucket := "b" + testutil.UniqueName(t)[len(testutil.UniqueName(t))-10:]
 	tg, err := storeurl.Parse(srv.URL + "?tenure_bucket=" + bucket)
 	require.NoError(t, err)

@@ -12,15 +12,13 @@ import (
 
 	"github.com/tenure-dev/tenure/store"
 
-	"github.com/hashicorp/consul/api"
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/tenure-dev/tenure/cmd/tenure/internal/storeopen"
 	"github.com/tenure-dev/tenure/cmd/tenure/internal/storeurl"
-	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testserver/pgserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
-	"github.com/tenure-dev/tenure/store/consulstore"
 )
 
 func TestMain(m *testing.M) { testutil.VerifyTestMain(m) }
@@ -166,16 +164,16 @@ func pgURL(t *testing.T, userinfo *url.Userinfo, host string, params map[string]
 func TestOpenPostgres(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	owner := testserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")
+	owner := pgserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")
 
 	t.Run("MigrateAndServe", func(t *testing.T) {
 		t.Parallel()
 		schema := testutil.UniqueName(t)
-		t.Cleanup(func() { testserver.PostgresDropSchema(t, owner, schema) })
+		t.Cleanup(func() { pgserver.PostgresDropSchema(t, owner, schema) })
 		tg, err := storeurl.Parse(pgURL(t, nil, "", map[string]string{"tenure_schema": schema, "tenure_prefix": "x_"}))
 		require.NoError(t, err)
-		require.Equal(t, schema, tg.Schema)
-		require.Equal(t, "x_", tg.Prefix)
+		require.Equal(t, schema, tg.Backend.(*storeurl.Postgres).Schema)
+		require.Equal(t, "x_", tg.Backend.(*storeurl.Postgres).Prefix)
 		o, err := storeopen.Open(ctx, tg, storeopen.Options{})
 		require.NoError(t, err)
 		defer func() { require.NoError(t, o.Close()) }()
@@ -250,7 +248,8 @@ func TestOpenPostgres(t *testing.T) {
 
 // TestMinTTL checks that the floor the tenure command applies comes from
 // the opened store ([store.MinTTLOf]): the contract's minimum for SQLite
-// and always-leader, the servers' session_ttl_min a Consul URL gives.
+// and always-leader (storeurl's TestConsulMinTTL checks the servers'
+// session_ttl_min a Consul URL gives).
 func TestMinTTL(t *testing.T) {
 	t.Parallel()
 	for _, raw := range []string{"sqlite:" + filepath.Join(t.TempDir(), "x.db"), "always:idempotent"} {
@@ -261,18 +260,5 @@ func TestMinTTL(t *testing.T) {
 		require.Equal(t, store.MinTTL, store.MinTTLOf(o.Store), raw)
 		require.NoError(t, o.Close())
 	}
-	for raw, want := range map[string]time.Duration{
-		"consul://h":                           consulstore.DefaultMinSessionTTL,
-		"consul://h?tenure_session_ttl_min=2s": 2 * time.Second,
-		// The contract's minimum still applies below a lower server floor.
-		"consul://h?tenure_session_ttl_min=100ms": store.MinTTL,
-	} {
-		tg, err := storeurl.Parse(raw)
-		require.NoError(t, err)
-		client, err := api.NewClient(api.DefaultConfig())
-		require.NoError(t, err)
-		st, err := consulstore.New(client, storeopen.ConsulConfig(tg)) // contacts nothing
-		require.NoError(t, err)
-		require.Equal(t, want, store.MinTTLOf(st), raw)
-	}
+
 }

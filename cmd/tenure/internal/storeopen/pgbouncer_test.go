@@ -14,7 +14,7 @@ import (
 
 	"github.com/tenure-dev/tenure/cmd/tenure/internal/storeopen"
 	"github.com/tenure-dev/tenure/cmd/tenure/internal/storeurl"
-	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testserver/pgserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/store/pgstore"
 )
@@ -25,14 +25,14 @@ import (
 // releases and hears the release on its direct listening connection.
 func TestOpenThroughPgBouncer(t *testing.T) {
 	t.Parallel()
-	b := testserver.OwnPgBouncer(t)
-	owner := testserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")
+	b := pgserver.OwnPgBouncer(t)
+	owner := pgserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")
 	direct := url.QueryEscape(testutil.PostgresURL())
 
 	open := func(t *testing.T, query string) (*storeopen.Opened, error) {
 		t.Helper()
 		schema := testutil.UniqueName(t)
-		t.Cleanup(func() { testserver.PostgresDropSchema(t, owner, schema) })
+		t.Cleanup(func() { pgserver.PostgresDropSchema(t, owner, schema) })
 		tg, err := storeurl.Parse(b.URL("tenure_schema=" + schema + "&" + query))
 		require.NoError(t, err)
 		o, err := storeopen.Open(t.Context(), tg, storeopen.Options{})

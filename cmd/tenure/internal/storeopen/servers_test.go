@@ -14,7 +14,9 @@ import (
 
 	"github.com/tenure-dev/tenure/cmd/tenure/internal/storeopen"
 	"github.com/tenure-dev/tenure/cmd/tenure/internal/storeurl"
-	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testserver/consulserver"
+	"github.com/tenure-dev/tenure/internal/testserver/etcdserver"
+	"github.com/tenure-dev/tenure/internal/testserver/redisserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/store/etcdstore"
 )
@@ -33,7 +35,7 @@ func TestRegistryConfig(t *testing.T) {
 		require.NoError(t, err)
 		_, err = storeopen.RegistryConfig(tg)
 		require.ErrorIs(t, err, store.ErrInvalid)
-		require.Contains(t, err.Error(), "the fleet registry (tenure agents, tenure owner) lives in PostgreSQL, not in the "+tg.Kind.Name()+" store "+tg.Display)
+		require.Contains(t, err.Error(), "the fleet registry (tenure agents, tenure owner) lives in PostgreSQL, not in the "+tg.Backend.Name()+" store "+tg.Display)
 	}
 
 	// A prefix pgstore takes but the registry's longer names do not fit.
@@ -86,12 +88,12 @@ func serveAndRelease(t *testing.T, o *storeopen.Opened, ttl time.Duration) {
 
 func TestOpenRedis(t *testing.T) {
 	t.Parallel()
-	client := testserver.RedisClient(t)
-	prefix := testserver.RedisPrefix(t, client)
+	client := redisserver.RedisClient(t)
+	prefix := redisserver.RedisPrefix(t, client)
 
-	tg, err := storeurl.Parse(withParam(t, testserver.RedisURL(), storeurl.ParamPrefix, prefix))
+	tg, err := storeurl.Parse(withParam(t, redisserver.RedisURL(), storeurl.ParamPrefix, prefix))
 	require.NoError(t, err)
-	require.Equal(t, prefix, tg.Prefix)
+	require.Equal(t, prefix, tg.Backend.(*storeurl.Redis).Prefix)
 	o, err := storeopen.Open(t.Context(), tg, storeopen.Options{})
 	require.NoError(t, err)
 	serveAndRelease(t, o, time.Second)
@@ -110,7 +112,7 @@ func TestOpenRedis(t *testing.T) {
 
 func TestOpenEtcd(t *testing.T) {
 	t.Parallel()
-	srv := testserver.OwnEtcd(t)
+	srv := etcdserver.OwnEtcd(t)
 	prefix := testutil.UniqueName(t) + "/"
 	tg, err := storeurl.Parse("etcd://" + strings.TrimPrefix(srv.Endpoint, "http://") + "?tenure_prefix=" + prefix)
 	require.NoError(t, err)
@@ -129,7 +131,7 @@ func TestOpenEtcd(t *testing.T) {
 
 func TestOpenConsul(t *testing.T) {
 	t.Parallel()
-	agent := testserver.OwnConsul(t)
+	agent := consulserver.OwnConsul(t)
 	prefix := testutil.UniqueName(t) + "/"
 	tg, err := storeurl.Parse("consul://" + agent.HTTPAddr + "?tenure_session_ttl_min=500ms&tenure_prefix=" + prefix)
 	require.NoError(t, err)

@@ -15,7 +15,10 @@ import (
 
 	"github.com/tenure-dev/tenure/cmd/tenure/internal/storeopen"
 	"github.com/tenure-dev/tenure/cmd/tenure/internal/storeurl"
-	"github.com/tenure-dev/tenure/internal/testserver"
+	"github.com/tenure-dev/tenure/internal/testserver/consulserver"
+	"github.com/tenure-dev/tenure/internal/testserver/etcdserver"
+	"github.com/tenure-dev/tenure/internal/testserver/pgserver"
+	"github.com/tenure-dev/tenure/internal/testserver/redisserver"
 	"github.com/tenure-dev/tenure/internal/testserver/testca"
 	"github.com/tenure-dev/tenure/internal/testutil"
 	"github.com/tenure-dev/tenure/store"
@@ -37,7 +40,7 @@ func openTLS(t *testing.T, raw string) error {
 		return err
 	}
 	t.Cleanup(func() { require.NoError(t, o.Close()) })
-	if tgt.Kind == storeurl.Postgres {
+	if _, ok := tgt.Backend.(*storeurl.Postgres); ok {
 		if _, err := o.Migrate(ctx); err != nil {
 			return err
 		}
@@ -50,7 +53,7 @@ func openTLS(t *testing.T, raw string) error {
 	// tenure doctor reads the store's clock over a connection of its own,
 	// which must be made with the same files.
 	clock, err := o.WallClock(ctx)
-	if errors.Is(err, storeopen.ErrNoWallClock) {
+	if errors.Is(err, storeurl.ErrNoWallClock) {
 		return nil
 	}
 	require.NoError(t, err)
@@ -85,13 +88,13 @@ func requireHidden(t *testing.T, raw string, err error, secret string) {
 func TestPostgresTLS(t *testing.T) {
 	t.Parallel()
 	ca := testca.New(t)
-	pg := testserver.OwnPostgresTLS(t, ca)
+	pg := pgserver.OwnPostgresTLS(t, ca)
 	base := func(user string) string {
 		return fmt.Sprintf("postgres://%s@127.0.0.1:%d/postgres?sslmode=verify-full&sslrootcert=%s", user, pg.Port, url.QueryEscape(ca.CertFile))
 	}
-	pwUser, certUser := base(testserver.PostgresTLSPasswordUser), base(testserver.PostgresTLSCertUser)
+	pwUser, certUser := base(pgserver.PostgresTLSPasswordUser), base(pgserver.PostgresTLSCertUser)
 	passfile := func(t *testing.T, pw string) string {
-		return writeSecret(t, "pgpass", fmt.Sprintf("127.0.0.1:%d:postgres:%s:%s\n", pg.Port, testserver.PostgresTLSPasswordUser, pw))
+		return writeSecret(t, "pgpass", fmt.Sprintf("127.0.0.1:%d:postgres:%s:%s\n", pg.Port, pgserver.PostgresTLSPasswordUser, pw))
 	}
 
 	t.Run("VerifyFullWithPassfile", func(t *testing.T) {
@@ -100,7 +103,7 @@ func TestPostgresTLS(t *testing.T) {
 	})
 	t.Run("PlainConnectionRefused", func(t *testing.T) {
 		t.Parallel()
-		raw := fmt.Sprintf("postgres://%s@127.0.0.1:%d/postgres?sslmode=disable&passfile=%s", testserver.PostgresTLSPasswordUser, pg.Port, url.QueryEscape(passfile(t, pg.Password)))
+		raw := fmt.Sprintf("postgres://%s@127.0.0.1:%d/postgres?sslmode=disable&passfile=%s", pgserver.PostgresTLSPasswordUser, pg.Port, url.QueryEscape(passfile(t, pg.Password)))
 		err := openTLS(t, raw)
 		require.ErrorIs(t, err, store.ErrInvalid, "the server refused the connection for the URL's sake")
 		require.ErrorContains(t, err, "no encryption")
@@ -129,7 +132,7 @@ func TestPostgresTLS(t *testing.T) {
 	})
 	t.Run("ClientCertificate", func(t *testing.T) {
 		t.Parallel()
-		c := ca.Client(t, testserver.PostgresTLSCertUser)
+		c := ca.Client(t, pgserver.PostgresTLSCertUser)
 		require.NoError(t, openTLS(t, certUser+"&sslcert="+url.QueryEscape(c.CertFile)+"&sslkey="+url.QueryEscape(c.KeyFile)))
 	})
 	t.Run("ClientCertificateRequired", func(t *testing.T) {
@@ -146,7 +149,7 @@ func TestPostgresTLS(t *testing.T) {
 	})
 	t.Run("ClientCertificateOfAnotherCA", func(t *testing.T) {
 		t.Parallel()
-		c := testca.New(t).Client(t, testserver.PostgresTLSCertUser)
+		c := testca.New(t).Client(t, pgserver.PostgresTLSCertUser)
 		err := openTLS(t, certUser+"&sslcert="+url.QueryEscape(c.CertFile)+"&sslkey="+url.QueryEscape(c.KeyFile))
 		require.ErrorIs(t, err, store.ErrInvalid)
 	})
@@ -155,8 +158,8 @@ func TestPostgresTLS(t *testing.T) {
 func TestRedisTLS(t *testing.T) {
 	t.Parallel()
 	ca := testca.New(t)
-	r := testserver.OwnRedisTLS(t, ca, false)
-	base := fmt.Sprintf("rediss://%s@127.0.0.1:%d/0?tls_ca_file=%s", testserver.RedisTLSUser, r.Port, url.QueryEscape(ca.CertFile))
+	r := redisserver.OwnRedisTLS(t, ca, false)
+	base := fmt.Sprintf("rediss://%s@127.0.0.1:%d/0?tls_ca_file=%s", redisserver.RedisTLSUser, r.Port, url.QueryEscape(ca.CertFile))
 	pwFile := func(t *testing.T, pw string) string {
 		return url.QueryEscape(writeSecret(t, "redis-password", pw+"\n"))
 	}
@@ -189,20 +192,20 @@ func TestRedisTLS(t *testing.T) {
 	})
 	t.Run("UnknownCA", func(t *testing.T) {
 		t.Parallel()
-		err := openTLS(t, fmt.Sprintf("rediss://%s@127.0.0.1:%d/0?password_file=%s", testserver.RedisTLSUser, r.Port, pwFile(t, r.Password)))
+		err := openTLS(t, fmt.Sprintf("rediss://%s@127.0.0.1:%d/0?password_file=%s", redisserver.RedisTLSUser, r.Port, pwFile(t, r.Password)))
 		require.ErrorIs(t, err, store.ErrUnavailable)
 		require.ErrorContains(t, err, "certificate")
 	})
 	t.Run("PlainToTLSPort", func(t *testing.T) {
 		t.Parallel()
-		err := openTLS(t, fmt.Sprintf("redis://%s@127.0.0.1:%d/0?password_file=%s", testserver.RedisTLSUser, r.Port, pwFile(t, r.Password)))
+		err := openTLS(t, fmt.Sprintf("redis://%s@127.0.0.1:%d/0?password_file=%s", redisserver.RedisTLSUser, r.Port, pwFile(t, r.Password)))
 		require.ErrorIs(t, err, store.ErrUnavailable)
 	})
 	t.Run("ClientCertificates", func(t *testing.T) {
 		t.Parallel()
-		rc := testserver.OwnRedisTLS(t, ca, true)
+		rc := redisserver.OwnRedisTLS(t, ca, true)
 		c := ca.Client(t, "worker")
-		raw := fmt.Sprintf("rediss://%s@127.0.0.1:%d/0?tls_ca_file=%s&password_file=%s", testserver.RedisTLSUser, rc.Port, url.QueryEscape(ca.CertFile), pwFile(t, rc.Password))
+		raw := fmt.Sprintf("rediss://%s@127.0.0.1:%d/0?tls_ca_file=%s&password_file=%s", redisserver.RedisTLSUser, rc.Port, url.QueryEscape(ca.CertFile), pwFile(t, rc.Password))
 		require.Error(t, openTLS(t, raw), "the server asks for a client certificate")
 		require.NoError(t, openTLS(t, raw+"&tls_cert_file="+url.QueryEscape(c.CertFile)+"&tls_key_file="+url.QueryEscape(c.KeyFile)))
 	})
@@ -238,7 +241,7 @@ func TestSecurityFilesRefused(t *testing.T) {
 func TestEtcdTLS(t *testing.T) {
 	t.Parallel()
 	ca := testca.New(t)
-	e := testserver.OwnEtcdTLS(t, ca)
+	e := etcdserver.OwnEtcdTLS(t, ca)
 	certOf := func(t *testing.T, user string) string {
 		c := ca.Client(t, user)
 		return "&tls_cert_file=" + url.QueryEscape(c.CertFile) + "&tls_key_file=" + url.QueryEscape(c.KeyFile)
@@ -296,7 +299,7 @@ func TestEtcdTLS(t *testing.T) {
 func TestConsulTLS(t *testing.T) {
 	t.Parallel()
 	ca := testca.New(t)
-	c := testserver.OwnConsulTLS(t, ca)
+	c := consulserver.OwnConsulTLS(t, ca)
 	withCA := "consul://" + c.HTTPSAddr + "?tls_ca_file=" + url.QueryEscape(ca.CertFile)
 
 	t.Run("TokenFile", func(t *testing.T) {

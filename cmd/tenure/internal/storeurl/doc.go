@@ -1,12 +1,24 @@
-// Package storeurl parses the store URL a user gives the tenure command
-// (--store, or the TENURE_STORE environment variable) into a [Target]:
-// which store, where, with which of tenure's parameters, and how to show it
-// without its secrets. It opens nothing, reads no file the URL names and
-// imports no store's client library (so that its fuzz targets build
-// quickly): package storeopen opens the store a Target names, converting
-// its plain data into the store package's configuration and checking it
-// against that store's rules (a prefix's characters, a bucket's name, a
-// Redis URL's options, ...).
+// Package storeurl holds the stores the tenure command speaks to, one
+// [Backend] value per store, and parses the store URL a user gives (--store,
+// or the TENURE_STORE environment variable) into a [Target]: which store,
+// where, with which of tenure's parameters, and how to show it without its
+// secrets. [Parse] opens nothing and reads no file the URL names; package
+// storeopen opens the store a Target names through its Backend, which
+// converts the URL's plain data into the store package's configuration and
+// checks it against that store's rules (a prefix's characters, a bucket's
+// name, a Redis URL's options, ...).
+//
+// # Backends
+//
+// Each store is one file of this package: its URL's type ([*Postgres],
+// [*MySQL], [*SQLite], [*Redis], [*Etcd], [*Consul], [*Nats],
+// [*Kubernetes], [*Always]) with how it is parsed, opened, migrated and
+// granted, how its wall clock is read, and its [Traits]: what the command's
+// messages and checks (doctor, release --force, run's TTL floor) say of it.
+// One static table, backends, chooses the value by scheme; nothing else in
+// the tenure command compares or switches on a store's kind (a test walks
+// the command's source to hold it to that). Adding a store is a file, its
+// test, a line in that table and its form in [Supported].
 //
 // # URLs
 //
@@ -98,7 +110,7 @@
 //
 // Redis (rediss://), etcd, Consul and NATS take tenure's parameters, whose
 // files are read when the store is opened ([Parse] reads none; they are
-// [Target.Files]):
+// the backend's [Files]):
 //
 //   - tls_ca_file=PATH: PEM certificates of the authorities that vouch for
 //     the server (default: the system's roots);
@@ -118,8 +130,8 @@
 // The shortest TTL is each store's own knowledge ([store.MinTTLOf]: 2 s on
 // etcd, the servers' session_ttl_min on Consul), and so is the unit it
 // keeps TTLs in ([store.TTLUnitOf]: whole seconds on etcd and NATS), of
-// which a TTL must be a whole number; the CLI asks the opened store, not
-// this package.
+// which a TTL must be a whole number; the CLI asks the opened store, and
+// takes from [Traits] only where the floor comes from, for its messages.
 //
 // # Secrets
 //

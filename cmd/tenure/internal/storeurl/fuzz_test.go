@@ -14,7 +14,7 @@ import (
 
 // FuzzParse feeds Parse arbitrary store URLs. It must never panic; a
 // refusal matches store.ErrInvalid and is one line; an accepted URL has a
-// kind, and its Display (when it masks no secret) parses again to the same kind and Display (what
+// backend, and its Display (when it masks no secret) parses again to the same backend and Display (what
 // status and errors print is itself a valid URL for the same store).
 func FuzzParse(f *testing.F) {
 	for _, s := range []string{
@@ -39,17 +39,17 @@ func FuzzParse(f *testing.F) {
 			require.NotContains(t, err.Error(), "\n")
 			return
 		}
-		require.NotEmpty(t, tgt.Kind)
+		require.NotNil(t, tgt.Backend)
 		require.NotEmpty(t, tgt.Display)
-		if tgt.Kind == storeurl.SQLite && !utf8.ValidString(tgt.Path) {
+		if s, ok := tgt.Backend.(*storeurl.SQLite); ok && !utf8.ValidString(s.Path) {
 			return // a path is bytes, shown as given
 		}
-		if tgt.Kind == storeurl.AlwaysLeader {
+		if a, ok := tgt.Backend.(*storeurl.Always); ok {
 			// Display shows the reason decoded, for people; the reason
 			// written percent-encoded comes back unchanged.
-			again, err := storeurl.Parse("always:" + url.PathEscape(tgt.Reason))
+			again, err := storeurl.Parse("always:" + url.PathEscape(a.Reason))
 			require.NoError(t, err)
-			require.Equal(t, tgt.Reason, again.Reason)
+			require.Equal(t, a, again.Backend)
 			return
 		}
 		if strings.Contains(tgt.Display, "xxxxx") {
@@ -60,7 +60,7 @@ func FuzzParse(f *testing.F) {
 		}
 		again, err := storeurl.Parse(tgt.Display)
 		require.NoError(t, err, "Display %q of %q does not parse", tgt.Display, raw)
-		require.Equal(t, tgt.Kind, again.Kind)
+		require.Equal(t, tgt.Backend.Name(), again.Backend.Name())
 		require.Equal(t, tgt.Display, again.Display, "from %q", raw)
 	})
 }

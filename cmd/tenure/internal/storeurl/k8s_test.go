@@ -11,17 +11,19 @@ import (
 
 func TestParseKubernetes(t *testing.T) {
 	t.Parallel()
-	for raw, want := range map[string]storeurl.Target{
-		"k8s://":     {Kind: storeurl.Kubernetes, Display: "k8s://"},
-		"k8s://jobs": {Kind: storeurl.Kubernetes, Display: "k8s://jobs"},
-		"K8S://jobs?kubeconfig=/etc/kc&context=prod&tenure_prefix=billing": {Kind: storeurl.Kubernetes,
-			Display: "k8s://jobs?kubeconfig=/etc/kc&context=prod&tenure_prefix=billing", Prefix: "billing"},
+	for raw, want := range map[string]struct {
+		display string
+		backend *storeurl.Kubernetes
+	}{
+		"k8s://":     {"k8s://", &storeurl.Kubernetes{}},
+		"k8s://jobs": {"k8s://jobs", &storeurl.Kubernetes{Namespace: "jobs"}},
+		"K8S://jobs?kubeconfig=/etc/kc&context=prod&tenure_prefix=billing": {"k8s://jobs?kubeconfig=/etc/kc&context=prod&tenure_prefix=billing",
+			&storeurl.Kubernetes{Namespace: "jobs", Kubeconfig: "/etc/kc", Context: "prod", Prefix: "billing"}},
 	} {
 		got, err := storeurl.Parse(raw)
 		require.NoError(t, err, raw)
-		require.Equal(t, want.Kind, got.Kind, raw)
-		require.Equal(t, want.Display, got.Display, raw)
-		require.Equal(t, want.Prefix, got.Prefix, raw)
+		require.Equal(t, want.backend, got.Backend, raw)
+		require.Equal(t, want.display, got.Display, raw)
 	}
 	for raw, msg := range map[string]string{
 		"k8s://Jobs":                     "not a Kubernetes namespace name",

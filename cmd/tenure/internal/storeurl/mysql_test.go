@@ -28,10 +28,11 @@ func TestParseMySQL(t *testing.T) {
 			t.Parallel()
 			target, err := storeurl.Parse(tc.raw)
 			require.NoError(t, err)
-			require.Equal(t, storeurl.MySQL, target.Kind)
+			m, ok := target.Backend.(*storeurl.MySQL)
+			require.True(t, ok)
 			require.Equal(t, tc.display, target.Display)
-			require.Equal(t, tc.database, target.Database)
-			require.Equal(t, tc.prefix, target.Prefix)
+			require.Equal(t, tc.database, m.Database)
+			require.Equal(t, tc.prefix, m.Prefix)
 		})
 	}
 }

@@ -32,11 +32,12 @@ func TestParseNats(t *testing.T) {
 			t.Parallel()
 			got, err := storeurl.Parse(tc.raw)
 			require.NoError(t, err)
-			require.Equal(t, storeurl.Nats, got.Kind)
+			n, ok := got.Backend.(*storeurl.Nats)
+			require.True(t, ok)
 			require.Equal(t, tc.display, got.Display)
-			require.Equal(t, tc.endpoints, got.Endpoints)
-			require.Equal(t, tc.bucket, got.Bucket)
-			require.Equal(t, tc.replicas, got.Replicas)
+			require.Equal(t, tc.endpoints, n.Endpoints)
+			require.Equal(t, tc.bucket, n.Bucket)
+			require.Equal(t, tc.replicas, n.Replicas)
 		})
 	}
 }

@@ -1,6 +1,7 @@
 package storeurl
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -12,26 +13,6 @@ import (
 	"time"
 
 	"github.com/tenure-dev/tenure/store"
-)
-
-// Query parameters of a Consul URL that are tenure's own (with
-// [ParamPrefix], which Redis and etcd URLs take too).
-const (
-	// ParamSessionTTLMin is the Consul servers' session_ttl_min
-	// ([Target.MinSessionTTL]), a duration such as 1s.
-	ParamSessionTTLMin = "tenure_session_ttl_min"
-	// ParamLockDelay is the lock-delay of the store's Consul sessions
-	// ([Target.LockDelay]), a duration such as 15s.
-	ParamLockDelay = "tenure_lock_delay"
-)
-
-// Default ports of a server named without one.
-const (
-	defaultEtcdPort   = "2379"
-	defaultConsulPort = "8500"
-	// defaultEtcdEndpoint is etcdctl's default, for an etcd:// URL that
-	// names no host.
-	defaultEtcdEndpoint = "127.0.0.1:" + defaultEtcdPort
 )
 
 // parseServerURL parses raw as scheme://… and returns it with its query,
@@ -94,31 +75,6 @@ func refuseParams(q url.Values, display, takes string) error {
 	return nil
 }
 
-const redisForm = "redis://[USER:PASSWORD@]HOST:PORT[/DB][?tenure_prefix=PREFIX] (rediss:// for TLS)"
-
-func parseRedis(raw string) (Target, error) {
-	u, q, err := parseServerURL(raw, redisForm)
-	if err != nil {
-		return Target{}, err
-	}
-	t := Target{Kind: Redis}
-	if u.User != nil {
-		if pw, ok := u.User.Password(); ok && pw != "" {
-			t.secrets = append(t.secrets, pw)
-		}
-	}
-	t.Display = t.Redact(displayURL(u))
-	if t.Prefix, _, err = takeParam(q, ParamPrefix, t.Display); err != nil {
-		return Target{}, err
-	}
-	if t.Files, err = takeFiles(q, t.Display, strings.EqualFold(u.Scheme, "rediss"), "rediss://…"); err != nil {
-		return Target{}, err
-	}
-	u.RawQuery = q.Encode()
-	t.URL = u.String()
-	return t, nil
-}
-
 // parseHostList parses SCHEME://[USERINFO@]HOST[,HOST…][PATH][?QUERY], a
 // URL whose host list may name several hosts of one cluster, which net/url
 // refuses: it parses the rest of the URL around a stand-in host. It returns
@@ -140,55 +96,6 @@ func parseHostList(raw, scheme, name, form string) (u *url.URL, q url.Values, ho
 	}
 	u, q, err = parseServerURL(scheme+"://"+userinfo+"host"+tail, form)
 	return u, q, hosts, tail, err
-}
-
-const etcdForm = "etcd://[USER:PASSWORD@]HOST:PORT[,HOST:PORT…][?tenure_prefix=PREFIX]"
-
-func parseEtcd(raw string) (Target, error) {
-	u, q, hosts, tail, err := parseHostList(raw, "etcd", "etcd", etcdForm)
-	if err != nil {
-		return Target{}, err
-	}
-	t := Target{Kind: Etcd}
-	display := "etcd://"
-	if u.User != nil {
-		t.User = u.User.Username()
-		display += url.User(t.User).String()
-		if pw, ok := u.User.Password(); ok {
-			t.Password = pw
-			if pw != "" {
-				t.secrets = append(t.secrets, pw)
-			}
-			display += ":" + mask
-		}
-		display += "@"
-		if t.User == "" {
-			return Target{}, Errorf(store.ErrInvalid, nil, "storeurl: store URL %s has a password but no user name; write it as %s", display+hosts, etcdForm)
-		}
-	}
-	t.Display = display + hosts + t.Redact(tail)
-	if u.Path != "" && u.Path != "/" {
-		return Target{}, Errorf(store.ErrInvalid, nil, "storeurl: store URL %s has a path (%s); an etcd URL names endpoints only: write it as %s", t.Display, u.Path, etcdForm)
-	}
-	if t.Endpoints, err = endpoints(hosts, defaultEtcdPort, t.Display); err != nil {
-		return Target{}, err
-	}
-	if len(t.Endpoints) == 0 {
-		t.Endpoints = []string{defaultEtcdEndpoint}
-	}
-	if t.Prefix, _, err = takeParam(q, ParamPrefix, t.Display); err != nil {
-		return Target{}, err
-	}
-	if t.Files, err = takeFiles(q, t.Display, true, ""); err != nil {
-		return Target{}, err
-	}
-	if t.Files.Password != "" && (t.Password != "" || t.User == "") {
-		return Target{}, Errorf(store.ErrInvalid, nil, "storeurl: store URL %s: with %s, give the user name and no password in the URL: etcd://USER@HOST:PORT?%s=PATH", t.Display, ParamPasswordFile, ParamPasswordFile)
-	}
-	if err := refuseParams(q, t.Display, "an etcd URL takes only "+ParamPrefix+", "+ParamTLSCA+", "+ParamTLSCert+", "+ParamTLSKey+" and "+ParamPasswordFile); err != nil {
-		return Target{}, err
-	}
-	return t, nil
 }
 
 // endpoints splits a comma-separated host list into host:port endpoints,
@@ -222,46 +129,17 @@ func endpoints(hosts, defaultPort, display string) ([]string, error) {
 	return eps, nil
 }
 
-const consulForm = "consul://HOST:PORT[?tenure_prefix=PREFIX&tenure_session_ttl_min=D&tenure_lock_delay=D]"
-
-func parseConsul(raw string) (Target, error) {
-	u, q, err := parseServerURL(raw, consulForm)
-	if err != nil {
-		return Target{}, err
+// anyAnswers returns nil as soon as one of endpoints (host:port) accepts a
+// TCP connection, and the last error when none does.
+func anyAnswers(ctx context.Context, endpoints []string) error {
+	var d net.Dialer
+	var err error
+	for _, ep := range endpoints {
+		var conn net.Conn
+		if conn, err = d.DialContext(ctx, "tcp", ep); err == nil {
+			_ = conn.Close() // It has answered; the client makes its own connections.
+			return nil
+		}
 	}
-	if u.User != nil {
-		return Target{}, Errorf(store.ErrInvalid, nil, "storeurl: store URL %q holds credentials; give Consul's ACL token in CONSUL_HTTP_TOKEN or CONSUL_HTTP_TOKEN_FILE instead, and write the URL as %s", roughRedact(raw), consulForm)
-	}
-	t := Target{Kind: Consul, Display: displayURL(u)}
-	if u.Path != "" && u.Path != "/" {
-		return Target{}, Errorf(store.ErrInvalid, nil, "storeurl: store URL %s has a path (%s); a Consul URL names the agent only: write it as %s", t.Display, u.Path, consulForm)
-	}
-	if strings.Contains(u.Host, ",") {
-		return Target{}, Errorf(store.ErrInvalid, nil, "storeurl: store URL %s names several agents; name the one local Consul agent: %s", t.Display, consulForm)
-	}
-	if t.Endpoints, err = endpoints(u.Host, defaultConsulPort, t.Display); err != nil {
-		return Target{}, err
-	}
-	if t.Prefix, _, err = takeParam(q, ParamPrefix, t.Display); err != nil {
-		return Target{}, err
-	}
-	if t.Files, err = takeFiles(q, t.Display, true, ""); err != nil {
-		return Target{}, err
-	}
-	if t.Files.Password != "" {
-		return Target{}, Errorf(store.ErrInvalid, nil, "storeurl: store URL %s: Consul takes an ACL token, not a password: give %s", t.Display, ParamTokenFile)
-	}
-	if t.Files.Token, _, err = takeParam(q, ParamTokenFile, t.Display); err != nil {
-		return Target{}, err
-	}
-	if err := takeDuration(q, ParamSessionTTLMin, t.Display, &t.MinSessionTTL); err != nil {
-		return Target{}, err
-	}
-	if err := takeDuration(q, ParamLockDelay, t.Display, &t.LockDelay); err != nil {
-		return Target{}, err
-	}
-	if err := refuseParams(q, t.Display, "a Consul URL takes "+ParamPrefix+", "+ParamSessionTTLMin+", "+ParamLockDelay+", "+ParamTLSCA+", "+ParamTLSCert+", "+ParamTLSKey+" and "+ParamTokenFile); err != nil {
-		return Target{}, err
-	}
-	return t, nil
+	return err
 }

@@ -23,60 +23,61 @@ func TestParse(t *testing.T) {
 	require.NoError(t, err)
 	for _, tc := range []struct {
 		name, raw      string
-		kind           storeurl.Kind
+		kind           string
 		display        string
 		path           string
 		schema, prefix string
 	}{
 		{name: "Postgres", raw: "postgres://alice@db.example:5433/jobs?sslmode=disable",
-			kind: storeurl.Postgres, display: "postgres://alice@db.example:5433/jobs?sslmode=disable"},
+			kind: "PostgreSQL", display: "postgres://alice@db.example:5433/jobs?sslmode=disable"},
 		{name: "PostgresQL", raw: "postgresql://db.example/jobs",
-			kind: storeurl.Postgres, display: "postgresql://db.example/jobs"},
+			kind: "PostgreSQL", display: "postgresql://db.example/jobs"},
 		{name: "UpperCaseScheme", raw: "POSTGRES://db.example/jobs",
-			kind: storeurl.Postgres, display: "postgres://db.example/jobs"},
+			kind: "PostgreSQL", display: "postgres://db.example/jobs"},
 		{name: "EverythingFromEnvironment", raw: "postgres://",
-			kind: storeurl.Postgres, display: "postgres://"},
+			kind: "PostgreSQL", display: "postgres://"},
 		{name: "OnlyParameters", raw: "postgres://?sslmode=disable&tenure_schema=ops",
-			kind: storeurl.Postgres, display: "postgres://?sslmode=disable&tenure_schema=ops", schema: "ops"},
+			kind: "PostgreSQL", display: "postgres://?sslmode=disable&tenure_schema=ops", schema: "ops"},
 		{name: "PasswordMasked", raw: "postgres://alice:s3cr3t@db.example/jobs",
-			kind: storeurl.Postgres, display: "postgres://alice:xxxxx@db.example/jobs"},
+			kind: "PostgreSQL", display: "postgres://alice:xxxxx@db.example/jobs"},
 		{name: "AtSignInPassword", raw: "postgres://alice:pa@55word@db.example/jobs",
-			kind: storeurl.Postgres, display: "postgres://alice:xxxxx@db.example/jobs"},
+			kind: "PostgreSQL", display: "postgres://alice:xxxxx@db.example/jobs"},
 		{name: "PasswordParamsMasked", raw: "postgres://db.example/jobs?password=s3cr3t&sslpassword=k3y",
-			kind: storeurl.Postgres, display: "postgres://db.example/jobs?password=xxxxx&sslpassword=xxxxx"},
+			kind: "PostgreSQL", display: "postgres://db.example/jobs?password=xxxxx&sslpassword=xxxxx"},
 		{name: "SchemaAndPrefix", raw: "postgres://db.example/jobs?tenure_schema=ops&tenure_prefix=lease_&sslmode=disable",
-			kind: storeurl.Postgres, display: "postgres://db.example/jobs?tenure_schema=ops&tenure_prefix=lease_&sslmode=disable",
+			kind: "PostgreSQL", display: "postgres://db.example/jobs?tenure_schema=ops&tenure_prefix=lease_&sslmode=disable",
 			schema: "ops", prefix: "lease_"},
 		{name: "ListenURLMasked", raw: "postgres://bouncer:6432/jobs?tenure_listen=postgres%3A%2F%2Falice%3Ap%2540ss%40db%3A5432%2Fjobs",
-			kind: storeurl.Postgres, display: "postgres://bouncer:6432/jobs?tenure_listen=postgres%3A%2F%2Falice%3Axxxxx%40db%3A5432%2Fjobs"},
+			kind: "PostgreSQL", display: "postgres://bouncer:6432/jobs?tenure_listen=postgres%3A%2F%2Falice%3Axxxxx%40db%3A5432%2Fjobs"},
 		{name: "ListenOff", raw: "postgres://bouncer:6432/jobs?tenure_listen=off",
-			kind: storeurl.Postgres, display: "postgres://bouncer:6432/jobs?tenure_listen=off"},
+			kind: "PostgreSQL", display: "postgres://bouncer:6432/jobs?tenure_listen=off"},
 		{name: "SurroundingSpace", raw: "  sqlite:/var/lib/job/tenure.db\n",
-			kind: storeurl.SQLite, display: "sqlite:/var/lib/job/tenure.db", path: "/var/lib/job/tenure.db"},
+			kind: "SQLite", display: "sqlite:/var/lib/job/tenure.db", path: "/var/lib/job/tenure.db"},
 		{name: "SQLiteAbsolute", raw: "sqlite:/var/lib/job/tenure.db",
-			kind: storeurl.SQLite, display: "sqlite:/var/lib/job/tenure.db", path: "/var/lib/job/tenure.db"},
+			kind: "SQLite", display: "sqlite:/var/lib/job/tenure.db", path: "/var/lib/job/tenure.db"},
 		{name: "SQLiteRelative", raw: "sqlite:state/tenure.db",
-			kind: storeurl.SQLite, display: "sqlite:state/tenure.db", path: "state/tenure.db"},
+			kind: "SQLite", display: "sqlite:state/tenure.db", path: "state/tenure.db"},
 		{name: "SQLiteTripleSlash", raw: "sqlite:///var/lib/job/tenure.db",
-			kind: storeurl.SQLite, display: "sqlite:/var/lib/job/tenure.db", path: "/var/lib/job/tenure.db"},
+			kind: "SQLite", display: "sqlite:/var/lib/job/tenure.db", path: "/var/lib/job/tenure.db"},
 		{name: "SQLiteHome", raw: "sqlite:~/jobs/tenure.db",
-			kind: storeurl.SQLite, display: "sqlite:" + filepath.Join(home, "jobs/tenure.db"), path: filepath.Join(home, "jobs/tenure.db")},
+			kind: "SQLite", display: "sqlite:" + filepath.Join(home, "jobs/tenure.db"), path: filepath.Join(home, "jobs/tenure.db")},
 		{name: "SQLiteLiteralPath", raw: "SQLite:/tmp/a%20b?c.db",
-			kind: storeurl.SQLite, display: "sqlite:/tmp/a%20b?c.db", path: "/tmp/a%20b?c.db"},
+			kind: "SQLite", display: "sqlite:/tmp/a%20b?c.db", path: "/tmp/a%20b?c.db"},
 		{name: "AlwaysLeader", raw: "always:the report is idempotent",
-			kind: storeurl.AlwaysLeader, display: "always:the report is idempotent"},
+			kind: "always-leader", display: "always:the report is idempotent"},
 		{name: "AlwaysLeaderEncoded", raw: "always:the%20report%20is%20idempotent",
-			kind: storeurl.AlwaysLeader, display: "always:the report is idempotent"},
+			kind: "always-leader", display: "always:the report is idempotent"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			got, err := storeurl.Parse(tc.raw)
 			require.NoError(t, err)
-			require.Equal(t, tc.kind, got.Kind)
+			require.Equal(t, tc.kind, got.Backend.Name())
 			require.Equal(t, tc.display, got.Display)
-			require.Equal(t, tc.path, got.Path)
-			require.Equal(t, tc.schema, got.Schema)
-			require.Equal(t, tc.prefix, got.Prefix)
+			path, schema, prefix := fields(got)
+			require.Equal(t, tc.path, path)
+			require.Equal(t, tc.schema, schema)
+			require.Equal(t, tc.prefix, prefix)
 			require.False(t, got.Default)
 		})
 	}
@@ -148,13 +149,13 @@ func TestResolve(t *testing.T) {
 		t.Parallel()
 		got, err := storeurl.Resolve("sqlite:/a.db", env(map[string]string{storeurl.EnvVar: "sqlite:/b.db"}))
 		require.NoError(t, err)
-		require.Equal(t, "/a.db", got.Path)
+		require.Equal(t, &storeurl.SQLite{Path: "/a.db"}, got.Backend)
 	})
 	t.Run("Environment", func(t *testing.T) {
 		t.Parallel()
 		got, err := storeurl.Resolve("", env(map[string]string{storeurl.EnvVar: "postgres://h/db"}))
 		require.NoError(t, err)
-		require.Equal(t, storeurl.Postgres, got.Kind)
+		require.IsType(t, &storeurl.Postgres{}, got.Backend)
 	})
 	t.Run("EnvironmentNamedInError", func(t *testing.T) {
 		t.Parallel()
@@ -171,9 +172,9 @@ func TestResolveDefault(t *testing.T) { //nolint:paralleltest // t.Setenv
 	got, err := storeurl.Resolve("", func(string) string { return "" })
 	require.NoError(t, err)
 	require.True(t, got.Default)
-	require.Equal(t, storeurl.SQLite, got.Kind)
-	require.Equal(t, filepath.Join(dir, "tenure", "tenure.db"), got.Path)
-	require.Equal(t, "sqlite:"+got.Path, got.Display)
+	require.Equal(t, &storeurl.SQLite{Path: filepath.Join(dir, "tenure", "tenure.db")}, got.Backend)
+	require.Equal(t, got.Backend.(*storeurl.SQLite).Path, got.File())
+	require.Equal(t, "sqlite:"+got.File(), got.Display)
 }
 
 func TestRedact(t *testing.T) {
@@ -219,14 +220,26 @@ func TestParseListen(t *testing.T) {
 	got, err := storeurl.Parse("postgres://bouncer:6432/jobs?default_query_exec_mode=exec&tenure_listen=" +
 		url.QueryEscape("postgres://alice:p@ss@db:5432/jobs?sslmode=disable"))
 	require.NoError(t, err)
-	require.Equal(t, "postgres://alice:p%40ss@db:5432/jobs?sslmode=disable", got.Listen)
-	require.False(t, got.NoListen)
-	require.Equal(t, "postgres://bouncer:6432/jobs?default_query_exec_mode=exec", got.URL, "tenure_listen is tenure's, not pgx's")
+	pg := got.Backend.(*storeurl.Postgres)
+	require.Equal(t, "postgres://alice:p%40ss@db:5432/jobs?sslmode=disable", pg.Listen)
+	require.False(t, pg.NoListen)
+	require.Equal(t, "postgres://bouncer:6432/jobs?default_query_exec_mode=exec", pg.URL, "tenure_listen is tenure's, not pgx's")
 	require.NotContains(t, got.Display, "p@ss")
-	require.NotContains(t, got.Redact("failed: "+got.Listen), "p@ss")
+	require.NotContains(t, got.Redact("failed: "+pg.Listen), "p@ss")
 
 	got, err = storeurl.Parse("postgres://bouncer:6432/jobs?tenure_listen=off")
 	require.NoError(t, err)
-	require.True(t, got.NoListen)
-	require.Empty(t, got.Listen)
+	require.Equal(t, &storeurl.Postgres{URL: "postgres://bouncer:6432/jobs", NoListen: true}, got.Backend)
+}
+
+// fields returns what TestParse compares of a parsed URL: an SQLite
+// store's path, a PostgreSQL store's schema and prefix.
+func fields(t storeurl.Target) (path, schema, prefix string) {
+	if s, ok := t.Backend.(*storeurl.SQLite); ok {
+		path = s.Path
+	}
+	if p, ok := t.Backend.(*storeurl.Postgres); ok {
+		schema, prefix = p.Schema, p.Prefix
+	}
+	return path, schema, prefix
 }

@@ -1,7 +1,11 @@
 package storeurl
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"net/url"
+	"os"
+	"strings"
 
 	"github.com/tenure-dev/tenure/store"
 )
@@ -71,4 +75,50 @@ func takeFiles(q url.Values, display string, useTLS bool, tlsScheme string) (Fil
 		return Files{}, Errorf(store.ErrInvalid, nil, "storeurl: store URL %s: give %s and %s together (a client certificate and its key)", display, ParamTLSCert, ParamTLSKey)
 	}
 	return f, nil
+}
+
+// tlsConfig returns base (or a new configuration) with the CA and client
+// certificate f names loaded.
+func tlsConfig(f Files, base *tls.Config, display string) (*tls.Config, error) {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if base != nil {
+		cfg = base.Clone()
+	}
+	if f.TLSCA != "" {
+		pem, err := os.ReadFile(f.TLSCA)
+		if err != nil {
+			return nil, Errorf(store.ErrInvalid, nil, "storeurl: store URL %s: cannot read %s: %v", display, ParamTLSCA, err)
+		}
+		roots := x509.NewCertPool()
+		if !roots.AppendCertsFromPEM(pem) {
+			return nil, Errorf(store.ErrInvalid, nil, "storeurl: store URL %s: %s %s holds no PEM certificate", display, ParamTLSCA, f.TLSCA)
+		}
+		cfg.RootCAs = roots
+	}
+	if f.TLSCert != "" {
+		pair, err := tls.LoadX509KeyPair(f.TLSCert, f.TLSKey)
+		if err != nil {
+			// The error names the files, never the key's content.
+			return nil, Errorf(store.ErrInvalid, nil, "storeurl: store URL %s: cannot load the client certificate %s with key %s: %v", display, f.TLSCert, f.TLSKey, err)
+		}
+		cfg.Certificates = []tls.Certificate{pair}
+	}
+	return cfg, nil
+}
+
+// readPassword returns the content of the password file f names, without
+// the trailing newline, or "" when it names none.
+func readPassword(f Files, display string) (string, error) {
+	if f.Password == "" {
+		return "", nil
+	}
+	b, err := os.ReadFile(f.Password)
+	if err != nil {
+		return "", Errorf(store.ErrInvalid, nil, "storeurl: store URL %s: cannot read %s: %v", display, ParamPasswordFile, err)
+	}
+	pw := strings.TrimRight(string(b), "\r\n")
+	if pw == "" {
+		return "", Errorf(store.ErrInvalid, nil, "storeurl: store URL %s: %s %s is empty; write the password into it", display, ParamPasswordFile, f.Password)
+	}
+	return pw, nil
 }

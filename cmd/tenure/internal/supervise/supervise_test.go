@@ -17,7 +17,15 @@ import (
 	"github.com/tenure-dev/tenure/internal/testutil"
 )
 
-func TestMain(m *testing.M) { testutil.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == watchdogArg {
+		os.Exit(RunWatchdog(os.Stderr))
+	}
+	if len(os.Args) > 1 && os.Args[1] == subreaperArg {
+		os.Exit(subreaper(os.Stdout))
+	}
+	testutil.VerifyTestMain(m)
+}
 
 // patience bounds every wait for an event in these tests.
 const patience = 20 * time.Second

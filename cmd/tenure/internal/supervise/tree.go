@@ -1,6 +1,12 @@
 // Package supervise keeps the process tree of a command run under a lease
 // (tenure run) within the lease's time, on Linux.
 //
+// What to do and when (kill rules, the watchdog's deadlines, the release,
+// the exit code) is decided by [Policy], a pure state machine: events in,
+// actions out, no goroutines, clocks or system calls, so that its rules
+// are tested without processes. Tenure run's effect loop carries out its
+// actions with the mechanisms below.
+//
 // A process counts as gone only when no thread of it is left: one whose
 // main thread exited (pthread_exit, or a runtime whose first thread ends)
 // while other threads go on reads as a zombie in /proc/PID/stat and its

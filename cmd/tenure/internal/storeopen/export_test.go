@@ -1,4 +1,0 @@
-package storeopen
-
-// ConsulConfig exposes consulConfig to the tests.
-var ConsulConfig = consulConfig
