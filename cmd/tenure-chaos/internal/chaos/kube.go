@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	coordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/rest"
 
 	"github.com/tenure-dev/tenure/internal/testserver"
@@ -40,11 +39,11 @@ func kubeStore(admin *rest.Config, addr, prefix string) (*k8sstore.Store, error)
 	cfg := rest.CopyConfig(admin)
 	cfg.Host = "https://" + addr
 	cfg.Timeout = 2 * time.Second
-	c, err := coordinationv1.NewForConfig(cfg)
+	leases, err := k8sstore.NewLeases(cfg, kubeNamespace)
 	if err != nil {
 		return nil, fmt.Errorf("chaos: kubernetes client: %w", err)
 	}
-	return k8sstore.New(c.Leases(kubeNamespace), k8sstore.Config{Prefix: prefix})
+	return k8sstore.New(leases, k8sstore.Config{Prefix: prefix})
 }
 
 // openKubeWorker is openWorker for the k8s cell.

@@ -14,7 +14,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
-	coordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/tenure-dev/tenure/store"
@@ -114,7 +113,7 @@ func (k *Kubernetes) config(t Target) (k8sstore.Config, error) {
 
 // client loads the kubeconfig as kubectl does and returns the
 // namespace's Leases client and the namespace.
-func (k *Kubernetes) client(t Target, timeout time.Duration) (coordinationv1.LeaseInterface, string, error) {
+func (k *Kubernetes) client(t Target, timeout time.Duration) (k8sstore.Leases, string, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	if k.Kubeconfig != "" {
 		rules.ExplicitPath = k.Kubeconfig
@@ -135,11 +134,11 @@ func (k *Kubernetes) client(t Target, timeout time.Duration) (coordinationv1.Lea
 	// client-go's default of 5 requests a second would throttle the
 	// renewals of more than a few leases.
 	cfg.QPS, cfg.Burst = 100, 200
-	c, err := coordinationv1.NewForConfig(cfg)
+	leases, err := k8sstore.NewLeases(cfg, ns)
 	if err != nil {
 		return nil, "", Errorf(store.ErrInvalid, err, "storeurl: store URL %s: %v", t.Display, err)
 	}
-	return c.Leases(ns), ns, nil
+	return leases, ns, nil
 }
 
 // Open opens the Lease objects of the URL's namespace and asks the API
