@@ -80,6 +80,9 @@ func runCommand() *command {
 			fs.StringVar(&o.jsonPath, "json", "", "write the outcome as one JSON object to `FILE` when run ends (- for standard error)")
 			fs.BoolVar(&o.watchdog, "watchdog", false, hiddenFlag+"run as the watchdog of a tenure run, reading kill deadlines from descriptor 3")
 			return func(ctx context.Context, e *env, args []string) error {
+				if err := supervise.Supported(); err != nil {
+					return usagef("run", "%v", err)
+				}
 				if o.watchdog {
 					return &exitError{code: supervise.RunWatchdog(e.stderr)}
 				}

@@ -179,9 +179,7 @@ func (s *supervision) start(args []string, control string) error {
 	if s.o.store != "" {
 		cmd.Env = append(cmd.Env, storeurl.EnvVar+"="+s.o.store)
 	}
-	// Pdeathsig: the kernel kills the command when run's thread that
-	// started it dies (Go ends threads only with a locked goroutine).
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = supervise.ProcAttr()
 	if s.tty >= 0 {
 		// Interactive: the command's group becomes the terminal's
 		// foreground group (it reads the terminal and gets ^C, ^Z); run
@@ -470,7 +468,7 @@ func startInCgroup(e *env, cmd *exec.Cmd, cg *supervise.Cgroup) (*exec.Cmd, *sup
 	again.Stdin, again.Stdout, again.Stderr = cmd.Stdin, cmd.Stdout, cmd.Stderr
 	again.WaitDelay = cmd.WaitDelay
 	attr := *cmd.SysProcAttr
-	attr.UseCgroupFD, attr.CgroupFD = false, 0
+	supervise.OutOfCgroup(&attr)
 	again.SysProcAttr = &attr
 	if err2 := again.Start(); err2 != nil {
 		return again, nil, err2

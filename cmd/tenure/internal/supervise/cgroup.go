@@ -284,11 +284,9 @@ func (c *Cgroup) Start(cmd *exec.Cmd) error {
 		return err
 	}
 	defer func() { _ = dir.Close() }() // The child has its own reference.
-	if cmd.SysProcAttr == nil {
-		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	if err := cloneInto(cmd, dir); err != nil {
+		return err
 	}
-	cmd.SysProcAttr.UseCgroupFD = true
-	cmd.SysProcAttr.CgroupFD = int(dir.Fd())
 	return cmd.Start()
 }
 
@@ -354,14 +352,9 @@ func (c *Cgroup) Signal(sig syscall.Signal) int {
 		if pid == self || pid == c.spare {
 			continue
 		}
-		fd, err := unix.PidfdOpen(pid, 0)
-		if err != nil {
-			continue // Gone (reaped) since the read.
-		}
-		if c.holds(pid) && unix.PidfdSendSignal(fd, sig, nil, 0) == nil {
+		if signalPidfd(pid, sig, c.holds) {
 			n++
 		}
-		_ = unix.Close(fd) // A pidfd holds nothing to flush.
 	}
 	return n
 }

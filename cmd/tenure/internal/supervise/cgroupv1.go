@@ -12,8 +12,6 @@ import (
 	"strings"
 	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // freezeWait bounds how long [Cgroup.killV1] waits for the cgroup to read
@@ -80,7 +78,7 @@ func (c *Cgroup) startV1(cmd *exec.Cmd) error {
 	done := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
-		tid := strconv.Itoa(unix.Gettid())
+		tid := strconv.Itoa(gettid())
 		b, err := os.ReadFile("/proc/thread-self/cgroup")
 		var back parent
 		if err == nil {

@@ -9,10 +9,6 @@ import (
 	"github.com/tenure-dev/tenure"
 )
 
-// RevokeSignal makes a running tenure run stand down at once, for a
-// platform's resume or restore hook (kill -PWR PID).
-const RevokeSignal = syscall.SIGPWR
-
 // Policy decides what tenure run does while its command runs under a
 // lease, from the events its effect loop reports, as the library's engine
 // does for a lease: [Policy.Step] takes no locks, starts no goroutine,

@@ -73,16 +73,12 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-
-	"golang.org/x/sys/unix"
 )
 
 // BecomeSubreaper makes the calling process a child subreaper
 // (prctl PR_SET_CHILD_SUBREAPER): orphaned descendants are re-parented to
 // it. It must then reap them; see [Reap].
-func BecomeSubreaper() error {
-	return unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-}
+func BecomeSubreaper() error { return becomeSubreaper() }
 
 // Children returns the children of pid, read from
 // /proc/PID/task/*/children (every thread's, since a child belongs to the

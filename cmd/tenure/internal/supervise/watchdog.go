@@ -203,7 +203,7 @@ func RunWatchdog(stderr io.Writer) int {
 	// interrupted, and terminal signals must not stop it.
 	signal.Ignore(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT,
 		syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU, syscall.SIGUSR1, syscall.SIGUSR2,
-		syscall.SIGPIPE, syscall.SIGWINCH, syscall.SIGPWR)
+		syscall.SIGPIPE, syscall.SIGWINCH, RevokeSignal)
 	// The supervisor names itself, pid and start time: by the time this
 	// process runs, the one that started it may have died, and this one
 	// been re-parented to a stranger whose tree is not ours.
