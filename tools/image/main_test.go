@@ -28,7 +28,9 @@ func TestImageRunsTenure(t *testing.T) {
 	bin := filepath.Join(dir, "tenure")
 	build := exec.CommandContext(t.Context(), "go", "build", "-trimpath", "-o", bin, "./cmd/tenure")
 	build.Dir = "../.."
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	// GOWORK empty: the repository's go.work, which the command's module
+	// needs, whatever this test runs under.
+	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOWORK=")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build tenure: %v\n%s", err, out)
 	}
