@@ -152,7 +152,6 @@ func (o *releaseOptions) run(ctx context.Context, e *env, args []string) error {
 			return &exitError{code: ExitNotAcquired, err: fmt.Errorf("lease %q is held by %s with token %d, not by %s with token %d; not released (an operator may use --force)",
 				name, rec.Holder, rec.Token, own, token)}
 		}
-		_, notifies := opened.Store.(store.Notifier)
 		if o.force && !o.now && opened.Target.Backend.Traits().RenewKeepsExpiry {
 			done, err := standDown(ctx, e, opened, name, rec)
 			if err != nil {
@@ -176,23 +175,30 @@ func (o *releaseOptions) run(ctx context.Context, e *env, args []string) error {
 		if err != nil {
 			return opened.Target.Wrap(err)
 		}
-		switch {
-		case o.force && !notifies:
-			fmt.Fprintf(e.stdout, "released lease %q; its holder %s with token %d is now fenced: a fence refuses token %d once a greater token is recorded; the next holder may start at once, but this store sends no notification: the old holder learns of the release only at its next renewal, and until then its work may run on beside the next holder, refused only where a fence checks its token\n",
-				name, rec.Holder, rec.Token, rec.Token)
-		case o.force && opened.Target.Backend.Traits().LeaseCheck != "":
-			tr := opened.Target.Backend.Traits()
-			fmt.Fprintf(e.stdout, "released lease %q; its holder %s with token %d is now fenced: %s refuses token %d at once and %s refuses it once a greater token is recorded; the next holder gets a greater token\n",
-				name, rec.Holder, rec.Token, tr.LeaseCheck, rec.Token, tr.Fence)
-		case o.force:
-			fmt.Fprintf(e.stdout, "released lease %q; its holder %s with token %d is now fenced: a fence refuses token %d once a greater token is recorded; the next holder gets a greater token\n",
-				name, rec.Holder, rec.Token, rec.Token)
-		default:
-			fmt.Fprintf(e.stdout, "released lease %q (token %d)\n", name, rec.Token)
-		}
+		o.report(e, opened, name, rec)
 		return nil
 	}
 	return fmt.Errorf("lease %q changed hands %d times while being released; try again", name, releaseAttempts)
+}
+
+// report says what a release of rec did: for a forced one, how its holder
+// learns of it and where its token is refused.
+func (o *releaseOptions) report(e *env, opened *storeopen.Opened, name string, rec store.Record) {
+	_, notifies := opened.Store.(store.Notifier)
+	switch {
+	case o.force && !notifies:
+		fmt.Fprintf(e.stdout, "released lease %q; its holder %s with token %d is now fenced: a fence refuses token %d once a greater token is recorded; the next holder may start at once, but this store sends no notification: the old holder learns of the release only at its next renewal, and until then its work may run on beside the next holder, refused only where a fence checks its token\n",
+			name, rec.Holder, rec.Token, rec.Token)
+	case o.force && opened.Target.Backend.Traits().LeaseCheck != "":
+		tr := opened.Target.Backend.Traits()
+		fmt.Fprintf(e.stdout, "released lease %q; its holder %s with token %d is now fenced: %s refuses token %d at once and %s refuses it once a greater token is recorded; the next holder gets a greater token\n",
+			name, rec.Holder, rec.Token, tr.LeaseCheck, rec.Token, tr.Fence)
+	case o.force:
+		fmt.Fprintf(e.stdout, "released lease %q; its holder %s with token %d is now fenced: a fence refuses token %d once a greater token is recorded; the next holder gets a greater token\n",
+			name, rec.Holder, rec.Token, rec.Token)
+	default:
+		fmt.Fprintf(e.stdout, "released lease %q (token %d)\n", name, rec.Token)
+	}
 }
 
 // standDown ends the tenure rec of lease name without letting the next
