@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"syscall"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -42,6 +43,13 @@ func unavailable(err error) bool {
 	}
 	if apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || apierrors.IsTooManyRequests(err) ||
 		apierrors.IsServiceUnavailable(err) || apierrors.IsInternalError(err) || apierrors.IsUnexpectedServerError(err) {
+		return true
+	}
+	// client-go's rate limiter refuses to wait past the call's deadline,
+	// as it does between retries of a connection the server reset, with
+	// an error of x/time/rate that wraps no sentinel: the deadline, met
+	// early.
+	if strings.Contains(err.Error(), "would exceed context deadline") {
 		return true
 	}
 	var netErr net.Error
