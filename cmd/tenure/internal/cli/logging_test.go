@@ -42,7 +42,7 @@ func TestGlobalFlagsLeaveCommandsAlone(t *testing.T) {
 	for _, args := range [][]string{{"-v", "version"}, {"--log-format", "json", "version"}, {"--log-format=text", "-v", "--version"}} {
 		o := cli(t, args...)
 		require.Equal(t, ExitOK, o.code, o.stderr)
-		require.Regexp(t, `^tenure \S+ go`, o.stdout)
+		require.Regexp(t, `^tenure \S+ \(commit [^)]+\) go`, o.stdout)
 		require.Empty(t, o.stderr)
 	}
 	o := cli(t, "-v")
