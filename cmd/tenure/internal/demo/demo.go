@@ -41,7 +41,10 @@ type Config struct {
 
 const (
 	workers      = 3
-	sceneTimeout = 30 * time.Second
+	// sceneTimeout bounds a scene, which takes a few seconds on an idle
+	// machine: a fraction of a minute of work, with room for a machine
+	// so loaded that its workers barely start.
+	sceneTimeout = 60 * time.Second
 )
 
 // The scenes Main plays: --scene pause, clone or all.

@@ -27,8 +27,8 @@ func TestDemoTellsTheStory(t *testing.T) {
 	t.Parallel()
 	var out strings.Builder
 	ok, err := demo.Run(t.Context(), demo.Config{Worker: []string{os.Args[0]}, Env: []string{workerEnv + "=1"}, Dir: t.TempDir()}, &out)
-	require.NoError(t, err)
 	t.Log("\n" + out.String())
+	require.NoError(t, err)
 	require.True(t, ok)
 	require.Contains(t, out.String(), "with fencing:    run 1 charged 1 time(s) (as expected)")
 	require.Contains(t, out.String(), "without fencing: run 1 charged 2 time(s) (as expected)")
