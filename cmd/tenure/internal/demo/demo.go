@@ -40,7 +40,7 @@ type Config struct {
 }
 
 const (
-	workers      = 3
+	workers = 3
 	// sceneTimeout bounds a scene, which takes a few seconds on an idle
 	// machine: a fraction of a minute of work, with room for a machine
 	// so loaded that its workers barely start.
