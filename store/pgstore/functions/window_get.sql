@@ -1,0 +1,23 @@
+-- revision 1
+-- window_get(name, key): the window as recorded; no row when there is
+-- none. Read only; the read-only role may call it.
+CREATE OR REPLACE FUNCTION {{window_get_fn}}(p_name text, p_key text)
+RETURNS TABLE (state text, holder_label text, holder_instance text, token bigint, attempts bigint,
+               started_at timestamptz, finished_at timestamptz)
+LANGUAGE plpgsql
+STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $body$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
+    SELECT x.state, x.holder_label, x.holder_instance, x.token, x.attempts, x.started_at, x.finished_at
+    FROM {{windows}} AS x
+    WHERE x.name = p_name AND x.window_key = p_key;
+END
+$body$;
+
+-- Functions are executable by PUBLIC unless revoked: only the roles
+-- Config.GrantSQL and Config.ReadGrantSQL name may call it.
+REVOKE ALL ON FUNCTION {{window_get_fn}}(text, text) FROM PUBLIC;

@@ -1,0 +1,91 @@
+-- revision 1
+-- window_start(name, holder_label, holder_instance, token, key, period_ms,
+-- retry): begin the window of store.Windower.StartWindow for the tenure
+-- (holder, token), in one statement's transaction: the lease row is locked
+-- FOR SHARE and found held by the server's clock (clock_timestamp(), read
+-- after the lock), so no takeover commits in between; then the window row
+-- is locked and decided on. With key null the window is derived from
+-- period_ms on the server's clock: '@' || start_ms || '+' || period_ms.
+-- Returns one row: outcome ('begun', 'again', 'refused', 'fenced' or
+-- 'not-held') and the window as recorded after the call (no window for
+-- 'not-held').
+CREATE OR REPLACE FUNCTION {{window_start_fn}}(p_name text, p_holder_label text, p_holder_instance text,
+                                               p_token bigint, p_key text, p_period_ms bigint, p_retry boolean)
+RETURNS TABLE (outcome text, window_key text, state text, holder_label text, holder_instance text,
+               token bigint, attempts bigint, started_at timestamptz, finished_at timestamptz)
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $body$
+#variable_conflict use_column
+DECLARE
+    now_ts timestamptz;
+    now_ms bigint;
+    k      text := p_key;
+    w      record;
+BEGIN
+    PERFORM 1 FROM {{leases}} AS l
+    WHERE l.name = p_name AND l.holder_label = p_holder_label AND l.holder_instance = p_holder_instance
+      AND l.token = p_token
+    FOR SHARE;
+    now_ts := clock_timestamp();
+    IF NOT FOUND OR NOT EXISTS (
+        SELECT 1 FROM {{leases}} AS l
+        WHERE l.name = p_name AND l.token = p_token AND NOT l.released AND l.expires_at > now_ts) THEN
+        RETURN QUERY SELECT 'not-held'::text, k, NULL::text, NULL::text, NULL::text, NULL::bigint, NULL::bigint,
+                            NULL::timestamptz, NULL::timestamptz;
+        RETURN;
+    END IF;
+    IF k IS NULL THEN
+        now_ms := floor(extract(epoch FROM now_ts) * 1000)::bigint;
+        k := '@' || (now_ms - now_ms % p_period_ms)::text || '+' || p_period_ms::text;
+    END IF;
+
+    SELECT * INTO w FROM {{windows}} AS x WHERE x.name = p_name AND x.window_key = k FOR UPDATE;
+    IF FOUND THEN
+        IF w.token > p_token THEN
+            RETURN QUERY SELECT 'fenced'::text, k, w.state, w.holder_label, w.holder_instance, w.token, w.attempts,
+                                w.started_at, w.finished_at;
+            RETURN;
+        ELSIF w.state = 'completed' THEN
+            RETURN QUERY SELECT 'refused'::text, k, w.state, w.holder_label, w.holder_instance, w.token, w.attempts,
+                                w.started_at, w.finished_at;
+            RETURN;
+        ELSIF w.state = 'started' AND w.token = p_token AND w.holder_label = p_holder_label
+              AND w.holder_instance = p_holder_instance THEN
+            RETURN QUERY SELECT 'again'::text, k, w.state, w.holder_label, w.holder_instance, w.token, w.attempts,
+                                w.started_at, w.finished_at;
+            RETURN;
+        ELSIF NOT p_retry THEN
+            RETURN QUERY SELECT 'refused'::text, k, w.state, w.holder_label, w.holder_instance, w.token, w.attempts,
+                                w.started_at, w.finished_at;
+            RETURN;
+        END IF;
+        UPDATE {{windows}} AS x SET state = 'started', holder_label = p_holder_label,
+            holder_instance = p_holder_instance, token = p_token, attempts = x.attempts + 1,
+            started_at = now_ts, finished_at = NULL
+        WHERE x.name = p_name AND x.window_key = k;
+    ELSE
+        -- A concurrent first start of this window by this same tenure
+        -- (the lease lock keeps out every other) waits here and finds
+        -- the row: it answers 'again'.
+        INSERT INTO {{windows}} AS x (name, window_key, state, holder_label, holder_instance, token, attempts, started_at)
+        VALUES (p_name, k, 'started', p_holder_label, p_holder_instance, p_token, 1, now_ts)
+        ON CONFLICT (name, window_key) DO NOTHING;
+        IF NOT FOUND THEN
+            RETURN QUERY SELECT 'again'::text, x.window_key, x.state, x.holder_label, x.holder_instance, x.token,
+                                x.attempts, x.started_at, x.finished_at
+                FROM {{windows}} AS x WHERE x.name = p_name AND x.window_key = k;
+            RETURN;
+        END IF;
+    END IF;
+    RETURN QUERY SELECT 'begun'::text, x.window_key, x.state, x.holder_label, x.holder_instance, x.token,
+                        x.attempts, x.started_at, x.finished_at
+        FROM {{windows}} AS x WHERE x.name = p_name AND x.window_key = k;
+END
+$body$;
+
+-- Functions are executable by PUBLIC unless revoked: only the roles
+-- Config.GrantSQL names may call it.
+REVOKE ALL ON FUNCTION {{window_start_fn}}(text, text, text, bigint, text, bigint, boolean) FROM PUBLIC;
