@@ -87,6 +87,8 @@ func TestConfig(t *testing.T) {
 			FenceForeignFunc: "tenure_fence_foreign", FenceResetFunc: "tenure_fence_reset",
 			History: "tenure_history", Settings: "tenure_settings", Waiters: "tenure_waiters", HistoryReadFunc: "tenure_history_read",
 			ForceReleaseFunc: "tenure_force_release", RecordHistoryFunc: "tenure_record_history",
+			Windows: "tenure_windows", WindowStartFunc: "tenure_window_start", WindowFinishFunc: "tenure_window_finish",
+			WindowGetFunc: "tenure_window_get",
 			Channel: "public.tenure_leases",
 		}},
 		"Custom": {cfg: pgstore.Config{Schema: "Ops", TablePrefix: "x"}, want: pgstore.Objects{
@@ -98,6 +100,7 @@ func TestConfig(t *testing.T) {
 			FenceForeignFunc: "xfence_foreign", FenceResetFunc: "xfence_reset",
 			History: "xhistory", Settings: "xsettings", Waiters: "xwaiters", HistoryReadFunc: "xhistory_read",
 			ForceReleaseFunc: "xforce_release", RecordHistoryFunc: "xrecord_history",
+			Windows: "xwindows", WindowStartFunc: "xwindow_start", WindowFinishFunc: "xwindow_finish", WindowGetFunc: "xwindow_get",
 			Channel: "Ops.xleases",
 		}},
 		"LongestPrefix":     {cfg: pgstore.Config{TablePrefix: strings.Repeat("p", pgstore.MaxTablePrefixLen)}},
