@@ -269,7 +269,8 @@
 // # Migrations
 //
 // The tables, the sequence and their indexes come from numbered
-// migrations (migrations/NNN_name.up.sql, today one: 001_tables), applied
+// migrations (migrations/NNN_name.up.sql, today two: 001_tables and
+// 002_windows), applied
 // once each and recorded in <prefix>migrations. Every function lives in a
 // file of its own (functions/NAME.sql: the CREATE OR REPLACE FUNCTION,
 // its REVOKE from PUBLIC and, for record_history, the triggers that call

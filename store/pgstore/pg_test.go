@@ -89,7 +89,7 @@ func TestConfig(t *testing.T) {
 			ForceReleaseFunc: "tenure_force_release", RecordHistoryFunc: "tenure_record_history",
 			Windows: "tenure_windows", WindowStartFunc: "tenure_window_start", WindowFinishFunc: "tenure_window_finish",
 			WindowGetFunc: "tenure_window_get",
-			Channel: "public.tenure_leases",
+			Channel:       "public.tenure_leases",
 		}},
 		"Custom": {cfg: pgstore.Config{Schema: "Ops", TablePrefix: "x"}, want: pgstore.Objects{
 			Schema: "Ops", TablePrefix: "x",
