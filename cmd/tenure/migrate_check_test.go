@@ -59,7 +59,7 @@ func TestMigrateCheck(t *testing.T) {
 		require.NoError(t, err)
 		p = run(t, env, "migrate", "--check")
 		require.Equal(t, cli.ExitNotMigrated, p.code, p.stderr.all())
-		require.Contains(t, p.stdout.all(), "13 functions current, to install: renew (changed)")
+		require.Contains(t, p.stdout.all(), "16 functions current, to install: renew (changed)")
 		p = run(t, env, "migrate")
 		require.Equal(t, 0, p.code, p.stderr.all())
 		require.Contains(t, p.stdout.all(), "before: schema version 002 of 002, 16 functions current, to install: renew (changed); now: schema version 002 of 002, 17 functions current")
