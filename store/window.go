@@ -171,14 +171,24 @@ func (p StartWindowParams) Validate() error {
 	if err := validateToken(p.Name, p.Token); err != nil {
 		return err
 	}
+	return ValidateWindow(p.Name, p.Key, p.Period)
+}
+
+// ValidateWindow reports whether key and period name a window of the lease
+// name: a key ([ValidateWindowKey]) or a period (at least
+// [MinWindowPeriod], a whole number of milliseconds), not both.
+func ValidateWindow(name, key string, period time.Duration) error {
+	if err := ValidateName(name); err != nil {
+		return err
+	}
 	switch {
-	case p.Key != "" && p.Period != 0:
-		return fmt.Errorf("%w: window of %q: give a key or a period, not both", ErrInvalid, p.Name)
-	case p.Key != "":
-		return ValidateWindowKey(p.Key)
-	case p.Period < MinWindowPeriod || p.Period%time.Millisecond != 0:
-		return fmt.Errorf("%w: window of %q: the period %s must be at least %s and a whole number of milliseconds (or give a key)",
-			ErrInvalid, p.Name, p.Period, MinWindowPeriod)
+	case key != "" && period != 0:
+		return fmt.Errorf("%w: window of %q: give a key or a period, not both", ErrInvalid, name)
+	case key != "":
+		return ValidateWindowKey(key)
+	case period < MinWindowPeriod || period%time.Millisecond != 0:
+		return fmt.Errorf("%w: window of %q: the period %s must be at least %s and a whole number of milliseconds (or give a window key)",
+			ErrInvalid, name, period, MinWindowPeriod)
 	}
 	return nil
 }
