@@ -206,8 +206,10 @@
 //     reset`). Keep its credentials away from workers.
 //   - The run-time role gets what [Config.GrantSQL] prints: USAGE on the
 //     schema and EXECUTE on acquire, renew, release, get_lease,
-//     list_leases, history_read, force_release, fence, check_lease and
-//     check_lease_strict. Those functions run as their
+//     list_leases, history_read, force_release, window_start,
+//     window_finish, window_get, fence, check_lease and
+//     check_lease_strict (a role granted before the windows needs
+//     GrantSQL run again for window_*). Those functions run as their
 //     owner (SECURITY DEFINER) with search_path set to pg_catalog, pg_temp
 //     and every object schema-qualified, so nothing the caller creates can
 //     stand in for a table or a built-in. The role has no privilege on the
@@ -215,8 +217,8 @@
 //     lease, extend one it does not hold, or move the sequence. It can do
 //     what the lease protocol does, and no more.
 //   - A read-only role (status, history, dashboards) gets what
-//     [Config.ReadGrantSQL] prints: EXECUTE on get_lease, list_leases and
-//     history_read.
+//     [Config.ReadGrantSQL] prints: EXECUTE on get_lease, list_leases,
+//     history_read and window_get.
 //
 // fence_foreign (a fence for tokens of another store, which it cannot
 // check) and fence_reset are granted to nobody by these; grant
@@ -247,9 +249,17 @@
 //     previous_holder_label, previous_holder_instance, previous_token, at),
 //     indexed on (name, at) and on at, and tenure_settings (one row: the
 //     history's retention); see History.
+//   - tenure_windows(name, window_key, state, holder_label,
+//     holder_instance, token, attempts, started_at, finished_at): the
+//     windows of [Store.StartWindow] (tenure run --once-per), one row per
+//     lease name and window key, never deleted; written only by the
+//     functions tenure_window_start and tenure_window_finish, which lock
+//     the lease row FOR SHARE and check the tenure by clock_timestamp()
+//     (so a takeover waits for them), and read by tenure_window_get.
 //   - the functions the store calls, tenure_acquire, tenure_renew,
 //     tenure_release, tenure_get_lease, tenure_list_leases,
-//     tenure_history_read and tenure_force_release, the trigger function
+//     tenure_history_read, tenure_force_release and the window functions
+//     above, the trigger function
 //     tenure_record_history, and the fence functions
 //     tenure_fence, tenure_fence_foreign, tenure_check_lease,
 //     tenure_check_lease_strict and tenure_fence_reset (below);
