@@ -76,7 +76,7 @@ func TestMigrateCheck(t *testing.T) {
 
 		p = run(t, env, "migrate")
 		require.Equal(t, 0, p.code, p.stderr.all())
-		require.Contains(t, p.stdout.all(), "MySQL store "+u.String()+": before: schema not migrated (this library's version is 002)")
+		require.Contains(t, p.stdout.all(), "MySQL store "+u.String()+": before: schema not migrated (this library's version is 001)")
 		require.Contains(t, p.stdout.all(), "; now: schema version 001 of 001, 9 functions current")
 
 		p = run(t, env, "migrate", "--check")

@@ -80,14 +80,15 @@ func (w *windowOptions) env() []string {
 	return []string{EnvWindow + "=" + w.begun.Key}
 }
 
-// windowDone refuses at once, before taking the lease, a named window
-// that the store says has completed.
+// windowDone refuses at once, before taking the lease, a store that
+// records no windows, and a named window that the store says has
+// completed.
 func (o *runOptions) windowDone(ctx context.Context, opened *storeopen.Opened) error {
-	if o.win.key == "" {
+	if !o.win.on() {
 		return nil
 	}
 	ws, err := windower(opened)
-	if err != nil {
+	if err != nil || o.win.key == "" {
 		return err
 	}
 	w, err := ws.GetWindow(ctx, o.name, o.win.key)
