@@ -208,8 +208,10 @@
 //     schema and EXECUTE on acquire, renew, release, get_lease,
 //     list_leases, history_read, force_release, window_start,
 //     window_finish, window_get, fence, check_lease and
-//     check_lease_strict (a role granted before the windows needs
-//     GrantSQL run again for window_*). Those functions run as their
+//     check_lease_strict (installing the window functions grants them to
+//     every role that may execute release, and window_get to every role
+//     that may execute get_lease, so roles granted by an older library
+//     need no new GRANT). Those functions run as their
 //     owner (SECURITY DEFINER) with search_path set to pg_catalog, pg_temp
 //     and every object schema-qualified, so nothing the caller creates can
 //     stand in for a table or a built-in. The role has no privilege on the

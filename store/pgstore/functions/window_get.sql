@@ -21,3 +21,23 @@ $body$;
 -- Functions are executable by PUBLIC unless revoked: only the roles
 -- Config.GrantSQL and Config.ReadGrantSQL name may call it.
 REVOKE ALL ON FUNCTION {{window_get_fn}}(text, text) FROM PUBLIC;
+
+-- A role granted the lease protocol by an older library (Config.GrantSQL
+-- before the windows) needs no new GRANT: whoever may execute get_lease
+-- may execute this function too, as Config.GrantSQL now grants them together.
+DO $grant$
+DECLARE
+    g record;
+BEGIN
+    FOR g IN
+        SELECT DISTINCT a.grantee
+        FROM pg_catalog.pg_proc AS p
+        CROSS JOIN LATERAL pg_catalog.aclexplode(p.proacl) AS a
+        WHERE p.oid = ({{get_lease_fn_lit}} || '(text)')::regprocedure
+          AND a.privilege_type = 'EXECUTE' AND a.grantee <> p.proowner AND a.grantee <> 0
+    LOOP
+        EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO %I', ({{window_get_fn_lit}} || '(text, text)')::regprocedure,
+                       pg_catalog.pg_get_userbyid(g.grantee));
+    END LOOP;
+END
+$grant$;

@@ -89,3 +89,23 @@ $body$;
 -- Functions are executable by PUBLIC unless revoked: only the roles
 -- Config.GrantSQL names may call it.
 REVOKE ALL ON FUNCTION {{window_start_fn}}(text, text, text, bigint, text, bigint, boolean) FROM PUBLIC;
+
+-- A role granted the lease protocol by an older library (Config.GrantSQL
+-- before the windows) needs no new GRANT: whoever may execute release
+-- may execute this function too, as Config.GrantSQL now grants them together.
+DO $grant$
+DECLARE
+    g record;
+BEGIN
+    FOR g IN
+        SELECT DISTINCT a.grantee
+        FROM pg_catalog.pg_proc AS p
+        CROSS JOIN LATERAL pg_catalog.aclexplode(p.proacl) AS a
+        WHERE p.oid = ({{release_fn_lit}} || '(text, text, text, bigint)')::regprocedure
+          AND a.privilege_type = 'EXECUTE' AND a.grantee <> p.proowner AND a.grantee <> 0
+    LOOP
+        EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO %I', ({{window_start_fn_lit}} || '(text, text, text, bigint, text, bigint, boolean)')::regprocedure,
+                       pg_catalog.pg_get_userbyid(g.grantee));
+    END LOOP;
+END
+$grant$;
