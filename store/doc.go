@@ -81,7 +81,10 @@
 // tenure that did not complete (it failed, or ended halfway) is taken over
 // with [StartWindowParams.RetryFailed] (the record then names the newer
 // token, so the older tenure's finish is refused) and refused without it.
-// Windows are not recorded in the [Historian]'s history.
+// A store that is also a [Historian] records each begun window
+// ([EventWindowStarted], naming the tenure it took over from, if any) and
+// each outcome ([EventWindowCompleted], [EventWindowFailed]), with the
+// window key in [HistoryEvent.Window], in the same step.
 //
 // # Chain writes and schemas
 //

@@ -347,3 +347,12 @@ func DecideFinish(existing *Window, p FinishWindowParams) (change, ok bool) {
 	}
 	return false, false
 }
+
+// FinishedEvent is the kind of the [HistoryEvent] of a window finished
+// with outcome: [EventWindowCompleted] or [EventWindowFailed].
+func FinishedEvent(outcome WindowState) EventKind {
+	if outcome == WindowCompleted {
+		return EventWindowCompleted
+	}
+	return EventWindowFailed
+}

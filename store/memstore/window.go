@@ -43,6 +43,11 @@ func (s *Store) StartWindow(ctx context.Context, p store.StartWindowParams) (sto
 		return store.Window{}, fmt.Errorf("memstore: window %s of lease %q was begun by token %d, after token %d: %w",
 			store.WindowKeyString(key), p.Name, w.Token, p.Token, store.ErrNotHeld)
 	}
+	ev := store.HistoryEvent{Name: p.Name, Kind: store.EventWindowStarted, Holder: p.Holder, Token: p.Token, At: now.Round(0), Window: key}
+	if found && w.Token != p.Token {
+		ev.PreviousHolder, ev.PreviousToken = w.Holder, w.Token
+	}
+	s.recordLocked(ev)
 	w = store.Window{Name: p.Name, Key: key, State: store.WindowStarted, Holder: p.Holder, Token: p.Token,
 		Attempts: w.Attempts + 1, StartedAt: now.UTC().Round(0)}
 	if s.windows == nil {
@@ -77,6 +82,8 @@ func (s *Store) FinishWindow(ctx context.Context, p store.FinishWindowParams) (s
 	if change {
 		w.State, w.FinishedAt = p.Outcome, now.UTC().Round(0)
 		s.windows[id] = w
+		s.recordLocked(store.HistoryEvent{Name: p.Name, Kind: store.FinishedEvent(p.Outcome), Holder: p.Holder, Token: p.Token,
+			At: now.Round(0), Window: p.Key})
 	}
 	return w, nil
 }

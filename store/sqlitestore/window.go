@@ -58,9 +58,16 @@ VALUES (?1, ?2, 'started', ?3, ?4, ?5, ?6, ?7, 0)
 ON CONFLICT (name, window_key) DO UPDATE SET state = 'started', holder_label = ?3, holder_instance = ?4,
     token = ?5, attempts = ?6, started_at = ?7, finished_at = 0`,
 			p.Name, key, p.Holder.Label, p.Holder.Instance, p.Token, attempts, now)
+		if err != nil {
+			return err
+		}
 		out = store.Window{Name: p.Name, Key: key, State: store.WindowStarted, Holder: p.Holder, Token: p.Token,
 			Attempts: attempts, StartedAt: time.Unix(0, now).UTC()}
-		return err
+		ev := store.HistoryEvent{Name: p.Name, Kind: store.EventWindowStarted, Holder: p.Holder, Token: p.Token, Window: key}
+		if existing != nil && existing.Token != p.Token {
+			ev.PreviousHolder, ev.PreviousToken = existing.Holder, existing.Token
+		}
+		return s.record(ctx, tx, now, ev)
 	})
 	return out, err
 }
@@ -97,7 +104,11 @@ func (s *Store) FinishWindow(ctx context.Context, p store.FinishWindowParams) (s
 		out.State, out.FinishedAt = p.Outcome, time.Unix(0, now).UTC()
 		_, err = tx.ExecContext(ctx, `UPDATE tenure_windows SET state = ?3, finished_at = ?4
 WHERE name = ?1 AND window_key = ?2`, p.Name, p.Key, p.Outcome.String(), now)
-		return err
+		if err != nil {
+			return err
+		}
+		return s.record(ctx, tx, now, store.HistoryEvent{Name: p.Name, Kind: store.FinishedEvent(p.Outcome),
+			Holder: p.Holder, Token: p.Token, Window: p.Key})
 	})
 	return out, err
 }

@@ -137,6 +137,40 @@ func testWindow(t *testing.T, h Harness) {
 		require.Equal(t, done, requireWindowDone(t, ws, p), "the derived window, asked again by period, is the same window")
 	})
 
+	t.Run("History", func(t *testing.T) {
+		t.Parallel()
+		b, ws := setupWindow(t, h)
+		hs, ok := b.store.(store.Historian)
+		if !ok {
+			t.Skip("the store does not implement store.Historian: it records no window events")
+		}
+		n, key := name(t), "2026-12-04"
+		first := b.acquire(t, n, testutil.Holder(t, "a"), longTTL)
+		startWindow(t, ws, store.StartWindowParams{Name: n, Holder: first.Holder, Token: first.Token, Key: key})
+		b.release(t, first)
+		next := b.acquire(t, n, testutil.Holder(t, "b"), longTTL)
+		startWindow(t, ws, store.StartWindowParams{Name: n, Holder: next.Holder, Token: next.Token, Key: key, RetryFailed: true})
+		finishWindow(t, ws, store.FinishWindowParams{Name: n, Key: key, Holder: next.Holder, Token: next.Token, Outcome: store.WindowFailed})
+		startWindow(t, ws, store.StartWindowParams{Name: n, Holder: next.Holder, Token: next.Token, Key: key, RetryFailed: true})
+		finishWindow(t, ws, store.FinishWindowParams{Name: n, Key: key, Holder: next.Holder, Token: next.Token, Outcome: store.WindowCompleted})
+		requireWindowDone(t, ws, store.StartWindowParams{Name: n, Holder: next.Holder, Token: next.Token, Key: key})
+
+		var windows []store.HistoryEvent
+		for _, ev := range history(t, hs, store.HistoryParams{Name: n}) {
+			if ev.Window != "" {
+				windows = append(windows, ev)
+			}
+		}
+		a, c := first.Holder, next.Holder
+		requireEvents(t, []store.HistoryEvent{
+			{Name: n, Kind: store.EventWindowStarted, Holder: a, Token: first.Token, Window: key},
+			{Name: n, Kind: store.EventWindowStarted, Holder: c, Token: next.Token, PreviousHolder: a, PreviousToken: first.Token, Window: key},
+			{Name: n, Kind: store.EventWindowFailed, Holder: c, Token: next.Token, Window: key},
+			{Name: n, Kind: store.EventWindowStarted, Holder: c, Token: next.Token, Window: key},
+			{Name: n, Kind: store.EventWindowCompleted, Holder: c, Token: next.Token, Window: key},
+		}, windows, "every window begun and finished is recorded, with the tenure taken over from; a refusal records nothing")
+	})
+
 	t.Run("Invalid", func(t *testing.T) {
 		t.Parallel()
 		b, ws := setupWindow(t, h)
