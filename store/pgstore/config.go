@@ -60,6 +60,7 @@ const (
 	suffixWindowStart      = "window_start"
 	suffixWindowFinish     = "window_finish"
 	suffixWindowGet        = "window_get"
+	suffixHistoryEvents    = "history_events"
 	longestSuffix          = len(suffixCheckLeaseStrict)
 )
 
@@ -207,6 +208,9 @@ type Objects struct {
 	WindowStartFunc  string
 	WindowFinishFunc string
 	WindowGetFunc    string
+	// HistoryEventsFunc reads the history with the windows' events
+	// (HistoryReadFunc leaves them out, for older libraries).
+	HistoryEventsFunc string
 	// Channel is the LISTEN/NOTIFY channel on which releases and takeovers
 	// are announced, with the lease name as payload.
 	Channel string
@@ -248,6 +252,7 @@ func (c Config) Objects() (Objects, error) {
 		WindowStartFunc:      ns.Name(suffixWindowStart),
 		WindowFinishFunc:     ns.Name(suffixWindowFinish),
 		WindowGetFunc:        ns.Name(suffixWindowGet),
+		HistoryEventsFunc:    ns.Name(suffixHistoryEvents),
 		Channel:              channelName(ns.Schema, ns.Prefix),
 	}, nil
 }
@@ -302,6 +307,7 @@ func (o Objects) renderer() func(sql string) string {
 		"window_start_fn":       o.WindowStartFunc,
 		"window_finish_fn":      o.WindowFinishFunc,
 		"window_get_fn":         o.WindowGetFunc,
+		"history_events_fn":     o.HistoryEventsFunc,
 	}, "{{channel_lit}}", pgkit.QuoteLiteral(o.Channel),
 		// Index names take no schema: an index lives in its table's.
 		"{{history_name_at_idx}}", pgkit.QuoteIdent(o.TablePrefix+suffixHistoryNameAt),

@@ -58,3 +58,34 @@ func TestWindowsForOlderGrants(t *testing.T) {
 	_, err = s.GetWindow(ctx, "job", "2026-12-05")
 	require.ErrorIs(t, err, store.ErrNotFound)
 }
+
+// TestHistoryReadLeavesOutWindows: history_read, which libraries older
+// than the windows call, returns no window event (they would not know its
+// kind), while History (history_events) has them.
+func TestHistoryReadLeavesOutWindows(t *testing.T) {
+	t.Parallel()
+	owner := pgserver.PostgresPool(t, pgx.QueryExecModeCacheStatement, "")
+	cfg := pgserver.PostgresWeirdConfig(t)
+	pgserver.PostgresSchema(t, owner, cfg)
+	obj, err := cfg.Objects()
+	require.NoError(t, err)
+	s := newStore(t, owner, cfg)
+	ctx := t.Context()
+	h := testutil.Holder(t, "worker")
+	g, err := s.Acquire(ctx, store.AcquireParams{Name: "job", Holder: h, TTL: time.Minute})
+	require.NoError(t, err)
+	_, err = s.StartWindow(ctx, store.StartWindowParams{Name: "job", Holder: h, Token: g.Token, Key: "k"})
+	require.NoError(t, err)
+
+	events, err := s.History(ctx, store.HistoryParams{Name: "job"})
+	require.NoError(t, err)
+	require.Len(t, events, 2)
+	require.Equal(t, store.EventWindowStarted, events[1].Kind)
+	require.Equal(t, "k", events[1].Window)
+
+	rows, err := owner.Query(ctx, "SELECT kind FROM "+pgx.Identifier{obj.Schema, obj.HistoryReadFunc}.Sanitize()+"('job', NULL, 100)")
+	require.NoError(t, err)
+	kinds, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.Equal(t, []string{"granted"}, kinds)
+}

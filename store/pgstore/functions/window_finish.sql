@@ -2,7 +2,8 @@
 -- window_finish(name, key, holder_label, holder_instance, token, outcome):
 -- record outcome ('completed' or 'failed') of a window begun by the tenure
 -- (holder, token) when that tenure still holds the lease by the server's
--- clock (the lease row locked FOR SHARE, as window_start does). Returns
+-- clock (the lease row locked FOR SHARE, as window_start does), and
+-- records it in the history (window-completed or window-failed). Returns
 -- one row: ok (false: refused, nothing changed) and the window as
 -- recorded after the call (nulls when there is none).
 CREATE OR REPLACE FUNCTION {{window_finish_fn}}(p_name text, p_key text, p_holder_label text,
@@ -45,6 +46,9 @@ BEGIN
     IF w.state = 'started' THEN
         UPDATE {{windows}} AS x SET state = p_outcome, finished_at = clock_timestamp()
         WHERE x.name = p_name AND x.window_key = p_key;
+        INSERT INTO {{history}} (name, kind, holder_label, holder_instance, token, at, window_key)
+        SELECT p_name, 'window-' || p_outcome, p_holder_label, p_holder_instance, p_token, x.finished_at, p_key
+        FROM {{windows}} AS x WHERE x.name = p_name AND x.window_key = p_key;
     END IF;
     RETURN QUERY SELECT true, x.state, x.holder_label, x.holder_instance, x.token, x.attempts, x.started_at, x.finished_at
         FROM {{windows}} AS x WHERE x.name = p_name AND x.window_key = p_key;
@@ -62,11 +66,13 @@ DO $grant$
 DECLARE
     g record;
 BEGIN
+    -- to_regprocedure: nothing to carry over on a schema without it yet
+    -- (a first Migrate installs the functions in name order).
     FOR g IN
         SELECT DISTINCT a.grantee
         FROM pg_catalog.pg_proc AS p
         CROSS JOIN LATERAL pg_catalog.aclexplode(p.proacl) AS a
-        WHERE p.oid = ({{release_fn_lit}} || '(text, text, text, bigint)')::regprocedure
+        WHERE p.oid = pg_catalog.to_regprocedure({{release_fn_lit}} || '(text, text, text, bigint)')
           AND a.privilege_type = 'EXECUTE' AND a.grantee <> p.proowner AND a.grantee <> 0
     LOOP
         EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO %I', ({{window_finish_fn_lit}} || '(text, text, text, text, bigint, text)')::regprocedure,

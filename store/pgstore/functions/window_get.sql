@@ -29,11 +29,13 @@ DO $grant$
 DECLARE
     g record;
 BEGIN
+    -- to_regprocedure: nothing to carry over on a schema without it yet
+    -- (a first Migrate installs the functions in name order).
     FOR g IN
         SELECT DISTINCT a.grantee
         FROM pg_catalog.pg_proc AS p
         CROSS JOIN LATERAL pg_catalog.aclexplode(p.proacl) AS a
-        WHERE p.oid = ({{get_lease_fn_lit}} || '(text)')::regprocedure
+        WHERE p.oid = pg_catalog.to_regprocedure({{get_lease_fn_lit}} || '(text)')
           AND a.privilege_type = 'EXECUTE' AND a.grantee <> p.proowner AND a.grantee <> 0
     LOOP
         EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO %I', ({{window_get_fn_lit}} || '(text, text)')::regprocedure,

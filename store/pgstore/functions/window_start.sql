@@ -4,7 +4,8 @@
 -- (holder, token), in one statement's transaction: the lease row is locked
 -- FOR SHARE and found held by the server's clock (clock_timestamp(), read
 -- after the lock), so no takeover commits in between; then the window row
--- is locked and decided on. With key null the window is derived from
+-- is locked and decided on; a window begun is recorded in the history
+-- (window-started, naming the tenure taken over from, if another). With key null the window is derived from
 -- period_ms on the server's clock: '@' || start_ms || '+' || period_ms.
 -- Returns one row: outcome ('begun', 'again', 'refused', 'fenced' or
 -- 'not-held') and the window as recorded after the call (no window for
@@ -66,6 +67,12 @@ BEGIN
             holder_instance = p_holder_instance, token = p_token, attempts = x.attempts + 1,
             started_at = now_ts, finished_at = NULL
         WHERE x.name = p_name AND x.window_key = k;
+        INSERT INTO {{history}} (name, kind, holder_label, holder_instance, token,
+                                 previous_holder_label, previous_holder_instance, previous_token, at, window_key)
+        VALUES (p_name, 'window-started', p_holder_label, p_holder_instance, p_token,
+                CASE WHEN w.token <> p_token THEN w.holder_label END,
+                CASE WHEN w.token <> p_token THEN w.holder_instance END,
+                CASE WHEN w.token <> p_token THEN w.token END, now_ts, k);
     ELSE
         -- A concurrent first start of this window by this same tenure
         -- (the lease lock keeps out every other) waits here and finds
@@ -73,7 +80,10 @@ BEGIN
         INSERT INTO {{windows}} AS x (name, window_key, state, holder_label, holder_instance, token, attempts, started_at)
         VALUES (p_name, k, 'started', p_holder_label, p_holder_instance, p_token, 1, now_ts)
         ON CONFLICT (name, window_key) DO NOTHING;
-        IF NOT FOUND THEN
+        IF FOUND THEN
+            INSERT INTO {{history}} (name, kind, holder_label, holder_instance, token, at, window_key)
+            VALUES (p_name, 'window-started', p_holder_label, p_holder_instance, p_token, now_ts, k);
+        ELSE
             RETURN QUERY SELECT 'again'::text, x.window_key, x.state, x.holder_label, x.holder_instance, x.token,
                                 x.attempts, x.started_at, x.finished_at
                 FROM {{windows}} AS x WHERE x.name = p_name AND x.window_key = k;
@@ -97,11 +107,13 @@ DO $grant$
 DECLARE
     g record;
 BEGIN
+    -- to_regprocedure: nothing to carry over on a schema without it yet
+    -- (a first Migrate installs the functions in name order).
     FOR g IN
         SELECT DISTINCT a.grantee
         FROM pg_catalog.pg_proc AS p
         CROSS JOIN LATERAL pg_catalog.aclexplode(p.proacl) AS a
-        WHERE p.oid = ({{release_fn_lit}} || '(text, text, text, bigint)')::regprocedure
+        WHERE p.oid = pg_catalog.to_regprocedure({{release_fn_lit}} || '(text, text, text, bigint)')
           AND a.privilege_type = 'EXECUTE' AND a.grantee <> p.proowner AND a.grantee <> 0
     LOOP
         EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO %I', ({{window_start_fn_lit}} || '(text, text, text, bigint, text, bigint, boolean)')::regprocedure,

@@ -21,5 +21,30 @@ CREATE TABLE IF NOT EXISTS {{windows}} (
     PRIMARY KEY (name, window_key)
 );
 
+-- The history records the windows too (store.EventWindowStarted,
+-- EventWindowCompleted, EventWindowFailed, written by window_start and
+-- window_finish in their statement), with their key in window_key (null
+-- for the other events). The check of kind is replaced by a wider one:
+-- every check on kind is dropped first, so the block runs again without
+-- harm. history_read leaves these events out for older libraries;
+-- history_events returns them.
+ALTER TABLE {{history}} ADD COLUMN IF NOT EXISTS window_key text;
+DO $kind$
+DECLARE
+    c record;
+BEGIN
+    FOR c IN
+        SELECT k.conname FROM pg_catalog.pg_constraint AS k
+        WHERE k.conrelid = {{history_lit}}::regclass AND k.contype = 'c'
+          AND pg_catalog.pg_get_constraintdef(k.oid) LIKE '%kind%'
+    LOOP
+        EXECUTE format('ALTER TABLE %s DROP CONSTRAINT %I', {{history_lit}}::regclass, c.conname);
+    END LOOP;
+    EXECUTE format('ALTER TABLE %s ADD CHECK (kind IN (%L, %L, %L, %L, %L, %L, %L))', {{history_lit}}::regclass,
+                   'granted', 'taken-over', 'released', 'force-released',
+                   'window-started', 'window-completed', 'window-failed');
+END
+$kind$;
+
 -- Only the functions write the table (see migration 001).
 REVOKE INSERT, UPDATE, DELETE, TRUNCATE, REFERENCES, TRIGGER ON TABLE {{windows}} FROM PUBLIC;
