@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/url"
 	"os"
@@ -26,6 +27,8 @@ import (
 type onceStore struct {
 	url     string
 	derives bool
+	// history: the store keeps a history (tenure history).
+	history bool
 }
 
 // TestRunOncePerWindow runs `tenure run --once-per` as real processes on
@@ -35,8 +38,8 @@ type onceStore struct {
 func TestRunOncePerWindow(t *testing.T) {
 	t.Parallel()
 	stores := map[string]func(t *testing.T) onceStore{
-		"SQLite":   func(t *testing.T) onceStore { return onceStore{url: sqliteStore(t).url, derives: true} },
-		"Postgres": func(t *testing.T) onceStore { return onceStore{url: pgStore(t).url, derives: true} },
+		"SQLite":   func(t *testing.T) onceStore { return onceStore{url: sqliteStore(t).url, derives: true, history: true} },
+		"Postgres": func(t *testing.T) onceStore { return onceStore{url: pgStore(t).url, derives: true, history: true} },
 		"Redis": func(t *testing.T) onceStore {
 			client := redisserver.RedisClient(t)
 			u, err := url.Parse(redisserver.RedisURL())
@@ -161,6 +164,39 @@ func onceTenAtOnce(t *testing.T, s onceStore) {
 	runs := onceRuns(t, file)
 	require.Len(t, runs, 2, "one run per window: %v", runs)
 	require.Len(t, runs["2026-12-05"], 1)
+	if s.history {
+		requireWindowHistory(t, env, "nightly", map[string]string{day: runs[day][0], "2026-12-05": runs["2026-12-05"][0]})
+	}
+}
+
+// requireWindowHistory checks that tenure history shows each window of
+// lease begun and completed once, by the token that ran it, and nothing
+// else of windows.
+func requireWindowHistory(t *testing.T, env []string, lease string, ran map[string]string) {
+	t.Helper()
+	p := run(t, env, "history", lease, "--json")
+	require.Equal(t, 0, p.code, p.stderr.all())
+	var h struct {
+		Events []struct {
+			Event  string `json:"event"`
+			Token  int64  `json:"token"`
+			Window string `json:"window"`
+		} `json:"events"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(p.stdout.all()), &h))
+	got := map[string][]string{}
+	for _, ev := range h.Events {
+		if ev.Window != "" {
+			got[ev.Window] = append(got[ev.Window], fmt.Sprintf("%s %d", ev.Event, ev.Token))
+		}
+	}
+	want := map[string][]string{}
+	for window, token := range ran {
+		want[window] = []string{"window-started " + token, "window-completed " + token}
+	}
+	require.Equal(t, want, got, "the history records each window once, begun and completed by the run's token")
+	table := run(t, env, "history", lease)
+	require.Regexp(t, `window-completed 2026-12-04\s+\S+\s+`+ran["2026-12-04"]+`\s`, table.stdout.all())
 }
 
 // onceDerived fires ten workers at once with no window key: the store
@@ -237,4 +273,14 @@ func oncePaused(t *testing.T, s onceStore) {
 	require.NotNil(t, m, late.stderr.all())
 	require.Equal(t, runs["batch-7"][0], m[4], "the window is completed by the retry's token")
 	require.Len(t, onceRuns(t, file)["batch-7"], 1, "the paused worker's command never completed the window")
+	if s.history {
+		p := run(t, env, "history", "import")
+		require.Equal(t, 0, p.code, p.stderr.all())
+		out := p.stdout.all()
+		retried := runs["batch-7"][0]
+		require.Regexp(t, `window-started batch-7\s+\S+\s+`+first+`\s+-`, out, "the paused worker began the window")
+		require.Regexp(t, `window-started batch-7\s+\S+\s+`+retried+`\s+\S+ \(token `+first+`\)`, out, "the retry took it over from the paused worker")
+		require.Regexp(t, `window-completed batch-7\s+\S+\s+`+retried+`\s`, out)
+		require.NotRegexp(t, `window-(completed|failed) batch-7\s+\S+\s+`+first+`\s`, out, "the paused worker recorded no outcome")
+	}
 }
