@@ -124,6 +124,11 @@
 // force-released ([Store.ForceRelease], the force_release function, which
 // `tenure release --force` calls; it marks its release with the
 // transaction-local setting tenure.release_kind, which it clears again).
+// The window functions (window_start, window_finish) add window-started,
+// window-completed and window-failed, with the window in window_key (null
+// for the other events), in their own statement. History reads through
+// history_events; history_read, which older libraries call, leaves the
+// window events out (they would not know their kind).
 // The trigger fires only on UPDATE OF token or released, and its WHEN
 // clause only when the token changed or released turned true, so
 // renewals and check_lease_strict fire nothing; no index covers the
