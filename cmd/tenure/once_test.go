@@ -65,6 +65,11 @@ func TestRunOncePerWindow(t *testing.T) {
 	}
 }
 
+// onceTTL is the TTL of the workers that fire at once: a worker whose
+// notification of a release was lost takes the lease at the expiry it was
+// told, so a short TTL bounds that wait well within patience.
+const onceTTL = "3s"
+
 // doneCommand appends "done TOKEN WINDOW" to $ONCE_FILE.
 var doneCommand = []string{"--", "sh", "-c", `echo "done $TENURE_TOKEN $TENURE_WINDOW" >> "$ONCE_FILE"`}
 
@@ -153,12 +158,12 @@ func onceTenAtOnce(t *testing.T, s onceStore) {
 	file := filepath.Join(t.TempDir(), "runs")
 	env := testEnv(t, storeurl.EnvVar+"="+s.url, "ONCE_FILE="+file)
 	day := "2026-12-04"
-	ps := fire(t, env, 10, append([]string{"run", "--name", "nightly", "--once-per", "24h", "--window-key", day}, doneCommand...)...)
+	ps := fire(t, env, 10, append([]string{"run", "--name", "nightly", "--ttl", onceTTL, "--once-per", "24h", "--window-key", day}, doneCommand...)...)
 	requireOnce(t, ps, file, "nightly", day)
 
-	next := run(t, env, append([]string{"run", "--name", "nightly", "--once-per", "24h", "--window-key", "2026-12-05"}, doneCommand...)...)
+	next := run(t, env, append([]string{"run", "--name", "nightly", "--ttl", onceTTL, "--once-per", "24h", "--window-key", "2026-12-05"}, doneCommand...)...)
 	require.Equal(t, 0, next.code, next.stderr.all())
-	behind := run(t, env, append([]string{"run", "--name", "nightly", "--once-per", "24h", "--window-key", day}, doneCommand...)...)
+	behind := run(t, env, append([]string{"run", "--name", "nightly", "--ttl", onceTTL, "--once-per", "24h", "--window-key", day}, doneCommand...)...)
 	require.Equal(t, cli.ExitWindowDone, behind.code, behind.stderr.all())
 	require.Regexp(t, `^tenure: window "2026-12-04" of "nightly" already ran: completed by `, lastLine(behind))
 	runs := onceRuns(t, file)
@@ -207,7 +212,7 @@ func requireWindowHistory(t *testing.T, env []string, lease string, ran map[stri
 func onceDerived(t *testing.T, s onceStore) {
 	file := filepath.Join(t.TempDir(), "runs")
 	env := testEnv(t, storeurl.EnvVar+"="+s.url, "ONCE_FILE="+file)
-	args := append([]string{"run", "--name", "daily", "--once-per", "24h"}, doneCommand...)
+	args := append([]string{"run", "--name", "daily", "--ttl", onceTTL, "--once-per", "24h"}, doneCommand...)
 	if !s.derives {
 		p := run(t, env, args...)
 		require.Equal(t, cli.ExitUsage, p.code, p.stderr.all())
