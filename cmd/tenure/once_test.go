@@ -61,6 +61,7 @@ func TestRunOncePerWindow(t *testing.T) {
 			t.Run("TenAtOnceAndADayBehind", func(t *testing.T) { onceTenAtOnce(t, s) })
 			t.Run("Derived", func(t *testing.T) { onceDerived(t, s) })
 			t.Run("PausedHolder", func(t *testing.T) { oncePaused(t, s) })
+			t.Run("FailedCommand", func(t *testing.T) { onceFailed(t, s) })
 		})
 	}
 }
@@ -288,4 +289,22 @@ func oncePaused(t *testing.T, s onceStore) {
 		require.Regexp(t, `window-completed batch-7\s+\S+\s+`+retried+`\s`, out)
 		require.NotRegexp(t, `window-(completed|failed) batch-7\s+\S+\s+`+first+`\s`, out, "the paused worker recorded no outcome")
 	}
+}
+
+// onceFailed: a command that exits non-zero records its window failed
+// (run passes its status through); the next run refuses the window with
+// exit 80, and one with --retry-failed runs it to completion.
+func onceFailed(t *testing.T, s onceStore) {
+	file := filepath.Join(t.TempDir(), "runs")
+	env := testEnv(t, storeurl.EnvVar+"="+s.url, "ONCE_FILE="+file)
+	flags := []string{"run", "--name", "export", "--window-key", "batch-9"}
+	failed := run(t, env, append(flags, "--", "sh", "-c", "exit 3")...)
+	require.Equal(t, 3, failed.code, failed.stderr.all())
+	again := run(t, env, append(flags, doneCommand...)...)
+	require.Equal(t, cli.ExitWindowDone, again.code, again.stderr.all())
+	require.Regexp(t, `^tenure: window "batch-9" of "export" already ran and failed: begun by \S+ with token \d+ at \S+, failed at \S+; it is not retried without RetryFailed \(--retry-failed\); nothing was run$`, lastLine(again))
+	require.Empty(t, onceRuns(t, file))
+	retry := run(t, env, append(append(flags, "--retry-failed"), doneCommand...)...)
+	require.Equal(t, 0, retry.code, retry.stderr.all())
+	require.Len(t, onceRuns(t, file)["batch-9"], 1)
 }
