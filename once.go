@@ -85,7 +85,11 @@ func (c *Client) Once(ctx context.Context, name string, w OnceWindow, fn func(ct
 		if ferr != nil || l.Err() != nil {
 			outcome = store.WindowFailed
 		}
-		_, err = ws.FinishWindow(context.WithoutCancel(ctx), store.FinishWindowParams{
+		// The outcome is recorded even when ctx ended with fn, and waits
+		// for the store no longer than a release would.
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), maxReleaseWait)
+		defer cancel()
+		_, err = ws.FinishWindow(fctx, store.FinishWindowParams{
 			Name: name, Key: begun.Key, Holder: begun.Holder, Token: begun.Token, Outcome: outcome})
 		if err != nil {
 			err = fmt.Errorf("tenure: once: the window %s ran but could not be recorded %s: %w",
