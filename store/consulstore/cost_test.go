@@ -2,6 +2,7 @@ package consulstore_test
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tenure-dev/tenure"
 	"github.com/tenure-dev/tenure/store"
 
 	"github.com/hashicorp/consul/api"
@@ -450,4 +452,67 @@ func TestRenewInPlaceAfterSessionGone(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, store.StateExpired, r.State)
 	require.Equal(t, g.Seq, r.Seq, "the chain did not move")
+}
+
+// blocking is an http.RoundTripper that counts the blocking queries in
+// flight through it (requests with an index to wait on).
+type blocking struct {
+	next     http.RoundTripper
+	inFlight atomic.Int32
+}
+
+func (b *blocking) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.URL.Query().Has("index") {
+		b.inFlight.Add(1)
+		defer b.inFlight.Add(-1)
+	}
+	return b.next.RoundTrip(r)
+}
+
+// TestIdleHolderMakesNoListenRequests: a client that holds one lease (TTL
+// one minute, so no renewal falls in the test) and waits for none makes no
+// request while other stores acquire and release twenty other leases
+// under its prefix, each an announcement: it keeps no blocking query on
+// the announcement key, since it follows only what it holds. Its idle cost
+// is its renewals.
+func TestIdleHolderMakesNoListenRequests(t *testing.T) {
+	t.Parallel()
+	b := setup(t, consulstore.Config{})
+	prefix := b.store.Config().KeyPrefix
+	tr := &http.Transport{Proxy: nil}
+	t.Cleanup(tr.CloseIdleConnections)
+	counted := &counting{next: tr, n: make(map[string]int)}
+	queries := &blocking{next: counted}
+	holder := storeWith(t, prefix, queries)
+
+	c, err := tenure.New(holder, tenure.Config{Label: "idle", TTL: longTTL})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = c.Run(ctx) }) // Run returns nil once ctx ends.
+	t.Cleanup(func() {
+		cancel()
+		wg.Wait()
+	})
+	_, err = c.Acquire(t.Context(), b.name)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return queries.inFlight.Load() == 0 },
+		eventTimeout, 5*time.Millisecond, "the holder keeps a blocking query open while it waits for nothing")
+	counted.take()
+
+	// A listener on another store hears the twenty announcements: by
+	// then a listener of the holder's would have read them too.
+	r := testutil.NewNotifications()
+	testutil.RunListener(t, t.Context(), b.store.Listen, r.Notify, eventTimeout)
+	require.True(t, r.Wait("", eventTimeout), "Listen announces its subscription")
+	other := testutil.Holder(t, "other")
+	for i := range 10 {
+		name := fmt.Sprintf("%s-other-%d", b.name, i)
+		g, err := b.store.Acquire(t.Context(), store.AcquireParams{Name: name, Holder: other, TTL: longTTL})
+		require.NoError(t, err)
+		require.NoError(t, b.store.Release(t.Context(), store.ReleaseParams{Name: name, Holder: other, Token: g.Token}))
+	}
+	last := fmt.Sprintf("%s-other-%d", b.name, 9)
+	require.True(t, r.WaitFor(func(n store.Notice) bool { return n.Name == last && n.Kind == store.NoticeReleased }, eventTimeout))
+	require.Empty(t, counted.take(), "requests of an idle holder while others' leases changed")
 }

@@ -100,6 +100,17 @@
 // not wake it. Watching for expiries (below) adds one query per lease the
 // store is first in line for.
 //
+// A client listens through a subscription ([Store.Subscribe]), which runs
+// those queries only while it follows a lease its store does not hold (by
+// the store's own last write to it, which each renewal refreshes), that
+// is, while a follower of the client waits: a process that only holds its
+// leases makes no listening request at all, and its idle cost is its
+// renewals (TestIdleHolderMakesNoListenRequests counts it). The price: a
+// holder hears of an operator's release of its lease, or of a takeover,
+// from its next renewal, within a renew interval, rather than at once;
+// and a watch that starts again (a follower begins to wait) delivers the
+// empty notice, so its followers look again at what they wait for.
+//
 // Expiries are not announced: Consul invalidating a session runs no code of
 // this store's, so no transaction of the store's writes the announcement
 // key for it. Consul does unlock the lease record when it invalidates the
@@ -376,7 +387,8 @@
 //     to 63 leases; races as for AcquireBatch.
 //   - Get and List: one consistent read.
 //
-// Off the caller's path, [Store.Listen] keeps one blocking query on the
+// Off the caller's path, [Store.Listen] (and a subscription while its
+// client waits for a lease) keeps one blocking query on the
 // announcement key, and one more per lease this store is first in line
 // for (at most 32, shared by all of the store's Listen calls; see
 // Notifications). The first returns at each announcement, each of the

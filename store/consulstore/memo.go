@@ -64,10 +64,28 @@ type memo struct {
 	// so the mark goes with its last lease.
 	tainted map[string]struct{}
 	sweepAt int
+	// changed is closed, and replaced, when a lease is remembered or
+	// forgotten (see [memo.changes]).
+	changed chan struct{}
 }
 
 func newMemo() *memo {
-	return &memo{leases: make(map[string]written), members: make(map[string]int), tainted: make(map[string]struct{}), sweepAt: memoSweepMin}
+	return &memo{leases: make(map[string]written), members: make(map[string]int), tainted: make(map[string]struct{}), sweepAt: memoSweepMin,
+		changed: make(chan struct{})}
+}
+
+// changes returns a channel closed when the memo next remembers or
+// forgets a lease, which may change what [memo.holds] reports.
+func (m *memo) changes() <-chan struct{} {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.changed
+}
+
+// touch wakes the waiters of [memo.changes]; m.mu is held.
+func (m *memo) touch() {
+	close(m.changed)
+	m.changed = make(chan struct{})
 }
 
 // reusable returns the session that locks every one of names, as
@@ -142,6 +160,7 @@ func (m *memo) wrote(name string, w written, inPlace bool) string {
 	m.members[w.session]++
 	emptied := m.drop(name)
 	m.leases[name] = w
+	m.touch()
 	if len(m.leases) >= m.sweepAt {
 		m.sweep(time.Now())
 	}
@@ -177,6 +196,7 @@ func (m *memo) drop(name string) string {
 		return ""
 	}
 	delete(m.leases, name)
+	m.touch()
 	if m.members[w.session]--; m.members[w.session] > 0 {
 		return ""
 	}
