@@ -18,8 +18,9 @@ var _ store.Subscriber = (*Store)(nil)
 // listen at all, so an idle holder's requests are its renewals. A holder
 // then learns that an operator released its lease, or someone took it
 // over, from its next renewal rather than at once. It hands on the empty
-// notice (whenever the watch starts again: what was announced meanwhile
-// is not known) and the notices of the names it follows.
+// notice (when Listen begins, and whenever the watch starts again: what
+// was announced meanwhile is not known) and the notices of the names it
+// follows.
 func (s *Store) Subscribe() store.Subscription {
 	return &subscription{s: s, names: make(map[string]struct{}), changed: make(chan struct{})}
 }
@@ -80,6 +81,9 @@ func (sub *subscription) Listen(ctx context.Context, notify func(store.Notice)) 
 				notify(n)
 			}
 		}
+		// Subscribed: nothing can have been missed of names not yet
+		// followed, and a watch that starts reports itself again.
+		notify(store.Notice{})
 		for ctx.Err() == nil {
 			on, followed, held := sub.waiting()
 			if !on {
