@@ -107,9 +107,11 @@
 // leases makes no listening request at all, and its idle cost is its
 // renewals (TestIdleHolderMakesNoListenRequests counts it). The price: a
 // holder hears of an operator's release of its lease, or of a takeover,
-// from its next renewal, within a renew interval, rather than at once;
-// and a watch that starts again (a follower begins to wait) delivers the
-// empty notice, so its followers look again at what they wait for.
+// from its next renewal, within a renew interval, rather than at once.
+// A subscription reads the announcement key once when its Listen begins,
+// and its watch, whenever it starts (a follower begins to wait), delivers
+// the announcements made since (the empty notice when more came than the
+// key keeps), so a release made while the watch was starting is heard.
 //
 // Expiries are not announced: Consul invalidating a session runs no code of
 // this store's, so no transaction of the store's writes the announcement

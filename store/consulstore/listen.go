@@ -74,12 +74,26 @@ func (s *Store) Listen(ctx context.Context, notify func(store.Notice)) error {
 // goroutine, what the announcement watch ([Store.announcements]) and the
 // watches of the records ([heads]) find, until ctx is done.
 func (s *Store) watch(ctx context.Context, notify func(store.Notice)) {
+	s.watchFrom(ctx, notify, &mark{})
+}
+
+// mark is the last announcement a watch delivered (seq), when known: a
+// watch that starts from a known mark delivers what came after it rather
+// than the empty notice.
+type mark struct {
+	seq   uint64
+	known bool
+}
+
+// watchFrom is watch starting from the announcement after from, which it
+// moves on as it delivers; from is the watch's own until it returns.
+func (s *Store) watchFrom(ctx context.Context, notify func(store.Notice), from *mark) {
 	box := s.heads.subscribe()
 	defer s.heads.unsubscribe(box)
 	news := make(chan []store.Notice)
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	wg.Go(func() { s.announcements(ctx, news) })
+	wg.Go(func() { s.announcements(ctx, news, from) })
 	for {
 		select {
 		case <-ctx.Done():
@@ -107,12 +121,13 @@ func (s *Store) watch(ctx context.Context, notify func(store.Notice)) {
 
 // announcements is the watch of the announcement key: one blocking query
 // after another until ctx is done, each sending what it found to out
-// (the empty notice first, after the first successful query).
-func (s *Store) announcements(ctx context.Context, out chan<- []store.Notice) {
+// (after the first successful query, the empty notice first, unless from
+// is known: then what came after it).
+func (s *Store) announcements(ctx context.Context, out chan<- []store.Notice, from *mark) {
 	var (
 		index      uint64
-		seq        uint64 // the last announcement delivered
-		subscribed bool
+		seq        = from.seq // the last announcement delivered
+		subscribed = from.known
 		backoff    = listenBackoffMin
 		key        = s.announceKey()
 	)
@@ -144,6 +159,7 @@ func (s *Store) announcements(ctx context.Context, out chan<- []store.Notice) {
 					return
 				}
 			}
+			from.seq, from.known = seq, true
 			index = nextIndex(index, meta.LastIndex)
 			backoff = listenBackoffMin
 			continue

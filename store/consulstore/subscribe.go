@@ -5,6 +5,8 @@ import (
 	"sync"
 
 	"github.com/tenure-dev/tenure/store"
+
+	"github.com/hashicorp/consul/api"
 )
 
 var _ store.Subscriber = (*Store)(nil)
@@ -18,9 +20,10 @@ var _ store.Subscriber = (*Store)(nil)
 // listen at all, so an idle holder's requests are its renewals. A holder
 // then learns that an operator released its lease, or someone took it
 // over, from its next renewal rather than at once. It hands on the empty
-// notice (when Listen begins, and whenever the watch starts again: what
-// was announced meanwhile is not known) and the notices of the names it
-// follows.
+// notice when Listen begins, and the notices of the names it follows:
+// its watch, whenever it starts, delivers what was announced since the
+// previous one stopped (since Listen began, the first time), or the empty
+// notice when more came than the announcement key keeps.
 func (s *Store) Subscribe() store.Subscription {
 	return &subscription{s: s, names: make(map[string]struct{}), changed: make(chan struct{})}
 }
@@ -81,8 +84,11 @@ func (sub *subscription) Listen(ctx context.Context, notify func(store.Notice)) 
 				notify(n)
 			}
 		}
-		// Subscribed: nothing can have been missed of names not yet
-		// followed, and a watch that starts reports itself again.
+		// Subscribed: the watch, whenever it runs, starts from the
+		// announcement board as it is now (one read), so that what is
+		// announced after this notice reaches it (eight at most; more,
+		// and it reports the empty notice again).
+		from := sub.s.boardMark(ctx)
 		notify(store.Notice{})
 		for ctx.Err() == nil {
 			on, followed, held := sub.waiting()
@@ -94,19 +100,19 @@ func (sub *subscription) Listen(ctx context.Context, notify func(store.Notice)) 
 				}
 				continue
 			}
-			sub.watchWhileWaiting(ctx, filtered)
+			sub.watchWhileWaiting(ctx, filtered, from)
 		}
 	})
 }
 
 // watchWhileWaiting runs the store's watch until ctx ends or sub no
 // longer waits for any lease.
-func (sub *subscription) watchWhileWaiting(ctx context.Context, notify func(store.Notice)) {
+func (sub *subscription) watchWhileWaiting(ctx context.Context, notify func(store.Notice), from *mark) {
 	wctx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer stop()
-	wg.Go(func() { sub.s.watch(wctx, notify) })
+	wg.Go(func() { sub.s.watchFrom(wctx, notify, from) })
 	for {
 		on, followed, held := sub.waiting()
 		if !on {
@@ -119,4 +125,19 @@ func (sub *subscription) watchWhileWaiting(ctx context.Context, notify func(stor
 		case <-held:
 		}
 	}
+}
+
+// boardMark reads the announcement board once and returns its count as a
+// known mark; an unknown one when the read fails (a watch from it then
+// starts with the empty notice).
+func (s *Store) boardMark(ctx context.Context) *mark {
+	pair, _, err := s.client.KV().Get(s.announceKey(), (&api.QueryOptions{}).WithContext(ctx))
+	if err != nil {
+		return &mark{}
+	}
+	b, err := parseBoard(pair)
+	if err != nil {
+		return &mark{}
+	}
+	return &mark{seq: b.val.Seq, known: true}
 }
