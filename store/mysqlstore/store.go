@@ -222,11 +222,14 @@ func (s *Store) Release(ctx context.Context, p store.ReleaseParams) error {
 	if err := p.Validate(); err != nil {
 		return fmt.Errorf("mysqlstore: release: %w", err)
 	}
+	// The bell is freed while the release runs, not after it: a follower
+	// it wakes acquires after the release's row lock at the earliest, and
+	// one that came before it is woken again (see bells.wait).
+	s.bells.hold(p.Name, false)
 	var n int64
 	if err := s.queryRow(ctx, s.releaseSQL, []any{p.Name, p.Holder.Label, p.Holder.Instance, int64(p.Token)}, &n); err != nil {
 		return interpretError(fmt.Sprintf("release lease %q", p.Name), err)
 	}
-	s.bells.hold(p.Name, false)
 	if n == 0 {
 		return fmt.Errorf("mysqlstore: release of lease %q by %s with token %d refused: %w", p.Name, p.Holder, p.Token, store.ErrNotHeld)
 	}
