@@ -69,8 +69,11 @@
 //   - A store that acquires a lease has one connection of its own (one a
 //     store, however many leases it holds) take the lease's bell right
 //     after (in the background: the acquisition does not wait for it), and
-//     free it right after the lease's release, or when a renewal or an
-//     acquisition finds the lease not its own.
+//     free it while the lease's release is sent (a follower it wakes
+//     reaches the lease row after the release's row lock, and one that
+//     comes sooner is refused and rung again by the bell's next look, see
+//     below), or when a renewal or an acquisition finds the lease not its
+//     own.
 //   - A subscription ([Store.Subscribe], what a client listens through)
 //     blocks a connection on the bell of each lease it follows and the
 //     store does not hold, and announces a [store.NoticeChanged] when the

@@ -40,9 +40,9 @@ const (
 // bells are the user-level locks (GET_LOCK) that carry wake-ups: a
 // holder's store keeps one connection holding the bell of every lease it
 // holds, and a store whose client waits for a lease blocks a connection of
-// its own on that lease's bell. A release, or the holder's connection
-// ending (its process died), frees the bell, which wakes the waiter at
-// once. A bell is only a hint: the acquisition is the procedure's
+// its own on that lease's bell. A release (the bell is freed while the
+// release is sent), or the holder's connection ending (its process died),
+// frees the bell, which wakes the waiter at once. A bell is only a hint: the acquisition is the procedure's
 // compare-and-set, as always.
 type bells struct {
 	s *Store
