@@ -529,8 +529,10 @@ func (e *Engine) storeClockAhead(now Instant, l *lease, at time.Time) bool {
 // [store.Handoff] the store keeps the lease for it; a new tenure sends
 // every follower back to waiting for its expiry, one place further up the
 // line. A handover so costs the store the next follower's acquisition
-// however many wait. Without a line (or on a notice that says neither) every
-// follower tries now, plus a small spread.
+// however many wait. A change that names no next follower (a woken MySQL
+// follower, a Consul or etcd expiry) sends the first in line at once and
+// the others after a small spread; without a line (or on the empty notice)
+// every follower tries now, plus that spread.
 //
 // An announcement that arrives while the follower's acquisition is in
 // flight is kept and heard when the refusal is in: the store may have
@@ -552,6 +554,10 @@ func (e *Engine) heard(now Instant, l *lease, n store.Notice) {
 		l.missed = &n
 	case l.phase == idle && l.want:
 		switch {
+		case n.Kind == store.NoticeChanged && n.Name != "" && l.position == 1:
+			// The lease changed, and this follower is next in line: no
+			// other follower of the line has cause to come first.
+			l.nextAttempt = now.Mono
 		case n.Name == "" || n.Kind == store.NoticeChanged:
 			l.nextAttempt = min(l.nextAttempt, now.Mono+e.cfg.Jitter(e.spread()))
 		case n.Kind == store.NoticeReleased && n.Next == e.holder:

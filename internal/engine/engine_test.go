@@ -745,7 +745,8 @@ func TestFollowersInLine(t *testing.T) {
 		{"ReleaseWithoutLine", 1, func(*harness) store.Notice {
 			return store.Notice{Name: "billing", Kind: store.NoticeReleased}
 		}, spread / 2},
-		{"ChangeOfUnknownKind", 1, func(*harness) store.Notice { return store.Notice{Name: "billing"} }, spread / 2},
+		{"ChangeFirstInLine", 1, func(*harness) store.Notice { return store.Notice{Name: "billing"} }, 0},
+		{"ChangeBehindTheHead", 2, func(*harness) store.Notice { return store.Notice{Name: "billing"} }, spread / 2},
 		{"NewTenureWaitsForItsExpiryOnePlaceUp", 2, func(*harness) store.Notice {
 			return store.Notice{Name: "billing", Kind: store.NoticeAcquired, Holder: other, Remaining: 20 * time.Second}
 		}, 20 * time.Second},

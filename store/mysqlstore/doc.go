@@ -56,13 +56,58 @@
 //
 // # Notifications
 //
-// None: MySQL and MariaDB have no LISTEN/NOTIFY or any other way to push a
-// change to a client, so the store does not implement [store.Notifier].
-// Followers do not poll blindly: a refused Acquire reports the holder and
-// the remaining time by the server's clock, and a client's next attempt is
-// aligned to that expiry. Each attempt is one CALL. The cost is handover
-// time: after a clean release a follower takes over when the released
-// lease's old expiry passes, at most one TTL later, not at once.
+// MySQL and MariaDB have no LISTEN/NOTIFY or any other way to push a
+// change to a client. What they have is user-level locks (GET_LOCK), which
+// a session holds until it frees them or ends, and on which other sessions
+// block; the store uses one per lease, a bell, named by a digest of the
+// lease table and the lease name ("tenure:" and 40 hex digits; such
+// locks are server-wide). Bells are hints only: every acquisition is still
+// the acquire procedure's compare-and-set, and a bell that does not ring
+// costs what no bell costs, a handover at the expiry the follower was
+// told.
+//
+//   - A store that acquires a lease has one connection of its own (one a
+//     store, however many leases it holds) take the lease's bell right
+//     after (in the background: the acquisition does not wait for it), and
+//     free it while the lease's release is sent (a follower it wakes
+//     reaches the lease row after the release's row lock, and one that
+//     comes sooner is refused and rung again by the bell's next look, see
+//     below), or when a renewal or an acquisition finds the lease not its
+//     own.
+//   - A subscription ([Store.Subscribe], what a client listens through)
+//     blocks a connection on the bell of each lease it follows and the
+//     store does not hold, and announces a [store.NoticeChanged] when the
+//     bell is freed: the holder released the lease, or its connection
+//     ended (the process died: the lease is then still held until its
+//     expiry, and the follower, refused, waits for that). The woken
+//     follower takes and frees the bell at once, so that every waiter
+//     wakes and the next holder can take it. A bell found free (its
+//     holder has not taken it yet, or died, or runs a library without
+//     bells) is looked at again after 20 ms, doubling to a second, and
+//     announced at each of the first looks (about a second's worth), since
+//     a release may have come between two of them.
+//   - [Store.Listen], for every name, hears only the releases made
+//     through this store: no connection could wait for every lease.
+//     Followers hear other processes' releases through subscriptions.
+//
+// A clean handover therefore takes the release, the wake-up (a freed lock,
+// within the server) and the follower's acquisition: TestHandoverAtRelease
+// shows a follower told the lease is held for a minute taking it over at
+// the release, and BenchmarkHandover measures it against the write floor
+// (docs/PERFORMANCE.md).
+//
+// The cost is connections, not requests. A store that holds leases keeps
+// one connection more, and a store whose followers wait keeps one
+// connection per lease waited for, at most 16 for the store (the leases
+// beyond them are taken at their expiry), each asking again once every
+// 5 s while nothing happens. They are taken from db's pool and count
+// against its limit and the server's max_connections: when db has a limit
+// (SetMaxOpenConns), the bells take at most half of it, and none when
+// that is fewer than two. Every connection that held or waited on a bell
+// is closed rather than returned to the pool, so no other use of db
+// inherits a lock. With many waiting processes, every one of them wakes
+// at a release and tries (one refused CALL each but the winner's): the
+// line orders only the followers that come at an expiry.
 //
 // # The line
 //
@@ -74,9 +119,9 @@
 // ([store.Handoff] and a small spread), so an expiry costs the store one
 // acquisition however many follow. A follower that stops asking is
 // forgotten twice its TTL after the expiry it was last told. A released
-// lease is free at once: nothing would tell the first in line of the
-// release before the expiry it waits for, so keeping the lease for it
-// would only keep it from a follower that asks sooner.
+// lease is free at once: a bell wakes every waiter, not the first in line
+// only, so keeping the lease for it would only keep it from a follower
+// that asks sooner.
 //
 // # History
 //

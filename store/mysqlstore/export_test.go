@@ -63,3 +63,19 @@ func LegacyMigrateTo(ctx context.Context, s *Store, version int) error {
 	}
 	return nil
 }
+
+// BellName is the user-level lock that wakes the followers of lease name.
+func BellName(s *Store, name string) string { return s.bells.bellName(name) }
+
+// WithoutBells turns s's wake-ups off, as before they existed; call it
+// before s is used.
+func WithoutBells(s *Store) { s.bells.enabled = false }
+
+// BellConns is the most connections s's bells take (0: none, wake-ups are
+// off): the holder's and the waiting ones.
+func BellConns(s *Store) int {
+	if !s.bells.enabled {
+		return 0
+	}
+	return cap(s.bells.waits) + 1
+}

@@ -47,7 +47,7 @@ func setup(t *testing.T, cfg func(testing.TB) mysqlstore.Config, migrate bool) *
 	return b
 }
 
-func newStore(t *testing.T, db *sql.DB, cfg mysqlstore.Config) *mysqlstore.Store {
+func newStore(t testing.TB, db *sql.DB, cfg mysqlstore.Config) *mysqlstore.Store {
 	t.Helper()
 	s, err := mysqlstore.New(db, cfg)
 	require.NoError(t, err)

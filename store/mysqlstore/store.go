@@ -32,6 +32,8 @@ type Store struct {
 
 	// gate is shut by Close.
 	gate *storekit.Gate
+	// bells carry wake-ups (wake.go).
+	bells *bells
 
 	mu sync.Mutex
 	// stmts holds the prepared CALL statements by text, prepared on first
@@ -49,7 +51,9 @@ type Store struct {
 // or sql.OpenDB(connector)); its errors are how the store tells a missing
 // schema, a denied call and an unreachable server apart. The store does
 // not own db: [Store.Close] leaves it open. The store keeps no session
-// state on db's connections.
+// state on the connections it returns to db's pool: the connections that
+// hold or wait on the leases' user-level locks (see Notifications in the
+// package documentation) are taken from db and closed, never returned.
 func New(db *sql.DB, cfg Config) (*Store, error) {
 	if db == nil {
 		return nil, fmt.Errorf("mysqlstore: %w: db is nil; open one with sql.Open(\"mysql\", dsn)", store.ErrInvalid)
@@ -58,7 +62,7 @@ func New(db *sql.DB, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Store{
+	s := &Store{
 		db:         db,
 		obj:        obj,
 		acquireSQL: "CALL " + obj.Ident(obj.AcquireProc) + "(?, ?, ?, ?, ?, ?)",
@@ -68,7 +72,9 @@ func New(db *sql.DB, cfg Config) (*Store, error) {
 		listSQL:    "CALL " + obj.Ident(obj.ListProc) + "()",
 		gate:       storekit.NewGate("mysqlstore", "mysqlstore.New"),
 		stmts:      make(map[string]*sql.Stmt),
-	}, nil
+	}
+	s.bells = newBells(s)
+	return s, nil
 }
 
 // Objects returns the names of the store's database objects.
@@ -103,6 +109,7 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (store.Grant
 	}
 	g.Remaining = fromMicros(remainingUS)
 	g.At = time.UnixMicro(decidedUS).UTC()
+	s.bells.hold(p.Name, acquired)
 	if !acquired {
 		return store.Grant{}, &store.HeldError{Name: p.Name, Holder: g.Holder, Token: g.Token, Seq: g.Seq, Remaining: g.Remaining,
 			Payload: g.Payload, Position: int(position)}
@@ -197,6 +204,9 @@ func (s *Store) Renew(ctx context.Context, ps []store.RenewParams) ([]store.Rene
 				g.Holder, g.Remaining = e.holder, fromMicros(e.expiresUS-nowUS)
 			}
 		}
+		if !e.renewed {
+			s.bells.hold(p.Name, false)
+		}
 		results[i] = store.RenewResult{Renewed: e.renewed, Grant: g}
 	}
 	return results, nil
@@ -212,6 +222,10 @@ func (s *Store) Release(ctx context.Context, p store.ReleaseParams) error {
 	if err := p.Validate(); err != nil {
 		return fmt.Errorf("mysqlstore: release: %w", err)
 	}
+	// The bell is freed while the release runs, not after it: a follower
+	// it wakes acquires after the release's row lock at the earliest, and
+	// one that came before it is woken again (see bells.wait).
+	s.bells.hold(p.Name, false)
 	var n int64
 	if err := s.queryRow(ctx, s.releaseSQL, []any{p.Name, p.Holder.Label, p.Holder.Instance, int64(p.Token)}, &n); err != nil {
 		return interpretError(fmt.Sprintf("release lease %q", p.Name), err)
@@ -219,6 +233,7 @@ func (s *Store) Release(ctx context.Context, p store.ReleaseParams) error {
 	if n == 0 {
 		return fmt.Errorf("mysqlstore: release of lease %q by %s with token %d refused: %w", p.Name, p.Holder, p.Token, store.ErrNotHeld)
 	}
+	s.bells.announce(store.Notice{Name: p.Name, Kind: store.NoticeReleased})
 	return nil
 }
 
@@ -260,6 +275,7 @@ func (s *Store) Close() error {
 	if !s.gate.Close() {
 		return nil
 	}
+	s.bells.close()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var err error

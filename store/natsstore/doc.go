@@ -24,6 +24,8 @@
 //     leaves a marker of its own for [MarkerTTL].
 //   - r.<name>, the record key: the latest tenure's holder, token, start and
 //     payload, without TTL, for [Store.Get] once the held key is gone.
+//   - w.<name>, the line key: the followers waiting for the lease, in
+//     order (see The line); written only when someone waits.
 //
 // Every write is a publish with the revision the call read as the
 // expected last revision of its key (Nats-Expected-Last-Subject-Sequence),
@@ -34,11 +36,14 @@
 // Release writes its marker only over the tenure it checked.
 //
 // Round trips: Acquire 4 (read the held key; read the record key and the
-// server's clock, at once; write the held key; write the record key);
+// server's clock, at once; write the held key; write the record key), or
+// 1 when refused, plus reading and, when it changes, writing the line for
+// a follower that waits;
 // Renew 3 per lease (read, write, read back: see Failure modes), the
 // leases of a batch up to 64 at once: JetStream has no transaction that
 // writes several keys with per-message TTLs and expected revisions, so a
-// batch is pipelined, not one request; Release 2; Get 1, or 2 when the
+// batch is pipelined, not one request; Release 2 (the held key and the
+// line read at once, then the marker written); Get 1, or 2 when the
 // lease is not held; List 1 to list the record keys, then a Get per lease.
 //
 // # Clock
@@ -117,13 +122,36 @@
 // # Notifications
 //
 // [Store.Listen] watches the held keys (a KV watch: an ordered consumer
-// of new messages only) and reports a release (its marker), an expiry (the
-// marker the server leaves, which is why the bucket has LimitMarkerTTL)
-// and a new tenure (a takeover); renewals are not announced. After the
+// of new messages only) and reports a release (its marker:
+// [store.NoticeReleased], naming the head of the line), an expiry (the
+// marker the server leaves, which is why the bucket has LimitMarkerTTL:
+// [store.NoticeChanged]) and a new tenure (a takeover:
+// [store.NoticeAcquired], with its holder and TTL); renewals are not
+// announced. After the
 // connection reconnects, or when the watch ends, it watches again and
 // reports the empty name, so followers look again at what they wait for
 // (the ordered consumer would resume by itself, but only after missing its
 // heartbeats for seconds). Correctness never depends on notifications.
+//
+// # The line
+//
+// Followers that ask to wait ([store.AcquireParams.Wait], as every
+// campaign does) are kept in line, first come first, in the lease's line
+// key, written with the refusal's compare-and-set on its revision: a
+// refusal reports the follower's place ([store.HeldError].Position). A
+// follower that stops asking is forgotten twice its TTL after the expiry
+// it was told (by the server's time of the held key's last write); the
+// holder of the lease leaves the line when it is next read. A release
+// reads the line with the held key and names its head in the marker it
+// writes, which Listen announces as the [store.NoticeReleased]'s Next: the
+// head tries at once, the others stay away for [store.Handoff], and hear
+// of the head's new tenure ([store.NoticeAcquired]), which sends them back
+// to its expiry. A handover so costs the store the release and the head's
+// acquisition however many wait (TestHandoverToTheHeadOfTheLine: four
+// followers, one acquisition; every one of them tried before the line).
+// The store keeps no hold: nats-server cannot end one by its own clock, so
+// a released lease is free at once for any follower, as in etcd; a head
+// that died while waiting delays the others by [store.Handoff].
 //
 // # Failure modes
 //

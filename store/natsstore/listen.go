@@ -69,29 +69,43 @@ func (s *Store) watch(ctx context.Context, notify func(store.Notice)) bool {
 			if e == nil {
 				continue
 			}
-			if name, ok := announced(e); ok {
-				notify(store.Notice{Name: name})
+			if n, ok := announced(e); ok {
+				notify(n)
 			}
 		}
 	}
 }
 
-// announced returns the lease name of a held key's entry that ends or
-// begins a tenure (a value of seq 1); renewals announce nothing.
-func announced(e jetstream.KeyValueEntry) (string, bool) {
+// announced returns the notice of a held key's entry that ends or begins
+// a tenure; renewals announce nothing. A release's marker is a
+// [store.NoticeReleased] naming the head of the line it found; a new
+// tenure (a value of seq 1) a [store.NoticeAcquired] with its holder and
+// TTL; the marker of a TTL run out, and entries of earlier versions
+// without what these need, a [store.NoticeChanged].
+func announced(e jetstream.KeyValueEntry) (store.Notice, bool) {
 	enc, ok := strings.CutPrefix(e.Key(), "h.")
 	if !ok {
-		return "", false
+		return store.Notice{}, false
 	}
-	name, err := base64.RawURLEncoding.DecodeString(enc)
+	raw, err := base64.RawURLEncoding.DecodeString(enc)
 	if err != nil {
-		return "", false
+		return store.Notice{}, false
 	}
-	if e.Operation() == jetstream.KeyValuePut {
-		var v value
-		if json.Unmarshal(e.Value(), &v) != nil || v.Seq != 1 {
-			return "", false
+	n := store.Notice{Name: string(raw)}
+	var v value
+	parsed := len(e.Value()) > 0 && json.Unmarshal(e.Value(), &v) == nil
+	switch e.Operation() {
+	case jetstream.KeyValuePut:
+		if !parsed || v.Seq != 1 {
+			return store.Notice{}, false
+		}
+		if v.TTL > 0 {
+			n.Kind, n.Holder, n.Remaining = store.NoticeAcquired, v.holder(), time.Duration(v.TTL)*time.Second
+		}
+	case jetstream.KeyValueDelete:
+		if parsed {
+			n.Kind, n.Next = store.NoticeReleased, store.Holder{Label: v.NextLabel, Instance: v.NextInstance}
 		}
 	}
-	return string(name), true
+	return n, true
 }

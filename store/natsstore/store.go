@@ -183,6 +183,13 @@ type value struct {
 	AcquiredAt int64 `json:"a"`
 	// Payload is what the holder published with the tenure.
 	Payload string `json:"p,omitempty"`
+	// TTL is the tenure's TTL in seconds, on its first message, for the
+	// announcement of the new tenure (Listen); 0 from earlier versions.
+	TTL int64 `json:"ttl,omitempty"`
+	// NextLabel and NextInstance name, on a release's deletion marker,
+	// the head of the line when the lease was released (see line.go).
+	NextLabel    string `json:"nl,omitempty"`
+	NextInstance string `json:"ni,omitempty"`
 }
 
 func (v value) holder() store.Holder { return store.Holder{Label: v.Label, Instance: v.Instance} }
@@ -310,7 +317,13 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (store.Grant
 		}
 		if l.live {
 			g := l.grant(p.Name)
-			return store.Grant{}, &store.HeldError{Name: p.Name, Holder: g.Holder, Token: g.Token, Seq: g.Seq, Remaining: g.Remaining, Payload: g.Payload}
+			held := &store.HeldError{Name: p.Name, Holder: g.Holder, Token: g.Token, Seq: g.Seq, Remaining: g.Remaining, Payload: g.Payload}
+			if p.Wait && g.Holder != p.Holder {
+				// The line only orders followers: a refusal whose place
+				// could not be written is still a refusal.
+				held.Position, _ = s.queue(ctx, p, l)
+			}
+			return store.Grant{}, held
 		}
 		// The clock is read after the held key: a tenure that ended
 		// before that read began before it too, so its token is below
@@ -338,6 +351,7 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (store.Grant
 		}
 		v := newValue(p.Holder, tok, 1, time.Now().UnixNano())
 		v.Payload = p.Payload
+		v.TTL = int64(ttl / time.Second)
 		data, err := json.Marshal(v)
 		if err != nil {
 			return store.Grant{}, fmt.Errorf("natsstore: acquire %q: %w", p.Name, err)
@@ -533,14 +547,30 @@ func (s *Store) Release(ctx context.Context, p store.ReleaseParams) error {
 		return err
 	}
 	for range casAttempts {
-		l, err := s.readHeld(ctx, p.Name)
+		// The line is read with the held key, so that the release can
+		// name its head without a round trip more.
+		var (
+			l  lease
+			ln line
+		)
+		err := storekit.Each(2, 2, func(i int) (err error) {
+			if i == 0 {
+				l, err = s.readHeld(ctx, p.Name)
+			} else {
+				ln, err = s.readLine(ctx, p.Name)
+			}
+			return err
+		})
 		if err != nil {
 			return err
 		}
 		if !l.live || l.v.holder() != p.Holder || store.Token(l.v.Token) != p.Token {
 			return fmt.Errorf("natsstore: release %q: %w", p.Name, store.ErrNotHeld)
 		}
-		data, err := json.Marshal(l.v)
+		marker := l.v
+		next := ln.head(l.at, p.Holder)
+		marker.NextLabel, marker.NextInstance = next.Label, next.Instance
+		data, err := json.Marshal(marker)
 		if err != nil {
 			return fmt.Errorf("natsstore: release %q: %w", p.Name, err)
 		}

@@ -196,7 +196,7 @@ func (h NatsHarness) Bucket(tb testing.TB) (jetstream.JetStream, natsstore.Confi
 
 // Capabilities implements [storetest.Harness].
 func (h NatsHarness) Capabilities() storetest.Capabilities {
-	caps := storetest.Capabilities{Notify: true, ExpiryLag: NatsExpiryLag, Faults: h.Faults()}
+	caps := storetest.Capabilities{Notify: true, Line: true, NoHandoff: true, ExpiryLag: NatsExpiryLag, Faults: h.Faults()}
 	if h.Probe != nil {
 		caps.RoundTrip = h.roundTrip
 	}

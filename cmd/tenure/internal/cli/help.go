@@ -114,8 +114,8 @@ Store URLs:
   mysql://USER[:PASSWORD]@HOST[:PORT]/DATABASE?PARAMS  (or mariadb://…)
       MySQL or MariaDB (port 3306 when omitted). go-sql-driver/mysql's DSN
       parameters work (tls, timeout, …); tenure_prefix=PREFIX sets the
-      table prefix (default tenure_). No notifications: followers retry at
-      the holder's expiry.
+      table prefix (default tenure_). No notifications: followers wake at a
+      release through a user-level lock per lease, else at the expiry.
   redis://[USER:PASSWORD@]HOST:PORT[/DB]  (rediss://… for TLS)
       One Redis server (not a cluster). go-redis's URL parameters work
       (dial_timeout, …); tenure_prefix=PREFIX sets the key prefix

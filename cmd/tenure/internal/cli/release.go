@@ -184,7 +184,10 @@ func (o *releaseOptions) run(ctx context.Context, e *env, args []string) error {
 // report says what a release of rec did: for a forced one, how its holder
 // learns of it and where its token is refused.
 func (o *releaseOptions) report(e *env, opened *storeopen.Opened, name string, rec store.Record) {
+	// A holder hears of a forced release only where the store tells it:
+	// MySQL's bells wake followers, never the holder.
 	_, notifies := opened.Store.(store.Notifier)
+	notifies = notifies && opened.Target.Backend.Traits().NoNotify == ""
 	switch {
 	case o.force && !notifies:
 		fmt.Fprintf(e.stdout, "released lease %q; its holder %s with token %d is now fenced: a fence refuses token %d once a greater token is recorded; the next holder may start at once, but this store sends no notification: the old holder learns of the release only at its next renewal, and until then its work may run on beside the next holder, refused only where a fence checks its token\n",

@@ -71,8 +71,9 @@ type Traits struct {
 	// NoClock is doctor's clock finding for a store that reads no wall
 	// clock ([ErrNoWallClock]); empty for the usual one.
 	NoClock string
-	// NoNotify is doctor's notifications finding for a store that has
-	// nothing to notify of; empty for the usual one.
+	// NoNotify is doctor's notifications finding for a store that tells
+	// no holder of a change to its lease (release --force --now says the
+	// holder learns of it at its next renewal); empty for the usual one.
 	NoNotify string
 	// TokenFloor reports that the store's token sequence can be raised
 	// after a failover that lost tokens ([Fleet.RaiseTokenFloor]).

@@ -41,7 +41,8 @@ func (*MySQL) Form() string { return mysqlForm }
 
 // Traits of MySQL: renewals set the expiry from the server's now.
 func (*MySQL) Traits() Traits {
-	return Traits{RenewKeepsExpiry: true, Schema: "the MySQL schema answers a lease read at this library's version"}
+	return Traits{RenewKeepsExpiry: true, Schema: "the MySQL schema answers a lease read at this library's version",
+		NoNotify: "MySQL sends no notifications: tenure's clients wake their followers at a release with a user-level lock per lease (mysqlstore's Notifications), which needs a holding and a waiting process to check"}
 }
 
 const (
