@@ -17,7 +17,7 @@ func TestReadGrantSQL(t *testing.T) {
 	g, err := storeopen.ReadGrantSQL(tg, "reader")
 	require.NoError(t, err)
 	require.Equal(t, `GRANT USAGE ON SCHEMA "ops" TO "reader";
-GRANT EXECUTE ON FUNCTION "ops"."job_get_lease"(text), "ops"."job_list_leases"(), "ops"."job_history_read"(text, timestamptz, integer) TO "reader";
+GRANT EXECUTE ON FUNCTION "ops"."job_get_lease"(text), "ops"."job_list_leases"(), "ops"."job_history_read"(text, timestamptz, integer), "ops"."job_window_get"(text, text), "ops"."job_history_events"(text, timestamptz, integer) TO "reader";
 GRANT USAGE ON SCHEMA "ops" TO "reader";
 GRANT EXECUTE ON FUNCTION "ops"."job_agent_get"(text), "ops"."job_agent_list"(), "ops"."job_owner_get"(text), "ops"."job_owner_history"(text) TO "reader";
 `, g)
