@@ -105,6 +105,7 @@ func Run(t *testing.T, h Harness) {
 		{"Get", testGet},
 		{"History", testHistory},
 		{"Payload", testPayload},
+		{"Slots", testSlots},
 		{"Close", testClose},
 		{"Faults", testFaults},
 	} {
