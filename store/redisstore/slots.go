@@ -1,8 +1,8 @@
 package redisstore
 
 import (
-	_ "embed"
 	"context"
+	_ "embed"
 	"errors"
 	"fmt"
 	"strings"
