@@ -1,7 +1,10 @@
 package main
 
 import (
+	"encoding/json"
+	"fmt"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -41,6 +44,18 @@ func TestRunSlots(t *testing.T) {
 			require.Equal(t, "held", status(t, env, m[2]).State)
 		}
 		require.Len(t, holders, 2)
+		st := run(t, env, "status", "--json", "--slots", "2", "etl")
+		require.Equal(t, 0, st.code, st.stderr.all())
+		var snap struct {
+			Leases []leaseJSON `json:"leases"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(st.stdout.rest()), &snap))
+		require.Len(t, snap.Leases, 2)
+		for k, l := range snap.Leases {
+			require.Equal(t, fmt.Sprintf("etl#%d", k), l.Name)
+			require.Equal(t, "held", l.State)
+			require.Equal(t, tokens[strconv.Itoa(k)], l.Token)
+		}
 
 		out := filepath.Join(t.TempDir(), "outcome.json")
 		refused := run(t, env, args("c", "--json", out)...)

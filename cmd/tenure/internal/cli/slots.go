@@ -110,3 +110,26 @@ func slotsHeldLine(name string, all *tenure.SlotsHeldError) string {
 	}
 	return fmt.Sprintf("all %d slots of %q are held by the store's clock: %s", len(all.Held), name, strings.Join(hs, ", "))
 }
+
+// slotsUsage is the usage of status's and serve's --slots.
+const slotsUsage = "show the `N` slots of each NAME, the leases NAME#0 … NAME#N-1 (see run --slots)"
+
+// slotNames expands each of names into the leases of its n slots, for
+// cmd's --slots; n = 0 leaves names as they are.
+func slotNames(cmd string, names []string, n int) ([]string, error) {
+	switch {
+	case n == 0:
+		return names, nil
+	case n < 0 || n > store.MaxSlots:
+		return nil, usagef(cmd, "--slots %d: a name has 1 to %d slots", n, store.MaxSlots)
+	case len(names) == 0:
+		return nil, usagef(cmd, "--slots needs the NAME whose slots to show")
+	}
+	out := make([]string, 0, n*len(names))
+	for _, name := range names {
+		for k := range n {
+			out = append(out, tenure.SlotName(name, k))
+		}
+	}
+	return out, nil
+}
