@@ -147,13 +147,13 @@ func (s *slotResource) rows(ctx context.Context, res string) ([]Row, error) {
 	if res == resTwin {
 		tables = s.twinTables
 	}
-	var all []Row
+	chains := make([][]Row, len(tables))
 	for k, table := range tables {
 		rows, err := s.pool.Query(ctx, "SELECT n, token, wid FROM "+table+" ORDER BY n")
 		if err != nil {
 			return nil, fmt.Errorf("chaos: read %s of slot %d: %w", res, k, err)
 		}
-		got, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Row, error) {
+		chains[k], err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (Row, error) {
 			var r Row
 			err := row.Scan(&r.N, &r.Token, &r.WID)
 			r.Writer, _ = splitWID(r.WID)
@@ -162,14 +162,24 @@ func (s *slotResource) rows(ctx context.Context, res string) ([]Row, error) {
 		if err != nil {
 			return nil, fmt.Errorf("chaos: read %s of slot %d: %w", res, k, err)
 		}
+	}
+	return joinSlotChains(chains), nil
+}
+
+// joinSlotChains returns the slots' chains (each in the order of N) as
+// one: slot K's rows follow slot K−1's, numbered on, their tokens raised
+// by K strides.
+func joinSlotChains(chains [][]Row) []Row {
+	var all []Row
+	for k, chain := range chains {
 		base := int64(len(all))
-		for _, r := range got {
+		for _, r := range chain {
 			r.N += base
 			r.Token += int64(k) * slotTokenStride
 			all = append(all, r)
 		}
 	}
-	return all, nil
+	return all
 }
 
 // checkCell is [check] for a cell of backend: for the postgres-slots
