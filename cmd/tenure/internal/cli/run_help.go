@@ -41,7 +41,7 @@ of the N slots of NAME, each a lease of its own named NAME#SLOT (SLOT from
 history, and the command gets TENURE_SLOT (the slot, from 0) beside
 TENURE_TOKEN, with TENURE_LEASE set to NAME#SLOT. When all N are held, run
 exits 75 naming every holder; with --wait it takes whichever slot frees
-first. Every run of NAME must give the same N: a run with --slots 2 beside
+first (it prints the holders once, not each change while it waits). Every run of NAME must give the same N: a run with --slots 2 beside
 one with --slots 3 lets three hold. Without --slots NAME is a plain lease,
 apart from its slots (--slots 1 is the one slot NAME#0).
 
