@@ -24,7 +24,9 @@ const (
 	MaxSlots = 256
 )
 
-// SlotName returns the lease name of slot k of name: "name#k".
+// SlotName returns the lease name of slot k of name: "name#k". It is an
+// ordinary lease name: a plain lease of that name is the slot itself, so
+// names of that form are best kept away from a name used with slots.
 func SlotName(name string, k int) string {
 	return name + SlotSeparator + strconv.Itoa(k)
 }
