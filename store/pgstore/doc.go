@@ -205,7 +205,7 @@
 //     the functions. It repairs poisoned fences (fence_reset, `tenure fence
 //     reset`). Keep its credentials away from workers.
 //   - The run-time role gets what [Config.GrantSQL] prints: USAGE on the
-//     schema and EXECUTE on acquire, renew, release, get_lease,
+//     schema and EXECUTE on acquire, acquire_slot, renew, release, get_lease,
 //     list_leases, history_read, force_release, fence, check_lease and
 //     check_lease_strict. Those functions run as their
 //     owner (SECURITY DEFINER) with search_path set to pg_catalog, pg_temp
@@ -247,7 +247,9 @@
 //     previous_holder_label, previous_holder_instance, previous_token, at),
 //     indexed on (name, at) and on at, and tenure_settings (one row: the
 //     history's retention); see History.
-//   - the functions the store calls, tenure_acquire, tenure_renew,
+//   - the functions the store calls, tenure_acquire, tenure_acquire_slot
+//     ([Store.AcquireSlot]: the first free of a name's slots, trying each
+//     with tenure_acquire, in one statement), tenure_renew,
 //     tenure_release, tenure_get_lease, tenure_list_leases,
 //     tenure_history_read and tenure_force_release, the trigger function
 //     tenure_record_history, and the fence functions
