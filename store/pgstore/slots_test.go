@@ -9,10 +9,13 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/tenure-dev/tenure"
 	"github.com/tenure-dev/tenure/internal/testserver/pgserver"
+	"github.com/tenure-dev/tenure/internal/testutil"
+	"github.com/tenure-dev/tenure/store"
 )
 
 // TestSlotsSemaphore: five clients, each on a store and pool of its own
@@ -77,4 +80,41 @@ func TestSlotsSemaphore(t *testing.T) {
 	require.LessOrEqual(t, most.Load(), int32(slots), "at most three hold at once")
 	require.Equal(t, int32(slots), most.Load(), "five clients for three slots fill them")
 	require.Len(t, last, slots)
+}
+
+// countTracer counts the statements a pool sends.
+type countTracer struct{ n atomic.Int32 }
+
+func (c *countTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	c.n.Add(1)
+	return ctx
+}
+
+func (c *countTracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// TestAcquireSlotIsOneStatement: taking the last free of three slots, and
+// being refused when all are held, are one statement each.
+func TestAcquireSlotIsOneStatement(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil, true)
+	for k := range 2 {
+		b.acquire(t, tenure.SlotName("jobs", k), testutil.Holder(t, fmt.Sprintf("h%d", k)), time.Minute)
+	}
+	ct := &countTracer{}
+	cfg, err := pgxpool.ParseConfig(testutil.PostgresURL())
+	require.NoError(t, err)
+	cfg.ConnConfig.Tracer = ct
+	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	s := newStore(t, pool, b.cfg)
+	p := store.SlotParams{Name: "jobs", Slots: 3, Holder: testutil.Holder(t, "me"), TTL: time.Minute}
+	g, err := s.AcquireSlot(t.Context(), p)
+	require.NoError(t, err)
+	require.Equal(t, 2, g.Slot)
+	require.Equal(t, int32(1), ct.n.Load(), "the last free slot is taken in one statement")
+	_, err = s.AcquireSlot(t.Context(), p)
+	var all *store.SlotsHeldError
+	require.ErrorAs(t, err, &all)
+	require.Equal(t, int32(2), ct.n.Load(), "all held is one statement too")
 }
