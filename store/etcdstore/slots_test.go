@@ -1,10 +1,13 @@
 package etcdstore_test
 
 import (
+	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/tenure-dev/tenure/internal/testserver/etcdserver"
 	"github.com/tenure-dev/tenure/internal/testutil"
@@ -47,4 +50,41 @@ func TestSlotsAcrossTransactions(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 3, g.Slot)
 	require.Greater(t, g.Token, gs[3].Token)
+}
+
+// countingKV counts the transactions sent through it.
+type countingKV struct {
+	clientv3.KV
+	txns atomic.Int32
+}
+
+func (c *countingKV) Txn(ctx context.Context) clientv3.Txn {
+	c.txns.Add(1)
+	return c.KV.Txn(ctx)
+}
+
+// TestAcquireSlotIsOneTransaction: taking the last free of three slots,
+// and being refused when all are held, are one etcd transaction each.
+func TestAcquireSlotIsOneTransaction(t *testing.T) {
+	t.Parallel()
+	srv := etcdserver.SharedEtcd(t)
+	cli := srv.Client(t)
+	kv := &countingKV{KV: cli.KV}
+	cli.KV = kv
+	s := etcdserver.EtcdStore(t, cli, etcdstore.Config{KeyPrefix: "tenure-test/" + testutil.UniqueName(t) + "/"})
+	p := store.SlotParams{Name: "jobs", Slots: 3, Holder: testutil.Holder(t, "me"), TTL: longTTL}
+	for k := range 2 {
+		h := testutil.Holder(t, fmt.Sprintf("h%d", k))
+		_, err := s.AcquireSlot(t.Context(), store.SlotParams{Name: p.Name, Slots: p.Slots, Holder: h, TTL: p.TTL})
+		require.NoError(t, err)
+	}
+	kv.txns.Store(0)
+	g, err := s.AcquireSlot(t.Context(), p)
+	require.NoError(t, err)
+	require.Equal(t, 2, g.Slot)
+	require.Equal(t, int32(1), kv.txns.Load(), "the last free slot is taken in one transaction")
+	_, err = s.AcquireSlot(t.Context(), p)
+	var all *store.SlotsHeldError
+	require.ErrorAs(t, err, &all)
+	require.Equal(t, int32(2), kv.txns.Load(), "all held is one transaction too")
 }
