@@ -50,7 +50,9 @@ func (c *Client) AcquireSlot(ctx context.Context, name string, n int) (*Lease, e
 // store's clock (with jitter), or as soon as the store announces a
 // release or takeover of any of the slots, whichever comes first, and
 // takes whichever slot is free then. Waiters are not kept in a line:
-// of those that hear of a free slot, the first to ask gets it. Store
+// of those that hear of a free slot, the first to ask gets it, and each
+// release costs the store one attempt per waiter (the line of a plain
+// lease costs one, however many wait). Store
 // errors are retried with backoff, except [ErrInvalid],
 // [ErrNotMigrated] and [ErrClosed], which are returned, as is
 // [ErrNotRunning].
