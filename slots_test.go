@@ -10,7 +10,6 @@ import (
 
 	"github.com/tenure-dev/tenure"
 	"github.com/tenure-dev/tenure/store"
-	"github.com/tenure-dev/tenure/store/memstore"
 )
 
 // runSlotClient runs a client over s until the test ends.
@@ -26,13 +25,6 @@ func runSlotClient(t *testing.T, s store.Store, label string) *tenure.Client {
 		require.NoError(t, <-ran)
 	})
 	return c
-}
-
-func newMemstore(t *testing.T) *memstore.Store {
-	t.Helper()
-	m := memstore.New(memstore.Config{})
-	t.Cleanup(func() { _ = m.Close() })
-	return m
 }
 
 // TestAcquireSlot: a name's n slots are n leases, each taken once, each

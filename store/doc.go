@@ -15,8 +15,9 @@
 // releases in one round trip, so a client holding thousands gives them
 // back at shutdown in a few calls; without them a client makes one call
 // per lease), [Historian] (a record of grants, takeovers and releases, for
-// people: `tenure history`) and [ForceReleaser] (a release recorded as an
-// operator's). Which backend implements which is in one table,
+// people: `tenure history`), [ForceReleaser] (a release recorded as an
+// operator's) and [Windower] (a job at most once per window: see
+// Windows). Which backend implements which is in one table,
 // docs/STORES.md, generated from the code. Assert each at compile time:
 //
 //	var (
@@ -65,6 +66,25 @@
 // and document it; expiry itself is no event (nothing runs at that moment),
 // it shows as the next [EventTakenOver]. Validate the params with
 // [HistoryParams.Validate].
+//
+// # Windows
+//
+// A [Windower] runs a job at most once per window (`tenure run --once-per`,
+// tenure.Client.Once). The window is a key the caller names, or one the
+// store derives from a period on its own clock ([DerivedWindowKey]), never
+// the caller's. [Windower.StartWindow] begins it and
+// [Windower.FinishWindow] records it completed or failed, each in one
+// atomic step that also checks the caller holds the lease with its token,
+// the compare of [Store.Release]; the rule of who may begin a window is
+// [DecideStart]: a completed window is refused with a [*WindowDoneError]
+// naming who ran it, when and with which token; one begun by an earlier
+// tenure that did not complete (it failed, or ended halfway) is taken over
+// with [StartWindowParams.RetryFailed] (the record then names the newer
+// token, so the older tenure's finish is refused) and refused without it.
+// A store that is also a [Historian] records each begun window
+// ([EventWindowStarted], naming the tenure it took over from, if any) and
+// each outcome ([EventWindowCompleted], [EventWindowFailed]), with the
+// window key in [HistoryEvent.Window], in the same step.
 //
 // # Chain writes and schemas
 //

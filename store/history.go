@@ -16,7 +16,8 @@ const (
 )
 
 // Historian is implemented by stores that record how their leases moved:
-// every new tenure and every release, by the store's clock, kept for a
+// every new tenure and every release (and, for a [Windower], every window
+// begun and finished), by the store's clock, kept for a
 // retention the backend documents. It is for people ("who held
 // nightly-billing at 03:00, with which token, and why did it move"):
 // nothing decides on it. A renewal records nothing.
@@ -95,17 +96,29 @@ const (
 	// EventForceReleased: an operator expired the tenure of whoever held
 	// it ([ForceReleaser], `tenure release --force`).
 	EventForceReleased
+	// EventWindowStarted: a tenure began a window ([Windower]); when it
+	// took over a window an earlier tenure began and did not complete,
+	// that tenure is the previous one.
+	EventWindowStarted
+	// EventWindowCompleted and EventWindowFailed: the tenure that began a
+	// window recorded its outcome.
+	EventWindowCompleted
+	EventWindowFailed
 )
 
 var eventKindNames = [...]string{
-	EventGranted:       "granted",
-	EventTakenOver:     "taken-over",
-	EventReleased:      "released",
-	EventForceReleased: "force-released",
+	EventGranted:         "granted",
+	EventTakenOver:       "taken-over",
+	EventReleased:        "released",
+	EventForceReleased:   "force-released",
+	EventWindowStarted:   "window-started",
+	EventWindowCompleted: "window-completed",
+	EventWindowFailed:    "window-failed",
 }
 
-// String returns "granted", "taken-over", "released" or
-// "force-released": the names backends store and the CLI prints.
+// String returns "granted", "taken-over", "released", "force-released",
+// "window-started", "window-completed" or "window-failed": the names
+// backends store and the CLI prints.
 func (k EventKind) String() string {
 	if k >= EventGranted && int(k) < len(eventKindNames) {
 		return eventKindNames[k]
@@ -139,4 +152,6 @@ type HistoryEvent struct {
 	PreviousToken  Token
 	// At is when it happened, by the store's clock, in UTC.
 	At time.Time
+	// Window is the window key of the window events; empty for the others.
+	Window string
 }

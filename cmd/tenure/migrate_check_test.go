@@ -38,7 +38,7 @@ func TestMigrateCheck(t *testing.T) {
 		p := run(t, env, "migrate", "--check")
 		require.Equal(t, cli.ExitNotMigrated, p.code, p.stderr.all())
 		out := p.stdout.all()
-		require.Contains(t, out, "PostgreSQL store "+u.String()+": schema not migrated (this library's version is 001), migrations to apply: 001_tables, 0 functions current, to install: ")
+		require.Contains(t, out, "PostgreSQL store "+u.String()+": schema not migrated (this library's version is 002), migrations to apply: 001_tables, 002_windows, 0 functions current, to install: ")
 		require.Contains(t, out, "fleet registry: schema not migrated")
 		require.Regexp(t, "^tenure: migrate --check: store schema is not migrated: the schema of .* is behind this version of tenure; run tenure migrate", p.stderr.all())
 		var n int
@@ -47,22 +47,22 @@ func TestMigrateCheck(t *testing.T) {
 
 		p = run(t, env, "migrate")
 		require.Equal(t, 0, p.code, p.stderr.all())
-		require.Contains(t, p.stdout.all(), "PostgreSQL store "+u.String()+": before: schema not migrated (this library's version is 001)")
-		require.Contains(t, p.stdout.all(), "; now: schema version 001 of 001, 15 functions current\n")
+		require.Contains(t, p.stdout.all(), "PostgreSQL store "+u.String()+": before: schema not migrated (this library's version is 002)")
+		require.Contains(t, p.stdout.all(), "; now: schema version 002 of 002, 19 functions current\n")
 
 		p = run(t, env, "migrate", "--check")
 		require.Equal(t, 0, p.code, p.stderr.all())
-		require.Contains(t, p.stdout.all(), "PostgreSQL store "+u.String()+": schema version 001 of 001, 15 functions current\n")
+		require.Contains(t, p.stdout.all(), "PostgreSQL store "+u.String()+": schema version 002 of 002, 19 functions current\n")
 		require.Empty(t, p.stderr.all())
 
 		_, err = owner.Exec(t.Context(), "UPDATE "+pgx.Identifier{schema, "tenure_functions"}.Sanitize()+" SET sha256 = 'older' WHERE name = 'renew'")
 		require.NoError(t, err)
 		p = run(t, env, "migrate", "--check")
 		require.Equal(t, cli.ExitNotMigrated, p.code, p.stderr.all())
-		require.Contains(t, p.stdout.all(), "14 functions current, to install: renew (changed)")
+		require.Contains(t, p.stdout.all(), "18 functions current, to install: renew (changed)")
 		p = run(t, env, "migrate")
 		require.Equal(t, 0, p.code, p.stderr.all())
-		require.Contains(t, p.stdout.all(), "before: schema version 001 of 001, 14 functions current, to install: renew (changed); now: schema version 001 of 001, 15 functions current")
+		require.Contains(t, p.stdout.all(), "before: schema version 002 of 002, 18 functions current, to install: renew (changed); now: schema version 002 of 002, 19 functions current")
 	})
 
 	t.Run("MySQL", func(t *testing.T) {

@@ -18,6 +18,7 @@ var (
 	_ store.BatchReleaser = (*Store)(nil)
 	_ store.Historian     = (*Store)(nil)
 	_ store.ForceReleaser = (*Store)(nil)
+	_ store.Windower      = (*Store)(nil)
 )
 
 // DefaultHistoryEvents is how many events the history keeps when
@@ -53,6 +54,8 @@ type Store struct {
 	// history holds the recorded events, oldest first; keep is how many.
 	history []store.HistoryEvent
 	keep    int
+	// windows holds the windows of [store.Windower], by name and key.
+	windows map[[2]string]store.Window
 }
 
 // lease is the state of one name. A lease is held when it is not released

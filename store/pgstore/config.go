@@ -57,6 +57,11 @@ const (
 	suffixForceRelease     = "force_release"
 	suffixWaiters          = "waiters"
 	suffixWaitersLine      = "waiters_line"
+	suffixWindows          = "windows"
+	suffixWindowStart      = "window_start"
+	suffixWindowFinish     = "window_finish"
+	suffixWindowGet        = "window_get"
+	suffixHistoryEvents    = "history_events"
 	longestSuffix          = len(suffixCheckLeaseStrict)
 )
 
@@ -200,6 +205,16 @@ type Objects struct {
 	CheckLeaseStrictFunc string
 	FenceForeignFunc     string
 	FenceResetFunc       string
+	// Windows is the table of windows ([Store.StartWindow]);
+	// WindowStartFunc, WindowFinishFunc and WindowGetFunc are the
+	// functions that begin, finish and read them.
+	Windows          string
+	WindowStartFunc  string
+	WindowFinishFunc string
+	WindowGetFunc    string
+	// HistoryEventsFunc reads the history with the windows' events
+	// (HistoryReadFunc leaves them out, for older libraries).
+	HistoryEventsFunc string
 	// Channel is the LISTEN/NOTIFY channel on which releases and takeovers
 	// are announced, with the lease name as payload.
 	Channel string
@@ -238,6 +253,11 @@ func (c Config) Objects() (Objects, error) {
 		CheckLeaseStrictFunc: ns.Name(suffixCheckLeaseStrict),
 		FenceForeignFunc:     ns.Name(suffixFenceForeign),
 		FenceResetFunc:       ns.Name(suffixFenceReset),
+		Windows:              ns.Name(suffixWindows),
+		WindowStartFunc:      ns.Name(suffixWindowStart),
+		WindowFinishFunc:     ns.Name(suffixWindowFinish),
+		WindowGetFunc:        ns.Name(suffixWindowGet),
+		HistoryEventsFunc:    ns.Name(suffixHistoryEvents),
 		Channel:              channelName(ns.Schema, ns.Prefix),
 	}, nil
 }
@@ -289,6 +309,11 @@ func (o Objects) renderer() func(sql string) string {
 		"force_release_fn":      o.ForceReleaseFunc,
 		"record_history_fn":     o.RecordHistoryFunc,
 		"waiters":               o.Waiters,
+		"windows":               o.Windows,
+		"window_start_fn":       o.WindowStartFunc,
+		"window_finish_fn":      o.WindowFinishFunc,
+		"window_get_fn":         o.WindowGetFunc,
+		"history_events_fn":     o.HistoryEventsFunc,
 	}, "{{channel_lit}}", pgkit.QuoteLiteral(o.Channel),
 		// Index names take no schema: an index lives in its table's.
 		"{{history_name_at_idx}}", pgkit.QuoteIdent(o.TablePrefix+suffixHistoryNameAt),

@@ -124,6 +124,11 @@
 // force-released ([Store.ForceRelease], the force_release function, which
 // `tenure release --force` calls; it marks its release with the
 // transaction-local setting tenure.release_kind, which it clears again).
+// The window functions (window_start, window_finish) add window-started,
+// window-completed and window-failed, with the window in window_key (null
+// for the other events), in their own statement. History reads through
+// history_events; history_read, which older libraries call, leaves the
+// window events out (they would not know their kind).
 // The trigger fires only on UPDATE OF token or released, and its WHEN
 // clause only when the token changed or released turned true, so
 // renewals and check_lease_strict fire nothing; no index covers the
@@ -206,8 +211,12 @@
 //     reset`). Keep its credentials away from workers.
 //   - The run-time role gets what [Config.GrantSQL] prints: USAGE on the
 //     schema and EXECUTE on acquire, acquire_slot, renew, release, get_lease,
-//     list_leases, history_read, force_release, fence, check_lease and
-//     check_lease_strict. Those functions run as their
+//     list_leases, history_read, force_release, window_start,
+//     window_finish, window_get, fence, check_lease and
+//     check_lease_strict (installing the window functions grants them to
+//     every role that may execute release, and window_get to every role
+//     that may execute get_lease, so roles granted by an older library
+//     need no new GRANT). Those functions run as their
 //     owner (SECURITY DEFINER) with search_path set to pg_catalog, pg_temp
 //     and every object schema-qualified, so nothing the caller creates can
 //     stand in for a table or a built-in. The role has no privilege on the
@@ -215,8 +224,8 @@
 //     lease, extend one it does not hold, or move the sequence. It can do
 //     what the lease protocol does, and no more.
 //   - A read-only role (status, history, dashboards) gets what
-//     [Config.ReadGrantSQL] prints: EXECUTE on get_lease, list_leases and
-//     history_read.
+//     [Config.ReadGrantSQL] prints: EXECUTE on get_lease, list_leases,
+//     history_read and window_get.
 //
 // fence_foreign (a fence for tokens of another store, which it cannot
 // check) and fence_reset are granted to nobody by these; grant
@@ -247,11 +256,19 @@
 //     previous_holder_label, previous_holder_instance, previous_token, at),
 //     indexed on (name, at) and on at, and tenure_settings (one row: the
 //     history's retention); see History.
+//   - tenure_windows(name, window_key, state, holder_label,
+//     holder_instance, token, attempts, started_at, finished_at): the
+//     windows of [Store.StartWindow] (tenure run --once-per), one row per
+//     lease name and window key, never deleted; written only by the
+//     functions tenure_window_start and tenure_window_finish, which lock
+//     the lease row FOR SHARE and check the tenure by clock_timestamp()
+//     (so a takeover waits for them), and read by tenure_window_get.
 //   - the functions the store calls, tenure_acquire, tenure_acquire_slot
 //     ([Store.AcquireSlot]: the first free of a name's slots, trying each
 //     with tenure_acquire, in one statement), tenure_renew,
 //     tenure_release, tenure_get_lease, tenure_list_leases,
-//     tenure_history_read and tenure_force_release, the trigger function
+//     tenure_history_read, tenure_force_release and the window functions
+//     above, the trigger function
 //     tenure_record_history, and the fence functions
 //     tenure_fence, tenure_fence_foreign, tenure_check_lease,
 //     tenure_check_lease_strict and tenure_fence_reset (below);
@@ -271,7 +288,8 @@
 // # Migrations
 //
 // The tables, the sequence and their indexes come from numbered
-// migrations (migrations/NNN_name.up.sql, today one: 001_tables), applied
+// migrations (migrations/NNN_name.up.sql, today two: 001_tables and
+// 002_windows), applied
 // once each and recorded in <prefix>migrations. Every function lives in a
 // file of its own (functions/NAME.sql: the CREATE OR REPLACE FUNCTION,
 // its REVOKE from PUBLIC and, for record_history, the triggers that call

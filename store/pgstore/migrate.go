@@ -140,7 +140,8 @@ func (c Config) MigrationSQL() (string, error) {
 // GrantSQL returns the GRANT statements that let role use a store
 // configured by c at run time, and nothing more: USAGE on the schema and
 // EXECUTE on the functions of the lease protocol (acquire, acquire_batch, acquire_slot,
-// renew, release, get, list, history_read, force_release) and of fencing
+// renew, release, get, list, history_read, history_events, force_release,
+// window_start, window_finish, window_get) and of fencing
 // (fence, check_lease, check_lease_strict). The functions run as their
 // owner; the role gets no privilege on the tables or the token sequence,
 // so it cannot rewind a fence, forge or extend a lease or move the
@@ -169,13 +170,18 @@ func (c Config) GrantSQL(role string) (string, error) {
 			ns.Ident(obj.CheckLeaseStrictFunc) + "(text, bigint, text, text, bigint)",
 			ns.Ident(obj.HistoryReadFunc) + "(text, timestamptz, integer)",
 			ns.Ident(obj.ForceReleaseFunc) + "(text, text, text, bigint)",
+			ns.Ident(obj.WindowStartFunc) + "(text, text, text, bigint, text, bigint, boolean)",
+			ns.Ident(obj.WindowFinishFunc) + "(text, text, text, text, bigint, text)",
+			ns.Ident(obj.WindowGetFunc) + "(text, text)",
+			ns.Ident(obj.HistoryEventsFunc) + "(text, timestamptz, integer)",
 		}, ", "),
 	)
 }
 
 // ReadGrantSQL returns the GRANT statements of a read-only role (`tenure
 // status`, `serve`, `history`, dashboards): USAGE on the schema and
-// EXECUTE on the get, list and history_read functions. It can see every
+// EXECUTE on the get, list, history_read, history_events and window_get
+// functions. It can see every
 // lease and its history and change none.
 func (c Config) ReadGrantSQL(role string) (string, error) {
 	obj, err := c.Objects()
@@ -185,6 +191,7 @@ func (c Config) ReadGrantSQL(role string) (string, error) {
 	ns := obj.namespace()
 	return ns.GrantSQL("pgstore", role,
 		"EXECUTE ON FUNCTION "+ns.Ident(obj.GetFunc)+"(text), "+ns.Ident(obj.ListFunc)+"(), "+
-			ns.Ident(obj.HistoryReadFunc)+"(text, timestamptz, integer)",
+			ns.Ident(obj.HistoryReadFunc)+"(text, timestamptz, integer), "+ns.Ident(obj.WindowGetFunc)+"(text, text), "+
+			ns.Ident(obj.HistoryEventsFunc)+"(text, timestamptz, integer)",
 	)
 }

@@ -461,7 +461,7 @@ func (s *Store) ReleaseBatch(ctx context.Context, ps []store.ReleaseParams) ([]e
 	return errs, nil
 }
 
-// History implements [store.Historian] with one call of the history_read
+// History implements [store.Historian] with one call of the history_events
 // function (index scans on (name, at) or at). Events are kept for
 // [Config.HistoryRetention] as the last Migrate set it.
 func (s *Store) History(ctx context.Context, p store.HistoryParams) ([]store.HistoryEvent, error) {
@@ -495,7 +495,7 @@ func (s *Store) History(ctx context.Context, p store.HistoryParams) ([]store.His
 			kind string
 		)
 		if err := rows.Scan(&ev.Name, &kind, &ev.Holder.Label, &ev.Holder.Instance, &ev.Token,
-			&ev.PreviousHolder.Label, &ev.PreviousHolder.Instance, &ev.PreviousToken, &ev.At); err != nil {
+			&ev.PreviousHolder.Label, &ev.PreviousHolder.Instance, &ev.PreviousToken, &ev.At, &ev.Window); err != nil {
 			return nil, interpretError(op, err)
 		}
 		if ev.Kind, err = store.ParseEventKind(kind); err != nil {

@@ -19,6 +19,7 @@ const (
 	suffixRecord  = "lease:"
 	suffixHeld    = "held:"
 	suffixLine    = "line:"
+	suffixWindows = "windows:"
 	suffixCounter = "token"
 	suffixChannel = "notify"
 )
@@ -70,6 +71,10 @@ func (k Keys) Held(name string) string { return k.Prefix + suffixHeld + name }
 // hash of "label\ninstance" to "ticket until" (server microseconds).
 func (k Keys) Line(name string) string { return k.Prefix + suffixLine + name }
 
+// Windows returns the key of the windows of lease name
+// ([Store.StartWindow]): a hash of window key to window, never expiring.
+func (k Keys) Windows(name string) string { return k.Prefix + suffixWindows + name }
+
 // Overlaps reports whether some key that starts with prefix could be one
 // of the store's keys (a record, a held key or the counter): a fence or
 // data key there would overwrite the store's state, and a store write would
@@ -83,7 +88,7 @@ func (k Keys) Line(name string) string { return k.Prefix + suffixLine + name }
 // the other; "tenure:lease:" as a fence prefix does. An empty prefix
 // overlaps everything.
 func (k Keys) Overlaps(prefix string) bool {
-	for _, space := range []string{k.Prefix + suffixRecord, k.Prefix + suffixHeld, k.Prefix + suffixLine} {
+	for _, space := range []string{k.Prefix + suffixRecord, k.Prefix + suffixHeld, k.Prefix + suffixLine, k.Prefix + suffixWindows} {
 		if strings.HasPrefix(space, prefix) || strings.HasPrefix(prefix, space) {
 			return true
 		}
@@ -96,7 +101,8 @@ func (k Keys) Overlaps(prefix string) bool {
 // keys a store owns.
 func (k Keys) Owns(key string) bool {
 	return strings.HasPrefix(key, k.Prefix+suffixRecord) || strings.HasPrefix(key, k.Prefix+suffixHeld) ||
-		strings.HasPrefix(key, k.Prefix+suffixLine) || key == k.Prefix+suffixCounter
+		strings.HasPrefix(key, k.Prefix+suffixLine) || strings.HasPrefix(key, k.Prefix+suffixWindows) ||
+		key == k.Prefix+suffixCounter
 }
 
 // recordPattern is the SCAN pattern matching every record key, with the

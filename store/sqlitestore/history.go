@@ -22,10 +22,15 @@ func (s *Store) record(ctx context.Context, tx *sql.Tx, now int64, ev store.Hist
 	if ev.PreviousToken != 0 {
 		prevLabel, prevInstance, prevToken = ev.PreviousHolder.Label, ev.PreviousHolder.Instance, ev.PreviousToken
 	}
+	var window any
+	if ev.Window != "" {
+		window = ev.Window
+	}
 	_, err := tx.ExecContext(ctx, `INSERT INTO tenure_history
-    (name, kind, holder_label, holder_instance, token, previous_holder_label, previous_holder_instance, previous_token, at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		ev.Name, ev.Kind.String(), ev.Holder.Label, ev.Holder.Instance, ev.Token, prevLabel, prevInstance, prevToken, now)
+    (name, kind, holder_label, holder_instance, token, previous_holder_label, previous_holder_instance, previous_token, at,
+     window_key)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		ev.Name, ev.Kind.String(), ev.Holder.Label, ev.Holder.Instance, ev.Token, prevLabel, prevInstance, prevToken, now, window)
 	if err != nil {
 		return err
 	}
@@ -50,7 +55,8 @@ func (s *Store) History(ctx context.Context, p store.HistoryParams) ([]store.His
 		since = p.Since.UnixNano()
 	}
 	rows, err := s.db.QueryContext(ctx, `SELECT name, kind, holder_label, holder_instance, token,
-    coalesce(previous_holder_label, ''), coalesce(previous_holder_instance, ''), coalesce(previous_token, 0), at
+    coalesce(previous_holder_label, ''), coalesce(previous_holder_instance, ''), coalesce(previous_token, 0), at,
+    coalesce(window_key, '')
 FROM (
     SELECT * FROM tenure_history
     WHERE (?1 = '' OR name = ?1) AND at >= ?2
@@ -70,7 +76,7 @@ ORDER BY at, id`, p.Name, since, p.EffectiveLimit())
 			at   int64
 		)
 		if err := rows.Scan(&ev.Name, &kind, &ev.Holder.Label, &ev.Holder.Instance, &ev.Token,
-			&ev.PreviousHolder.Label, &ev.PreviousHolder.Instance, &ev.PreviousToken, &at); err != nil {
+			&ev.PreviousHolder.Label, &ev.PreviousHolder.Instance, &ev.PreviousToken, &at, &ev.Window); err != nil {
 			return nil, s.classify("history", err)
 		}
 		if ev.Kind, err = store.ParseEventKind(kind); err != nil {

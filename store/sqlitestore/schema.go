@@ -21,11 +21,12 @@ var migrationFiles = []string{
 	"003_history.sql",
 	"004_payload.sql",
 	"005_line.sql",
+	"006_windows.sql",
 }
 
 // SchemaVersion is the PRAGMA user_version of a database this package has
 // migrated.
-const SchemaVersion = 5
+const SchemaVersion = 6
 
 // migrate brings the schema to [SchemaVersion] in one IMMEDIATE transaction:
 // processes that open a fresh file at once queue on the write lock, and each

@@ -62,6 +62,11 @@ type Capabilities struct {
 	// other operations as multiples of it. Nil skips those ratios.
 	RoundTrip func(ctx context.Context) error
 
+	// NoDerivedWindow reports that the store, a [store.Windower], has no
+	// clock its atomic step can read and refuses windows derived from a
+	// period (etcd); the suite checks that it refuses them.
+	NoDerivedWindow bool
+
 	// Faults fails the server under a store, for the checks of what a
 	// store does while cut off from its server and after it comes back;
 	// each fault is injected or declined with a reason (see [Faults]).
@@ -104,6 +109,7 @@ func Run(t *testing.T, h Harness) {
 		{"Input", testInput},
 		{"Get", testGet},
 		{"History", testHistory},
+		{"Window", testWindow},
 		{"Payload", testPayload},
 		{"Slots", testSlots},
 		{"Close", testClose},

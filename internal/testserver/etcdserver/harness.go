@@ -44,8 +44,10 @@ func (h EtcdHarness) Capabilities() storetest.Capabilities {
 		Notify:    true,
 		Line:      true,
 		NoHandoff: true,
-		ExpiryLag: EtcdExpiryLag,
-		Faults:    storetest.Faults{NewStore: etcdFaultyStore},
+		// etcd has no clock a transaction can read: no window derived from a period.
+		NoDerivedWindow: true,
+		ExpiryLag:       EtcdExpiryLag,
+		Faults:          storetest.Faults{NewStore: etcdFaultyStore},
 	}
 	if h.Probe != nil {
 		caps.RoundTrip = func(ctx context.Context) error {

@@ -1,7 +1,10 @@
--- revision 1
+-- revision 2
 -- history_read(name, since, limit): the most recent limit events at or
 -- after since (every event when null) of the lease name (of every lease
 -- when null), oldest first. Read only; the read-only role may call it.
+-- It leaves out the events of the windows, which libraries older than
+-- them (the callers of this function) do not know; history_events has
+-- them.
 CREATE OR REPLACE FUNCTION {{history_read_fn}}(p_name text, p_since timestamptz, p_limit integer)
 RETURNS TABLE (name text, kind text, holder_label text, holder_instance text, token bigint,
                previous_holder_label text, previous_holder_instance text, previous_token bigint,
@@ -26,6 +29,7 @@ BEGIN
         FROM {{history}} AS h
         WHERE (p_name IS NULL OR h.name = p_name)
           AND (p_since IS NULL OR h.at >= p_since)
+          AND h.window_key IS NULL
         ORDER BY h.at DESC, h.id DESC
         LIMIT p_limit
     ) AS r

@@ -122,6 +122,9 @@
 //	     version: run tenure migrate (EX_CONFIG)
 //	79   the tenure was lost while the command ran, and the command was
 //	     stopped
+//	80   run --once-per or --window-key: the window already ran (completed,
+//	     or begun and not completed, without --retry-failed); nothing was
+//	     run; the line names who ran it, when and with which token
 //	126  the command could not be executed; 127 it was not found
 //	128+N  run was interrupted by signal N while waiting for the lease, or
 //	       demo by signal N
@@ -129,11 +132,13 @@
 // 3 and 4 are answers, not failures (see [registrycli]): a script branches
 // on them.
 //
-// 79 is deliberately outside sysexits.h (64–78), the shell's 126–127 and
+// 79 and 80 are deliberately outside sysexits.h (64–78), the shell's 126–127 and
 // the signal range (128+): it says "the job was stopped because its lease
 // was lost", which a scheduler must tell apart from the job's own failure
 // (here the job was interrupted from outside, and another holder may
-// already be doing the work) and from "not acquired" (nothing ran). A command may exit with any of these codes
+// already be doing the work) and from "not acquired" (nothing ran); 80
+// says "this window's work was done (or begun) already", which cron can
+// count as success. A command may exit with any of these codes
 // itself; tenure prints a line on standard error whenever the code is its
 // own.
 //

@@ -24,7 +24,9 @@ taken-over (a new tenure after the previous one expired without a release:
 its holder stopped renewing), released (by its holder) and force-released
 (tenure release --force). Each names the holder (label/instance) and token of
 the tenure it is about; a new tenure also names the one before it. Renewals
-record nothing.
+record nothing. The windows of run --once-per show as window-started (and
+the tenure it took over from, after a failed or half-run attempt),
+window-completed and window-failed, followed by the window.
 
 --since keeps the events from then on: a duration counts back from now on
 this host's clock ("3h", "90m"), a time is RFC 3339 ("2025-01-31T03:00:00Z").
@@ -35,7 +37,8 @@ With --json it prints one JSON object:
    "event":"taken-over","holder":"host2/9a…","label":"host2","instance":"9a…",
    "token":13,"previous_holder":"host1/3f…","previous_label":"host1",
    "previous_instance":"3f…","previous_token":12}]}
-previous_* are empty and 0 where there is no previous tenure.
+previous_* are empty and 0 where there is no previous tenure; the
+events of windows add "window", the window's key.
 
 Holders whose labels hold characters that would act on the terminal are
 printed quoted with Go escapes, and as JSON \u escapes with --json, as status
@@ -87,6 +90,7 @@ type eventJSON struct {
 	PreviousLabel    string    `json:"previous_label"`
 	PreviousInstance string    `json:"previous_instance"`
 	PreviousToken    int64     `json:"previous_token"`
+	Window           string    `json:"window,omitempty"`
 }
 
 func (o *historyOptions) run(ctx context.Context, e *env, args []string) error {
@@ -154,6 +158,7 @@ func (o *historyOptions) print(w io.Writer, p store.HistoryParams, events []stor
 				Holder: ev.Holder.String(), Label: ev.Holder.Label, Instance: ev.Holder.Instance, Token: int64(ev.Token),
 				PreviousHolder: ev.PreviousHolder.String(), PreviousLabel: ev.PreviousHolder.Label,
 				PreviousInstance: ev.PreviousHolder.Instance, PreviousToken: int64(ev.PreviousToken),
+				Window: ev.Window,
 			}
 		}
 		b, err := json.Marshal(out)
@@ -178,8 +183,22 @@ func (o *historyOptions) print(w io.Writer, p store.HistoryParams, events []stor
 		if ev.PreviousToken != 0 {
 			previous = terminalSafe(ev.PreviousHolder.String()) + " (token " + strconv.FormatInt(int64(ev.PreviousToken), 10) + ")"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", ev.At.UTC().Format("2006-01-02T15:04:05.000Z07:00"), ev.Kind,
+		kind := ev.Kind.String()
+		if ev.Window != "" {
+			kind += " " + windowLabel(ev.Window)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", ev.At.UTC().Format("2006-01-02T15:04:05.000Z07:00"), kind,
 			terminalSafe(ev.Holder.String()), ev.Token, previous)
 	}
 	return tw.Flush()
+}
+
+// windowLabel shows a window key in history's table: a derived one as its
+// start and period, a named one as it is (quoted when it would act on the
+// terminal).
+func windowLabel(key string) string {
+	if _, _, ok := store.ParseDerivedWindowKey(key); ok {
+		return store.WindowKeyString(key)
+	}
+	return terminalSafe(key)
 }

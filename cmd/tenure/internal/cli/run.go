@@ -60,7 +60,7 @@ func runCommand() *command {
 	return &command{
 		summary:  "run a command under a lease",
 		onHost:   func() string { _, how := supervise.Mode(); return "supervision: " + how },
-		synopsis: "run --name NAME [--slots N] [--ttl 30s] [--wait [--wait-timeout D] | --held-exit-code N] [--label L] [--payload TEXT] [--grace 10s] [--progress-timeout D] [--health ADDR] [--metrics ADDR] [--json FILE|-] [--store URL] -- CMD [ARGS...]",
+		synopsis: "run --name NAME [--slots N] [--ttl 30s] [--wait [--wait-timeout D] | --held-exit-code N] [--label L] [--payload TEXT] [--grace 10s] [--progress-timeout D] [--once-per D] [--window-key K] [--retry-failed] [--health ADDR] [--metrics ADDR] [--json FILE|-] [--store URL] -- CMD [ARGS...]",
 		about:    runAbout,
 		files:    true, // its positional arguments are a command line
 		setup: func(fs *flag.FlagSet) action {
@@ -79,6 +79,7 @@ func runCommand() *command {
 			fs.StringVar(&o.health, "health", "", "serve the probes /livez, /readyz and /leaderz on `ADDR` (host:port)")
 			fs.StringVar(&o.metrics, "metrics", "", "serve the lease client's Prometheus metrics at /metrics on `ADDR` (host:port)")
 			fs.StringVar(&o.jsonPath, "json", "", "write the outcome as one JSON object to `FILE` when run ends (- for standard error)")
+			o.win.register(fs)
 			fs.BoolVar(&o.watchdog, "watchdog", false, hiddenFlag+"run as the watchdog of a tenure run, reading kill deadlines from descriptor 3")
 			return func(ctx context.Context, e *env, args []string) error {
 				if err := supervise.Supported(); err != nil {
@@ -136,11 +137,16 @@ type runOptions struct {
 	// jsonChecked: jsonPath was found writable, so the outcome is written.
 	jsonChecked bool
 	out         runOutcome
+	// win runs the command once per window (once.go).
+	win windowOptions
 }
 
 // config checks the flags and returns the client configuration they ask
 // for, before anything is opened.
 func (o *runOptions) config(args []string) (tenure.Config, error) {
+	if err := o.win.check(o); err != nil {
+		return tenure.Config{}, err
+	}
 	switch {
 	case o.name == "":
 		return tenure.Config{}, usagef("run", "--name is required")
@@ -298,14 +304,22 @@ func (o *runOptions) run(ctx context.Context, e *env, args []string) error {
 	signal.Notify(sigs, append(forwarded, RevokeSignal)...)
 	defer signal.Stop(sigs)
 
+	if err := o.windowDone(ctx, opened); err != nil {
+		return err
+	}
 	lease, err := o.acquire(ctx, e, client, sigs, opened)
 	if err != nil {
 		return err
 	}
 	o.slotTaken(lease)
 	o.out.acquiredNow(lease.Holder().String(), lease.Token())
+	if o.win.on() {
+		if err := o.beginWindow(ctx, e, opened, lease); err != nil {
+			return err
+		}
+	}
 	h.held(lease)
-	return o.supervise(ctx, e, client, lease, sigs, opened.Target, h, args)
+	return o.win.after(o.supervise(ctx, e, client, lease, sigs, opened.Target, h, args))
 }
 
 // envSetEmpty reports whether the environment variable name is set, to

@@ -88,6 +88,21 @@ latency, tenure_build_info; go doc github.com/tenure-dev/tenure/metrics
 lists them) and the Go runtime's and the process's, so that a job under a
 lease is observable without tenure serve.
 
+--once-per D runs the command at most once per window, across every host
+sharing the store: the window is --window-key K when given (a date, a
+batch id: the caller names it), else the store's own clock divided by D
+(never this host's clock; etcd, which has no clock a transaction reads,
+needs --window-key). Under the lease, the store records that the window
+began, in the step that checks the tenure; the command gets TENURE_WINDOW
+(the key); its exit 0 records the window completed before the release.
+A run that finds the window running waits for the lease; one that finds
+it completed exits 80 after one line naming who ran it, when and with
+which token, and runs nothing. A window whose run failed, or whose tenure
+ended halfway (crash, lost lease, pause), is not run again (exit 80)
+unless --retry-failed, which lets this run take it over with its newer
+token; the paused run, when it wakes, is fenced (exit 79) and cannot
+record the window. PostgreSQL, SQLite, Redis and etcd record windows.
+
 --payload publishes TEXT with the tenure (the address where the command
 serves, say: up to 1024 bytes, no control characters); followers read it
 with tenure status, or in their program with Client.Observe. It is not

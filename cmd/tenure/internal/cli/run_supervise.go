@@ -180,6 +180,7 @@ func (s *supervision) start(args []string, control string) error {
 	if s.o.store != "" {
 		cmd.Env = append(cmd.Env, storeurl.EnvVar+"="+s.o.store)
 	}
+	cmd.Env = append(cmd.Env, s.o.win.env()...)
 	cmd.SysProcAttr = supervise.ProcAttr()
 	if s.tty >= 0 {
 		// Interactive: the command's group becomes the terminal's
@@ -331,6 +332,7 @@ func (s *supervision) perform(a supervise.Action, reply chan controlReply) super
 	case supervise.AskWatchdog:
 		return supervise.WatchdogAnswered{Fired: s.dog.Fired(time.Second)}
 	case supervise.Release:
+		s.finishWindow()
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), releaseTimeout)
 		defer cancel()
 		return supervise.Released{Err: s.lease.Release(rctx)}

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -249,6 +250,14 @@ func TestStoreTimeline(t *testing.T) {
 	tl = storeTimeline(events, nil, now, c)
 	require.True(t, tl.Rows[0].Segments[1].Faded, "not held at the last read: its end is unknown")
 	require.Contains(t, tl.Rows[0].Segments[1].Title, "the store records no expiry time")
+
+	// The events of windows (tenure run --once-per) change no hands.
+	windows := append(slices.Clone(events[:1]),
+		store.HistoryEvent{Name: "job", Kind: store.EventWindowStarted, Holder: a, Token: 5, At: at.Add(10 * time.Second), Window: "w"},
+		store.HistoryEvent{Name: "job", Kind: store.EventWindowCompleted, Holder: a, Token: 5, At: at.Add(20 * time.Second), Window: "w"})
+	windows = append(windows, events[1:]...)
+	tl = storeTimeline(windows, []store.Record{{Grant: store.Grant{Name: "job", Holder: b, Token: 7}, State: store.StateHeld}}, now, c)
+	require.Len(t, tl.Rows[0].Segments, 2, "a window's events draw no segment")
 }
 
 // TestPageEscapesBidi shows a row whose name and label hold a bidi

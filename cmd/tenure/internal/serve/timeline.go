@@ -84,6 +84,9 @@ func storeTimeline(events []store.HistoryEvent, current []store.Record, now time
 	byName := make(map[string]*tlEntry)
 	var all []*tlEntry
 	for _, ev := range events {
+		if ev.Window != "" {
+			continue // a window's event is no change of hands
+		}
 		e := byName[ev.Name]
 		if e == nil {
 			e = &tlEntry{name: ev.Name}

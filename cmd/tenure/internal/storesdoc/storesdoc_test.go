@@ -79,6 +79,7 @@ var optional = []reflect.Type{
 	reflect.TypeFor[store.TTLUnit](),
 	reflect.TypeFor[store.Historian](),
 	reflect.TypeFor[store.ForceReleaser](),
+	reflect.TypeFor[store.Windower](),
 }
 
 // TestStoresTable compares the tables of docs/STORES.md with the code.
