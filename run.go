@@ -289,10 +289,13 @@ func (r *runner) drainInbox() {
 // handle steps the engine with one request of the API.
 func (r *runner) handle(q request) {
 	switch ev := q.event.(type) {
-	case engine.Want, engine.Adopt:
+	case engine.Want, engine.Adopt, engine.Granted:
 		name := wantedName(ev)
 		if _, busy := r.waiters[name]; busy {
 			q.reply <- acquireResult{err: r.acquireError(engine.AcquireFailed{Name: name, Busy: true})}
+			if g, ok := ev.(engine.Granted); ok {
+				r.do(engine.SendRelease{Name: name, Holder: g.Holder, Token: g.Grant.Token})
+			}
 			return
 		}
 		r.waiters[name] = waiter{reply: q.reply, guarded: q.guarded}
@@ -321,8 +324,11 @@ func (r *runner) handle(q request) {
 }
 
 func wantedName(ev engine.Event) string {
-	if a, ok := ev.(engine.Adopt); ok {
-		return a.Name
+	switch ev := ev.(type) {
+	case engine.Adopt:
+		return ev.Name
+	case engine.Granted:
+		return ev.Grant.Name
 	}
 	return ev.(engine.Want).Name
 }

@@ -60,15 +60,20 @@ func TestQuickRunWritesWellFormedOutputs(t *testing.T) {
 
 	md, err := os.ReadFile(filepath.Join(dir, mdName))
 	require.NoError(t, err)
-	for _, s := range []string{"## Floors", "## Latency", "## Idle load and churn", "## Scale", "## Token", "](" + svgName + ")"} {
+	for _, s := range []string{"## Floors", "## Latency", "## Slots", "## Idle load and churn", "## Scale", "## Token", "](" + svgName + ")"} {
 		require.Contains(t, string(md), s)
 	}
 	rows := []string{"| tenure | postgres |", "| pglock | postgres |", "| tenure | redis |", "| redsync | redis |", "| redislock | redis |",
 		"| tenure | etcd |", "| etcd-mutex | etcd |", "| etcd-election | etcd |", "| tenure | consul |", "| consul-lock | consul |",
 		"| tenure | sqlite |"}
 	for _, row := range rows {
-		// Once in the latency table, once in the load and churn table.
-		require.Equal(t, 2, strings.Count(string(md), row), "rows %q in\n%s", row, md)
+		// Once in the latency table, once in the load and churn table,
+		// and tenure's once more in the slots table.
+		want := 2
+		if strings.HasPrefix(row, "| tenure |") {
+			want = 3
+		}
+		require.Equal(t, want, strings.Count(string(md), row), "rows %q in\n%s", row, md)
 	}
 	for _, st := range []string{"postgres", "redis", "etcd", "consul", "sqlite"} {
 		require.Contains(t, string(md), "| "+st+" | ", "floor row of %s", st)
@@ -86,6 +91,7 @@ func TestQuickRunWritesWellFormedOutputs(t *testing.T) {
 		require.NotNil(t, r.Acquire, s.id())
 		if s.Name == "tenure" {
 			require.NotNil(t, r.StoreAcquire, "%s: %v", s.id(), r.Errors)
+			require.NotNil(t, r.SlotAcquire, "%s: %v", s.id(), r.Errors)
 		}
 		require.NotNil(t, r.Renew, s.id())
 		require.NotNil(t, r.Handover, "%s: %v", s.id(), r.Errors)

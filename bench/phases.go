@@ -17,10 +17,13 @@ type result struct {
 	Release *dist `json:"release,omitempty"`
 	// StoreAcquire and StoreRelease: the same cycle with the store's own
 	// calls and no client (tenure only).
-	StoreAcquire *dist   `json:"store_acquire,omitempty"`
-	StoreRelease *dist   `json:"store_release,omitempty"`
-	ReqPerCycle  float64 `json:"requests_per_acquire_release,omitempty"`
-	Renew        *dist   `json:"renew,omitempty"`
+	StoreAcquire *dist `json:"store_acquire,omitempty"`
+	StoreRelease *dist `json:"store_release,omitempty"`
+	// SlotAcquire: taking the last free of a name's slots (tenure only;
+	// see slots.go).
+	SlotAcquire *dist   `json:"slot_acquire,omitempty"`
+	ReqPerCycle float64 `json:"requests_per_acquire_release,omitempty"`
+	Renew       *dist   `json:"renew,omitempty"`
 	// Handover: from A's release call to B, waiting, holding the name.
 	Handover *dist `json:"handover,omitempty"`
 	// Failover: from the crashed holder's last renewal to B holding.
@@ -32,6 +35,7 @@ type result struct {
 
 	acquire, release, renew, handover, failover []time.Duration
 	storeAcquire, storeRelease                  []time.Duration
+	slotAcquire                                 []time.Duration
 }
 
 // barer is a participant whose store can be called without its client.
@@ -73,6 +77,7 @@ func (r *result) summarise() {
 	r.Acquire = summarise(r.acquire, false)
 	r.Release = summarise(r.release, false)
 	r.StoreAcquire = summarise(r.storeAcquire, false)
+	r.SlotAcquire = summarise(r.slotAcquire, false)
 	r.StoreRelease = summarise(r.storeRelease, false)
 	r.Renew = summarise(r.renew, false)
 	r.Handover = summarise(r.handover, true)
@@ -197,6 +202,16 @@ func phaseUncontended(ctx context.Context, e *env, subs []*subject, n, blocks in
 			}
 			s.Result.add(&s.Result.storeAcquire, a)
 			s.Result.add(&s.Result.storeRelease, r)
+		}
+		if sl, ok := x.p.(sloter); ok && record {
+			n0 := x.c.load()
+			a, err := sl.slotCycle(cctx, tenureSlotName(x.name), hold)
+			x.base += x.c.load() - n0
+			if err != nil {
+				s.Result.errorf("uncontended slot: %v", err)
+				return
+			}
+			s.Result.add(&s.Result.slotAcquire, a)
 		}
 	}
 	for s, x := range st { // warm up: connections, prepared statements, scripts

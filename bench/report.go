@@ -117,6 +117,7 @@ func (r *report) markdown(svgName string) string {
 		}
 		p("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", s.Name, s.Store, fmtDur(s.TTL), cell(res.Acquire), cell(res.Release), over, req, cell(res.Renew), ho, fo)
 	}
+	r.slotsTable(&b)
 	p("\n## Idle load and churn\n\nIdle load: store requests per second, counted on the wire, of one participant holding 1 lease or %v leases and doing nothing else. Churn: clients looping acquire and release on one name; acquisitions per second and Jain's fairness index (1: every client got the same share; 1/n: one got all).\n\n", r.Params["many"])
 	var churnCols []int
 	for _, s := range r.Subjects {

@@ -111,6 +111,22 @@
 // [ValidateText] allows, or empty), so every store can keep it as text and
 // every status page can print it.
 //
+// # Slots
+//
+// A name can be a semaphore of N holders: its N slots are the leases
+// [SlotName](name, k), "name#k" for k from 0 to N−1, each a lease like
+// any other (its own token sequence, renewal chain, fence, history and
+// notifications), so at most N tenures of the name are held at once. A
+// store that implements [SlotAcquirer] takes the first free slot in one
+// atomic step (pgstore: one statement; sqlitestore: one write
+// transaction; redisstore: one script; etcdstore: one transaction of
+// nested transactions); [AcquireSlot] falls back to trying the slots in
+// turn with Acquire on the others (consulstore: a KV transaction has no
+// branch, so "slot 0, or else slot 1" cannot be said in one; natsstore:
+// compare-and-set per key, no transaction over keys; k8sstore: one object
+// per request; mysqlstore: not done yet). The conformance suite's Slots
+// area checks both ways alike.
+//
 // # Errors
 //
 // Classify errors at one place per backend and wrap the cause with %w:

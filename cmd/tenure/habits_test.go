@@ -22,6 +22,7 @@ import (
 // DisallowUnknownFields keeps this list and the documentation honest.
 type outcomeJSON struct {
 	Lease      string     `json:"lease"`
+	Slot       *int       `json:"slot"`
 	Store      string     `json:"store"`
 	Holder     string     `json:"holder"`
 	Token      int64      `json:"token"`

@@ -48,21 +48,21 @@ func TestMigrateCheck(t *testing.T) {
 		p = run(t, env, "migrate")
 		require.Equal(t, 0, p.code, p.stderr.all())
 		require.Contains(t, p.stdout.all(), "PostgreSQL store "+u.String()+": before: schema not migrated (this library's version is 002)")
-		require.Contains(t, p.stdout.all(), "; now: schema version 002 of 002, 18 functions current\n")
+		require.Contains(t, p.stdout.all(), "; now: schema version 002 of 002, 19 functions current\n")
 
 		p = run(t, env, "migrate", "--check")
 		require.Equal(t, 0, p.code, p.stderr.all())
-		require.Contains(t, p.stdout.all(), "PostgreSQL store "+u.String()+": schema version 002 of 002, 18 functions current\n")
+		require.Contains(t, p.stdout.all(), "PostgreSQL store "+u.String()+": schema version 002 of 002, 19 functions current\n")
 		require.Empty(t, p.stderr.all())
 
 		_, err = owner.Exec(t.Context(), "UPDATE "+pgx.Identifier{schema, "tenure_functions"}.Sanitize()+" SET sha256 = 'older' WHERE name = 'renew'")
 		require.NoError(t, err)
 		p = run(t, env, "migrate", "--check")
 		require.Equal(t, cli.ExitNotMigrated, p.code, p.stderr.all())
-		require.Contains(t, p.stdout.all(), "17 functions current, to install: renew (changed)")
+		require.Contains(t, p.stdout.all(), "18 functions current, to install: renew (changed)")
 		p = run(t, env, "migrate")
 		require.Equal(t, 0, p.code, p.stderr.all())
-		require.Contains(t, p.stdout.all(), "before: schema version 002 of 002, 17 functions current, to install: renew (changed); now: schema version 002 of 002, 18 functions current")
+		require.Contains(t, p.stdout.all(), "before: schema version 002 of 002, 18 functions current, to install: renew (changed); now: schema version 002 of 002, 19 functions current")
 	})
 
 	t.Run("MySQL", func(t *testing.T) {

@@ -362,7 +362,23 @@ func (e *Engine) handle(now Instant, ev Event) {
 		e.loseAll(ReasonRevoked, nil)
 	case Adopt:
 		e.adopt(now, ev)
+	case Granted:
+		e.grantedBy(now, ev)
 	}
+}
+
+// grantedBy takes in a tenure acquired outside the engine (see [Granted])
+// as the answer to a one-shot Want sent at ev.SentAt.
+func (e *Engine) grantedBy(now Instant, ev Granted) {
+	g := ev.Grant
+	if l := e.lookup(g.Name); l != nil {
+		e.emit(AcquireFailed{Name: g.Name, Busy: true})
+		e.emit(SendRelease{Name: g.Name, Holder: ev.Holder, Token: g.Token})
+		return
+	}
+	l := e.add(g.Name)
+	l.want, l.phase, l.reqHolder = true, acquiring, ev.Holder
+	e.acquireDone(now, AcquireDone{Name: g.Name, Holder: ev.Holder, SentAt: ev.SentAt, Grant: &g})
 }
 
 func (e *Engine) want(now Instant, ev Want) {

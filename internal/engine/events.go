@@ -134,6 +134,20 @@ type Adopt struct {
 	Remaining time.Duration
 }
 
+// Granted hands the engine a tenure its caller acquired at the store
+// itself, through a call the engine did not send (one slot of several,
+// taken in one store step: see store.SlotAcquirer), sent at SentAt by
+// Holder. The engine treats it as the answer to a one-shot [Want] of
+// Grant.Name: it answers with [Acquired], or gives the grant back when it
+// cannot trust it (an identity retired meanwhile, a reply too late). When
+// it already tracks the name it answers [AcquireFailed] (Busy) and gives
+// the grant back.
+type Granted struct {
+	Holder store.Holder
+	SentAt Instant
+	Grant  store.Grant
+}
+
 // Revoke drops every tenure and regenerates the identity; campaigns in
 // progress go on with the new identity.
 type Revoke struct{}
@@ -152,4 +166,5 @@ func (ChainWriteEnd) event()   {}
 func (Release) event()         {}
 func (Drop) event()            {}
 func (Adopt) event()           {}
+func (Granted) event()         {}
 func (Revoke) event()          {}

@@ -39,6 +39,7 @@ const (
 	suffixCheckLeaseStrict = "check_lease_strict"
 	suffixAcquire          = "acquire"
 	suffixAcquireBatch     = "acquire_batch"
+	suffixAcquireSlot      = "acquire_slot"
 	suffixRenew            = "renew"
 	suffixRelease          = "release"
 	suffixGet              = "get_lease"
@@ -188,10 +189,13 @@ type Objects struct {
 	// way to the leases (see the package documentation).
 	AcquireFunc      string
 	AcquireBatchFunc string
-	RenewFunc        string
-	ReleaseFunc      string
-	GetFunc          string
-	ListFunc         string
+	// AcquireSlotFunc takes the first free slot of a name (see
+	// [Store.AcquireSlot]).
+	AcquireSlotFunc string
+	RenewFunc       string
+	ReleaseFunc     string
+	GetFunc         string
+	ListFunc        string
 	// FenceFunc, CheckLeaseFunc and CheckLeaseStrictFunc are the fence
 	// functions, FenceForeignFunc the fence for tokens of another store
 	// and FenceResetFunc the operator's repair (see the package
@@ -239,6 +243,7 @@ func (c Config) Objects() (Objects, error) {
 		RecordHistoryFunc:    ns.Name(suffixRecordHistory),
 		AcquireFunc:          ns.Name(suffixAcquire),
 		AcquireBatchFunc:     ns.Name(suffixAcquireBatch),
+		AcquireSlotFunc:      ns.Name(suffixAcquireSlot),
 		RenewFunc:            ns.Name(suffixRenew),
 		ReleaseFunc:          ns.Name(suffixRelease),
 		GetFunc:              ns.Name(suffixGet),
@@ -288,6 +293,7 @@ func (o Objects) renderer() func(sql string) string {
 		"fence_resets":          o.FenceResets,
 		"acquire_fn":            o.AcquireFunc,
 		"acquire_batch_fn":      o.AcquireBatchFunc,
+		"acquire_slot_fn":       o.AcquireSlotFunc,
 		"renew_fn":              o.RenewFunc,
 		"release_fn":            o.ReleaseFunc,
 		"get_lease_fn":          o.GetFunc,

@@ -210,7 +210,7 @@
 //     the functions. It repairs poisoned fences (fence_reset, `tenure fence
 //     reset`). Keep its credentials away from workers.
 //   - The run-time role gets what [Config.GrantSQL] prints: USAGE on the
-//     schema and EXECUTE on acquire, renew, release, get_lease,
+//     schema and EXECUTE on acquire, acquire_slot, renew, release, get_lease,
 //     list_leases, history_read, force_release, window_start,
 //     window_finish, window_get, fence, check_lease and
 //     check_lease_strict (installing the window functions grants them to
@@ -263,7 +263,9 @@
 //     functions tenure_window_start and tenure_window_finish, which lock
 //     the lease row FOR SHARE and check the tenure by clock_timestamp()
 //     (so a takeover waits for them), and read by tenure_window_get.
-//   - the functions the store calls, tenure_acquire, tenure_renew,
+//   - the functions the store calls, tenure_acquire, tenure_acquire_slot
+//     ([Store.AcquireSlot]: the first free of a name's slots, trying each
+//     with tenure_acquire, in one statement), tenure_renew,
 //     tenure_release, tenure_get_lease, tenure_list_leases,
 //     tenure_history_read, tenure_force_release and the window functions
 //     above, the trigger function

@@ -47,7 +47,7 @@ func TestFunctions(t *testing.T) {
 		t.Parallel()
 		b := setup(t, nil, true)
 		before := b.functionVersions(t)
-		require.Len(t, before, 18)
+		require.Len(t, before, 19)
 		require.NoError(t, b.store.Migrate(t.Context()))
 		require.Equal(t, before, b.functionVersions(t))
 	})
@@ -115,7 +115,7 @@ func TestFunctions(t *testing.T) {
 		require.True(t, st.Behind())
 		require.Zero(t, st.Version)
 		require.Equal(t, []string{"001_tables", "002_windows"}, st.Missing)
-		require.Len(t, st.Stale, 18)
+		require.Len(t, st.Stale, 19)
 		require.Contains(t, st.String(), "schema not migrated (this library's version is 002)")
 		var n int
 		require.NoError(t, b.owner.QueryRow(t.Context(), "SELECT count(*) FROM pg_catalog.pg_namespace WHERE nspname = $1", b.cfg.Schema).Scan(&n))

@@ -139,7 +139,7 @@ func (c Config) MigrationSQL() (string, error) {
 
 // GrantSQL returns the GRANT statements that let role use a store
 // configured by c at run time, and nothing more: USAGE on the schema and
-// EXECUTE on the functions of the lease protocol (acquire, acquire_batch,
+// EXECUTE on the functions of the lease protocol (acquire, acquire_batch, acquire_slot,
 // renew, release, get, list, history_read, history_events, force_release,
 // window_start, window_finish, window_get) and of fencing
 // (fence, check_lease, check_lease_strict). The functions run as their
@@ -160,6 +160,7 @@ func (c Config) GrantSQL(role string) (string, error) {
 		"EXECUTE ON FUNCTION "+strings.Join([]string{
 			ns.Ident(obj.AcquireFunc) + "(text, text, text, bigint, text, boolean)",
 			ns.Ident(obj.AcquireBatchFunc) + "(text[], text[], text[], bigint[], text[], boolean[])",
+			ns.Ident(obj.AcquireSlotFunc) + "(text, integer, text, text, bigint, text)",
 			ns.Ident(obj.RenewFunc) + "(text[], text[], text[], bigint[], bigint[], bigint[])",
 			ns.Ident(obj.ReleaseFunc) + "(text, text, text, bigint)",
 			ns.Ident(obj.GetFunc) + "(text)",

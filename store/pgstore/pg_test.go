@@ -81,7 +81,7 @@ func TestConfig(t *testing.T) {
 		"Defaults": {cfg: pgstore.Config{}, want: pgstore.Objects{
 			Schema: "public", TablePrefix: "tenure_",
 			Leases: "tenure_leases", Fences: "tenure_fences", TokenSeq: "tenure_token_seq", Migrations: "tenure_migrations", Functions: "tenure_functions",
-			FenceResets: "tenure_fence_resets", AcquireFunc: "tenure_acquire", AcquireBatchFunc: "tenure_acquire_batch", RenewFunc: "tenure_renew",
+			FenceResets: "tenure_fence_resets", AcquireFunc: "tenure_acquire", AcquireBatchFunc: "tenure_acquire_batch", AcquireSlotFunc: "tenure_acquire_slot", RenewFunc: "tenure_renew",
 			ReleaseFunc: "tenure_release", GetFunc: "tenure_get_lease", ListFunc: "tenure_list_leases",
 			FenceFunc: "tenure_fence", CheckLeaseFunc: "tenure_check_lease", CheckLeaseStrictFunc: "tenure_check_lease_strict",
 			FenceForeignFunc: "tenure_fence_foreign", FenceResetFunc: "tenure_fence_reset",
@@ -94,7 +94,7 @@ func TestConfig(t *testing.T) {
 		"Custom": {cfg: pgstore.Config{Schema: "Ops", TablePrefix: "x"}, want: pgstore.Objects{
 			Schema: "Ops", TablePrefix: "x",
 			Leases: "xleases", Fences: "xfences", TokenSeq: "xtoken_seq", Migrations: "xmigrations", Functions: "xfunctions",
-			FenceResets: "xfence_resets", AcquireFunc: "xacquire", AcquireBatchFunc: "xacquire_batch", RenewFunc: "xrenew",
+			FenceResets: "xfence_resets", AcquireFunc: "xacquire", AcquireBatchFunc: "xacquire_batch", AcquireSlotFunc: "xacquire_slot", RenewFunc: "xrenew",
 			ReleaseFunc: "xrelease", GetFunc: "xget_lease", ListFunc: "xlist_leases",
 			FenceFunc: "xfence", CheckLeaseFunc: "xcheck_lease", CheckLeaseStrictFunc: "xcheck_lease_strict",
 			FenceForeignFunc: "xfence_foreign", FenceResetFunc: "xfence_reset",

@@ -155,7 +155,7 @@ func TestMigrateLegacySchema(t *testing.T) {
 		require.NoError(t, err)
 		require.False(t, after.Behind(), after.String())
 		require.Empty(t, after.Stale)
-		require.Equal(t, 18, after.Current)
+		require.Equal(t, 19, after.Current)
 		r, err := b.store.Get(ctx, "job")
 		require.NoError(t, err)
 		require.Equal(t, g.Token, r.Token)

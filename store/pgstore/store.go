@@ -49,6 +49,7 @@ type Store struct {
 	retention time.Duration
 
 	acquireSQL, acquireBatchSQL, renewSQL, releaseSQL, releaseBatchSQL, getSQL, listSQL string
+	acquireSlotSQL                                                                      string
 	historySQL, forceReleaseSQL                                                         string
 
 	// gate is shut by Close; it ends every Listen.
@@ -112,6 +113,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 	if err := pgkit.Queries("pgstore", queryFS, "queries", render, map[string]*string{
 		"acquire.sql":       &s.acquireSQL,
 		"acquire_batch.sql": &s.acquireBatchSQL,
+		"acquire_slot.sql":  &s.acquireSlotSQL,
 		"renew.sql":         &s.renewSQL,
 		"release.sql":       &s.releaseSQL,
 		"release_batch.sql": &s.releaseBatchSQL,

@@ -278,7 +278,7 @@ ORDER BY p.proname`, pgx.Identifier{b.obj.Schema}.Sanitize())
 		require.False(t, f.publicCalls, "%s: PUBLIC may execute it", f.name)
 	}
 	require.ElementsMatch(t, []string{
-		b.obj.AcquireFunc, b.obj.AcquireBatchFunc, b.obj.RenewFunc, b.obj.ReleaseFunc, b.obj.GetFunc, b.obj.ListFunc,
+		b.obj.AcquireFunc, b.obj.AcquireBatchFunc, b.obj.AcquireSlotFunc, b.obj.RenewFunc, b.obj.ReleaseFunc, b.obj.GetFunc, b.obj.ListFunc,
 		b.obj.FenceFunc, b.obj.FenceForeignFunc, b.obj.FenceResetFunc, b.obj.CheckLeaseFunc, b.obj.CheckLeaseStrictFunc,
 		b.obj.HistoryReadFunc, b.obj.ForceReleaseFunc, b.obj.RecordHistoryFunc,
 		b.obj.WindowStartFunc, b.obj.WindowFinishFunc, b.obj.WindowGetFunc, b.obj.HistoryEventsFunc,

@@ -62,6 +62,15 @@
 //     and refused calls record nothing; Since, Limit and the empty name
 //     (every lease); oldest first; bad params refused with
 //     [store.ErrInvalid].
+//   - Slots, through [store.AcquireSlot] (in one step on a
+//     [store.SlotAcquirer], slot by slot on other stores): the first free
+//     slot is taken, at most N are held (of eight racing callers for three
+//     slots, exactly three win, each a different slot), a
+//     [*store.SlotsHeldError] names every holder when all are held, a
+//     released slot is the one the next caller gets, each slot's tokens
+//     grow across its tenures, and bad params are refused with
+//     [store.ErrInvalid] by the store's own AcquireSlot too, with nothing
+//     changed.
 //   - Close: every call after [store.Store.Close] fails with
 //     [store.ErrClosed].
 //   - List (when the store is a [store.Lister]): every lease in name order

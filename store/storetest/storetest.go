@@ -111,6 +111,7 @@ func Run(t *testing.T, h Harness) {
 		{"History", testHistory},
 		{"Window", testWindow},
 		{"Payload", testPayload},
+		{"Slots", testSlots},
 		{"Close", testClose},
 		{"Faults", testFaults},
 	} {

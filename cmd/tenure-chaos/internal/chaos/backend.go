@@ -83,6 +83,7 @@ var cellBackends = []*cellBackend{
 	{name: "etcd-cluster", faults: clusterFaults, setup: withServer((*cell).setupEtcd, startEtcdCluster), open: openEtcdWorker},
 	{name: "consul-cluster", faults: clusterFaults, setup: withServer((*cell).setupConsul, startConsulCluster), open: openConsulWorker},
 	{name: runBackend, run: true, faults: runFaults, setup: (*cell).setupPostgres},
+	slotsCell,
 }
 
 // Backends the harness runs cells on: the names of [cellBackends].
@@ -131,13 +132,16 @@ type spec struct {
 	StoreAddr string `json:"store"` // the slot's faultnet proxy (of the first member, on a cluster)
 	// StoreAddrs are the slot's proxies, one per member of the store, in
 	// member order: StoreAddr alone for a single server.
-	StoreAddrs []string      `json:"stores"`
-	PGURL      string        `json:"pg,omitempty"`
-	RedisAddr  string        `json:"redis,omitempty"`
-	MySQLURL   string        `json:"mysql,omitempty"`
-	Schema     string        `json:"schema,omitempty"`
-	Prefix     string        `json:"prefix,omitempty"`
-	Lease      string        `json:"lease"`
+	StoreAddrs []string `json:"stores"`
+	PGURL      string   `json:"pg,omitempty"`
+	RedisAddr  string   `json:"redis,omitempty"`
+	MySQLURL   string   `json:"mysql,omitempty"`
+	Schema     string   `json:"schema,omitempty"`
+	Prefix     string   `json:"prefix,omitempty"`
+	Lease      string   `json:"lease"`
+	// LeaseSlots, when positive, makes Lease a semaphore of that many
+	// slots, which the workers campaign for (the postgres-slots cell).
+	LeaseSlots int           `json:"leaseSlots,omitempty"`
 	TTL        time.Duration `json:"ttl"`
 	Gap        time.Duration `json:"gap"`
 	Work       time.Duration `json:"work"`

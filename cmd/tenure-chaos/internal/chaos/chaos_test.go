@@ -177,7 +177,7 @@ func verdict(out []byte) string {
 func needBackend(t *testing.T, b string) {
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
-	if b == "postgres" || b == runBackend {
+	if b == "postgres" || b == runBackend || b == slotsBackend {
 		conn, err := pgx.Connect(ctx, testutil.PostgresURL())
 		if err == nil {
 			_ = conn.Close(ctx)

@@ -8,7 +8,8 @@
 // # A cell
 //
 // A cell is one backend (postgres, redis, etcd, consul, mysql, k8s,
-// nats, postgres-failover, etcd-cluster, consul-cluster, postgres-run), N worker
+// nats, postgres-failover, etcd-cluster, consul-cluster, postgres-run,
+// postgres-slots), N worker
 // processes (default 5: re-executions of tenure-chaos in the worker role),
 // TTL 2 s, a duration and a seed. Each worker reaches its store through a
 // faultnet proxy of its own, campaigns for the cell's lease, and while it
@@ -56,6 +57,10 @@
 //     Consul API client takes one address,
 //     so the worker's transport sends each request to one member and moves
 //     to the next after a request fails on its way.
+//   - postgres-slots: the postgres cell with the lease a semaphore of
+//     three slots (tenure.Client.CampaignSlot), each slot with a fenced
+//     chain and a twin of its own, checked per slot (slots.go); the
+//     nemesis strikes the slots' holders in turn.
 //
 // The twin is written whatever the fence said, with the same token: the
 // negative control of the same run.

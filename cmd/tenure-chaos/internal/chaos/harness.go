@@ -222,7 +222,7 @@ func RunCell(ctx context.Context, cfg CellConfig) (*CellResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	res.Verdict = check(events, fenced, twin, cfg.TTL)
+	res.Verdict = checkCell(cfg.Backend, events, fenced, twin, cfg.TTL)
 	res.Elapsed = time.Since(start)
 	v := res.Verdict
 	if n := v.Fenced.Total(); n > 0 {

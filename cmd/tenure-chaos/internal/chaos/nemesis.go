@@ -134,7 +134,7 @@ func (c *cell) nemesis(ctx context.Context) {
 func (c *cell) holder(ctx context.Context) (int64, *procInfo) {
 	gctx, cancel := context.WithTimeout(ctx, c.cfg.TTL)
 	defer cancel()
-	rec, err := c.store.Get(gctx, c.spec.Lease)
+	rec, err := c.store.Get(gctx, c.faultLease())
 	if err != nil || rec.State != store.StateHeld {
 		return 0, nil
 	}

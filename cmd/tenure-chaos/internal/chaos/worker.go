@@ -125,23 +125,32 @@ func runWorker(ctx context.Context, a workerArgs) error {
 			w.hist.log(Event{Kind: kindExit, Detail: "adopt failed: " + err.Error()})
 			return nil
 		}
-		w.hist.log(Event{Kind: kindAdopted, Token: int64(st.Token), Seq: st.Seq, Holder: st.Holder.Instance})
+		w.hist.log(Event{Kind: kindAdopted, Token: int64(st.Token), Seq: st.Seq, Holder: st.Holder.Instance, Detail: st.Name})
 		w.hold(ctx, l)
 		w.hist.log(Event{Kind: kindExit, Detail: "clone done"})
 		return nil
 	}
 	for ctx.Err() == nil {
-		l, err := w.cli.Campaign(ctx, a.spec.Lease)
+		l, err := w.campaign(ctx)
 		if err != nil {
 			continue
 		}
 		st := snapshot.Take(l)
-		w.hist.log(Event{Kind: kindAcquired, Token: int64(st.Token), Seq: st.Seq, Holder: st.Holder.Instance})
+		w.hist.log(Event{Kind: kindAcquired, Token: int64(st.Token), Seq: st.Seq, Holder: st.Holder.Instance, Detail: l.Name()})
 		w.say("held %d %s", st.Token, w.proc)
 		w.hold(ctx, l)
 	}
 	w.hist.log(Event{Kind: kindExit, Detail: "done"})
 	return nil
+}
+
+// campaign waits for the cell's lease, or for one of its slots when it
+// has them.
+func (w *worker) campaign(ctx context.Context) (*tenure.Lease, error) {
+	if n := w.args.spec.LeaseSlots; n > 0 {
+		return w.cli.CampaignSlot(ctx, w.args.spec.Lease, n)
+	}
+	return w.cli.Campaign(ctx, w.args.spec.Lease)
 }
 
 // hold writes under l until the tenure ends, then logs why.

@@ -26,7 +26,9 @@
 //     the outcome as one JSON object ([runOutcome]); --wait reports each
 //     change of holder ([tenure.Client.Observe]); --progress-timeout turns
 //     on the library's progress gate and --health serves a /healthz that
-//     asks it.
+//     asks it. --slots N takes one of N slots of the name (leases
+//     NAME#0 … NAME#N-1, [tenure.Client.CampaignSlot]) and gives the
+//     command TENURE_SLOT.
 //   - progress, revoke-inherited: called by run's command over the control
 //     socket (TENURE_RUN_CONTROL): progress feeds the progress gate;
 //     revoke-inherited, for fork and restore hooks, removes the user's

@@ -30,6 +30,7 @@ const (
 // are documented in run's help; a field that does not apply is left out.
 type runOutcome struct {
 	Lease      string         `json:"lease"`
+	Slot       *int           `json:"slot,omitempty"`
 	Store      string         `json:"store,omitempty"`
 	Holder     string         `json:"holder,omitempty"`
 	Token      int64          `json:"token,omitempty"`

@@ -60,7 +60,7 @@ func runCommand() *command {
 	return &command{
 		summary:  "run a command under a lease",
 		onHost:   func() string { _, how := supervise.Mode(); return "supervision: " + how },
-		synopsis: "run --name NAME [--ttl 30s] [--wait [--wait-timeout D] | --held-exit-code N] [--label L] [--payload TEXT] [--grace 10s] [--progress-timeout D] [--once-per D] [--window-key K] [--retry-failed] [--health ADDR] [--metrics ADDR] [--json FILE|-] [--store URL] -- CMD [ARGS...]",
+		synopsis: "run --name NAME [--slots N] [--ttl 30s] [--wait [--wait-timeout D] | --held-exit-code N] [--label L] [--payload TEXT] [--grace 10s] [--progress-timeout D] [--once-per D] [--window-key K] [--retry-failed] [--health ADDR] [--metrics ADDR] [--json FILE|-] [--store URL] -- CMD [ARGS...]",
 		about:    runAbout,
 		files:    true, // its positional arguments are a command line
 		setup: func(fs *flag.FlagSet) action {
@@ -68,6 +68,7 @@ func runCommand() *command {
 			fs.StringVar(&o.name, "name", "", "the lease `NAME` (required)")
 			o.ttl = durationFlag(fs, "ttl", tenure.DefaultTTL, "the lease's lifetime at the store without renewal, a `duration` of at least 500ms (etcd: 2s; Consul: the servers' session_ttl_min, 10s by default), in whole seconds on etcd and NATS, whole milliseconds on Redis, Consul and Kubernetes")
 			fs.BoolVar(&o.wait, "wait", false, "wait for the lease when it is held, instead of exiting 75")
+			fs.IntVar(&o.slots, "slots", 0, "take one of `N` slots of NAME, the leases NAME#0 … NAME#N-1, whichever is free (with --wait, whichever frees first); the command gets TENURE_SLOT")
 			o.waitTimeout = durationFlag(fs, "wait-timeout", 0, "with --wait, give up (exit 75) after this `duration`; 0 waits for ever")
 			fs.StringVar(&o.label, "label", "", "the human part of the holder identity, shown by status (default the host name)")
 			fs.StringVar(&o.payload, "payload", "", "`TEXT` published with the tenure for followers, such as this leader's address, shown by status")
@@ -119,6 +120,7 @@ type runOptions struct {
 	name        string
 	ttl         *time.Duration
 	wait        bool
+	slots       int
 	waitTimeout *time.Duration
 	label       string
 	payload     string
@@ -162,6 +164,9 @@ func (o *runOptions) config(args []string) (tenure.Config, error) {
 	}
 	if err := store.ValidatePayload(o.payload); err != nil {
 		return tenure.Config{}, usagef("run", "--payload: %s", message(err))
+	}
+	if err := o.checkSlots(); err != nil {
+		return tenure.Config{}, err
 	}
 	for flagName, addr := range map[string]string{"--health": o.health, "--metrics": o.metrics} {
 		if addr == "" {
@@ -306,6 +311,7 @@ func (o *runOptions) run(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	o.slotTaken(lease)
 	o.out.acquiredNow(lease.Holder().String(), lease.Token())
 	if o.win.on() {
 		if err := o.beginWindow(ctx, e, opened, lease); err != nil {

@@ -34,19 +34,7 @@ func (o *runOptions) acquire(ctx context.Context, e *env, client *tenure.Client,
 	defer wg.Wait()
 	wg.Go(func() {
 		var r result
-		r.lease, r.err = client.Acquire(actx, o.name)
-		var held *store.HeldError
-		if o.wait && errors.As(r.err, &held) {
-			e.errorf("%s; waiting for it", heldLine(o.name, held))
-		}
-		if o.wait && r.err != nil {
-			octx, stopObserving := context.WithCancel(actx)
-			var observer sync.WaitGroup
-			observer.Go(func() { o.reportHolders(octx, e, client, held) })
-			r.lease, r.err = client.Campaign(actx, o.name)
-			stopObserving()
-			observer.Wait()
-		}
+		r.lease, r.err = o.take(actx, e, client)
 		results <- r
 	})
 	var r result
@@ -76,9 +64,12 @@ wait:
 		return nil, &exitError{code: ExitSignalBase + signum(s), err: fmt.Errorf("interrupted by %s while waiting for lease %q; nothing was run", s, o.name)}
 	}
 	var held *store.HeldError
+	var all *tenure.SlotsHeldError
 	switch {
 	case r.err == nil:
 		return r.lease, nil
+	case errors.As(r.err, &all):
+		return nil, o.slotsHeld(all)
 	case errors.As(r.err, &held):
 		o.out.heldElsewhere(endedHeld, held.Holder, held.Token, held.Remaining)
 		code := ExitNotAcquired

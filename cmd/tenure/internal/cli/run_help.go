@@ -35,10 +35,22 @@ each time the holder changes while it waits (with -v or --log-format
 json, one log record each: msg "lease holder changed", keys lease,
 holder, token, remaining).
 
+--slots N makes NAME a semaphore of N holders: run takes the first free
+of the N slots of NAME, each a lease of its own named NAME#SLOT (SLOT from
+0 to N-1) with its own fencing tokens, renewals, fence, status and
+history, and the command gets TENURE_SLOT (the slot, from 0) beside
+TENURE_TOKEN, with TENURE_LEASE set to NAME#SLOT. When all N are held, run
+exits 75 naming every holder; with --wait it takes whichever slot frees
+first (it prints the holders once, not each change while it waits). Every run of NAME must give the same N: a run with --slots 2 beside
+one with --slots 3 lets three hold. Without --slots NAME is a plain lease,
+apart from its slots (--slots 1 is the one slot NAME#0).
+
 --json FILE writes one JSON object describing the outcome when run ends
 (- writes it to standard error; a file is replaced whole, so a reader never
 sees half of one):
-  lease, store           the lease name and the store (secrets removed)
+  lease, store           the lease name and the store (secrets removed);
+                         with --slots, NAME#SLOT once a slot was taken
+  slot                   with --slots, the slot taken, from 0
   holder, token          this run's identity and fencing token, once acquired
   acquired_at, held_ms   when the lease was acquired (this host's clock, UTC)
                          and how long it was held until released or lost

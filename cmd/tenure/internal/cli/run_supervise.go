@@ -173,6 +173,7 @@ func (s *supervision) start(args []string, control string) error {
 		EnvHolder+"="+s.lease.Holder().String(),
 		control,
 	)
+	cmd.Env = append(cmd.Env, s.o.slotEnv(s.lease)...)
 	if mark, err := supervise.TreeMark(); err == nil {
 		cmd.Env = append(cmd.Env, mark)
 	}

@@ -20,7 +20,7 @@ import (
 func serveCommand() *command {
 	return &command{
 		summary:      "serve a status page, /metrics and /healthz over HTTP",
-		synopsis:     "serve --http ADDR [NAME...] [--interval 1s] [--store URL]",
+		synopsis:     "serve --http ADDR [NAME...] [--slots N] [--interval 1s] [--store URL]",
 		interspersed: true,
 		about: `Serve reads the store every --interval (and at once when a store with
 notifications announces a release or takeover) and serves, on --http ADDR
@@ -39,7 +39,8 @@ notifications announces a release or takeover) and serves, on --http ADDR
              --interval is longer), else 503 "unhealthy: …" with why
 
 With NAME... it shows those leases only; without, every lease the store
-knows. The page has no authentication: bind it to loopback, or put it
+knows. With --slots N it shows the N slots of each NAME (tenure run
+--slots), the leases NAME#0 … NAME#N-1. The page has no authentication: bind it to loopback, or put it
 behind a proxy that has.
 
 Serve reads the store once before it listens, and fails as status does
@@ -51,8 +52,13 @@ SIGTERM.`,
 			o.interval = durationFlag(fs, "interval", serve.DefaultInterval, "the `duration` between two reads of the store")
 			o.healthyWithin = durationFlag(fs, "healthy-within", serve.DefaultHealthyWithin, "/healthz answers 503 when the last successful read is older than this `duration` (default 10s or 3×--interval, the longer)")
 			fs.StringVar(&o.store, "store", "", storeUsage)
+			fs.IntVar(&o.slots, "slots", 0, slotsUsage)
 			return func(ctx context.Context, e *env, names []string) error {
 				o.storeGiven = flagSet(fs, "store")
+				names, err := slotNames("serve", names, o.slots)
+				if err != nil {
+					return err
+				}
 				if !flagSet(fs, "healthy-within") {
 					*o.healthyWithin = max(*o.healthyWithin, 3**o.interval)
 				}
@@ -68,6 +74,7 @@ type serveOptions struct {
 	healthyWithin *time.Duration
 	store         string
 	storeGiven    bool
+	slots         int
 }
 
 // serveShutdown bounds how long serve waits for requests in flight when it

@@ -33,7 +33,7 @@ const stateAbsent = "absent"
 func statusCommand() *command {
 	return &command{
 		summary:      "show leases as the store sees them",
-		synopsis:     "status [NAME...] [--json] [--watch [--interval 1s]] [--store URL]",
+		synopsis:     "status [NAME...] [--slots N] [--json] [--watch [--interval 1s]] [--store URL]",
 		interspersed: true,
 		about: `Status shows the leases NAME..., or every lease the store knows: state (held,
 expired, released, or absent for a name never used), holder (label/instance),
@@ -55,6 +55,9 @@ on the terminal instead of showing (control characters, bidirectional
 controls such as U+202E, zero-width characters such as U+200B) is printed
 quoted with Go escapes ("job\u202e"); --json writes them as JSON \u escapes ("job\u202e").
 
+With --slots N it shows the N slots of each NAME (tenure run --slots):
+the leases NAME#0 … NAME#N-1, each a lease of its own.
+
 With --watch it prints a snapshot every --interval until interrupted; a
 snapshot that fails prints one error line and the watch goes on.
 
@@ -67,8 +70,13 @@ Without --store and TENURE_STORE, status reads this host's SQLite file
 			fs.BoolVar(&o.watch, "watch", false, "print a snapshot every --interval until interrupted")
 			o.interval = durationFlag(fs, "interval", DefaultInterval, "with --watch, the `duration` between snapshots")
 			fs.StringVar(&o.store, "store", "", storeUsage)
+			fs.IntVar(&o.slots, "slots", 0, slotsUsage)
 			return func(ctx context.Context, e *env, names []string) error {
 				o.storeGiven = flagSet(fs, "store")
+				names, err := slotNames("status", names, o.slots)
+				if err != nil {
+					return err
+				}
 				return o.run(ctx, e, names)
 			}
 		},
@@ -81,6 +89,7 @@ type statusOptions struct {
 	interval   *time.Duration
 	store      string
 	storeGiven bool
+	slots      int
 	reason     string // of an always-leader store
 }
 
