@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"unicode"
 
 	"github.com/tenure-dev/tenure/store"
 )
@@ -80,6 +81,9 @@ func Resolve(flagValue string, getenv func(string) string) (Target, error) {
 // SQLite path.
 func Parse(raw string) (Target, error) {
 	raw = strings.TrimSpace(raw)
+	if i := strings.IndexFunc(raw, unicode.IsControl); i >= 0 {
+		return Target{}, Errorf(store.ErrInvalid, nil, "storeurl: store URL %q has a control character at byte %d; a URL has none: percent-encode it (%%0A for a newline) or remove it", roughRedact(raw), i)
+	}
 	scheme, _, ok := strings.Cut(raw, ":")
 	if !ok || !schemeSyntax.MatchString(scheme) {
 		hint := ""
